@@ -1,0 +1,95 @@
+"""The ``ddz`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, BinaryIO, TextIO
+
+from .rules import Ruleset, RulesError, beats, classify, deal, new_seed, parse_seed
+
+
+def answer_rules_query(line: bytes) -> dict[str, Any]:
+    """One JSON answer for one JSON request line of ``ddz rules``; never raises."""
+    try:
+        request = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        return {"error": f"malformed JSON: {exc}"}
+    if not isinstance(request, dict):
+        return {"error": "each line must be a JSON object"}
+    unknown = set(request) - {"cards", "over", "ruleset"}
+    if unknown:
+        return {"error": f"unknown fields: {', '.join(sorted(unknown))}"}
+    cards = request.get("cards")
+    if not isinstance(cards, str):
+        return {"error": "'cards' must be a rank string such as \"TJQKA\""}
+    try:
+        ruleset = Ruleset.by_name(request.get("ruleset"))
+    except RulesError as exc:
+        return {"error": str(exc)}
+    if "over" in request:
+        over = request["over"]
+        if not isinstance(over, str):
+            return {"error": "'over' must be a rank string such as \"TJQKA\""}
+        try:
+            return {"beats": beats(cards, over, ruleset)}
+        except RulesError as exc:
+            return {"error": str(exc)}
+    try:
+        combination = classify(cards, ruleset)
+    except RulesError as exc:
+        return {"valid": False, "error": str(exc)}
+    return {"valid": True, "type": combination.type.value, "rank": combination.rank}
+
+
+def run_rules(stdin: BinaryIO, stdout: TextIO) -> int:
+    # Bytes in, so that a line that is not UTF-8 gets its error answer like any other.
+    for line in stdin:
+        stdout.write(json.dumps(answer_rules_query(line), ensure_ascii=False) + "\n")
+        stdout.flush()
+    return 0
+
+
+def run_deal(seed_hex: str | None, stdout: TextIO) -> int:
+    seed = parse_seed(seed_hex) if seed_hex is not None else new_seed()
+    d = deal(seed)
+    document = {
+        "seed": d.seed_hex,
+        "commitment": d.commitment,
+        "hands": [[card.code for card in hand] for hand in d.hands],
+        "bottom": [card.code for card in d.bottom],
+        "marked_card": d.marked_card.code,
+        "marked_seat": d.marked_seat,
+    }
+    stdout.write(json.dumps(document) + "\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ddz", description="Shanghai Dou Dizhu (上海斗地主) game server tools")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser(
+        "rules",
+        help="classify and compare plays: JSON lines in on stdin, one JSON line out for each",
+        description='Reads JSON lines such as {"cards": "TJQKA"} or {"cards": "KKKK", "over": "AA", '
+        '"ruleset": "shanghai-local"} and answers each with one JSON line, until EOF.',
+    )
+    deal_parser = commands.add_parser("deal", help="print the deal of a seed as JSON (HAND-RECORD.md)")
+    deal_parser.add_argument("--seed", metavar="HEX", help="32-byte seed as 64 hex characters (default: a fresh random seed)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "rules":
+            return run_rules(sys.stdin.buffer, sys.stdout)
+        return run_deal(args.seed, sys.stdout)
+    except RulesError as exc:
+        print(f"ddz: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

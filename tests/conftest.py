@@ -1,0 +1,36 @@
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import strategies as st
+
+from service.rules import RANKS, RULESETS
+
+DATA = Path(__file__).parent / "data"
+
+#: A rank string that two decks can hold (each of 3…2 at most 8 times, each joker twice).
+POOL = "".join(ch * 8 for ch in RANKS[:13]) + "BBRR"
+
+
+def rank_strings(max_size: int, alphabet: str = RANKS):
+    """Rank strings drawn from a few ranks of ``alphabet``, so that structures
+    (sequences, full houses, planes with pairs, bombs) are common."""
+
+    @st.composite
+    def build(draw):
+        ranks = draw(st.lists(st.sampled_from(alphabet), min_size=1, max_size=6, unique=True))
+        pool = "".join(ch * (2 if ch in "BR" else 8) for ch in ranks)
+        size = draw(st.integers(min_value=1, max_value=min(max_size, len(pool))))
+        picked = draw(st.permutations(pool))[:size]
+        return "".join(picked)
+
+    return build()
+
+
+rulesets = st.sampled_from(sorted(RULESETS))
+
+
+@pytest.fixture(scope="session")
+def vectors():
+    with open(DATA / "vectors.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
