@@ -205,6 +205,19 @@ def _plane_with_pairs(counts: Counts, present: list[int]) -> list[Combination]:
     return [Combination(PLANE_WITH_PAIRS, top, counts) for top in sequence_tops(triples)]
 
 
+class NoCombination(InvalidCombination):
+    """Cards with no reading. The message is worked out only when shown: classifying is
+    on every hot path (move checks, bots), explaining is not."""
+
+    def __init__(self, counts: Counts, ruleset: Ruleset):
+        ValueError.__init__(self, counts)
+        self.counts = counts
+        self.ruleset = ruleset
+
+    def __str__(self) -> str:
+        return why_invalid(self.counts, self.ruleset)
+
+
 def as_counts(cards: str | Counts | Sequence[Card]) -> Counts:
     """Counts from a rank string, a counts tuple, or a sequence of :class:`Card`."""
     if isinstance(cards, str):
@@ -227,7 +240,7 @@ def classify(cards: str | Counts | Sequence[Card], ruleset: Ruleset = DEFAULT_RU
     counts = as_counts(cards)
     found = _readings(counts, ruleset)
     if not found:
-        raise InvalidCombination(why_invalid(counts, ruleset))
+        raise NoCombination(counts, ruleset)
     return found[-1]
 
 
@@ -238,7 +251,7 @@ def beats(cards, over, ruleset: Ruleset = DEFAULT_RULESET) -> bool:
     counts = as_counts(cards)
     found = _readings(counts, ruleset)
     if not found:
-        raise InvalidCombination(why_invalid(counts, ruleset))
+        raise NoCombination(counts, ruleset)
     return any(reading.beats(lead) for reading in found)
 
 

@@ -12,7 +12,7 @@ class RulesError(ValueError):
 
     @property
     def message(self) -> str:
-        return self.args[0]
+        return str(self)
 
 
 class InvalidNotation(RulesError):

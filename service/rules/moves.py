@@ -34,9 +34,9 @@ from .combinations import (
     _readings,
     as_counts,
     position_rank,
-    why_invalid,
+    NoCombination,
 )
-from .errors import InvalidCombination, RulesError
+from .errors import RulesError
 from .rulesets import DEFAULT_RULESET, Ruleset
 
 
@@ -288,7 +288,7 @@ def verify_play(
         raise IllegalPlay("those cards are not in the hand", "cards_not_in_hand")
     found = _readings(played, ruleset)
     if not found:
-        raise InvalidCombination(why_invalid(played, ruleset))
+        raise NoCombination(played, ruleset)
     for r in locked:
         if played[r] and played != _whole_reported_bomb(held, r):
             raise IllegalPlay(

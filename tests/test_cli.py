@@ -1,0 +1,63 @@
+"""The `ddz` console script as a user runs it."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+DDZ = shutil.which("ddz", path=str(Path(sys.executable).parent))
+
+
+def ddz(*args, stdin=b""):
+    assert DDZ is not None, "the ddz console script is missing: install the project with `pip install -e .`"
+    return subprocess.run([DDZ, *args], input=stdin, capture_output=True)
+
+
+def test_rules_answers_every_line_in_order_and_never_crashes():
+    lines = [
+        b'{"cards": "TJQKA", "ruleset": "shanghai-platform"}',
+        b'{"cards": "BR"}',
+        b'{"cards": "KKKK", "over": "AA"}',
+        b'{"cards": "KKKK", "over": "BR"}',
+        b'not json',
+        b'',
+        b'\xff\xfe',
+        b'[1, 2]',
+        b'{"cards": 5}',
+        b'{"cards": "33", "ruleset": "nope"}',
+        b'{"cards": "33", "extra": 1}',
+        b'{"cards": "3X"}',
+        b'[' * 50000,
+        b'{"cards": "BBRR", "ruleset": "shanghai-local"}',
+    ]
+    result = ddz("rules", stdin=b"\n".join(lines) + b"\n")
+    assert result.returncode == 0, result.stderr
+    answers = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    assert len(answers) == len(lines)
+    assert answers[0] == {"valid": True, "type": "straight", "rank": "A"}
+    assert answers[1]["valid"] is False and "pair" in answers[1]["error"]
+    assert answers[2] == {"beats": True}
+    assert "error" in answers[3] and "beats" not in answers[3]
+    for malformed in answers[4:12]:
+        assert set(malformed) <= {"error", "valid"} and malformed["error"]
+    assert "error" in answers[12]
+    assert answers[13]["valid"] is False
+
+
+def test_deal_prints_a_deal_anyone_can_rederive():
+    seed = bytes(range(32)).hex()
+    result = ddz("deal", "--seed", seed)
+    assert result.returncode == 0
+    document = json.loads(result.stdout)
+    assert document["seed"] == seed
+    assert document["hands"][0][:5] == ["D7", "S4", "S3", "D2", "H7"]
+    assert document["bottom"] == ["CT", "H9", "DJ", "D4", "S4", "D2", "H8", "SQ"]
+    assert (document["marked_card"], document["marked_seat"]) == ("D6", 0)
+    assert len(document["commitment"]) == 64
+
+
+def test_deal_rejects_a_bad_seed_with_a_message():
+    result = ddz("deal", "--seed", "xyz")
+    assert result.returncode == 2
+    assert b"seed" in result.stderr and b"Traceback" not in result.stderr
