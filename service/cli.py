@@ -66,6 +66,28 @@ def run_deal(seed_hex: str | None, stdout: TextIO) -> int:
     return 0
 
 
+def run_verify(paths: list[str], stdout: TextIO) -> int:
+    """Checks each hand record; prints OK or the first discrepancy; exit status 1 if any fails."""
+    from .game.record import Discrepancy, verify
+
+    failed = False
+    for path in paths:
+        prefix = f"{path}: " if len(paths) > 1 else ""
+        try:
+            with open(path, encoding="utf-8") as f:
+                document = json.load(f)
+            verify(document)
+        except (OSError, ValueError) as exc:
+            failed = True
+            stdout.write(f"{prefix}cannot read the record: {exc}\n")
+        except Discrepancy as exc:
+            failed = True
+            stdout.write(f"{prefix}{exc}\n")
+        else:
+            stdout.write(f"{prefix}OK\n")
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ddz", description="Shanghai Dou Dizhu (上海斗地主) game server tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -77,6 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     deal_parser = commands.add_parser("deal", help="print the deal of a seed as JSON (HAND-RECORD.md)")
     deal_parser.add_argument("--seed", metavar="HEX", help="32-byte seed as 64 hex characters (default: a fresh random seed)")
+    verify_parser = commands.add_parser(
+        "verify",
+        help="check hand records (ddz-hand/1): deal, commitment, every action, settlement",
+        description="Re-derives the deal from the seed, checks the commitment, replays every action "
+        "through the rules and recomputes the settlement. Prints OK or the first discrepancy with its "
+        "action index; exits 1 when a record fails.",
+    )
+    verify_parser.add_argument("files", nargs="+", metavar="FILE")
     return parser
 
 
@@ -85,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "rules":
             return run_rules(sys.stdin.buffer, sys.stdout)
+        if args.command == "verify":
+            return run_verify(args.files, sys.stdout)
         return run_deal(args.seed, sys.stdout)
     except RulesError as exc:
         print(f"ddz: {exc}", file=sys.stderr)

@@ -12,6 +12,7 @@ from service.rules import (
     SHANGHAI_PLATFORM,
     DECK,
     IllegalPlay,
+    InvalidNotation,
     InvalidCombination,
     Ruleset,
     can_play,
@@ -56,10 +57,10 @@ def test_replies_are_exactly_the_sub_multisets_that_beat(hand, lead, ruleset):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(POOL), min_size=1, max_size=33), st.sampled_from(LEADS + [None]), rulesets)
-def test_every_generated_play_is_legal_in_a_big_hand(cards, lead, ruleset):
+@given(st.permutations(POOL), st.integers(1, 33), st.sampled_from(LEADS + [None]), rulesets)
+def test_every_generated_play_is_legal_in_a_big_hand(cards, size, lead, ruleset):
     rs = Ruleset.by_name(ruleset)
-    hand = parse_ranks("".join(cards))
+    hand = parse_ranks("".join(cards[:size]))
     lead_combination = classify(lead, rs) if lead and (lead != "BBRR" or rs.joker_bomb) else None
     for play in legal_plays(hand, lead_combination, ruleset=rs):
         assert all(n <= h for n, h in zip(play.counts, hand))
@@ -159,3 +160,8 @@ def test_the_leader_has_every_play_and_a_follower_only_same_shape():
 def test_report_units(hand, ruleset, units):
     found = report_units(parse_ranks(hand), ruleset)
     assert [{"3456789TJQKA2BR"[r] for r in unit} for unit in found] == units
+
+
+def test_a_hand_no_two_decks_hold_is_refused():
+    with pytest.raises(InvalidNotation, match="hold 8"):
+        list(legal_plays("333333333"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import AbstractSet, Iterator, NamedTuple, Sequence
 
-from .cards import BIG_JOKER, NUM_RANKS, SMALL_JOKER, TWO, Card, Counts, format_ranks
+from .cards import BIG_JOKER, NUM_RANKS, SMALL_JOKER, TWO, Card, Counts, check_possible, format_ranks
 from .combinations import (
     BOMB,
     FULL_HOUSE,
@@ -184,6 +184,8 @@ def legal_plays(
     """Every distinct play the hand can make: any combination when ``lead`` is ``None``
     (each at its strongest reading), otherwise every one that beats ``lead``."""
     counts = as_counts(hand)
+    if max(counts) > 8 or counts[SMALL_JOKER] > 2 or counts[BIG_JOKER] > 2:
+        check_possible(counts)
     available = _available(counts, locked)
     bombs_ok = bombs_left is None or bombs_left > 0
     if lead is None:

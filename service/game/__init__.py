@@ -1,0 +1,14 @@
+"""One match (one hand) of Shanghai Dou Dizhu as a pure event-sourced decider:
+``decide(state, command) -> events``, ``evolve(state, event) -> state``, ``initial_state``.
+No I/O: the store and the API stay thin around it."""
+
+from .commands import Bid, Command, CreateMatch, Deal, Disconnect, Pass, Play, Report, Resume, ShowHand, TakeSeat
+from .decider import can, decide, outcome
+from .errors import GameError
+from .events import EVENT_TYPES, PLAYER, BOT, Event
+from .settlement import Factors, Outcome, Settlement, settle
+from .state import State, evolve, initial_state, replay
+from .table import Table
+from .views import OPERATOR, SeatView, seat_view, view, visible
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,208 @@
+"""Events: the facts of a match, appended to its stream and never changed.
+
+Each event has a ``type`` name and a schema ``version``, and serialises to a JSON payload
+and back. Events hold everything that happened, hidden cards included; what a seat may
+see of each is :func:`service.game.views.visible`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from ..rules import Card, parse_cards
+from .errors import GameError
+from .table import Table
+
+#: Who took a decision: the seat's player, or the bot policy (a bot seat, or 系统代打 for a
+#: disconnected player). The hand record writes the same values.
+PLAYER, BOT = "player", "bot"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    type: ClassVar[str]
+    version: ClassVar[int] = 1
+
+    def payload(self) -> dict[str, Any]:
+        return {f.name: _dump(getattr(self, f.name)) for f in fields(self)}
+
+    def to_json(self) -> dict[str, Any]:
+        """The event with its envelope, as in exports: ``{"type", "version", ...payload}``."""
+        return {"type": self.type, "version": self.version, **self.payload()}
+
+    @staticmethod
+    def from_payload(type: str, version: int, payload: dict[str, Any]) -> Event:
+        cls = EVENT_TYPES.get(type)
+        if cls is None:
+            raise GameError(f"unknown event type {type!r}", "unknown_event")
+        if version != cls.version:
+            raise GameError(f"event {type!r} has schema version {version}, expected {cls.version}", "unknown_event")
+        return cls(**{f.name: _LOADERS.get(f.name, _same)(payload[f.name]) for f in fields(cls)})
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Event:
+        payload = {k: v for k, v in data.items() if k not in ("type", "version")}
+        return Event.from_payload(data["type"], data["version"], payload)
+
+
+def _dump(value):
+    if isinstance(value, Card):
+        return value.code
+    if isinstance(value, tuple):
+        return [_dump(v) for v in value]
+    if isinstance(value, Table):
+        return value.to_json()
+    return value
+
+
+def _same(value):
+    return value
+
+
+def _cards(codes) -> tuple[Card, ...]:
+    return parse_cards(codes)
+
+
+_LOADERS = {
+    "table": Table.from_json,
+    "cards": _cards,
+    "bottom": _cards,
+    "hands": lambda hands: tuple(_cards(hand) for hand in hands),
+    "marked_card": Card.from_code,
+    "locked": tuple,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class MatchCreated(Event):
+    type = "match_created"
+    match_id: str
+    table: Table
+
+
+@dataclass(frozen=True, slots=True)
+class SeatTaken(Event):
+    type = "seat_taken"
+    seat: int
+    player: str | None
+    bot: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HandDealt(Event):
+    """The deal. ``seed`` stays secret until the hand ends; ``commitment`` is public."""
+
+    type = "hand_dealt"
+    commitment: str
+    seed: str
+    hands: tuple[tuple[Card, ...], ...]
+    bottom: tuple[Card, ...]
+    marked_card: Card
+    marked_seat: int
+
+
+@dataclass(frozen=True, slots=True)
+class BidMade(Event):
+    """A bid of 1, 2 or 3, or a pass in bidding (value 0)."""
+
+    type = "bid"
+    seat: int
+    value: int
+    by: str = PLAYER
+
+
+@dataclass(frozen=True, slots=True)
+class LandlordChosen(Event):
+    """Bidding is over; the landlord takes the bottom (which farmers never see)."""
+
+    type = "landlord_chosen"
+    seat: int
+    bid: int
+    bottom: tuple[Card, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HandShown(Event):
+    """摊打: ``value`` true shows the landlord's whole hand (``cards``) to every seat."""
+
+    type = "show_hand"
+    seat: int
+    value: bool
+    cards: tuple[Card, ...]
+    by: str = PLAYER
+
+
+@dataclass(frozen=True, slots=True)
+class Reported(Event):
+    """报到: ``value`` is ``play`` (打), ``no_play`` (不打) or ``decline`` (no 报到);
+    ``cards`` are the reported cards, shown to every seat, and ``locked`` their ranks."""
+
+    type = "report"
+    seat: int
+    value: str
+    units: int
+    cards: tuple[Card, ...]
+    locked: tuple[int, ...]
+    by: str = PLAYER
+
+
+@dataclass(frozen=True, slots=True)
+class Played(Event):
+    type = "play"
+    seat: int
+    cards: tuple[Card, ...]
+    combination: str
+    rank: str | None
+    by: str = PLAYER
+
+
+@dataclass(frozen=True, slots=True)
+class Passed(Event):
+    type = "pass"
+    seat: int
+    by: str = PLAYER
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnected(Event):
+    """The system plays the seat from now on (系统代打); ``reason`` is ``deadline`` or ``left``."""
+
+    type = "disconnect"
+    seat: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed(Event):
+    type = "resume"
+    seat: int
+
+
+@dataclass(frozen=True, slots=True)
+class HandEnded(Event):
+    """The end of the hand: the revealed seed, and the result block of the hand record
+    (winner, factors, multiplier and settlement; HAND-RECORD.md)."""
+
+    type = "hand_ended"
+    seed: str
+    result: dict
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        MatchCreated,
+        SeatTaken,
+        HandDealt,
+        BidMade,
+        LandlordChosen,
+        HandShown,
+        Reported,
+        Played,
+        Passed,
+        Disconnected,
+        Resumed,
+        HandEnded,
+    )
+}

@@ -1,0 +1,69 @@
+"""Policies: who decides for a seat the system plays (a bot seat, or 系统代打 for a
+disconnected player). A policy sees only :class:`SeatView` — never another seat's hidden
+cards, never the bottom unless it is the landlord — and always returns a legal command."""
+
+from __future__ import annotations
+
+import random
+from typing import Iterator, Protocol
+
+from ..rules import legal_moves
+from ..rules.moves import Move
+from .commands import Bid, Command, Pass, Play, Report, ShowHand
+from .events import PLAYER, BOT
+from .state import BIDDING, PLAYING, REPORT, SHOW_HAND
+from .views import SeatView
+
+
+class Policy(Protocol):
+    name: str
+
+    def act(self, view: SeatView) -> Command:
+        """A legal command for ``view.seat``, whose turn it is."""
+
+
+def acting_party(view: SeatView) -> str:
+    """``bot`` for a bot seat or a disconnected player, else ``player``."""
+    info = view.seats[view.seat]
+    return BOT if info.bot or info.disconnected else PLAYER
+
+
+def moves(view: SeatView) -> Iterator[Move]:
+    """Every legal play of the viewing seat now (it leads when ``view.lead`` is None)."""
+    return legal_moves(
+        view.hand,
+        view.lead,
+        ruleset=view.table.ruleset,
+        bombs_left=view.bombs_left,
+        locked=view.locked if view.seat == view.landlord else frozenset(),
+    )
+
+
+def bid_values(view: SeatView) -> list[int]:
+    highest = max((b or 0) for b in view.bids)
+    return [0] + [v for v in (1, 2, 3) if v > highest]
+
+
+class RandomPolicy:
+    """Uniformly random among the legal actions: the baseline the bot is measured against."""
+
+    name = "random"
+
+    def __init__(self, rng: random.Random | None = None):
+        self.rng = rng or random.Random()
+
+    def act(self, view: SeatView) -> Command:
+        seat, by, rng = view.seat, acting_party(view), self.rng
+        if view.phase == BIDDING:
+            return Bid(seat, rng.choice(bid_values(view)), by)
+        if view.phase == SHOW_HAND:
+            return ShowHand(seat, rng.random() < 0.5, by)
+        if view.phase == REPORT:
+            return Report(seat, rng.choice(("play", "no_play", "decline")), by)
+        if view.phase != PLAYING:
+            raise ValueError(f"nothing to decide in phase {view.phase!r}")
+        options: list[Move | None] = list(moves(view))
+        if view.lead is not None:
+            options.append(None)
+        choice = rng.choice(options)
+        return Pass(seat, by) if choice is None else Play(seat, choice.cards, by)

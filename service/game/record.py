@@ -1,0 +1,182 @@
+"""The hand record (``ddz-hand/1``, HAND-RECORD.md): export a match's events as one JSON
+document, and verify such a document on its own — re-derive the deal from the seed,
+check the commitment, replay every action through the rules, recompute the settlement.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..rules import RulesError, commitment, deal, parse_cards, parse_seed
+from .commands import Bid, Command, CreateMatch, Deal, Disconnect, Pass, Play, Report, Resume, ShowHand, TakeSeat
+from .decider import decide
+from .events import (
+    BidMade,
+    Disconnected,
+    Event,
+    HandDealt,
+    HandShown,
+    MatchCreated,
+    Passed,
+    Played,
+    Reported,
+    Resumed,
+    SeatTaken,
+)
+from .state import ENDED, State, evolve, initial_state
+from .table import Table
+
+FORMAT = "ddz-hand/1"
+
+
+def _action(event: Event) -> dict[str, Any] | None:
+    """The record's action for an event; ``None`` for events that are no action."""
+    if isinstance(event, BidMade):
+        return {"seat": event.seat, "action": "bid", "value": event.value, "by": event.by}
+    if isinstance(event, HandShown):
+        return {"seat": event.seat, "action": "show_hand", "value": event.value, "by": event.by}
+    if isinstance(event, Reported):
+        return {"seat": event.seat, "action": "report", "value": event.value, "by": event.by}
+    if isinstance(event, Played):
+        return {"seat": event.seat, "action": "play", "cards": [c.code for c in event.cards], "by": event.by}
+    if isinstance(event, Passed):
+        return {"seat": event.seat, "action": "pass", "by": event.by}
+    if isinstance(event, Disconnected):
+        return {"seat": event.seat, "action": "disconnect", "reason": event.reason}
+    if isinstance(event, Resumed):
+        return {"seat": event.seat, "action": "resume"}
+    return None
+
+
+def export(events: Iterable[Event]) -> dict[str, Any]:
+    """The hand record of a match's events. Meant for a finished hand; for one under way
+    (operators only) ``result`` is ``None``."""
+    document: dict[str, Any] = {"format": FORMAT, "seats": [None] * 4, "actions": [], "result": None}
+    state = initial_state
+    for event in events:
+        state = evolve(state, event)
+        if isinstance(event, MatchCreated):
+            options = event.table.to_json()
+            document.update(match_id=event.match_id, ruleset=options.pop("ruleset"), options=options)
+        elif isinstance(event, SeatTaken):
+            document["seats"][event.seat] = {"player": event.player, "bot": event.bot}
+        elif isinstance(event, HandDealt):
+            document.update(
+                commitment=event.commitment,
+                seed=event.seed,
+                deal={
+                    "hands": [[c.code for c in hand] for hand in event.hands],
+                    "bottom": [c.code for c in event.bottom],
+                    "marked_card": event.marked_card.code,
+                    "marked_seat": event.marked_seat,
+                },
+            )
+        else:
+            action = _action(event)
+            if action is not None:
+                document["actions"].append(action)
+    if state.phase == ENDED:
+        document["result"] = state.result
+    return document
+
+
+class Discrepancy(Exception):
+    """Where a hand record disagrees with the rules or with itself."""
+
+    def __init__(self, where: str, message: str):
+        super().__init__(f"{where}: {message}")
+        self.where = where
+
+
+def _command(action: dict[str, Any], state: State) -> Command:
+    seat = action["seat"]
+    kind = action["action"]
+    default_by = "bot" if isinstance(seat, int) and 0 <= seat < 4 and state.is_system(seat) else "player"
+    by = action.get("by", default_by)
+    if kind == "bid":
+        return Bid(seat, action["value"], by)
+    if kind == "show_hand":
+        return ShowHand(seat, action["value"], by)
+    if kind == "report":
+        return Report(seat, action["value"], by)
+    if kind == "play":
+        return Play(seat, parse_cards(action["cards"]), by)
+    if kind == "pass":
+        return Pass(seat, by)
+    if kind == "disconnect":
+        return Disconnect(seat, action.get("reason", "left"))
+    if kind == "resume":
+        return Resume(seat)
+    raise ValueError(f"unknown action {kind!r}")
+
+
+def _check(where: str, recorded, recomputed) -> None:
+    if recorded != recomputed:
+        raise Discrepancy(where, f"recorded {recorded!r}, recomputed {recomputed!r}")
+
+
+def _compare(where: str, recorded, recomputed) -> None:
+    """The first difference between two JSON values, field by field."""
+    if isinstance(recomputed, dict) and isinstance(recorded, dict):
+        for key, value in recomputed.items():
+            if key not in recorded:
+                raise Discrepancy(f"{where}.{key}", "missing")
+            _compare(f"{where}.{key}", recorded[key], value)
+    else:
+        _check(where, recorded, recomputed)
+
+
+def verify(document: dict[str, Any]) -> State:
+    """Checks a hand record; returns the replayed final state or raises :class:`Discrepancy`."""
+    try:
+        return _verify(document)
+    except Discrepancy:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise Discrepancy("record", f"malformed: {exc!r}") from None
+
+
+def _verify(document: dict[str, Any]) -> State:
+    _check("format", document.get("format"), FORMAT)
+    seed = parse_seed(document["seed"])
+    _check("commitment", document["commitment"], commitment(seed))
+    dealt = deal(seed)
+    recorded_deal = document["deal"]
+    for seat, hand in enumerate(dealt.hands):
+        _check(f"deal.hands[{seat}]", recorded_deal["hands"][seat], [c.code for c in hand])
+    _check("deal.bottom", recorded_deal["bottom"], [c.code for c in dealt.bottom])
+    _check("deal.marked_card", recorded_deal["marked_card"], dealt.marked_card.code)
+    _check("deal.marked_seat", recorded_deal["marked_seat"], dealt.marked_seat)
+
+    table = Table.from_json({"ruleset": document["ruleset"], **document["options"]})
+    _check("options", document["options"], {k: v for k, v in table.to_json().items() if k != "ruleset"})
+    state = initial_state
+    setup: list[Command] = [CreateMatch(document.get("match_id") or "record", table)]
+    for seat, info in enumerate(document["seats"]):
+        setup.append(TakeSeat(seat, info["player"], bool(info["bot"])))
+    setup.append(Deal(seed))
+    for command in setup:
+        try:
+            state = _apply(state, command)
+        except RulesError as exc:
+            raise Discrepancy("seats", f"{exc.code}: {exc}") from None
+
+    for index, action in enumerate(document["actions"]):
+        where = f"action {index}"
+        try:
+            state = _apply(state, _command(action, state))
+        except RulesError as exc:
+            raise Discrepancy(where, f"{exc.code}: {exc}") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise Discrepancy(where, f"malformed action: {exc!r}") from None
+
+    if state.phase != ENDED:
+        raise Discrepancy("actions", f"the hand has not ended (phase {state.phase})")
+    _compare("result", document["result"], state.result)
+    return state
+
+
+def _apply(state: State, command: Command) -> State:
+    for event in decide(state, command):
+        state = evolve(state, event)
+    return state

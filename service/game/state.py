@@ -1,0 +1,269 @@
+"""The state of a match, and ``evolve``: how each event changes it (no validation here;
+:mod:`service.game.decider` only ever emits events that are legal)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+from ..rules import Card, Combination, counts_of, report_units
+from ..rules.combinations import _readings
+from .events import (
+    BidMade,
+    Disconnected,
+    Event,
+    HandDealt,
+    HandEnded,
+    HandShown,
+    LandlordChosen,
+    MatchCreated,
+    Passed,
+    Played,
+    Reported,
+    Resumed,
+    SeatTaken,
+)
+
+SEATS = 4
+NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
+    "new", "seating", "dealing", "bidding", "show_hand", "report", "playing", "ended",
+)
+LANDLORD, FARMERS = "landlord", "farmers"
+
+
+class Seat(NamedTuple):
+    player: str | None
+    bot: bool
+
+
+def next_seat(seat: int) -> int:
+    return (seat + 1) % SEATS
+
+
+class State:
+    """One match (one hand). Treat as immutable: :func:`evolve` returns a new state.
+
+    Fields: ``phase``; ``version`` (events applied); ``match_id``; ``table``; ``seats``;
+    the deal (``commitment``, ``seed`` — secret until the end —, ``marked_card``,
+    ``marked_seat``, ``hands``, ``bottom``); bidding (``bids`` per seat: ``None`` never
+    had a turn, 0 passed, 1-3; ``highest_bid``, ``highest_bidder``, ``first_bid_three``);
+    ``landlord`` and ``bid``; ``show_hand`` (摊打 chosen); ``report`` (``None``, ``play``,
+    ``no_play``, ``decline``), ``report_units``, ``locked``; play (``turn``, ``lead`` =
+    the combination to beat or ``None`` when the seat to act leads, ``lead_seat``, ``lead_cards``,
+    ``passes``, ``bombs_played`` per seat, ``bombs``); ``disconnected`` per seat and
+    ``first_disconnect``; at the end ``winner`` and ``result``.
+    """
+
+    def __init__(self, **fields: Any):
+        self.__dict__.update(fields)
+
+    def replace(self, **changes: Any) -> State:
+        new = State.__new__(State)
+        new.__dict__ = {**self.__dict__, **changes}
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, State) and self.__dict__ == other.__dict__
+
+    def __repr__(self) -> str:
+        return f"<State {self.match_id} {self.phase} v{self.version}>"
+
+    # What the rules derive from the state.
+
+    def is_system(self, seat: int) -> bool:
+        """Whether the system acts for the seat: a bot seat, or a disconnected player."""
+        return self.seats[seat].bot or self.disconnected[seat]
+
+    def bombs_left(self, seat: int) -> int | None:
+        """How many more bombs the seat may play (``None``: no limit)."""
+        if seat == self.landlord:
+            return None
+        limit = self.table.ruleset.bomb_limit.for_farmer(self.bids[seat], self.bid)
+        return None if limit is None else max(0, limit - self.bombs_played[seat])
+
+    def reportable_units(self) -> list[frozenset[int]]:
+        """The 报到 units the landlord may report now."""
+        return report_units(counts_of(self.hands[self.landlord]), self.table.ruleset)
+
+    def role(self, seat: int) -> str | None:
+        if self.landlord is None:
+            return None
+        return "landlord" if seat == self.landlord else "farmer"
+
+
+initial_state = State(
+    phase=NEW,
+    version=0,
+    match_id=None,
+    table=None,
+    seats=(None,) * SEATS,
+    commitment=None,
+    seed=None,
+    marked_card=None,
+    marked_seat=None,
+    hands=((),) * SEATS,
+    bottom=(),
+    bids=(None,) * SEATS,
+    highest_bid=0,
+    highest_bidder=None,
+    first_bid_three=False,
+    landlord=None,
+    bid=None,
+    show_hand=None,
+    report=None,
+    report_units=0,
+    locked=frozenset(),
+    turn=None,
+    lead=None,
+    lead_seat=None,
+    lead_cards=(),
+    passes=0,
+    bombs_played=(0,) * SEATS,
+    bombs=0,
+    disconnected=(False,) * SEATS,
+    first_disconnect=None,
+    winner=None,
+    result=None,
+)
+
+
+def _set(items: tuple, index: int, value) -> tuple:
+    return items[:index] + (value,) + items[index + 1 :]
+
+
+def _remove(hand: tuple[Card, ...], cards: tuple[Card, ...]) -> tuple[Card, ...]:
+    remaining = list(hand)
+    for card in cards:
+        remaining.remove(card)
+    return tuple(remaining)
+
+
+def recorded_combination(event: Played, state: State) -> Combination:
+    """The reading a play was recorded as."""
+    for reading in _readings(counts_of(event.cards), state.table.ruleset):
+        if reading.type.value == event.combination and reading.rank == event.rank:
+            return reading
+    raise ValueError(f"play event does not match its cards: {event}")
+
+
+def _after_landlord_decision(state: State, **changes: Any) -> State:
+    """Once 摊打 (if any) is decided: 报到 when the landlord may, else play begins."""
+    state = state.replace(**changes)
+    return state.replace(phase=REPORT if state.reportable_units() else PLAYING)
+
+
+def _match_created(state: State, e: MatchCreated) -> State:
+    return state.replace(phase=SEATING, match_id=e.match_id, table=e.table)
+
+
+def _seat_taken(state: State, e: SeatTaken) -> State:
+    seats = _set(state.seats, e.seat, Seat(e.player, e.bot))
+    return state.replace(seats=seats, phase=DEALING if all(seats) else SEATING)
+
+
+def _hand_dealt(state: State, e: HandDealt) -> State:
+    return state.replace(
+        phase=BIDDING,
+        commitment=e.commitment,
+        seed=e.seed,
+        hands=e.hands,
+        bottom=e.bottom,
+        marked_card=e.marked_card,
+        marked_seat=e.marked_seat,
+        turn=e.marked_seat,
+    )
+
+
+def _bid(state: State, e: BidMade) -> State:
+    changes: dict[str, Any] = {"bids": _set(state.bids, e.seat, e.value), "turn": next_seat(e.seat)}
+    if e.value > state.highest_bid:
+        changes.update(highest_bid=e.value, highest_bidder=e.seat)
+    if e.value == 3 and e.seat == state.marked_seat:
+        changes["first_bid_three"] = True
+    return state.replace(**changes)
+
+
+def _landlord_chosen(state: State, e: LandlordChosen) -> State:
+    hands = _set(state.hands, e.seat, state.hands[e.seat] + e.bottom)
+    changes = dict(landlord=e.seat, bid=e.bid, hands=hands, turn=e.seat, lead=None, lead_seat=e.seat)
+    if state.first_bid_three:
+        return state.replace(phase=SHOW_HAND, **changes)
+    return _after_landlord_decision(state, **changes)
+
+
+def _hand_shown(state: State, e: HandShown) -> State:
+    return _after_landlord_decision(state, show_hand=e.value)
+
+
+def _reported(state: State, e: Reported) -> State:
+    return state.replace(
+        phase=PLAYING,
+        report=e.value,
+        report_units=e.units,
+        locked=frozenset(e.locked) if e.value == "play" else frozenset(),
+    )
+
+
+def _played(state: State, e: Played) -> State:
+    combination = recorded_combination(e, state)
+    changes: dict[str, Any] = dict(
+        hands=_set(state.hands, e.seat, _remove(state.hands[e.seat], e.cards)),
+        lead=combination,
+        lead_seat=e.seat,
+        lead_cards=e.cards,
+        passes=0,
+        turn=next_seat(e.seat),
+    )
+    if combination.type.is_bomb:
+        changes.update(bombs_played=_set(state.bombs_played, e.seat, state.bombs_played[e.seat] + 1), bombs=state.bombs + 1)
+    return state.replace(**changes)
+
+
+def _passed(state: State, e: Passed) -> State:
+    passes = state.passes + 1
+    if passes == SEATS - 1:
+        # Three passes in a row: the seat that played last leads again, with anything.
+        return state.replace(passes=0, lead=None, lead_cards=(), turn=state.lead_seat)
+    return state.replace(passes=passes, turn=next_seat(e.seat))
+
+
+def _disconnected(state: State, e: Disconnected) -> State:
+    first = e.seat if state.first_disconnect is None else state.first_disconnect
+    return state.replace(disconnected=_set(state.disconnected, e.seat, True), first_disconnect=first)
+
+
+def _resumed(state: State, e: Resumed) -> State:
+    return state.replace(disconnected=_set(state.disconnected, e.seat, False))
+
+
+def _hand_ended(state: State, e: HandEnded) -> State:
+    return state.replace(phase=ENDED, seed=e.seed, result=e.result, winner=e.result["winner"], turn=None)
+
+
+_EVOLVE: dict[type[Event], Callable[[State, Any], State]] = {
+    MatchCreated: _match_created,
+    SeatTaken: _seat_taken,
+    HandDealt: _hand_dealt,
+    BidMade: _bid,
+    LandlordChosen: _landlord_chosen,
+    HandShown: _hand_shown,
+    Reported: _reported,
+    Played: _played,
+    Passed: _passed,
+    Disconnected: _disconnected,
+    Resumed: _resumed,
+    HandEnded: _hand_ended,
+}
+
+
+def evolve(state: State, event: Event) -> State:
+    """The state after ``event``. Pure: ``state`` is left as it was."""
+    new = _EVOLVE[type(event)](state, event)
+    new.__dict__["version"] = state.version + 1
+    return new
+
+
+def replay(events, state: State = initial_state) -> State:
+    """Folds events into a state: ``evolve`` over the whole stream."""
+    for event in events:
+        state = evolve(state, event)
+    return state

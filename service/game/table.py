@@ -1,0 +1,64 @@
+"""A table's settings: the ruleset and the money options of RULES.md §5."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from ..rules import Ruleset
+from .errors import GameError
+
+CENT = Decimal("0.01")
+
+
+def _amount(value, name: str, *, allow_none: bool = False) -> Decimal | None:
+    if value is None and allow_none:
+        return None
+    try:
+        amount = Decimal(str(value))
+    except (InvalidOperation, ValueError, TypeError):
+        raise GameError(f"{name} must be a decimal amount, not {value!r}", "invalid_table") from None
+    if not amount.is_finite() or amount < 0:
+        raise GameError(f"{name} must be a finite amount of at least 0, not {value!r}", "invalid_table")
+    return amount
+
+
+@dataclass(frozen=True)
+class Table:
+    """Ruleset (with its ``bombs_double`` option), base stake ``unit`` (底分), per-hand
+    ``cap`` (单局封顶, ``None`` = no cap) and system cut ``rake`` (系统得分, a share)."""
+
+    ruleset: Ruleset
+    unit: Decimal = Decimal("1.00")
+    cap: Decimal | None = None
+    rake: Decimal = Decimal("0.00")
+
+    @classmethod
+    def build(cls, ruleset: str | None = None, unit="1.00", cap=None, rake="0.00", bombs_double: bool | None = None) -> Table:
+        """A table from plain values, checked."""
+        base = Ruleset.by_name(ruleset)
+        if bombs_double is not None and bombs_double != base.bombs_double:
+            base = base.with_options(bombs_double=bool(bombs_double))
+        unit_ = _amount(unit, "unit")
+        if unit_ == 0 or unit_ != unit_.quantize(CENT):
+            raise GameError(f"unit must be a positive amount in cents, not {unit!r}", "invalid_table")
+        cap_ = _amount(cap, "cap", allow_none=True)
+        if cap_ is not None and (cap_ == 0 or cap_ != cap_.quantize(CENT)):
+            raise GameError(f"cap must be a positive amount in cents, not {cap!r}", "invalid_table")
+        rake_ = _amount(rake, "rake")
+        if rake_ > 1:
+            raise GameError(f"rake is a share between 0 and 1, not {rake!r}", "invalid_table")
+        return cls(base, unit_.quantize(CENT), None if cap_ is None else cap_.quantize(CENT), rake_)
+
+    def to_json(self) -> dict:
+        return {
+            "ruleset": self.ruleset.name,
+            "unit": str(self.unit),
+            "cap": None if self.cap is None else str(self.cap),
+            "rake": str(self.rake),
+            "bombs_double": self.ruleset.bombs_double,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> Table:
+        return cls.build(data.get("ruleset"), data["unit"], data.get("cap"), data.get("rake", "0"), data.get("bombs_double"))

@@ -1,0 +1,219 @@
+"""What each seat may see (RULES.md §6): its own hand; every seat's card count; the marked
+card and its holder; every bid, pass and play; the bottom only as landlord; the
+landlord's hand after 摊打; the reported cards after 报到. Operators see everything.
+
+:func:`seat_view` is the one place that decides what a seat sees of the state (bots get
+exactly this), and :func:`visible` what it sees of each event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..rules import Card, Combination
+from .events import Event, HandDealt, HandShown, LandlordChosen
+from .state import BIDDING, ENDED, PLAYING, REPORT, SEATS, SHOW_HAND, State
+
+#: Pass as ``seat`` to see everything, as an operator does.
+OPERATOR = "operator"
+
+
+@dataclass(frozen=True, slots=True)
+class SeatInfo:
+    player: str | None
+    bot: bool
+    disconnected: bool
+    cards: int  # how many cards the seat holds
+    bombs_played: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeatView:
+    """A seat's view of a match: everything a player (or a bot) of that seat may know."""
+
+    match_id: str
+    phase: str
+    version: int
+    seat: int | None
+    table: Any
+    seats: tuple[SeatInfo | None, ...]
+    commitment: str | None
+    marked_card: Card | None
+    marked_seat: int | None
+    hand: tuple[Card, ...]
+    bids: tuple[int | None, ...]
+    landlord: int | None
+    bid: int | None
+    bottom: tuple[Card, ...] | None  # the landlord's own bottom cards; None for others
+    first_bid_three: bool
+    show_hand: bool | None
+    landlord_hand: tuple[Card, ...] | None  # after 摊打
+    report: str | None
+    reported_cards: tuple[Card, ...]
+    locked: frozenset[int]
+    turn: int | None
+    lead: Combination | None  # the play to beat; None when the seat to act leads
+    lead_seat: int | None
+    lead_cards: tuple[Card, ...]
+    passes: int
+    bombs: int
+    bombs_left: int | None
+    result: dict | None
+    seed: str | None  # revealed when the hand has ended
+
+    @property
+    def role(self) -> str | None:
+        if self.landlord is None or self.seat is None:
+            return None
+        return "landlord" if self.seat == self.landlord else "farmer"
+
+    def actions(self) -> list[dict[str, Any]]:
+        """What the viewing seat may do now (the API offers exactly these)."""
+        seat = self.seat
+        if seat is None or self.phase == ENDED or self.seats[seat] is None:
+            return []
+        info = self.seats[seat]
+        if info.disconnected:
+            return [{"action": "resume"}]
+        if self.turn != seat or info.bot:
+            return []
+        if self.phase == BIDDING:
+            highest = max((b or 0) for b in self.bids)
+            return [{"action": "bid", "values": [0] + [v for v in (1, 2, 3) if v > highest]}]
+        if self.phase == SHOW_HAND:
+            return [{"action": "show_hand", "values": [True, False]}]
+        if self.phase == REPORT:
+            return [{"action": "report", "values": ["play", "no_play", "decline"]}]
+        if self.phase == PLAYING:
+            return [{"action": "play"}] + ([{"action": "pass"}] if self.lead is not None else [])
+        return []
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as the API shows it."""
+        return {
+            "match_id": self.match_id,
+            "phase": self.phase,
+            "version": self.version,
+            "seat": self.seat,
+            "role": self.role,
+            "table": self.table.to_json() if self.table else None,
+            "seats": [
+                None
+                if info is None
+                else {
+                    "seat": i,
+                    "player": info.player,
+                    "bot": info.bot,
+                    "disconnected": info.disconnected,
+                    "cards": info.cards,
+                    "bombs_played": info.bombs_played,
+                    "role": None if self.landlord is None else ("landlord" if i == self.landlord else "farmer"),
+                }
+                for i, info in enumerate(self.seats)
+            ],
+            "commitment": self.commitment,
+            "marked_card": _code(self.marked_card),
+            "marked_seat": self.marked_seat,
+            "hand": _codes(self.hand),
+            "bids": list(self.bids),
+            "landlord": self.landlord,
+            "bid": self.bid,
+            "bottom": _codes(self.bottom),
+            "first_bid_three": self.first_bid_three,
+            "show_hand": self.show_hand,
+            "landlord_hand": _codes(self.landlord_hand),
+            "report": self.report,
+            "reported_cards": _codes(self.reported_cards),
+            "turn": self.turn,
+            "lead": None
+            if self.lead is None
+            else {
+                "seat": self.lead_seat,
+                "cards": _codes(self.lead_cards),
+                "type": self.lead.type.value,
+                "rank": self.lead.rank,
+            },
+            "passes": self.passes,
+            "bombs": self.bombs,
+            "bombs_left": self.bombs_left,
+            "actions": self.actions(),
+            "result": self.result,
+            "seed": self.seed,
+        }
+
+
+def _code(card: Card | None) -> str | None:
+    return None if card is None else card.code
+
+
+def _codes(cards) -> list[str] | None:
+    return None if cards is None else [card.code for card in cards]
+
+
+def seat_view(state: State, seat: int | str | None) -> SeatView:
+    """The state as ``seat`` may see it; ``None`` is an onlooker with no seat,
+    :data:`OPERATOR` sees everything."""
+    operator = seat == OPERATOR
+    ended = state.phase == ENDED
+    seated = isinstance(seat, int) and not operator
+    landlord = state.landlord
+    hand = state.hands[seat] if seated else ()
+    return SeatView(
+        match_id=state.match_id,
+        phase=state.phase,
+        version=state.version,
+        seat=seat if seated else None,
+        table=state.table,
+        seats=tuple(
+            None
+            if s is None
+            else SeatInfo(s.player, s.bot, state.disconnected[i], len(state.hands[i]), state.bombs_played[i])
+            for i, s in enumerate(state.seats)
+        ),
+        commitment=state.commitment,
+        marked_card=state.marked_card,
+        marked_seat=state.marked_seat,
+        hand=hand,
+        bids=state.bids,
+        landlord=landlord,
+        bid=state.bid,
+        bottom=state.bottom if landlord is not None and (operator or seat == landlord) else None,
+        first_bid_three=state.first_bid_three,
+        show_hand=state.show_hand,
+        landlord_hand=state.hands[landlord] if state.show_hand or (operator and landlord is not None) else None,
+        report=state.report,
+        reported_cards=tuple(c for c in state.hands[landlord] if c.rank in state.locked) if state.locked else (),
+        locked=state.locked,
+        turn=state.turn,
+        lead=state.lead,
+        lead_seat=state.lead_seat if state.lead is not None else None,
+        lead_cards=state.lead_cards if state.lead is not None else (),
+        passes=state.passes,
+        bombs=state.bombs,
+        bombs_left=state.bombs_left(seat) if seated and landlord is not None else None,
+        result=state.result,
+        seed=state.seed if ended or operator else None,
+    )
+
+
+def view(state: State, seat: int | str | None) -> dict[str, Any]:
+    """The JSON view of ``seat`` (see :func:`seat_view`); the operator's adds every hand."""
+    document = seat_view(state, seat).to_json()
+    if seat == OPERATOR:
+        document["hands"] = [_codes(hand) for hand in state.hands]
+    return document
+
+
+def visible(event: Event, seat: int | str | None) -> dict[str, Any]:
+    """The event as ``seat`` may see it, with its envelope (``type``, ``version``)."""
+    document = event.to_json()
+    if seat == OPERATOR:
+        return document
+    if isinstance(event, HandDealt):
+        del document["seed"], document["hands"], document["bottom"]
+        document["hand"] = [c.code for c in event.hands[seat]] if isinstance(seat, int) else None
+        document["cards"] = [len(hand) for hand in event.hands]
+    elif isinstance(event, LandlordChosen) and seat != event.seat:
+        document["bottom"] = None
+    return document
