@@ -7,8 +7,7 @@ from __future__ import annotations
 import random
 from typing import Iterator, Protocol
 
-from ..rules import legal_moves
-from ..rules.moves import Move
+from ..rules import Combination, legal_plays, pick_cards
 from .commands import Bid, Command, Pass, Play, Report, ShowHand
 from .events import PLAYER, BOT
 from .state import BIDDING, PLAYING, REPORT, SHOW_HAND
@@ -28,9 +27,10 @@ def acting_party(view: SeatView) -> str:
     return BOT if info.bot or info.disconnected else PLAYER
 
 
-def moves(view: SeatView) -> Iterator[Move]:
-    """Every legal play of the viewing seat now (it leads when ``view.lead`` is None)."""
-    return legal_moves(
+def plays(view: SeatView) -> Iterator[Combination]:
+    """Every legal play of the viewing seat now, by ranks (it leads when ``view.lead`` is
+    None); :func:`~service.rules.pick_cards` gives the cards of the chosen one."""
+    return legal_plays(
         view.hand,
         view.lead,
         ruleset=view.table.ruleset,
@@ -62,8 +62,8 @@ class RandomPolicy:
             return Report(seat, rng.choice(("play", "no_play", "decline")), by)
         if view.phase != PLAYING:
             raise ValueError(f"nothing to decide in phase {view.phase!r}")
-        options: list[Move | None] = list(moves(view))
+        options: list[Combination | None] = list(plays(view))
         if view.lead is not None:
             options.append(None)
         choice = rng.choice(options)
-        return Pass(seat, by) if choice is None else Play(seat, choice.cards, by)
+        return Pass(seat, by) if choice is None else Play(seat, pick_cards(view.hand, choice.counts), by)

@@ -47,7 +47,7 @@ class State:
     ``marked_seat``, ``hands``, ``bottom``); bidding (``bids`` per seat: ``None`` never
     had a turn, 0 passed, 1-3; ``highest_bid``, ``highest_bidder``, ``first_bid_three``);
     ``landlord`` and ``bid``; ``show_hand`` (摊打 chosen); ``report`` (``None``, ``play``,
-    ``no_play``, ``decline``), ``report_units``, ``locked``; play (``turn``, ``lead`` =
+    ``no_play``, ``decline``), ``report_units``, ``reported_cards``, ``locked``; play (``turn``, ``lead`` =
     the combination to beat or ``None`` when the seat to act leads, ``lead_seat``, ``lead_cards``,
     ``passes``, ``bombs_played`` per seat, ``bombs``); ``disconnected`` per seat and
     ``first_disconnect``; at the end ``winner`` and ``result``.
@@ -111,6 +111,7 @@ initial_state = State(
     show_hand=None,
     report=None,
     report_units=0,
+    reported_cards=(),
     locked=frozenset(),
     turn=None,
     lead=None,
@@ -199,6 +200,7 @@ def _reported(state: State, e: Reported) -> State:
         phase=PLAYING,
         report=e.value,
         report_units=e.units,
+        reported_cards=e.cards,
         locked=frozenset(e.locked) if e.value == "play" else frozenset(),
     )
 

@@ -222,7 +222,7 @@ def as_counts(cards: str | Counts | Sequence[Card]) -> Counts:
     """Counts from a rank string, a counts tuple, or a sequence of :class:`Card`."""
     if isinstance(cards, str):
         return parse_ranks(cards)
-    if isinstance(cards, tuple) and len(cards) == NUM_RANKS and all(type(n) is int for n in cards):
+    if type(cards) is tuple and len(cards) == NUM_RANKS and type(cards[0]) is int:
         return cards
     return counts_of(cards)
 

@@ -12,6 +12,7 @@ concrete cards of the hand. Two constraints of a seat are inputs:
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import AbstractSet, Iterator, NamedTuple, Sequence
 
 from .cards import BIG_JOKER, NUM_RANKS, SMALL_JOKER, TWO, Card, Counts, check_possible, format_ranks
@@ -87,6 +88,7 @@ def _windows(length: int) -> list[int]:
     return [s for s in range(1, last + 1) if not (s == 1 and length >= 13)]
 
 
+_WINDOW_STARTS = {length: _windows(length) for length in range(1, HIGHEST_POSITION)}
 _SEQUENCES = {
     width: {
         length: {
@@ -117,11 +119,15 @@ def _plane_with_pairs(n: int, triples_start: int, pairs_start: int) -> tuple[Com
     return found
 
 
+_POSITION_RANK = [0] + [position_rank(p) for p in range(1, HIGHEST_POSITION + 1)]
+_POSITIONS_DOWN = range(HIGHEST_POSITION, 0, -1)
+
+
 def _run_lengths(available: Sequence[int], width: int) -> list[int]:
     """``runs[p]``: how many consecutive positions from ``p`` have ``width`` cards."""
     runs = [0] * (HIGHEST_POSITION + 2)
-    for p in range(HIGHEST_POSITION, 0, -1):
-        if available[position_rank(p)] >= width:
+    for p in _POSITIONS_DOWN:
+        if available[_POSITION_RANK[p]] >= width:
             runs[p] = runs[p + 1] + 1
     return runs
 
@@ -141,7 +147,7 @@ def _planes_with_pairs(available: Sequence[int], n: int | None = None, above: in
     pair_runs = _run_lengths(available, 2)
     lengths = range(MIN_PLANE_WITH_PAIRS, 14) if n is None else (n,)
     for n_ in lengths:
-        starts = _windows(n_)
+        starts = _WINDOW_STARTS[n_]
         pair_starts = [s for s in starts if pair_runs[s] >= n_]
         if not pair_starts:
             continue
@@ -286,7 +292,7 @@ def verify_play(
     beats ``lead``). Raises a :class:`~service.rules.errors.RulesError` naming the rule."""
     held = as_counts(hand)
     played = as_counts(cards)
-    if any(p > h for p, h in zip(played, held)):
+    if any(p > h for p, h in zip(played, held)) or not _holds_cards(hand, cards):
         raise IllegalPlay("those cards are not in the hand", "cards_not_in_hand")
     found = _readings(played, ruleset)
     if not found:
@@ -305,6 +311,15 @@ def verify_play(
     if combination.type.is_bomb and bombs_left is not None and bombs_left <= 0:
         raise IllegalPlay("this seat has played all the bombs its limit allows", "bomb_limit_reached")
     return combination
+
+
+def _holds_cards(hand, cards) -> bool:
+    """With concrete cards on both sides, suits count too: S3 is not C3."""
+    if not (hand and cards and isinstance(hand[0], Card) and isinstance(cards[0], Card)):
+        return True
+    remaining = Counter(hand)
+    remaining.subtract(cards)
+    return min(remaining.values()) >= 0
 
 
 def can_play(hand, cards, lead: Combination | None = None, **constraints) -> bool:
