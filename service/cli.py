@@ -88,6 +88,48 @@ def run_verify(paths: list[str], stdout: TextIO) -> int:
     return 1 if failed else 0
 
 
+def run_simulate(hands: int, seed: str, ruleset: str | None, out: str | None, stdout: TextIO) -> int:
+    import time
+    from pathlib import Path
+
+    from .game import Table
+    from .game.bot import BotPolicy
+    from .game.record import export
+    from .game.simulate import Tally, matchup, win_rates
+
+    table = Table.build(ruleset)
+    directory = Path(out) if out else None
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+    bot = BotPolicy()
+    tally = Tally()
+    started = time.perf_counter()
+    played = matchup(hands, seed, table, lambda i: [bot] * 4)
+    tally.seconds = time.perf_counter() - started
+    for i, (events, state, _) in enumerate(played):
+        tally.add(events, state)
+        if directory is not None:
+            with open(directory / f"hand-{i:05d}.json", "w", encoding="utf-8") as f:
+                json.dump(export(events), f, ensure_ascii=False, indent=1)
+    n = max(tally.hands, 1)
+    lines = [
+        f"ruleset              {table.ruleset.name}",
+        f"hands                {tally.hands}",
+        f"landlord win rate    {tally.landlord_wins / n:.1%}",
+        f"mean multiplier      {float(tally.multiplier_total / n):.2f}",
+        f"bombs per hand       {tally.bombs / n:.2f}",
+        f"报到 (report)         {tally.reports}",
+        f"头撂 (first bid 3)    {tally.first_bid_threes}",
+        f"turns per second     {tally.turns / tally.seconds:,.0f}  (bot policy, {tally.turns} turns)",
+    ]
+    for label, (rate, count) in win_rates(hands, seed, table).items():
+        lines.append(f"{label:<36} {rate:.1%}  ({count} hands)")
+    if directory is not None:
+        lines.append(f"records written to   {directory}")
+    stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ddz", description="Shanghai Dou Dizhu (上海斗地主) game server tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -107,6 +149,17 @@ def build_parser() -> argparse.ArgumentParser:
         "action index; exits 1 when a record fails.",
     )
     verify_parser.add_argument("files", nargs="+", metavar="FILE")
+    simulate_parser = commands.add_parser(
+        "simulate",
+        help="play hands bot against bot on the pure engine and print a summary",
+        description="Plays N hands with the bot policy at every seat, deterministically from --seed, "
+        "writes one hand record per hand into --out, and prints figures, with the bot's win rates "
+        "against the random-legal baseline.",
+    )
+    simulate_parser.add_argument("--hands", type=int, default=100, metavar="N")
+    simulate_parser.add_argument("--seed", default="0", metavar="S")
+    simulate_parser.add_argument("--ruleset", default=None, metavar="R", help="shanghai-platform (default) or shanghai-local")
+    simulate_parser.add_argument("--out", default=None, metavar="DIR", help="write hand records (.json) here")
     return parser
 
 
@@ -117,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_rules(sys.stdin.buffer, sys.stdout)
         if args.command == "verify":
             return run_verify(args.files, sys.stdout)
+        if args.command == "simulate":
+            if args.hands < 1:
+                raise RulesError("--hands must be at least 1", "invalid_argument")
+            return run_simulate(args.hands, args.seed, args.ruleset, args.out, sys.stdout)
         return run_deal(args.seed, sys.stdout)
     except RulesError as exc:
         print(f"ddz: {exc}", file=sys.stderr)

@@ -61,3 +61,36 @@ def test_deal_rejects_a_bad_seed_with_a_message():
     result = ddz("deal", "--seed", "xyz")
     assert result.returncode == 2
     assert b"seed" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_simulate_writes_records_that_verify(tmp_path):
+    out = tmp_path / "hands"
+    result = ddz("simulate", "--hands", "6", "--seed", "7", "--ruleset", "shanghai-local", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    summary = result.stdout.decode()
+    for figure in ("hands                6", "landlord win rate", "mean multiplier", "bombs per hand", "报到", "头撂",
+                   "turns per second", "bot landlord vs random farmers", "bot farmers vs random landlord"):
+        assert figure in summary
+    records = sorted(out.glob("*.json"))
+    assert len(records) == 6
+    assert json.loads(records[0].read_text())["ruleset"] == "shanghai-local"
+    verified = ddz("verify", *map(str, records))
+    assert verified.returncode == 0 and verified.stdout.decode().count(": OK") == 6
+    again = ddz("simulate", "--hands", "6", "--seed", "7", "--ruleset", "shanghai-local", "--out", str(tmp_path / "again"))
+    assert again.returncode == 0
+    assert [p.read_text() for p in records] == [p.read_text() for p in sorted((tmp_path / "again").glob("*.json"))]
+
+
+def test_verify_names_the_first_discrepancy(tmp_path):
+    ddz("simulate", "--hands", "1", "--seed", "3", "--out", str(tmp_path))
+    path = next(tmp_path.glob("*.json"))
+    document = json.loads(path.read_text())
+    plays = [i for i, a in enumerate(document["actions"]) if a["action"] == "play"]
+    document["actions"][plays[1]]["cards"] = ["S3"] * 9
+    path.write_text(json.dumps(document))
+    result = ddz("verify", str(path))
+    assert result.returncode == 1
+    assert result.stdout.decode().startswith(f"action {plays[1]}: ")
+    document["seed"] = "00" * 32
+    path.write_text(json.dumps(document))
+    assert ddz("verify", str(path)).stdout.decode().startswith("commitment: recorded")

@@ -3,16 +3,23 @@ the property tests and the benchmarks."""
 
 from __future__ import annotations
 
+import hashlib
+import random
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable, Sequence
 
 from .commands import Command, CreateMatch, Deal, TakeSeat
 from .decider import decide
-from .events import Event
-from .policies import Policy
-from .state import ENDED, State, evolve, initial_state
+from .events import BidMade, Event, HandShown, Passed, Played, Reported
+from .bot import BotPolicy
+from .policies import Policy, RandomPolicy
+from .state import ENDED, LANDLORD, State, evolve, initial_state
 from .table import Table
 from .views import seat_view
 
+#: The events that are a seat's decision (a turn).
+DECISIONS = (BidMade, HandShown, Reported, Played, Passed)
 #: Called before each turn; may return extra commands (a disconnect, a resume) to apply first.
 Interrupt = Callable[[State], Sequence[Command]]
 
@@ -48,3 +55,72 @@ def play_hand(
         seat = state.turn
         state = apply(state, policies[seat].act(seat_view(state, seat)), log)
     return log, state
+
+
+def hand_seed(seed: str, index: int) -> bytes:
+    """The deal seed of hand ``index`` of a simulation run from ``seed``: a fixed function,
+    so a run can be repeated hand by hand."""
+    return hashlib.sha256(f"ddz-simulate:{seed}:{index}".encode()).digest()
+
+
+@dataclass
+class Tally:
+    """Figures over simulated hands."""
+
+    hands: int = 0
+    landlord_wins: int = 0
+    multiplier_total: Fraction = Fraction(0)
+    bombs: int = 0
+    reports: int = 0
+    first_bid_threes: int = 0
+    turns: int = 0
+    seconds: float = 0.0
+
+    def add(self, events: Sequence[Event], state: State) -> None:
+        result = state.result
+        self.hands += 1
+        self.landlord_wins += result["winner"] == LANDLORD
+        self.multiplier_total += Fraction(result["multiplier"])
+        self.bombs += result["factors"]["bombs"]
+        self.reports += result["factors"]["report"] in ("play", "no_play")
+        self.first_bid_threes += result["factors"]["first_bid_three"]
+        self.turns += sum(isinstance(e, DECISIONS) for e in events)
+
+
+def matchup(
+    hands: int, seed: str, table: Table, policies: Callable[[int], Sequence[Policy]]
+) -> list[tuple[list[Event], State, Sequence[Policy]]]:
+    """Plays ``hands`` hands, hand ``i`` with ``policies(i)`` at the four seats."""
+    played = []
+    for i in range(hands):
+        seats = policies(i)
+        events, state = play_hand(table, hand_seed(seed, i), seats, match_id=f"sim-{seed}-{i}")
+        played.append((events, state, seats))
+    return played
+
+
+def _random(seed: str, hand: int, seat: int) -> RandomPolicy:
+    return RandomPolicy(random.Random(f"{seed}:{hand}:{seat}"))
+
+
+def win_rates(hands: int, seed: str, table: Table) -> dict[str, tuple[float, int]]:
+    """The bot against the random-legal baseline, as (win rate, hands it is measured on):
+    the bot as landlord against random farmers (one bot seat, taken when it wins the
+    bidding), bot farmers against a random landlord (three bot seats), and the baseline
+    of random landlords against random farmers."""
+    bot = BotPolicy()
+    baseline = matchup(hands, seed, table, lambda i: [_random(seed, i, s) for s in range(4)])
+    one_bot = matchup(hands, seed, table, lambda i: [bot if s == i % 4 else _random(seed, i, s) for s in range(4)])
+    three_bots = matchup(hands, seed, table, lambda i: [_random(seed, i, s) if s == i % 4 else bot for s in range(4)])
+
+    def rate(played, keep, won) -> tuple[float, int]:
+        kept = [(state, seats) for _, state, seats in played if keep(state, seats)]
+        return (sum(won(state) for state, _ in kept) / len(kept) if kept else float("nan"), len(kept))
+
+    landlord_won = lambda state: state.result["winner"] == LANDLORD  # noqa: E731
+    farmers_won = lambda state: state.result["winner"] != LANDLORD  # noqa: E731
+    return {
+        "random landlord vs random farmers": rate(baseline, lambda s, p: True, landlord_won),
+        "bot landlord vs random farmers": rate(one_bot, lambda s, p: p[s.landlord] is bot, landlord_won),
+        "bot farmers vs random landlord": rate(three_bots, lambda s, p: p[s.landlord] is not bot, farmers_won),
+    }

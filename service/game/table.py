@@ -9,6 +9,8 @@ from ..rules import Ruleset
 from .errors import GameError
 
 CENT = Decimal("0.01")
+DEFAULT_TURN_SECONDS = 30
+MAX_TURN_SECONDS = 3600
 
 
 def _amount(value, name: str, *, allow_none: bool = False) -> Decimal | None:
@@ -26,15 +28,25 @@ def _amount(value, name: str, *, allow_none: bool = False) -> Decimal | None:
 @dataclass(frozen=True)
 class Table:
     """Ruleset (with its ``bombs_double`` option), base stake ``unit`` (底分), per-hand
-    ``cap`` (单局封顶, ``None`` = no cap) and system cut ``rake`` (系统得分, a share)."""
+    ``cap`` (单局封顶, ``None`` = no cap), system cut ``rake`` (系统得分, a share) and the
+    seconds each decision may take before the system plays the seat."""
 
     ruleset: Ruleset
     unit: Decimal = Decimal("1.00")
     cap: Decimal | None = None
     rake: Decimal = Decimal("0.00")
+    turn_seconds: int = DEFAULT_TURN_SECONDS
 
     @classmethod
-    def build(cls, ruleset: str | None = None, unit="1.00", cap=None, rake="0.00", bombs_double: bool | None = None) -> Table:
+    def build(
+        cls,
+        ruleset: str | None = None,
+        unit="1.00",
+        cap=None,
+        rake="0.00",
+        bombs_double: bool | None = None,
+        turn_seconds: int = DEFAULT_TURN_SECONDS,
+    ) -> Table:
         """A table from plain values, checked."""
         base = Ruleset.by_name(ruleset)
         if bombs_double is not None and bombs_double != base.bombs_double:
@@ -48,7 +60,10 @@ class Table:
         rake_ = _amount(rake, "rake")
         if rake_ > 1:
             raise GameError(f"rake is a share between 0 and 1, not {rake!r}", "invalid_table")
-        return cls(base, unit_.quantize(CENT), None if cap_ is None else cap_.quantize(CENT), rake_)
+        if type(turn_seconds) is not int or not 1 <= turn_seconds <= MAX_TURN_SECONDS:
+            raise GameError(f"turn_seconds must be a whole number from 1 to {MAX_TURN_SECONDS}", "invalid_table")
+        cap_ = None if cap_ is None else cap_.quantize(CENT)
+        return cls(base, unit_.quantize(CENT), cap_, rake_, turn_seconds)
 
     def to_json(self) -> dict:
         return {
@@ -57,8 +72,16 @@ class Table:
             "cap": None if self.cap is None else str(self.cap),
             "rake": str(self.rake),
             "bombs_double": self.ruleset.bombs_double,
+            "turn_seconds": self.turn_seconds,
         }
 
     @classmethod
     def from_json(cls, data: dict) -> Table:
-        return cls.build(data.get("ruleset"), data["unit"], data.get("cap"), data.get("rake", "0"), data.get("bombs_double"))
+        return cls.build(
+            data.get("ruleset"),
+            data["unit"],
+            data.get("cap"),
+            data.get("rake", "0"),
+            data.get("bombs_double"),
+            data.get("turn_seconds", DEFAULT_TURN_SECONDS),
+        )

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..rules import Card, Combination
-from .events import Event, HandDealt, HandShown, LandlordChosen
-from .state import BIDDING, ENDED, PLAYING, REPORT, SEATS, SHOW_HAND, State
+from .events import Event, HandDealt, LandlordChosen
+from .state import BIDDING, ENDED, PLAYING, REPORT, SHOW_HAND, State
 
 #: Pass as ``seat`` to see everything, as an operator does.
 OPERATOR = "operator"
