@@ -130,6 +130,40 @@ def run_simulate(hands: int, seed: str, ruleset: str | None, out: str | None, st
     return 0
 
 
+def run_migrate(stdout: TextIO) -> int:
+    from .api.config import Config
+    from .store import migrate
+
+    applied = migrate(Config.from_env().database_url)
+    stdout.write(f"applied: {', '.join(applied)}\n" if applied else "nothing to apply\n")
+    return 0
+
+
+def run_worker(burst: bool) -> int:
+    import redis
+    from rq import SimpleWorker
+
+    from workers.dispatch import queue
+
+    from .api.config import Config
+
+    connection = redis.Redis.from_url(Config.from_env().redis_url)
+    # SimpleWorker runs jobs in this process: no fork per job, so a bot turn takes
+    # milliseconds; the job timeout still bounds a stuck one.
+    worker = SimpleWorker([queue(connection)], connection=connection)
+    worker.work(burst=burst, with_scheduler=True, logging_level="WARNING")
+    return 0
+
+
+def run_openapi(stdout: TextIO) -> int:
+    import yaml
+
+    from .api import openapi_document
+
+    stdout.write(yaml.safe_dump(openapi_document(), sort_keys=False, allow_unicode=True))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ddz", description="Shanghai Dou Dizhu (上海斗地主) game server tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -160,6 +194,21 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_parser.add_argument("--seed", default="0", metavar="S")
     simulate_parser.add_argument("--ruleset", default=None, metavar="R", help="shanghai-platform (default) or shanghai-local")
     simulate_parser.add_argument("--out", default=None, metavar="DIR", help="write hand records (.json) here")
+    commands.add_parser("migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)")
+    worker_parser = commands.add_parser("worker", help="run an RQ worker (bot turns) on REDIS_URL")
+    worker_parser.add_argument("--burst", action="store_true", help="quit when the queue is empty")
+    serve_parser = commands.add_parser(
+        "serve",
+        help="run the whole service: migrations, the API under gunicorn, a worker",
+        description="Uses DATABASE_URL and REDIS_URL when set; otherwise starts an embedded "
+        "PostgreSQL and Redis with their data under --data.",
+    )
+    serve_parser.add_argument("--host", default="127.0.0.1")
+    serve_parser.add_argument("--port", type=int, default=8000)
+    serve_parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    serve_parser.add_argument("--threads", type=int, default=32, help="threads per gunicorn worker")
+    serve_parser.add_argument("--data", default=".ddz-data", help="where embedded servers keep their data")
+    commands.add_parser("openapi", help="print the OpenAPI document generated from the app")
     return parser
 
 
@@ -170,6 +219,16 @@ def main(argv: list[str] | None = None) -> int:
             return run_rules(sys.stdin.buffer, sys.stdout)
         if args.command == "verify":
             return run_verify(args.files, sys.stdout)
+        if args.command == "migrate":
+            return run_migrate(sys.stdout)
+        if args.command == "worker":
+            return run_worker(args.burst)
+        if args.command == "serve":
+            from .serve import serve
+
+            return serve(args.host, args.port, args.workers, args.threads, args.data)
+        if args.command == "openapi":
+            return run_openapi(sys.stdout)
         if args.command == "simulate":
             if args.hands < 1:
                 raise RulesError("--hands must be at least 1", "invalid_argument")

@@ -1,3 +1,5 @@
+pytest_plugins = ["servers"]
+
 import json
 from pathlib import Path
 

@@ -530,12 +530,12 @@ def check_actions(state: State) -> None:
             assert not can(state, Report(seat, "decline"))
             continue
         if state.phase == "bidding":
-            assert actions == [{"action": "bid", "values": [v for v in range(4) if can(state, Bid(seat, v))]}]
+            assert actions == [{"action": "bid", "choices": [v for v in range(4) if can(state, Bid(seat, v))]}]
         elif state.phase == "show_hand":
-            assert actions == [{"action": "show_hand", "values": [True, False]}]
+            assert actions == [{"action": "show_hand", "choices": [True, False]}]
             assert can(state, ShowHand(seat, True)) and can(state, ShowHand(seat, False))
         elif state.phase == "report":
-            assert actions == [{"action": "report", "values": ["play", "no_play", "decline"]}]
+            assert actions == [{"action": "report", "choices": ["play", "no_play", "decline"]}]
             assert all(can(state, Report(seat, value)) for value in ("play", "no_play", "decline"))
         else:
             assert state.phase == "playing"
@@ -560,7 +560,7 @@ def test_actions_list_what_the_seat_may_do(ruleset):
 def test_actions_in_bidding():
     events, state = dealt(craft({}))
     state = after(state, Bid(0, 2))
-    assert seat_view(state, 1).actions() == [{"action": "bid", "values": [0, 3]}]
+    assert seat_view(state, 1).actions() == [{"action": "bid", "choices": [0, 3]}]
     assert seat_view(state, 0).actions() == []
     state = after(state, Disconnect(1))
     assert seat_view(state, 1).actions() == [{"action": "resume"}]

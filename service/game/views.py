@@ -80,11 +80,11 @@ class SeatView:
             return []
         if self.phase == BIDDING:
             highest = max((b or 0) for b in self.bids)
-            return [{"action": "bid", "values": [0] + [v for v in (1, 2, 3) if v > highest]}]
+            return [{"action": "bid", "choices": [0] + [v for v in (1, 2, 3) if v > highest]}]
         if self.phase == SHOW_HAND:
-            return [{"action": "show_hand", "values": [True, False]}]
+            return [{"action": "show_hand", "choices": [True, False]}]
         if self.phase == REPORT:
-            return [{"action": "report", "values": ["play", "no_play", "decline"]}]
+            return [{"action": "report", "choices": ["play", "no_play", "decline"]}]
         if self.phase == PLAYING:
             return [{"action": "play"}] + ([{"action": "pass"}] if self.lead is not None else [])
         return []

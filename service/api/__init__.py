@@ -1,0 +1,49 @@
+"""The REST API: a Flask app factory with one blueprint per resource."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+
+from . import admin, health, matches, players
+from .config import Config
+from .problems import Api
+from .services import Services
+
+API_VERSION = "1.0.0"
+
+
+def create_app(config: Config | None = None, services: Services | None = None, connect: bool = True) -> Flask:
+    """The app; configuration from the environment unless given. ``connect=False`` makes
+    an app that only describes itself (for generating the OpenAPI document)."""
+    config = config or Config.from_env()
+    app = Flask("ddz", static_folder=None)
+    app.config.update(
+        API_TITLE="Shanghai Dou Dizhu game server",
+        API_VERSION=API_VERSION,
+        OPENAPI_VERSION="3.1.0",
+        MAX_CONTENT_LENGTH=config.max_body_bytes,
+        API_SPEC_OPTIONS={
+            "info": {
+                "description": "Four players, two decks, one landlord against three farmers. "
+                "Bids and plays are commands appended as events; each seat sees only what "
+                "RULES.md §6 allows. Errors are RFC 9457 problem documents with a stable `code`.",
+            },
+            "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        },
+    )
+    if connect:
+        app.extensions["ddz"] = services or Services.open(config)
+    api = Api(app)
+    for module in (health, players, matches, admin):
+        api.register_blueprint(module.bp)
+    app.extensions["ddz_api"] = api
+    logging.getLogger("ddz").setLevel(logging.INFO)
+    return app
+
+
+def openapi_document() -> dict:
+    """The OpenAPI document of the app, as generated from its routes and schemas."""
+    app = create_app(Config(), connect=False)
+    return app.extensions["ddz_api"].spec.to_dict()

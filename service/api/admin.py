@@ -1,0 +1,43 @@
+"""Operator endpoints: unredacted events and the audit of a match (operator token only)."""
+
+from __future__ import annotations
+
+import uuid
+
+from flask_smorest import Blueprint
+
+from ..game import OPERATOR
+from ..game.record import Discrepancy, export, verify
+from . import schemas
+from .auth import operator
+from .matches import documented, event_document, load
+from .services import services
+
+bp = Blueprint("admin", __name__, url_prefix="/v1/admin", description="Operators: everything, and audits")
+
+
+@bp.route("/matches/<uuid:match_id>/events", methods=["GET"])
+@bp.response(200, schemas.EventList)
+@bp.doc(**documented(401, 403, 404))
+def all_events(match_id: uuid.UUID):
+    """Every event of the match, hidden cards and the seed included."""
+    operator()
+    state = load(match_id).state
+    stored = services().store.read(match_id)
+    return {"version": state.version, "events": [event_document(e, OPERATOR) for e in stored]}
+
+
+@bp.route("/matches/<uuid:match_id>/audit", methods=["GET"])
+@bp.response(200, schemas.Audit)
+@bp.doc(**documented(401, 403, 404))
+def audit(match_id: uuid.UUID):
+    """Runs the checks of ``ddz verify`` on the match's hand record, rebuilt from its stored
+    events: deal and commitment, every action through the rules, the settlement."""
+    operator()
+    load(match_id)
+    document = export(e.event for e in services().store.read(match_id))
+    try:
+        verify(document)
+    except Discrepancy as exc:
+        return {"match_id": match_id, "ok": False, "discrepancy": str(exc)}
+    return {"match_id": match_id, "ok": True, "discrepancy": None}

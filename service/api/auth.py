@@ -1,0 +1,58 @@
+"""Bearer tokens: a player's (from ``POST /v1/players``) or the operator's (configured)."""
+
+from __future__ import annotations
+
+import hmac
+import uuid
+from dataclasses import dataclass
+
+from flask import request
+
+from .problems import ApiError
+from .services import services
+
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ddz"'}
+
+
+@dataclass(frozen=True)
+class Caller:
+    player_id: uuid.UUID | None
+    operator: bool = False
+
+    @property
+    def player(self) -> str | None:
+        return None if self.player_id is None else str(self.player_id)
+
+
+def caller() -> Caller:
+    """Who sent the request; 401 without a valid token."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise ApiError(401, "unauthorized", "send 'Authorization: Bearer <token>'", CHALLENGE)
+    operator_token = services().config.operator_token
+    if operator_token and hmac.compare_digest(token.encode(), operator_token.encode()):
+        return Caller(None, operator=True)
+    player_id = services().players.by_token(token)
+    if player_id is None:
+        raise ApiError(401, "invalid_token", "this token belongs to no player", CHALLENGE)
+    return Caller(player_id)
+
+
+def player() -> Caller:
+    """A player's token is required (operators do not sit at tables)."""
+    who = caller()
+    if who.player_id is None:
+        raise ApiError(403, "player_required", "this needs a player's token")
+    return who
+
+
+def operator() -> Caller:
+    who = caller()
+    if not who.operator:
+        raise ApiError(403, "operator_required", "this needs the operator token")
+    return who
+
+
+#: OpenAPI security requirement of every authenticated operation.
+BEARER = [{"bearer": []}]

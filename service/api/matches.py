@@ -1,0 +1,414 @@
+"""Matches: create, list, take seats, the caller's view and legal plays, commands, events
+(long-poll and Server-Sent Events) and the hand record."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import timedelta
+from typing import Any, Iterator
+
+from flask import Response, request, stream_with_context
+from flask_smorest import Blueprint
+
+from ..game import (
+    OPERATOR,
+    PLAYER,
+    Bid,
+    Command,
+    CreateMatch,
+    Deal,
+    GameError,
+    Pass,
+    Play,
+    Report,
+    Resume,
+    ShowHand,
+    State,
+    Table,
+    TakeSeat,
+    seat_view,
+    view,
+    visible,
+)
+from ..game.record import export
+from ..game.state import BIDDING, DEALING, ENDED, PLAYING, REPORT, SHOW_HAND
+from ..rules import InvalidNotation, legal_moves, new_seed, parse_cards
+from ..store import Loaded, MatchNotFound, Outcome, StoredEvent, request_hash
+from workers.dispatch import after_append
+
+from . import schemas
+from .auth import BEARER, Caller, caller, player
+from .problems import ApiError
+from .services import services
+
+bp = Blueprint("matches", __name__, url_prefix="/v1/matches", description="Matches: one hand of four seats each")
+
+DECISION_PHASES = (BIDDING, SHOW_HAND, REPORT, PLAYING)
+#: HTTP status of each decider error code that is not a plain 422.
+STATUS_OF = {"match_not_found": 404, "version_conflict": 409, "not_seated": 403}
+ERRORS = {401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND"}
+
+
+def documented(*statuses: int) -> dict:
+    """The error responses an operation documents (all are problems)."""
+    names = {400: "BAD_REQUEST", 409: "CONFLICT", 413: "REQUEST_ENTITY_TOO_LARGE", 422: "UNPROCESSABLE_ENTITY", 503: "SERVICE_UNAVAILABLE"}
+    names.update(ERRORS)
+    return {"security": BEARER, "responses": {str(s): {"$ref": f"#/components/responses/{names[s]}"} for s in statuses}}
+
+
+def game_error(exc: GameError) -> ApiError:
+    return ApiError(STATUS_OF.get(exc.code, 422), exc.code, str(exc))
+
+
+def seat_of(state: State, who: Caller) -> int | None:
+    if who.player is None:
+        return None
+    for seat, taken in enumerate(state.seats):
+        if taken is not None and taken.player == who.player:
+            return seat
+    return None
+
+
+def load(match_id: uuid.UUID) -> Loaded:
+    try:
+        return services().store.load(match_id)
+    except MatchNotFound as exc:
+        raise game_error(exc) from None
+
+
+def deadline(loaded: Loaded):
+    state = loaded.state
+    if state.turn is None or state.phase not in DECISION_PHASES or loaded.last_recorded_at is None:
+        return None
+    return loaded.last_recorded_at + timedelta(seconds=state.table.turn_seconds)
+
+
+def view_document(loaded: Loaded, who: Caller) -> dict[str, Any]:
+    document = view(loaded.state, seat_of(loaded.state, who))
+    document["deadline"] = deadline(loaded)
+    return document
+
+
+def event_document(stored: StoredEvent, seat) -> dict[str, Any]:
+    payload = visible(stored.event, seat)
+    del payload["type"], payload["version"]
+    return {
+        "type": stored.event.type,
+        "version": stored.version,
+        "schema_version": stored.event.version,
+        "recorded_at": stored.recorded_at,
+        "payload": payload,
+    }
+
+
+def match_document(state: State, created_at, updated_at) -> dict[str, Any]:
+    options = state.table.to_json()
+    status = "open" if state.phase in ("seating", DEALING) else "ended" if state.phase == ENDED else "playing"
+    return {
+        "match_id": state.match_id,
+        "status": status,
+        "phase": state.phase,
+        "version": state.version,
+        "ruleset": options.pop("ruleset"),
+        "options": options,
+        "seats": [None if s is None else {"player": s.player, "bot": s.bot} for s in state.seats],
+        "created_at": created_at,
+        "updated_at": updated_at,
+    }
+
+
+def execute(match_id: uuid.UUID, command, **kwargs) -> Outcome:
+    """The command path, then the work the new state calls for (a bot turn)."""
+    try:
+        outcome = services().store.execute(match_id, command, **kwargs)
+    except GameError as exc:
+        raise game_error(exc) from None
+    if outcome.events:
+        after_append(services().redis, str(match_id), outcome.state)
+    return outcome
+
+
+def deal_when_full(state: State) -> Command | None:
+    """The four seats are taken: deal, in the same transaction, from a fresh secret seed."""
+    return Deal(new_seed()) if state.phase == DEALING else None
+
+
+@bp.route("", methods=["POST"])
+@bp.arguments(schemas.MatchCreate)
+@bp.response(201, schemas.Match)
+@bp.doc(**documented(401, 403, 422))
+def create_match(body):
+    """Create a match (a table for one hand) with its ruleset and money options."""
+    player()
+    try:
+        table = Table.build(
+            body["ruleset"], body["unit"], body["cap"], body["rake"], body["bombs_double"], body["turn_seconds"]
+        )
+    except GameError as exc:
+        raise game_error(exc) from None
+    match_id = uuid.uuid4()
+    outcome = execute(match_id, lambda state: CreateMatch(str(match_id), table), new_match=True)
+    at = outcome.last_recorded_at
+    return match_document(outcome.state, at, at)
+
+
+@bp.route("", methods=["GET"])
+@bp.arguments(schemas.MatchQuery, location="query")
+@bp.response(200, schemas.MatchList)
+@bp.doc(**documented(401, 422))
+def list_matches(query):
+    """List matches, newest first, optionally by status (open, playing, ended)."""
+    caller()
+    sql = "SELECT match_id, created_at, updated_at FROM matches"
+    params: list[Any] = []
+    if "status" in query:
+        sql += " WHERE status = %s"
+        params.append(query["status"])
+    sql += " ORDER BY created_at DESC LIMIT %s"
+    params.append(query["limit"])
+    with services().pool.connection() as conn:
+        rows = conn.execute(sql, params).fetchall()
+    return {"matches": [match_document(load(row[0]).state, row[1], row[2]) for row in rows]}
+
+
+@bp.route("/<uuid:match_id>/seats", methods=["POST"])
+@bp.arguments(schemas.SeatRequest)
+@bp.response(201, schemas.View)
+@bp.doc(**documented(401, 403, 404, 409, 422))
+def take_seat(body, match_id):
+    """Take a seat (a given one, or any free one), or fill one with a system bot. When the
+    fourth seat is filled the hand is dealt and its commitment published."""
+    who = player()
+
+    def command(state: State) -> Command:
+        seat = body["seat"]
+        if seat is None:
+            free = [i for i, s in enumerate(state.seats) if s is None]
+            if not free:
+                raise GameError("every seat is taken", "match_full")
+            seat = free[0]
+        if body["bot"]:
+            return TakeSeat(seat, None, bot=True)
+        return TakeSeat(seat, who.player)
+
+    outcome = execute(match_id, command, then=deal_when_full)
+    return view_document(Loaded(outcome.state, outcome.last_recorded_at), who)
+
+
+@bp.route("/<uuid:match_id>", methods=["GET"])
+@bp.response(200, schemas.View)
+@bp.doc(**documented(401, 404))
+def get_match(match_id):
+    """The caller's view of the match (RULES.md §6): its own hand, counts, the play to beat,
+    whose turn and until when, and the actions the caller may take now."""
+    who = caller()
+    return view_document(load(match_id), who)
+
+
+@bp.route("/<uuid:match_id>/legal", methods=["GET"])
+@bp.response(200, schemas.Legal)
+@bp.doc(**documented(401, 403, 404))
+def legal(match_id):
+    """The caller's legal plays now, each with concrete cards (for hints and bots)."""
+    who = player()
+    state = load(match_id).state
+    seat = seat_of(state, who)
+    if seat is None:
+        raise ApiError(403, "not_seated", "the caller has no seat at this match")
+    plays: list[dict] = []
+    mine = seat_view(state, seat)
+    if state.phase == PLAYING and state.turn == seat:
+        plays = [
+            {"cards": [c.code for c in move.cards], "type": move.combination.type.value, "rank": move.combination.rank}
+            for move in legal_moves(
+                mine.hand,
+                mine.lead,
+                ruleset=state.table.ruleset,
+                bombs_left=mine.bombs_left,
+                locked=state.locked if seat == state.landlord else frozenset(),
+            )
+        ]
+    return {"version": state.version, "seat": seat, "plays": plays, "can_pass": bool(plays or state.turn == seat) and state.phase == PLAYING and state.turn == seat and state.lead is not None}
+
+
+def to_command(body: dict, seat: int) -> Command:
+    action, value = body["action"], body.get("value")
+
+    def need(kind, description):
+        if type(value) is not kind:
+            raise GameError(f"{action} needs 'value': {description}", "invalid_command")
+        return value
+
+    if action != "play" and "cards" in body:
+        raise GameError("'cards' goes only with play", "invalid_command")
+    if action in ("play", "pass", "resume") and "value" in body:
+        raise GameError(f"{action} takes no 'value'", "invalid_command")
+    if action == "bid":
+        return Bid(seat, need(int, "0 (pass), 1, 2 or 3"), PLAYER)
+    if action == "show_hand":
+        return ShowHand(seat, need(bool, "true or false"), PLAYER)
+    if action == "report":
+        return Report(seat, need(str, "play, no_play or decline"), PLAYER)
+    if action == "play":
+        if "cards" not in body:
+            raise GameError("play needs 'cards'", "invalid_command")
+        try:
+            return Play(seat, parse_cards(body["cards"]), PLAYER)
+        except InvalidNotation as exc:
+            raise GameError(str(exc), "invalid_command") from None
+    if action == "pass":
+        return Pass(seat, PLAYER)
+    return Resume(seat)
+
+
+@bp.route("/<uuid:match_id>/commands", methods=["POST"])
+@bp.arguments(schemas.CommandRequest)
+@bp.arguments(schemas.IdempotencyHeader, location="headers", as_kwargs=True)
+@bp.response(200, schemas.CommandResult)
+@bp.doc(**documented(401, 403, 404, 409, 422))
+def command(body, match_id, key=None):
+    """Act for the caller's seat: bid, show_hand (摊打), report (报到), play, pass or resume.
+    With ``expected_version`` a stale view gets 409. With an ``Idempotency-Key`` header a
+    retry of the same request gets the first response and changes nothing; the same key
+    with another request gets 422."""
+    who = player()
+
+    def decide_for_caller(state: State) -> Command:
+        seat = seat_of(state, who)
+        if seat is None:
+            raise GameError("the caller has no seat at this match", "not_seated")
+        return to_command(body, seat)
+
+    def respond(outcome: Outcome) -> tuple[int, Any]:
+        seat = seat_of(outcome.state, who)
+        document = {
+            "version": outcome.state.version,
+            "events": [event_document(e, seat) for e in outcome.events],
+            "view": view_document(Loaded(outcome.state, outcome.last_recorded_at), who),
+        }
+        return 200, json.loads(schemas.CommandResult().dumps(document))
+
+    idempotency = None
+    if key is not None:
+        idempotency = (who.player_id, f"{match_id}:{key}", request_hash(body))
+    outcome = execute(
+        match_id,
+        decide_for_caller,
+        expected_version=body.get("expected_version"),
+        idempotency=idempotency,
+        respond=respond,
+    )
+    status, document = outcome.replayed if outcome.replayed else respond(outcome)
+    # Already dumped (it is what the idempotency key replays), so it goes out as it is.
+    return Response(json.dumps(document), status=status, mimetype="application/json")
+
+
+def viewer(state: State, who: Caller):
+    return OPERATOR if who.operator else seat_of(state, who)
+
+
+@bp.route("/<uuid:match_id>/events", methods=["GET"])
+@bp.arguments(schemas.EventsQuery, location="query")
+@bp.response(200, schemas.EventList)
+@bp.doc(**documented(401, 404, 422))
+def events(query, match_id):
+    """The events the caller may see after version ``after``; with ``wait``, waits up to
+    that many seconds for the next one (long-polling)."""
+    who = caller()
+    store = services().store
+    with services().notifier.watch(match_id) as woken:
+        state = load(match_id).state
+        found = store.read(match_id, query["after"])
+        if not found and query["wait"] > 0:
+            woken.wait(query["wait"])
+            found = store.read(match_id, query["after"])
+    seat = viewer(state, who)
+    version = found[-1].version if found else state.version
+    return {"version": max(version, state.version), "events": [event_document(e, seat) for e in found]}
+
+
+def _last_event_id() -> int | None:
+    raw = request.headers.get("Last-Event-ID")
+    if raw is None:
+        return None
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+        raise ApiError(400, "invalid_last_event_id", "Last-Event-ID must be a version number sent by this stream")
+    return int(raw)
+
+
+def _sse(event: str, data: Any, event_id: int | None = None) -> str:
+    lines = [] if event_id is None else [f"id: {event_id}"]
+    lines += [f"event: {event}", f"data: {json.dumps(data, default=str, separators=(',', ':'))}"]
+    return "\n".join(lines) + "\n\n"
+
+
+@bp.route("/<uuid:match_id>/stream", methods=["GET"])
+@bp.doc(
+    summary="Server-Sent Events of the match",
+    description="First a `snapshot` event with the caller's view (its `id` is the version), then "
+    "each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect "
+    "with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments "
+    "keep a quiet connection alive; the server closes the stream after a while and the client "
+    "reconnects.",
+    responses={
+        "200": {
+            "description": "An event stream",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        "400": {"$ref": "#/components/responses/BAD_REQUEST"},
+        "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
+        "404": {"$ref": "#/components/responses/NOT_FOUND"},
+    },
+    security=BEARER,
+)
+def stream(match_id):
+    who = caller()
+    resume_after = _last_event_id()
+    loaded = load(match_id)
+    config = services().config
+
+    def generate() -> Iterator[str]:
+        store, notifier = services().store, services().notifier
+        seat = viewer(loaded.state, who)
+        yield "retry: 1000\n\n"
+        after = resume_after
+        if after is None:
+            after = loaded.state.version
+            yield _sse("snapshot", json.loads(schemas.View().dumps(view_document(loaded, who))), after)
+        started = time.monotonic()
+        while True:
+            remaining = config.stream_seconds - (time.monotonic() - started)
+            if remaining <= 0:
+                return
+            with notifier.watch(match_id) as woken:
+                found = store.read(match_id, after)
+                if not found:
+                    if not woken.wait(min(config.keepalive_seconds, remaining)):
+                        yield ": keep-alive\n\n"
+                    continue
+            for stored in found:
+                yield _sse(stored.event.type, json.loads(schemas.EventDocument().dumps(event_document(stored, seat))), stored.version)
+                after = stored.version
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return Response(stream_with_context(generate()), mimetype="text/event-stream", headers=headers)
+
+
+@bp.route("/<uuid:match_id>/record", methods=["GET"])
+@bp.response(200, schemas.HandRecord)
+@bp.doc(**documented(401, 403, 404))
+def record(match_id):
+    """The hand record (``ddz-hand/1``): to the seated players once the hand has ended, to
+    operators at any time."""
+    who = caller()
+    state = load(match_id).state
+    if not who.operator and (seat_of(state, who) is None or state.phase != ENDED):
+        raise ApiError(403, "record_not_available", "the record is for the seated players once the hand has ended")
+    stored = services().store.read(match_id)
+    document = export([s.event for s in stored])
+    document.setdefault("commitment", None)
+    document.setdefault("seed", None)
+    document.setdefault("deal", None)
+    return document

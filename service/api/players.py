@@ -1,0 +1,20 @@
+"""Players: sign up and get a bearer token."""
+
+from __future__ import annotations
+
+from flask_smorest import Blueprint
+
+from . import schemas
+from .services import services
+
+bp = Blueprint("players", __name__, url_prefix="/v1/players", description="Players and their tokens")
+
+
+@bp.route("", methods=["POST"])
+@bp.arguments(schemas.PlayerCreate)
+@bp.response(201, schemas.PlayerCreated)
+@bp.doc(responses={"422": {"$ref": "#/components/responses/UNPROCESSABLE_ENTITY"}})
+def create_player(body):
+    """Create a player. The token in the answer is shown only this once."""
+    player_id, token = services().players.create(body["name"])
+    return {"player_id": player_id, "name": body["name"], "token": token}

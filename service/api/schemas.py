@@ -1,0 +1,264 @@
+"""Request and response bodies. Requests refuse unknown fields; responses are dumped
+through these schemas, so the OpenAPI document generated from them is what is served."""
+
+from __future__ import annotations
+
+import marshmallow as ma
+from marshmallow import fields as f
+from marshmallow import validate
+
+from ..rules import RULESETS
+from ..game.table import MAX_TURN_SECONDS
+
+SEAT = validate.Range(0, 3)
+CARD_CODE = validate.Regexp(r"^([SHCD][3-9TJQKA2]|[BR]J)$", error="not a card code (S3, HT, BJ, ...)")
+DECIMAL = validate.Regexp(r"^\d{1,9}(\.\d{1,2})?$", error="a decimal amount with at most two places, as a string")
+SHARE = validate.Regexp(r"^(0(\.\d{1,4})?|1(\.0{1,4})?)$", error="a share from 0 to 1, as a string")
+PHASES = ["seating", "dealing", "bidding", "show_hand", "report", "playing", "ended"]
+STATUSES = ["open", "playing", "ended"]
+COMBINATION_TYPES = [
+    "single", "pair", "triple", "straight", "pair_chain", "plane",
+    "full_house", "plane_with_pairs", "bomb", "joker_bomb",
+]
+
+
+class Strict(ma.Schema):
+    class Meta:
+        unknown = ma.RAISE
+
+
+# Players
+
+
+class PlayerCreate(Strict):
+    name = f.String(load_default="player", validate=validate.Length(1, 64))
+
+
+class PlayerCreated(ma.Schema):
+    player_id = f.UUID(required=True)
+    name = f.String(required=True)
+    token = f.String(required=True, metadata={"description": "Bearer token; shown once, stored only as a hash"})
+
+
+# Matches
+
+
+class MatchCreate(Strict):
+    ruleset = f.String(load_default="shanghai-platform", validate=validate.OneOf(sorted(RULESETS)))
+    unit = f.String(load_default="1.00", validate=DECIMAL, metadata={"description": "Base stake (底分)"})
+    cap = f.String(load_default=None, allow_none=True, validate=DECIMAL, metadata={"description": "Per-hand cap (单局封顶); null: none"})
+    rake = f.String(load_default="0.00", validate=SHARE, metadata={"description": "System cut (系统得分) as a share of each winner's gain"})
+    bombs_double = f.Boolean(load_default=True)
+    turn_seconds = f.Integer(load_default=30, validate=validate.Range(1, MAX_TURN_SECONDS))
+
+
+class Options(ma.Schema):
+    unit = f.String(required=True)
+    cap = f.String(required=True, allow_none=True)
+    rake = f.String(required=True)
+    bombs_double = f.Boolean(required=True)
+    turn_seconds = f.Integer(required=True)
+
+
+class SeatSummary(ma.Schema):
+    player = f.String(required=True, allow_none=True)
+    bot = f.Boolean(required=True)
+
+
+class Match(ma.Schema):
+    match_id = f.UUID(required=True)
+    status = f.String(required=True, validate=validate.OneOf(STATUSES))
+    phase = f.String(required=True, validate=validate.OneOf(PHASES))
+    version = f.Integer(required=True)
+    ruleset = f.String(required=True)
+    options = f.Nested(Options, required=True)
+    seats = f.List(f.Nested(SeatSummary, allow_none=True), required=True)
+    created_at = f.DateTime(required=True)
+    updated_at = f.DateTime(required=True)
+
+
+class MatchQuery(ma.Schema):
+    status = f.String(validate=validate.OneOf(STATUSES))
+    limit = f.Integer(load_default=50, validate=validate.Range(1, 200))
+
+
+class MatchList(ma.Schema):
+    matches = f.List(f.Nested(Match), required=True)
+
+
+class SeatRequest(Strict):
+    seat = f.Integer(load_default=None, allow_none=True, validate=SEAT, metadata={"description": "A given seat; null or absent: any free one"})
+    bot = f.Boolean(load_default=False, metadata={"description": "Fill the seat with a system bot instead of the caller"})
+
+
+# Views
+
+
+class SeatState(ma.Schema):
+    seat = f.Integer(required=True)
+    player = f.String(required=True, allow_none=True)
+    bot = f.Boolean(required=True)
+    disconnected = f.Boolean(required=True)
+    cards = f.Integer(required=True, metadata={"description": "How many cards the seat holds"})
+    bombs_played = f.Integer(required=True)
+    role = f.String(required=True, allow_none=True, validate=validate.OneOf(["landlord", "farmer"]))
+
+
+class Lead(ma.Schema):
+    seat = f.Integer(required=True)
+    cards = f.List(f.String(), required=True)
+    type = f.String(required=True, validate=validate.OneOf(COMBINATION_TYPES))
+    rank = f.String(required=True, allow_none=True)
+
+
+class Action(ma.Schema):
+    action = f.String(required=True, validate=validate.OneOf(["bid", "show_hand", "report", "play", "pass", "resume"]))
+    choices = f.List(f.Raw(), metadata={"description": "The values the action may take, where it takes one"})
+
+
+class Factors(ma.Schema):
+    marked_joker = f.Boolean(required=True)
+    first_bid_three = f.Boolean(required=True)
+    show_hand = f.Boolean(required=True)
+    report = f.String(required=True, allow_none=True)
+    report_units = f.Integer(required=True)
+    bombs = f.Integer(required=True)
+
+
+class SettlementAmounts(ma.Schema):
+    gross = f.List(f.String(), required=True)
+    after_cap = f.List(f.String(), required=True)
+    rake = f.List(f.String(), required=True)
+    penalty = f.List(f.String(), required=True)
+    net = f.List(f.String(), required=True)
+    house = f.String(required=True)
+
+
+class Result(ma.Schema):
+    landlord = f.Integer(required=True)
+    bid = f.Integer(required=True)
+    winner = f.String(required=True, validate=validate.OneOf(["landlord", "farmers"]))
+    factors = f.Nested(Factors, required=True)
+    multiplier = f.String(required=True)
+    first_disconnect = f.Integer(required=True, allow_none=True)
+    settlement = f.Nested(SettlementAmounts, required=True)
+
+
+class View(ma.Schema):
+    """A seat's view of the match (RULES.md §6)."""
+
+    match_id = f.String(required=True)
+    phase = f.String(required=True, validate=validate.OneOf(PHASES))
+    version = f.Integer(required=True)
+    seat = f.Integer(required=True, allow_none=True)
+    role = f.String(required=True, allow_none=True)
+    table = f.Dict(required=True)
+    seats = f.List(f.Nested(SeatState, allow_none=True), required=True)
+    commitment = f.String(required=True, allow_none=True)
+    marked_card = f.String(required=True, allow_none=True)
+    marked_seat = f.Integer(required=True, allow_none=True)
+    hand = f.List(f.String(), required=True)
+    bids = f.List(f.Integer(allow_none=True), required=True)
+    landlord = f.Integer(required=True, allow_none=True)
+    bid = f.Integer(required=True, allow_none=True)
+    bottom = f.List(f.String(), required=True, allow_none=True)
+    first_bid_three = f.Boolean(required=True)
+    show_hand = f.Boolean(required=True, allow_none=True)
+    landlord_hand = f.List(f.String(), required=True, allow_none=True)
+    report = f.String(required=True, allow_none=True)
+    reported_cards = f.List(f.String(), required=True)
+    turn = f.Integer(required=True, allow_none=True)
+    deadline = f.DateTime(required=True, allow_none=True, metadata={"description": "When the seat to act loses its turn to the system"})
+    lead = f.Nested(Lead, required=True, allow_none=True)
+    passes = f.Integer(required=True)
+    bombs = f.Integer(required=True)
+    bombs_left = f.Integer(required=True, allow_none=True)
+    actions = f.List(f.Nested(Action), required=True)
+    result = f.Nested(Result, required=True, allow_none=True)
+    seed = f.String(required=True, allow_none=True)
+
+
+class LegalPlay(ma.Schema):
+    cards = f.List(f.String(), required=True)
+    type = f.String(required=True, validate=validate.OneOf(COMBINATION_TYPES))
+    rank = f.String(required=True, allow_none=True)
+
+
+class Legal(ma.Schema):
+    version = f.Integer(required=True)
+    seat = f.Integer(required=True)
+    plays = f.List(f.Nested(LegalPlay), required=True)
+    can_pass = f.Boolean(required=True)
+
+
+# Commands and events
+
+
+class CommandRequest(Strict):
+    action = f.String(required=True, validate=validate.OneOf(["bid", "show_hand", "report", "play", "pass", "resume"]))
+    value = f.Raw(
+        metadata={
+            "description": "bid: 0 (pass), 1, 2 or 3; show_hand: true or false; report: play, no_play or decline",
+            "oneOf": [{"type": "integer"}, {"type": "boolean"}, {"type": "string"}],
+        }
+    )
+    cards = f.List(f.String(validate=CARD_CODE), validate=validate.Length(1, 33), metadata={"description": "play: card codes"})
+    expected_version = f.Integer(validate=validate.Range(0), metadata={"description": "Refuse with 409 unless the match is at this version"})
+
+
+class IdempotencyHeader(ma.Schema):
+    class Meta:
+        unknown = ma.EXCLUDE
+
+    key = f.String(data_key="Idempotency-Key", validate=validate.Length(1, 200))
+
+
+class EventDocument(ma.Schema):
+    type = f.String(required=True)
+    version = f.Integer(required=True, metadata={"description": "The event's version in the match stream"})
+    schema_version = f.Integer(required=True)
+    recorded_at = f.DateTime(required=True)
+    payload = f.Dict(required=True, metadata={"description": "What the seat may see of the event"})
+
+
+class CommandResult(ma.Schema):
+    version = f.Integer(required=True)
+    events = f.List(f.Nested(EventDocument), required=True)
+    view = f.Nested(View, required=True)
+
+
+class EventsQuery(ma.Schema):
+    after = f.Integer(load_default=0, validate=validate.Range(0))
+    wait = f.Float(load_default=0, validate=validate.Range(0, 30), metadata={"description": "Long-poll up to this many seconds"})
+
+
+class EventList(ma.Schema):
+    version = f.Integer(required=True, metadata={"description": "The match's current version"})
+    events = f.List(f.Nested(EventDocument), required=True)
+
+
+class HandRecord(ma.Schema):
+    class Meta:
+        unknown = ma.INCLUDE
+
+    format = f.String(required=True)
+    match_id = f.String(required=True)
+    ruleset = f.String(required=True)
+    options = f.Dict(required=True)
+    seats = f.List(f.Dict(allow_none=True), required=True)
+    commitment = f.String(required=True, allow_none=True)
+    seed = f.String(required=True, allow_none=True)
+    deal = f.Dict(required=True, allow_none=True)
+    actions = f.List(f.Dict(), required=True)
+    result = f.Nested(Result, required=True, allow_none=True)
+
+
+class Audit(ma.Schema):
+    match_id = f.UUID(required=True)
+    ok = f.Boolean(required=True)
+    discrepancy = f.String(required=True, allow_none=True)
+
+
+class Health(ma.Schema):
+    status = f.String(required=True)
+    checks = f.Dict(keys=f.String(), values=f.String())

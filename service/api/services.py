@@ -1,0 +1,43 @@
+"""The app's connections, made by the app factory and kept on ``app.extensions``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+from flask import current_app
+from psycopg_pool import ConnectionPool
+
+from ..store import EventStore, Notifier, Players
+from .config import Config
+
+
+@dataclass
+class Services:
+    config: Config
+    pool: ConnectionPool
+    store: EventStore
+    players: Players
+    notifier: Notifier
+    redis: redis.Redis
+
+    @classmethod
+    def open(cls, config: Config) -> Services:
+        pool = ConnectionPool(config.database_url, min_size=1, max_size=config.db_pool_size, open=True, name="ddz")
+        return cls(
+            config=config,
+            pool=pool,
+            store=EventStore(pool),
+            players=Players(pool),
+            notifier=Notifier(config.database_url),
+            redis=redis.Redis.from_url(config.redis_url, socket_timeout=5, socket_connect_timeout=5),
+        )
+
+    def close(self) -> None:
+        self.notifier.close()
+        self.pool.close()
+        self.redis.close()
+
+
+def services() -> Services:
+    return current_app.extensions["ddz"]

@@ -1,0 +1,17 @@
+"""PostgreSQL persistence: the event store (one stream per match), players, migrations."""
+
+from .events import (
+    EventStore,
+    IdempotencyMismatch,
+    Loaded,
+    MatchNotFound,
+    Outcome,
+    StoredEvent,
+    VersionConflict,
+    request_hash,
+)
+from .migrate import migrate
+from .notify import Notifier
+from .players import Players
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,262 @@
+"""The event store on PostgreSQL: load a match's stream, fold it with ``evolve``, ``decide``,
+append at the expected version. That is the whole command path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Sequence
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from ..game import Command, Event, State, decide, evolve, initial_state
+from ..game.errors import GameError
+
+NOTIFY_CHANNEL = "ddz_events"
+#: Appends retried on a version conflict when the caller named no expected version.
+RETRIES = 5
+
+
+class VersionConflict(GameError):
+    """Someone appended first: the command was decided on a state that is no longer the last."""
+
+    code = "version_conflict"
+
+
+class MatchNotFound(GameError):
+    code = "match_not_found"
+
+
+class IdempotencyMismatch(GameError):
+    code = "idempotency_key_reused"
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    version: int
+    position: int
+    event: Event
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A match's state with the time of its last event (deadlines count from it)."""
+
+    state: State
+    last_recorded_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a command did: its new events, the state after them, and the response that was
+    stored for its idempotency key (``None`` without a key)."""
+
+    events: list[StoredEvent]
+    state: State
+    last_recorded_at: datetime | None
+    replayed: tuple[int, Any] | None = None
+
+
+def _decode(row) -> StoredEvent:
+    version, position, type_, schema_version, payload, recorded_at = row
+    return StoredEvent(version, position, Event.from_payload(type_, schema_version, payload), recorded_at)
+
+
+_COLUMNS = "version, position, type, schema_version, payload, recorded_at"
+
+
+class StateCache:
+    """The last folded state of recently used matches, so that a command reads only the
+    events appended since. Events never change, so a cached (version, state) stays true."""
+
+    def __init__(self, size: int = 2048):
+        self._size = size
+        self._items: OrderedDict[uuid.UUID, Loaded] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, match_id: uuid.UUID) -> Loaded | None:
+        with self._lock:
+            item = self._items.get(match_id)
+            if item is not None:
+                self._items.move_to_end(match_id)
+            return item
+
+    def put(self, match_id: uuid.UUID, loaded: Loaded) -> None:
+        with self._lock:
+            current = self._items.get(match_id)
+            if current is None or current.state.version <= loaded.state.version:
+                self._items[match_id] = loaded
+                self._items.move_to_end(match_id)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+class EventStore:
+    def __init__(self, pool: ConnectionPool, cache: StateCache | None = None):
+        self.pool = pool
+        self.cache = cache or StateCache()
+
+    # Reading
+
+    def read(self, match_id: uuid.UUID, after: int = 0, conn: psycopg.Connection | None = None) -> list[StoredEvent]:
+        """The match's events with version > ``after``, in order."""
+        query = f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND version > %s ORDER BY version"
+        if conn is not None:
+            return [_decode(row) for row in conn.execute(query, (match_id, after))]
+        with self.pool.connection() as c:
+            return [_decode(row) for row in c.execute(query, (match_id, after))]
+
+    def load(self, match_id: uuid.UUID, conn: psycopg.Connection | None = None) -> Loaded:
+        """The match's current state (raises :class:`MatchNotFound`)."""
+        cached = self.cache.get(match_id)
+        state, last = (cached.state, cached.last_recorded_at) if cached else (initial_state, None)
+        stored = self.read(match_id, state.version, conn)
+        for item in stored:
+            state = evolve(state, item.event)
+            last = item.recorded_at
+        if state.version == 0:
+            raise MatchNotFound("no such match", "match_not_found")
+        loaded = Loaded(state, last)
+        if stored:
+            self.cache.put(match_id, loaded)
+        return loaded
+
+    # Writing
+
+    def execute(
+        self,
+        match_id: uuid.UUID,
+        command: Callable[[State], Command],
+        *,
+        expected_version: int | None = None,
+        idempotency: tuple[uuid.UUID, str, bytes] | None = None,
+        respond: Callable[[Outcome], tuple[int, Any]] | None = None,
+        new_match: bool = False,
+        then: Callable[[State], Command | None] | None = None,
+    ) -> Outcome:
+        """Loads the match, decides ``command(state)`` and appends the events at the next
+        version, in one transaction. With ``expected_version`` a stale state fails with
+        :class:`VersionConflict`; without, a lost race is retried on the new state.
+
+        ``idempotency`` is (player, key, request hash): the first response (from
+        ``respond``) is stored with the events, and a retry with the same key gets it back
+        without deciding again. ``then`` may name a command that follows from the new
+        state (dealing once the fourth seat is taken), decided in the same transaction."""
+        attempts = 1 if expected_version is not None else RETRIES
+        for attempt in range(attempts):
+            try:
+                return self._execute_once(match_id, command, expected_version, idempotency, respond, new_match, then)
+            except VersionConflict:
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _execute_once(self, match_id, command, expected_version, idempotency, respond, new_match, then) -> Outcome:
+        with self.pool.connection() as conn, conn.transaction():
+            if idempotency is not None:
+                replayed = self._replay_idempotent(conn, idempotency)
+                if replayed is not None:
+                    loaded = self.load(match_id, conn) if not new_match else Loaded(initial_state, None)
+                    return Outcome([], loaded.state, loaded.last_recorded_at, replayed)
+            if new_match:
+                loaded = Loaded(initial_state, None)
+            else:
+                loaded = self.load(match_id, conn)
+            state = loaded.state
+            if expected_version is not None and expected_version != state.version:
+                raise VersionConflict(
+                    f"the match is at version {state.version}, not {expected_version}", "version_conflict"
+                )
+            events = decide(state, command(state))
+            after = state
+            for event in events:
+                after = evolve(after, event)
+            follow_up = then(after) if then is not None else None
+            if follow_up is not None:
+                events += decide(after, follow_up)
+            stored = self._append(conn, match_id, state.version, events)
+            for item in stored:
+                state = evolve(state, item.event)
+            self._project(conn, match_id, state)
+            last = stored[-1].recorded_at if stored else loaded.last_recorded_at
+            outcome = Outcome(stored, state, last)
+            if idempotency is not None and respond is not None:
+                status, body = respond(outcome)
+                player, key, digest = idempotency
+                conn.execute(
+                    "INSERT INTO idempotency_keys (player_id, key, match_id, request_hash, status, body)"
+                    " VALUES (%s, %s, %s, %s, %s, %s)",
+                    (player, key, match_id, digest, status, Jsonb(body)),
+                )
+                outcome = Outcome(stored, state, last, (status, body))
+        self.cache.put(match_id, Loaded(state, last))
+        return outcome
+
+    @staticmethod
+    def _replay_idempotent(conn: psycopg.Connection, idempotency) -> tuple[int, Any] | None:
+        player, key, digest = idempotency
+        # One request per key at a time: a concurrent retry waits here for the first.
+        lock = int.from_bytes(hashlib.sha256(f"{player}:{key}".encode()).digest()[:8], "big", signed=True)
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+        row = conn.execute(
+            "SELECT request_hash, status, body FROM idempotency_keys WHERE player_id = %s AND key = %s",
+            (player, key),
+        ).fetchone()
+        if row is None:
+            return None
+        if bytes(row[0]) != digest:
+            raise IdempotencyMismatch(
+                "this Idempotency-Key was used with another request", "idempotency_key_reused"
+            )
+        return row[1], row[2]
+
+    @staticmethod
+    def _append(conn: psycopg.Connection, match_id, version: int, events: Sequence[Event]) -> list[StoredEvent]:
+        if not events:
+            return []
+        rows = [
+            (match_id, version + i, event.type, event.version, Jsonb(event.payload()))
+            for i, event in enumerate(events, start=1)
+        ]
+        try:
+            with conn.transaction():
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO events (stream_id, version, type, schema_version, payload)"
+                        f" VALUES (%s, %s, %s, %s, %s) RETURNING {_COLUMNS}",
+                        rows,
+                        returning=True,
+                    )
+                    stored = []
+                    while True:
+                        stored.append(_decode(cur.fetchone()))
+                        if not cur.nextset():
+                            break
+        except psycopg.errors.UniqueViolation:
+            raise VersionConflict("someone else acted first; reload and try again", "version_conflict") from None
+        conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{match_id}:{stored[-1].version}"))
+        return stored
+
+    @staticmethod
+    def _project(conn: psycopg.Connection, match_id, state: State) -> None:
+        status = "open" if state.phase in ("seating", "dealing") else "ended" if state.phase == "ended" else "playing"
+        seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in state.seats]
+        conn.execute(
+            "INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (match_id) DO UPDATE SET status = EXCLUDED.status, phase = EXCLUDED.phase,"
+            " version = EXCLUDED.version, seats = EXCLUDED.seats, updated_at = now()",
+            (match_id, state.table.ruleset.name, state.table.turn_seconds, status, state.phase, state.version, Jsonb(seats)),
+        )
+
+
+def request_hash(body: Any) -> bytes:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).digest()

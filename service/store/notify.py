@@ -1,0 +1,76 @@
+"""Wakes readers waiting for new events of a match. Notifications only wake: a woken
+reader reads the event table, so nothing is lost when a notification is."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from typing import Iterator
+
+import psycopg
+
+from .events import NOTIFY_CHANNEL
+
+log = logging.getLogger(__name__)
+
+
+class Notifier:
+    """One LISTEN connection per process, in a daemon thread, fanning out to waiters."""
+
+    def __init__(self, dsn: str):
+        self._dsn = dsn
+        self._waiters: dict[uuid.UUID, set[threading.Event]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ddz-notifier", daemon=True)
+        self._thread.start()
+
+    @contextmanager
+    def watch(self, match_id: uuid.UUID) -> Iterator[threading.Event]:
+        """An event set when the match gets new events (or when the listener reconnects,
+        since it may have missed some). Register before reading the table, then wait."""
+        woken = threading.Event()
+        with self._lock:
+            self._waiters.setdefault(match_id, set()).add(woken)
+        try:
+            yield woken
+        finally:
+            with self._lock:
+                waiters = self._waiters.get(match_id)
+                if waiters is not None:
+                    waiters.discard(woken)
+                    if not waiters:
+                        del self._waiters[match_id]
+
+    def _wake(self, match_id: uuid.UUID | None) -> None:
+        with self._lock:
+            if match_id is None:
+                targets = [w for ws in self._waiters.values() for w in ws]
+            else:
+                targets = list(self._waiters.get(match_id, ()))
+        for woken in targets:
+            woken.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._dsn, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self._wake(None)
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=1.0):
+                            match, _, _ = note.payload.partition(":")
+                            try:
+                                self._wake(uuid.UUID(match))
+                            except ValueError:
+                                log.warning("ignoring a malformed notification")
+            except psycopg.Error as exc:
+                log.warning("event listener lost its connection (%s); reconnecting", type(exc).__name__)
+                self._wake(None)
+                time.sleep(0.5)
+
+    def close(self) -> None:
+        self._stop.set()

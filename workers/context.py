@@ -1,0 +1,28 @@
+"""What a job needs (database pool, event store, Redis), built once per worker process
+from the environment (DATABASE_URL, REDIS_URL)."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import redis
+from psycopg_pool import ConnectionPool
+
+from service.api.config import Config
+from service.store import EventStore
+
+
+@dataclass
+class Context:
+    config: Config
+    pool: ConnectionPool
+    store: EventStore
+    redis: redis.Redis
+
+
+@functools.cache
+def context() -> Context:
+    config = Config.from_env()
+    pool = ConnectionPool(config.database_url, min_size=1, max_size=4, open=True, name="ddz-worker")
+    return Context(config, pool, EventStore(pool), redis.Redis.from_url(config.redis_url))
