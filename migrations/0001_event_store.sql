@@ -52,7 +52,7 @@ CREATE TABLE idempotency_keys (
     match_id      uuid NOT NULL,
     request_hash  bytea NOT NULL,
     status        integer NOT NULL,
-    body          jsonb NOT NULL,
+    body          text NOT NULL,           -- the JSON exactly as first sent, byte for byte
     created_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (player_id, key)
 );

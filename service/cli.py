@@ -144,10 +144,14 @@ def run_worker(burst: bool) -> int:
     from rq import SimpleWorker
 
     from workers.dispatch import queue
+    from workers.sweeper import schedule_sweep, sweep
 
     from .api.config import Config
 
     connection = redis.Redis.from_url(Config.from_env().redis_url)
+    # Work lost while no worker ran (or with Redis) is found again before anything else.
+    sweep()
+    schedule_sweep(connection)
     # SimpleWorker runs jobs in this process: no fork per job, so a bot turn takes
     # milliseconds; the job timeout still bounds a stuck one.
     worker = SimpleWorker([queue(connection)], connection=connection)
@@ -195,7 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_parser.add_argument("--ruleset", default=None, metavar="R", help="shanghai-platform (default) or shanghai-local")
     simulate_parser.add_argument("--out", default=None, metavar="DIR", help="write hand records (.json) here")
     commands.add_parser("migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)")
-    worker_parser = commands.add_parser("worker", help="run an RQ worker (bot turns) on REDIS_URL")
+    worker_parser = commands.add_parser(
+        "worker", help="run an RQ worker (bot turns, turn timers, settlement, the sweeper) on REDIS_URL"
+    )
     worker_parser.add_argument("--burst", action="store_true", help="quit when the queue is empty")
     serve_parser = commands.add_parser(
         "serve",

@@ -6,8 +6,9 @@ import logging
 
 from flask import Flask
 
-from . import admin, health, matches, players
+from . import admin, health, ledger, matches, players
 from .config import Config
+from .limits import BodyLimit
 from .problems import Api
 from .services import Services
 
@@ -36,9 +37,10 @@ def create_app(config: Config | None = None, services: Services | None = None, c
     if connect:
         app.extensions["ddz"] = services or Services.open(config)
     api = Api(app)
-    for module in (health, players, matches, admin):
+    for module in (health, players, matches, ledger, admin):
         api.register_blueprint(module.bp)
     app.extensions["ddz_api"] = api
+    app.wsgi_app = BodyLimit(app.wsgi_app, config.max_body_bytes)
     logging.getLogger("ddz").setLevel(logging.INFO)
     return app
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from datetime import timedelta
 from typing import Any, Iterator
 
 from flask import Response, request, stream_with_context
@@ -19,6 +18,7 @@ from ..game import (
     Command,
     CreateMatch,
     Deal,
+    Disconnect,
     GameError,
     Pass,
     Play,
@@ -33,9 +33,9 @@ from ..game import (
     visible,
 )
 from ..game.record import export
-from ..game.state import BIDDING, DEALING, ENDED, PLAYING, REPORT, SHOW_HAND
+from ..game.state import DEALING, ENDED, PLAYING
 from ..rules import InvalidNotation, legal_moves, new_seed, parse_cards
-from ..store import Loaded, MatchNotFound, Outcome, StoredEvent, request_hash
+from ..store import Loaded, MatchNotFound, Outcome, StoredEvent, deadline, request_hash, status
 from workers.dispatch import after_append
 
 from . import schemas
@@ -45,7 +45,6 @@ from .services import services
 
 bp = Blueprint("matches", __name__, url_prefix="/v1/matches", description="Matches: one hand of four seats each")
 
-DECISION_PHASES = (BIDDING, SHOW_HAND, REPORT, PLAYING)
 #: HTTP status of each decider error code that is not a plain 422.
 STATUS_OF = {"match_not_found": 404, "version_conflict": 409, "not_seated": 403}
 ERRORS = {401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND"}
@@ -78,16 +77,9 @@ def load(match_id: uuid.UUID) -> Loaded:
         raise game_error(exc) from None
 
 
-def deadline(loaded: Loaded):
-    state = loaded.state
-    if state.turn is None or state.phase not in DECISION_PHASES or loaded.last_recorded_at is None:
-        return None
-    return loaded.last_recorded_at + timedelta(seconds=state.table.turn_seconds)
-
-
 def view_document(loaded: Loaded, who: Caller) -> dict[str, Any]:
     document = view(loaded.state, seat_of(loaded.state, who))
-    document["deadline"] = deadline(loaded)
+    document["deadline"] = deadline(loaded.state, loaded.last_recorded_at)
     return document
 
 
@@ -103,12 +95,22 @@ def event_document(stored: StoredEvent, seat) -> dict[str, Any]:
     }
 
 
+def command_result(outcome: Outcome, who: Caller) -> dict[str, Any]:
+    """What a command answers: the new version, its events as the caller sees them, and
+    the caller's view after them."""
+    seat = seat_of(outcome.state, who)
+    return {
+        "version": outcome.state.version,
+        "events": [event_document(e, seat) for e in outcome.events],
+        "view": view_document(Loaded(outcome.state, outcome.last_recorded_at), who),
+    }
+
+
 def match_document(state: State, created_at, updated_at) -> dict[str, Any]:
     options = state.table.to_json()
-    status = "open" if state.phase in ("seating", DEALING) else "ended" if state.phase == ENDED else "playing"
     return {
         "match_id": state.match_id,
-        "status": status,
+        "status": status(state),
         "phase": state.phase,
         "version": state.version,
         "ruleset": options.pop("ruleset"),
@@ -126,7 +128,7 @@ def execute(match_id: uuid.UUID, command, **kwargs) -> Outcome:
     except GameError as exc:
         raise game_error(exc) from None
     if outcome.events:
-        after_append(services().redis, str(match_id), outcome.state)
+        after_append(services().redis, str(match_id), outcome.state, outcome.last_recorded_at)
     return outcome
 
 
@@ -136,7 +138,7 @@ def deal_when_full(state: State) -> Command | None:
 
 
 @bp.route("", methods=["POST"])
-@bp.arguments(schemas.MatchCreate)
+@bp.arguments(schemas.MatchCreate, required=False, description="Without a body, every option takes its default")
 @bp.response(201, schemas.Match)
 @bp.doc(**documented(401, 403, 422))
 def create_match(body):
@@ -174,7 +176,7 @@ def list_matches(query):
 
 
 @bp.route("/<uuid:match_id>/seats", methods=["POST"])
-@bp.arguments(schemas.SeatRequest)
+@bp.arguments(schemas.SeatRequest, required=False, description="Without a body, any free seat for the caller")
 @bp.response(201, schemas.View)
 @bp.doc(**documented(401, 403, 404, 409, 422))
 def take_seat(body, match_id):
@@ -281,14 +283,8 @@ def command(body, match_id, key=None):
             raise GameError("the caller has no seat at this match", "not_seated")
         return to_command(body, seat)
 
-    def respond(outcome: Outcome) -> tuple[int, Any]:
-        seat = seat_of(outcome.state, who)
-        document = {
-            "version": outcome.state.version,
-            "events": [event_document(e, seat) for e in outcome.events],
-            "view": view_document(Loaded(outcome.state, outcome.last_recorded_at), who),
-        }
-        return 200, json.loads(schemas.CommandResult().dumps(document))
+    def respond(outcome: Outcome) -> tuple[int, str]:
+        return 200, schemas.CommandResult().dumps(command_result(outcome, who))
 
     idempotency = None
     if key is not None:
@@ -300,9 +296,27 @@ def command(body, match_id, key=None):
         idempotency=idempotency,
         respond=respond,
     )
-    status, document = outcome.replayed if outcome.replayed else respond(outcome)
+    code, body = outcome.replayed if outcome.replayed else respond(outcome)
     # Already dumped (it is what the idempotency key replays), so it goes out as it is.
-    return Response(json.dumps(document), status=status, mimetype="application/json")
+    return Response(body, status=code, mimetype="application/json")
+
+
+@bp.route("/<uuid:match_id>/leave", methods=["POST"])
+@bp.response(200, schemas.CommandResult)
+@bp.doc(**documented(401, 403, 404, 409, 422))
+def leave(match_id):
+    """Leave the hand: the seat is disconnected on purpose and the system plays it to the
+    end (系统代打). The first seat to disconnect pays the penalty; ``resume`` takes control
+    back, but the penalty stands."""
+    who = player()
+
+    def disconnect_caller(state: State) -> Command:
+        seat = seat_of(state, who)
+        if seat is None:
+            raise GameError("the caller has no seat at this match", "not_seated")
+        return Disconnect(seat, "left")
+
+    return command_result(execute(match_id, disconnect_caller), who)
 
 
 def viewer(state: State, who: Caller):
@@ -355,18 +369,29 @@ def _sse(event: str, data: Any, event_id: int | None = None) -> str:
     responses={
         "200": {
             "description": "An event stream",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"schema": schemas.STREAM_EVENT}},
         },
         "400": {"$ref": "#/components/responses/BAD_REQUEST"},
         "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
         "404": {"$ref": "#/components/responses/NOT_FOUND"},
     },
+    parameters=[
+        {
+            "in": "header",
+            "name": "Last-Event-ID",
+            "required": False,
+            "description": "Resume after this version (the `id` of the last event received)",
+            "schema": {"type": "string", "pattern": "^[0-9]{1,9}$"},
+        }
+    ],
     security=BEARER,
 )
 def stream(match_id):
     who = caller()
     resume_after = _last_event_id()
     loaded = load(match_id)
+    if resume_after is not None and resume_after > loaded.state.version:
+        raise ApiError(400, "invalid_last_event_id", f"this match is at version {loaded.state.version}; it has no event {resume_after}")
     config = services().config
 
     def generate() -> Iterator[str]:

@@ -8,12 +8,15 @@ from marshmallow import fields as f
 from marshmallow import validate
 
 from ..rules import RULESETS
+from ..game import EVENT_TYPES
 from ..game.table import MAX_TURN_SECONDS
 
 SEAT = validate.Range(0, 3)
 CARD_CODE = validate.Regexp(r"^([SHCD][3-9TJQKA2]|[BR]J)$", error="not a card code (S3, HT, BJ, ...)")
 DECIMAL = validate.Regexp(r"^\d{1,9}(\.\d{1,2})?$", error="a decimal amount with at most two places, as a string")
 SHARE = validate.Regexp(r"^(0(\.\d{1,4})?|1(\.0{1,4})?)$", error="a share from 0 to 1, as a string")
+#: Text that PostgreSQL can store: no NUL character, no unpaired UTF-16 surrogate.
+STORABLE_TEXT = validate.Regexp(r"^[^\x00\ud800-\udfff]*$", error="may not contain NUL or unpaired surrogates")
 PHASES = ["seating", "dealing", "bidding", "show_hand", "report", "playing", "ended"]
 STATUSES = ["open", "playing", "ended"]
 COMBINATION_TYPES = [
@@ -27,11 +30,33 @@ class Strict(ma.Schema):
         unknown = ma.RAISE
 
 
+class JsonInteger(f.Integer):
+    """A JSON integer in a request body, as the document says: not a string such as "3",
+    nor ``true`` (which Python counts as 1), nor 2.5 (which marshmallow would cut to 2);
+    2.0 is the integer 2, as JSON Schema has it."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.make_error("invalid")
+        if isinstance(value, float) and not value.is_integer():
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class JsonBoolean(f.Boolean):
+    """A JSON boolean in a request body: ``true`` or ``false``, not 1, "yes" or "on"."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
 # Players
 
 
 class PlayerCreate(Strict):
-    name = f.String(load_default="player", validate=validate.Length(1, 64))
+    name = f.String(load_default="player", validate=[validate.Length(1, 64), STORABLE_TEXT])
 
 
 class PlayerCreated(ma.Schema):
@@ -48,8 +73,8 @@ class MatchCreate(Strict):
     unit = f.String(load_default="1.00", validate=DECIMAL, metadata={"description": "Base stake (底分)"})
     cap = f.String(load_default=None, allow_none=True, validate=DECIMAL, metadata={"description": "Per-hand cap (单局封顶); null: none"})
     rake = f.String(load_default="0.00", validate=SHARE, metadata={"description": "System cut (系统得分) as a share of each winner's gain"})
-    bombs_double = f.Boolean(load_default=True)
-    turn_seconds = f.Integer(load_default=30, validate=validate.Range(1, MAX_TURN_SECONDS))
+    bombs_double = JsonBoolean(load_default=True)
+    turn_seconds = JsonInteger(load_default=30, validate=validate.Range(1, MAX_TURN_SECONDS))
 
 
 class Options(ma.Schema):
@@ -58,6 +83,12 @@ class Options(ma.Schema):
     rake = f.String(required=True)
     bombs_double = f.Boolean(required=True)
     turn_seconds = f.Integer(required=True)
+
+
+class TableOptions(Options):
+    """The match's ruleset and options, as one object."""
+
+    ruleset = f.String(required=True)
 
 
 class SeatSummary(ma.Schema):
@@ -87,8 +118,8 @@ class MatchList(ma.Schema):
 
 
 class SeatRequest(Strict):
-    seat = f.Integer(load_default=None, allow_none=True, validate=SEAT, metadata={"description": "A given seat; null or absent: any free one"})
-    bot = f.Boolean(load_default=False, metadata={"description": "Fill the seat with a system bot instead of the caller"})
+    seat = JsonInteger(load_default=None, allow_none=True, validate=SEAT, metadata={"description": "A given seat; null or absent: any free one"})
+    bot = JsonBoolean(load_default=False, metadata={"description": "Fill the seat with a system bot instead of the caller"})
 
 
 # Views
@@ -113,7 +144,10 @@ class Lead(ma.Schema):
 
 class Action(ma.Schema):
     action = f.String(required=True, validate=validate.OneOf(["bid", "show_hand", "report", "play", "pass", "resume"]))
-    choices = f.List(f.Raw(), metadata={"description": "The values the action may take, where it takes one"})
+    choices = f.List(
+        f.Raw(metadata={"type": ["integer", "boolean", "string"]}),
+        metadata={"description": "The values the action may take, where it takes one"},
+    )
 
 
 class Factors(ma.Schema):
@@ -151,8 +185,8 @@ class View(ma.Schema):
     phase = f.String(required=True, validate=validate.OneOf(PHASES))
     version = f.Integer(required=True)
     seat = f.Integer(required=True, allow_none=True)
-    role = f.String(required=True, allow_none=True)
-    table = f.Dict(required=True)
+    role = f.String(required=True, allow_none=True, validate=validate.OneOf(["landlord", "farmer"]))
+    table = f.Nested(TableOptions, required=True)
     seats = f.List(f.Nested(SeatState, allow_none=True), required=True)
     commitment = f.String(required=True, allow_none=True)
     marked_card = f.String(required=True, allow_none=True)
@@ -203,18 +237,18 @@ class CommandRequest(Strict):
         }
     )
     cards = f.List(f.String(validate=CARD_CODE), validate=validate.Length(1, 33), metadata={"description": "play: card codes"})
-    expected_version = f.Integer(validate=validate.Range(0), metadata={"description": "Refuse with 409 unless the match is at this version"})
+    expected_version = JsonInteger(validate=validate.Range(0), metadata={"description": "Refuse with 409 unless the match is at this version"})
 
 
 class IdempotencyHeader(ma.Schema):
     class Meta:
         unknown = ma.EXCLUDE
 
-    key = f.String(data_key="Idempotency-Key", validate=validate.Length(1, 200))
+    key = f.String(data_key="Idempotency-Key", validate=[validate.Length(1, 200), STORABLE_TEXT])
 
 
 class EventDocument(ma.Schema):
-    type = f.String(required=True)
+    type = f.String(required=True, validate=validate.OneOf(sorted(EVENT_TYPES)))
     version = f.Integer(required=True, metadata={"description": "The event's version in the match stream"})
     schema_version = f.Integer(required=True)
     recorded_at = f.DateTime(required=True)
@@ -232,23 +266,58 @@ class EventsQuery(ma.Schema):
     wait = f.Float(load_default=0, validate=validate.Range(0, 30), metadata={"description": "Long-poll up to this many seconds"})
 
 
+def _stream_event(event: dict, data: str, description: str) -> dict:
+    return {
+        "type": "object",
+        "description": description,
+        "properties": {
+            "event": event,
+            "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The match version (send it back as `Last-Event-ID`)"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": f"#/components/schemas/{data}"},
+            },
+        },
+        "required": ["event", "id", "data"],
+        "additionalProperties": False,
+    }
+
+
+#: One event of ``GET /v1/matches/{match_id}/stream`` (``text/event-stream``), as its
+#: fields parse: the OpenAPI 3.2 reading of an event stream's schema, which tools for 3.1
+#: (schemathesis among them) follow. The ``retry:`` advice and the keep-alive comments
+#: are not events.
+STREAM_EVENT = {
+    "description": "Each event of the stream: first the caller's view, then the match's events",
+    "oneOf": [
+        _stream_event({"const": "snapshot"}, "View", "The caller's view when the stream starts (not after `Last-Event-ID`)"),
+        _stream_event({"type": "string", "enum": sorted(EVENT_TYPES)}, "EventDocument", "An event of the match, as the caller may see it"),
+    ],
+}
+
+
 class EventList(ma.Schema):
     version = f.Integer(required=True, metadata={"description": "The match's current version"})
     events = f.List(f.Nested(EventDocument), required=True)
 
 
-class HandRecord(ma.Schema):
-    class Meta:
-        unknown = ma.INCLUDE
+class Deal(ma.Schema):
+    hands = f.List(f.List(f.String()), required=True, metadata={"description": "Each seat's hand as dealt, in seat order"})
+    bottom = f.List(f.String(), required=True)
+    marked_card = f.String(required=True)
+    marked_seat = f.Integer(required=True)
 
+
+class HandRecord(ma.Schema):
     format = f.String(required=True)
     match_id = f.String(required=True)
     ruleset = f.String(required=True)
-    options = f.Dict(required=True)
-    seats = f.List(f.Dict(allow_none=True), required=True)
+    options = f.Nested(Options, required=True)
+    seats = f.List(f.Nested(SeatSummary, allow_none=True), required=True)
     commitment = f.String(required=True, allow_none=True)
     seed = f.String(required=True, allow_none=True)
-    deal = f.Dict(required=True, allow_none=True)
+    deal = f.Nested(Deal, required=True, allow_none=True)
     actions = f.List(f.Dict(), required=True)
     result = f.Nested(Result, required=True, allow_none=True)
 

@@ -2,7 +2,7 @@
 ``decide(state, command) -> events``, ``evolve(state, event) -> state``, ``initial_state``.
 No I/O: the store and the API stay thin around it."""
 
-from .commands import Bid, Command, CreateMatch, Deal, Disconnect, Pass, Play, Report, Resume, ShowHand, TakeSeat
+from .commands import Bid, Command, CreateMatch, Deal, Disconnect, Pass, Play, Report, Resume, Settle, ShowHand, TakeSeat
 from .decider import can, decide, outcome
 from .errors import GameError
 from .events import EVENT_TYPES, PLAYER, BOT, Event

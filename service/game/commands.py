@@ -95,3 +95,10 @@ class Disconnect(Command):
 class Resume(Command):
     name = "resume"
     seat: int
+
+
+@dataclass(frozen=True, slots=True)
+class Settle(Command):
+    """Records that the ended hand's settlement was written to the ledger."""
+
+    name = "settle"

@@ -21,6 +21,7 @@ from .commands import (
     Play,
     Report,
     Resume,
+    Settle,
     ShowHand,
     TakeSeat,
 )
@@ -41,6 +42,7 @@ from .events import (
     Reported,
     Resumed,
     SeatTaken,
+    Settled,
 )
 from .settlement import Factors, Outcome, settle
 from .state import (
@@ -190,6 +192,13 @@ def verify_resume(state: State, command: Resume) -> None:
         raise GameError("the seat is not disconnected", "not_disconnected")
 
 
+def verify_settle(state: State, command: Settle) -> None:
+    if state.phase != ENDED:
+        raise GameError("only an ended hand is settled", "wrong_phase")
+    if state.settled:
+        raise GameError("the hand is settled already", "already_settled")
+
+
 def _decide_create_match(state: State, c: CreateMatch) -> list[Event]:
     verify_create_match(state, c)
     return [MatchCreated(c.match_id, c.table)]
@@ -261,6 +270,12 @@ def _decide_resume(state: State, c: Resume) -> list[Event]:
     return [Resumed(c.seat)]
 
 
+def _decide_settle(state: State, c: Settle) -> list[Event]:
+    verify_settle(state, c)
+    settlement = state.result["settlement"]
+    return [Settled(tuple(settlement["net"]), settlement["house"])]
+
+
 def outcome(state: State, winner: str) -> Outcome:
     """What settlement needs to know of a hand that ends with ``winner``."""
     factors = Factors(
@@ -301,6 +316,7 @@ _DECIDE: dict[type[Command], Callable[[State, Command], list[Event]]] = {
     Pass: _decide_pass,
     Disconnect: _decide_disconnect,
     Resume: _decide_resume,
+    Settle: _decide_settle,
 }
 
 _VERIFY: dict[type[Command], Callable[[State, Command], object]] = {
@@ -314,6 +330,7 @@ _VERIFY: dict[type[Command], Callable[[State, Command], object]] = {
     Pass: verify_pass,
     Disconnect: verify_disconnect,
     Resume: verify_resume,
+    Settle: verify_settle,
 }
 
 

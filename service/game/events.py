@@ -71,6 +71,7 @@ _LOADERS = {
     "hands": lambda hands: tuple(_cards(hand) for hand in hands),
     "marked_card": Card.from_code,
     "locked": tuple,
+    "net": tuple,
 }
 
 
@@ -189,6 +190,16 @@ class HandEnded(Event):
     result: dict
 
 
+@dataclass(frozen=True, slots=True)
+class Settled(Event):
+    """The settlement of the ended hand is in the ledger (``net`` per seat and ``house``,
+    as in the hand record's result)."""
+
+    type = "settled"
+    net: tuple[str, ...]
+    house: str
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
@@ -204,5 +215,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Disconnected,
         Resumed,
         HandEnded,
+        Settled,
     )
 }

@@ -21,6 +21,7 @@ from .events import (
     Reported,
     Resumed,
     SeatTaken,
+    Settled,
 )
 
 SEATS = 4
@@ -50,7 +51,7 @@ class State:
     ``no_play``, ``decline``), ``report_units``, ``reported_cards``, ``locked``; play (``turn``, ``lead`` =
     the combination to beat or ``None`` when the seat to act leads, ``lead_seat``, ``lead_cards``,
     ``passes``, ``bombs_played`` per seat, ``bombs``); ``disconnected`` per seat and
-    ``first_disconnect``; at the end ``winner`` and ``result``.
+    ``first_disconnect``; at the end ``winner``, ``result`` and ``settled`` (in the ledger).
     """
 
     def __init__(self, **fields: Any):
@@ -124,6 +125,7 @@ initial_state = State(
     first_disconnect=None,
     winner=None,
     result=None,
+    settled=False,
 )
 
 
@@ -241,6 +243,10 @@ def _hand_ended(state: State, e: HandEnded) -> State:
     return state.replace(phase=ENDED, seed=e.seed, result=e.result, winner=e.result["winner"], turn=None)
 
 
+def _settled(state: State, e: Settled) -> State:
+    return state.replace(settled=True)
+
+
 _EVOLVE: dict[type[Event], Callable[[State, Any], State]] = {
     MatchCreated: _match_created,
     SeatTaken: _seat_taken,
@@ -254,6 +260,7 @@ _EVOLVE: dict[type[Event], Callable[[State, Any], State]] = {
     Disconnected: _disconnected,
     Resumed: _resumed,
     HandEnded: _hand_ended,
+    Settled: _settled,
 }
 
 

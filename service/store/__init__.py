@@ -8,7 +8,9 @@ from .events import (
     Outcome,
     StoredEvent,
     VersionConflict,
+    deadline,
     request_hash,
+    status,
 )
 from .migrate import migrate
 from .notify import Notifier

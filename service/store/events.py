@@ -9,7 +9,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Callable, Sequence
 
 import psycopg
@@ -56,13 +56,13 @@ class Loaded:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a command did: its new events, the state after them, and the response that was
-    stored for its idempotency key (``None`` without a key)."""
+    """What a command did: its new events, the state after them, and, for a retry with an
+    idempotency key, the first response (status and body text, byte for byte)."""
 
     events: list[StoredEvent]
     state: State
     last_recorded_at: datetime | None
-    replayed: tuple[int, Any] | None = None
+    replayed: tuple[int, str] | None = None
 
 
 def _decode(row) -> StoredEvent:
@@ -138,9 +138,10 @@ class EventStore:
         *,
         expected_version: int | None = None,
         idempotency: tuple[uuid.UUID, str, bytes] | None = None,
-        respond: Callable[[Outcome], tuple[int, Any]] | None = None,
+        respond: Callable[[Outcome], tuple[int, str]] | None = None,
         new_match: bool = False,
         then: Callable[[State], Command | None] | None = None,
+        within: Callable[[psycopg.Connection, State], None] | None = None,
     ) -> Outcome:
         """Loads the match, decides ``command(state)`` and appends the events at the next
         version, in one transaction. With ``expected_version`` a stale state fails with
@@ -149,17 +150,20 @@ class EventStore:
         ``idempotency`` is (player, key, request hash): the first response (from
         ``respond``) is stored with the events, and a retry with the same key gets it back
         without deciding again. ``then`` may name a command that follows from the new
-        state (dealing once the fourth seat is taken), decided in the same transaction."""
+        state (dealing once the fourth seat is taken), decided in the same transaction;
+        ``within`` writes what must commit with the events (the ledger of a settlement)."""
         attempts = 1 if expected_version is not None else RETRIES
         for attempt in range(attempts):
             try:
-                return self._execute_once(match_id, command, expected_version, idempotency, respond, new_match, then)
+                return self._execute_once(
+                    match_id, command, expected_version, idempotency, respond, new_match, then, within
+                )
             except VersionConflict:
                 if attempt == attempts - 1:
                     raise
         raise AssertionError("unreachable")
 
-    def _execute_once(self, match_id, command, expected_version, idempotency, respond, new_match, then) -> Outcome:
+    def _execute_once(self, match_id, command, expected_version, idempotency, respond, new_match, then, within):
         with self.pool.connection() as conn, conn.transaction():
             if idempotency is not None:
                 replayed = self._replay_idempotent(conn, idempotency)
@@ -182,11 +186,13 @@ class EventStore:
             follow_up = then(after) if then is not None else None
             if follow_up is not None:
                 events += decide(after, follow_up)
+            if within is not None:
+                within(conn, state)
             stored = self._append(conn, match_id, state.version, events)
             for item in stored:
                 state = evolve(state, item.event)
-            self._project(conn, match_id, state)
             last = stored[-1].recorded_at if stored else loaded.last_recorded_at
+            self._project(conn, match_id, state, last)
             outcome = Outcome(stored, state, last)
             if idempotency is not None and respond is not None:
                 status, body = respond(outcome)
@@ -194,14 +200,14 @@ class EventStore:
                 conn.execute(
                     "INSERT INTO idempotency_keys (player_id, key, match_id, request_hash, status, body)"
                     " VALUES (%s, %s, %s, %s, %s, %s)",
-                    (player, key, match_id, digest, status, Jsonb(body)),
+                    (player, key, match_id, digest, status, body),
                 )
                 outcome = Outcome(stored, state, last, (status, body))
         self.cache.put(match_id, Loaded(state, last))
         return outcome
 
     @staticmethod
-    def _replay_idempotent(conn: psycopg.Connection, idempotency) -> tuple[int, Any] | None:
+    def _replay_idempotent(conn: psycopg.Connection, idempotency) -> tuple[int, str] | None:
         player, key, digest = idempotency
         # One request per key at a time: a concurrent retry waits here for the first.
         lock = int.from_bytes(hashlib.sha256(f"{player}:{key}".encode()).digest()[:8], "big", signed=True)
@@ -246,16 +252,48 @@ class EventStore:
         return stored
 
     @staticmethod
-    def _project(conn: psycopg.Connection, match_id, state: State) -> None:
-        status = "open" if state.phase in ("seating", "dealing") else "ended" if state.phase == "ended" else "playing"
+    def _project(conn: psycopg.Connection, match_id, state: State, last: datetime | None) -> None:
         seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in state.seats]
+        due = deadline(state, last)
         conn.execute(
-            "INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            "INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats,"
+            " turn_seat, system_to_act, deadline, settled)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (match_id) DO UPDATE SET status = EXCLUDED.status, phase = EXCLUDED.phase,"
-            " version = EXCLUDED.version, seats = EXCLUDED.seats, updated_at = now()",
-            (match_id, state.table.ruleset.name, state.table.turn_seconds, status, state.phase, state.version, Jsonb(seats)),
+            " version = EXCLUDED.version, seats = EXCLUDED.seats, turn_seat = EXCLUDED.turn_seat,"
+            " system_to_act = EXCLUDED.system_to_act, deadline = EXCLUDED.deadline,"
+            " settled = EXCLUDED.settled, updated_at = now()",
+            (
+                match_id,
+                state.table.ruleset.name,
+                state.table.turn_seconds,
+                status(state),
+                state.phase,
+                state.version,
+                Jsonb(seats),
+                state.turn if due else None,
+                due is not None and state.is_system(state.turn),
+                due,
+                state.settled,
+            ),
         )
+
+
+DECISION_PHASES = ("bidding", "show_hand", "report", "playing")
+
+
+def status(state: State) -> str:
+    """A match's status for listing: open (seating), playing, ended."""
+    if state.phase in ("seating", "dealing"):
+        return "open"
+    return "ended" if state.phase == "ended" else "playing"
+
+
+def deadline(state: State, last_recorded_at: datetime | None) -> datetime | None:
+    """When the seat to act loses its turn to the system: turn_seconds after the last event."""
+    if state.turn is None or state.phase not in DECISION_PHASES or last_recorded_at is None:
+        return None
+    return last_recorded_at + timedelta(seconds=state.table.turn_seconds)
 
 
 def request_hash(body: Any) -> bytes:

@@ -74,3 +74,4 @@ class Notifier:
 
     def close(self) -> None:
         self._stop.set()
+        self._thread.join(timeout=3)

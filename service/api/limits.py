@@ -1,0 +1,31 @@
+"""The request body limit, for bodies sent without a Content-Length too.
+
+Werkzeug refuses a body whose Content-Length exceeds ``MAX_CONTENT_LENGTH``, but cuts a
+chunked body at the limit and lets the app read what is left: a command followed by
+padding would pass. This WSGI middleware reads such a body up to the limit first and
+answers 413 itself when there is more."""
+
+from __future__ import annotations
+
+import io
+from typing import Callable, Iterable
+
+from .problems import problem
+
+
+class BodyLimit:
+    def __init__(self, app: Callable, limit: int):
+        self.app = app
+        self.limit = limit
+
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        if environ.get("CONTENT_LENGTH") in (None, "") and environ.get("REQUEST_METHOD") in ("POST", "PUT", "PATCH"):
+            body = environ["wsgi.input"].read(self.limit + 1)
+            if len(body) > self.limit:
+                response = problem(413, "body_too_large", f"the request body is over {self.limit} bytes")
+                return response(environ, start_response)
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+            environ.pop("HTTP_TRANSFER_ENCODING", None)
+            environ["wsgi.input_terminated"] = False
+        return self.app(environ, start_response)

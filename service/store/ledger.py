@@ -1,0 +1,147 @@
+"""The double-entry ledger of settlements: every point that moved, between a seat's
+player (or the system's bots) and the house or another player."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Any, Iterable
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from ..game import State
+from ..game.record import Discrepancy, export, verify
+from .events import EventStore
+
+HOUSE = "house"
+BOTS = "bots"
+
+
+def account(state: State, seat: int) -> str:
+    player = state.seats[seat].player
+    return BOTS if player is None else f"player:{player}"
+
+
+def movements(state: State) -> list[list[tuple[str, int | None, str, Decimal]]]:
+    """The movements of an ended hand, each as its entries (account, seat, kind, amount),
+    which add to zero: the stakes between each farmer and the landlord (after the cap),
+    then each winner's system cut and the disconnect penalty, to the house."""
+    result = state.result
+    settlement = result["settlement"]
+    landlord = result["landlord"]
+    moves = []
+    for seat in range(4):
+        amount = Decimal(settlement["after_cap"][seat])
+        if seat != landlord and amount:
+            moves.append([(account(state, seat), seat, "stake", amount), (account(state, landlord), landlord, "stake", -amount)])
+    for kind in ("rake", "penalty"):
+        for seat, text in enumerate(settlement[kind]):
+            amount = Decimal(text)
+            if amount:
+                moves.append([(account(state, seat), seat, kind, -amount), (HOUSE, None, kind, amount)])
+    return moves
+
+
+def write_settlement(conn: psycopg.Connection, match_id: uuid.UUID, state: State) -> bool:
+    """Writes the settlement and its entries; ``False`` when the match is settled already
+    (the primary key of ``settlements`` lets one settlement in, whoever runs the job)."""
+    inserted = conn.execute(
+        "INSERT INTO settlements (match_id, result) VALUES (%s, %s) ON CONFLICT (match_id) DO NOTHING RETURNING match_id",
+        (match_id, Jsonb(state.result)),
+    ).fetchone()
+    if inserted is None:
+        return False
+    rows = [
+        (match_id, movement, acct, seat, kind, amount)
+        for movement, entries in enumerate(movements(state))
+        for acct, seat, kind, amount in entries
+    ]
+    if rows:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount) VALUES (%s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+    return True
+
+
+def settlement(pool: ConnectionPool, match_id: uuid.UUID) -> dict[str, Any] | None:
+    with pool.connection() as conn:
+        row = conn.execute("SELECT result, settled_at FROM settlements WHERE match_id = %s", (match_id,)).fetchone()
+    if row is None:
+        return None
+    result, settled_at = row
+    amounts = result["settlement"]
+    return {
+        "match_id": match_id,
+        "settled_at": settled_at,
+        "landlord": result["landlord"],
+        "bid": result["bid"],
+        "winner": result["winner"],
+        "factors": result["factors"],
+        "multiplier": result["multiplier"],
+        "first_disconnect": result["first_disconnect"],
+        **{key: amounts[key] for key in ("gross", "after_cap", "rake", "penalty", "net", "house")},
+    }
+
+
+def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) -> dict[str, Any]:
+    acct = f"player:{player_id}"
+    with pool.connection() as conn:
+        balance = conn.execute("SELECT coalesce(sum(amount), 0) FROM ledger_entries WHERE account = %s", (acct,)).fetchone()[0]
+        rows = conn.execute(
+            "SELECT entry_id, match_id, seat, kind, amount, created_at FROM ledger_entries"
+            " WHERE account = %s ORDER BY entry_id DESC LIMIT %s",
+            (acct, limit),
+        ).fetchall()
+    entries = [
+        {"entry_id": r[0], "match_id": r[1], "seat": r[2], "kind": r[3], "amount": f"{r[4]:.2f}", "created_at": r[5]}
+        for r in rows
+    ]
+    return {"player_id": player_id, "balance": f"{balance:.2f}", "entries": entries}
+
+
+def check(pool: ConnectionPool, store: EventStore) -> dict[str, Any]:
+    """The operators' check: every movement, every match and the whole ledger add to zero,
+    and every settled match, recomputed from its events, equals its ledger entries."""
+    problems: list[str] = []
+    with pool.connection() as conn:
+        total = conn.execute("SELECT coalesce(sum(amount), 0), count(*) FROM ledger_entries").fetchone()
+        unbalanced = conn.execute(
+            "SELECT match_id, movement, sum(amount) FROM ledger_entries GROUP BY match_id, movement HAVING sum(amount) <> 0"
+        ).fetchall()
+        per_seat = conn.execute(
+            "SELECT s.match_id, e.seat, e.account = 'house', coalesce(sum(e.amount), 0)"
+            " FROM settlements s LEFT JOIN ledger_entries e ON e.match_id = s.match_id"
+            " GROUP BY s.match_id, e.seat, e.account = 'house'"
+        ).fetchall()
+    if total[0] != 0:
+        problems.append(f"the ledger adds to {total[0]:.2f}, not 0.00")
+    problems += [f"match {m} movement {n} adds to {a:.2f}" for m, n, a in unbalanced]
+    booked: dict[uuid.UUID, dict[Any, Decimal]] = {}
+    for match_id, seat, is_house, amount in per_seat:
+        key = "house" if is_house else seat
+        if key is not None:
+            booked.setdefault(match_id, {})[key] = amount
+        else:
+            booked.setdefault(match_id, {})
+    for match_id, amounts in booked.items():
+        problems += _recompute(store, match_id, amounts)
+    return {"ok": not problems, "entries": total[1], "matches": len(booked), "total": f"{total[0]:.2f}", "problems": problems}
+
+
+def _recompute(store: EventStore, match_id: uuid.UUID, booked: dict[Any, Decimal]) -> Iterable[str]:
+    try:
+        state = verify(export(e.event for e in store.read(match_id)))
+    except Discrepancy as exc:
+        return [f"match {match_id}: its events do not verify: {exc}"]
+    settlement = state.result["settlement"]
+    expected: dict[Any, Decimal] = {seat: Decimal(net) for seat, net in enumerate(settlement["net"])}
+    expected["house"] = Decimal(settlement["house"])
+    found = []
+    for key, amount in expected.items():
+        if booked.get(key, Decimal(0)) != amount:
+            found.append(f"match {match_id} {'house' if key == 'house' else f'seat {key}'}: ledger {booked.get(key, Decimal(0)):.2f}, recomputed {amount:.2f}")
+    return found

@@ -1,0 +1,499 @@
+"""The OpenAPI contract (``openapi.yaml``): a valid OpenAPI 3.1 document, exactly the one
+the app generates, covering exactly the routes the app serves, with every error a problem
+document and every authenticated operation declaring its security; and the real
+responses of a scripted match (players, a match, seats, a whole hand of commands, a
+refused one, events, the record, the operator's routes) as the document describes them.
+
+After changing a schema or a decorator, regenerate the contract:
+
+    .venv/bin/python -m service.cli openapi > openapi.yaml
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+from jsonschema import Draft202012Validator
+from openapi_spec_validator import OpenAPIV31SpecValidator, validate
+
+from service.api import openapi_document
+from servers import OPERATOR_TOKEN
+
+SPEC_PATH = Path(__file__).resolve().parent.parent / "openapi.yaml"
+REGENERATE = "regenerate it: .venv/bin/python -m service.cli openapi > openapi.yaml"
+PROBLEM_JSON = "application/problem+json"
+METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+
+
+@pytest.fixture(scope="module")
+def spec() -> dict:
+    with open(SPEC_PATH, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def operations(spec: dict):
+    """(path, method, operation) of every operation of the document."""
+    for path, item in spec["paths"].items():
+        for method in METHODS:
+            if method in item:
+                yield path, method, item[method]
+
+
+def resolve(spec: dict, node: Any) -> Any:
+    """``node`` with its top-level ``$ref`` (within the document) followed."""
+    while isinstance(node, dict) and "$ref" in node:
+        ref = node["$ref"]
+        assert ref.startswith("#/"), f"a reference outside the document: {ref}"
+        node = spec
+        for part in ref[2:].split("/"):
+            node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def refs(node: Any):
+    """Every ``$ref`` in ``node``."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield value
+            else:
+                yield from refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from refs(item)
+
+
+# The document itself
+
+
+def test_the_committed_document_is_valid_openapi_3_1(spec):
+    assert spec["openapi"] == "3.1.0"
+    validate(spec, cls=OpenAPIV31SpecValidator)
+
+
+def test_the_committed_document_is_the_generated_one():
+    generated = yaml.safe_dump(openapi_document(), sort_keys=False, allow_unicode=True)
+    committed = SPEC_PATH.read_text(encoding="utf-8")
+    assert committed == generated, f"openapi.yaml is not what the app generates; {REGENERATE}"
+
+
+def test_every_reference_resolves_and_every_component_is_used(spec):
+    used = set(refs({k: v for k, v in spec.items() if k != "components"}))
+    # Components referred to by other components count once something reaches them.
+    frontier = list(used)
+    while frontier:
+        target = resolve(spec, {"$ref": frontier.pop()})
+        for ref in refs(target):
+            if ref not in used:
+                used.add(ref)
+                frontier.append(ref)
+    for ref in used:
+        resolve(spec, {"$ref": ref})  # raises KeyError when it points at nothing
+    declared = {
+        f"#/components/{kind}/{name}"
+        for kind, items in spec["components"].items()
+        if kind != "securitySchemes"
+        for name in items
+    }
+    assert declared - used == set(), "components that nothing refers to"
+
+
+def rule_to_path(rule: str) -> str:
+    """``/v1/matches/<uuid:match_id>`` → ``/v1/matches/{match_id}``."""
+    return re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule)
+
+
+def test_the_document_has_exactly_the_routes_the_app_serves(app, spec):
+    served = {
+        (rule_to_path(rule.rule), method.lower())
+        for rule in app.url_map.iter_rules()
+        for method in rule.methods - {"HEAD", "OPTIONS"}
+    }
+    documented = {(path, method) for path, method, _ in operations(spec)}
+    assert served - documented == set(), "routes the document does not describe"
+    assert documented - served == set(), "operations the app does not serve"
+
+
+def test_path_parameters_are_documented_as_their_converters_accept_them(app, spec):
+    converters = {"uuid": {"type": "string", "format": "uuid"}}
+    for rule in app.url_map.iter_rules():
+        item = spec["paths"][rule_to_path(rule.rule)]
+        for method in rule.methods - {"HEAD", "OPTIONS"}:
+            parameters = [resolve(spec, p) for p in item.get("parameters", []) + item[method.lower()].get("parameters", [])]
+            in_path = {p["name"]: p for p in parameters if p["in"] == "path"}
+            assert set(in_path) == set(rule.arguments), rule.rule
+            for converter, name in re.findall(r"<(?:([^:<>]+):)?([^<>]+)>", rule.rule):
+                assert in_path[name]["required"] is True
+                assert in_path[name]["schema"] == converters[converter], (rule.rule, name)
+
+
+def test_every_error_response_is_a_problem_and_nothing_hides_behind_default(spec):
+    problem = {"$ref": "#/components/schemas/Problem"}
+    for path, method, operation in operations(spec):
+        responses = operation["responses"]
+        assert "default" not in responses, f"{method} {path}: list the statuses it answers instead"
+        assert "500" in responses, f"{method} {path}: an unexpected failure answers 500"
+        successes = [s for s in responses if s.startswith("2")]
+        assert len(successes) == 1, f"{method} {path}: {successes}"
+        for status, response in responses.items():
+            response = resolve(spec, response)
+            if int(status) >= 400:
+                assert response["content"] == {PROBLEM_JSON: {"schema": problem}}, f"{method} {path} {status}"
+            else:
+                assert PROBLEM_JSON not in response.get("content", {})
+        if "requestBody" in operation:
+            for status in ("400", "413", "422"):
+                assert status in responses, f"{method} {path}: a body can be malformed, too large or invalid"
+        if any(p.get("in") in ("query", "header") for p in operation.get("parameters", [])):
+            assert {"400", "422"} & set(responses), f"{method} {path}: its parameters can be invalid"
+        if "{" in path:
+            assert "404" in responses, f"{method} {path}: what it names may not exist (or not be a UUID)"
+        if operation.get("security"):
+            assert "401" in responses, f"{method} {path}"
+            assert "WWW-Authenticate" in resolve(spec, responses["401"])["headers"]
+
+
+def test_request_bodies_and_response_objects_refuse_unknown_members(spec):
+    """The request schemas refuse unknown fields (422), and the responses are dumped through
+    their schemas: neither has members the document does not name."""
+
+    def closed(schema, where):
+        schema = resolve(spec, schema)
+        for branch in schema.get("anyOf", []):
+            closed(branch, where)
+        if "object" in (schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type")]):
+            if "properties" in schema:
+                assert schema.get("additionalProperties") is False, where
+                for name, sub in schema["properties"].items():
+                    closed(sub, f"{where}.{name}")
+        if isinstance(schema.get("items"), dict):
+            closed(schema["items"], f"{where}[]")
+
+    for path, method, operation in operations(spec):
+        if "requestBody" in operation:
+            closed(operation["requestBody"]["content"]["application/json"]["schema"], f"{method} {path} body")
+        for status, response in operation["responses"].items():
+            for media, content in resolve(spec, response).get("content", {}).items():
+                if media.endswith("json"):
+                    closed(content["schema"], f"{method} {path} {status}")
+
+
+def minimal(spec: dict, schema: dict) -> Any:
+    """The smallest instance of ``schema`` (required members only, first enum values)."""
+    schema = resolve(spec, schema)
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        return {name: minimal(spec, schema["properties"][name]) for name in schema.get("required", [])}
+    return {"string": "x", "integer": schema.get("minimum", 0), "number": 0, "boolean": False, "array": []}[kind]
+
+
+def test_operations_that_need_a_token_declare_it(app, spec):
+    """Each operation called without a token, or with one that is not, with a valid
+    request otherwise: those that answer 401 (with the challenge) are exactly those that
+    declare the bearer security requirement."""
+    assert spec["components"]["securitySchemes"]["bearer"] == {"type": "http", "scheme": "bearer"}
+    client = app.test_client()
+    for path, method, operation in operations(spec):
+        url = re.sub(r"{[^}]+}", str(uuid.uuid4()), path)
+        kwargs = {}
+        if "requestBody" in operation:
+            kwargs["json"] = minimal(spec, operation["requestBody"]["content"]["application/json"]["schema"])
+        for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"Authorization": "Basic eDp5"}):
+            response = client.open(url, method=method.upper(), headers=headers, **kwargs)
+            if operation.get("security"):
+                assert operation["security"] == [{"bearer": []}]
+                assert response.status_code == 401, (method, path, headers)
+                assert response.headers["WWW-Authenticate"] == 'Bearer realm="ddz"'
+            else:
+                assert response.status_code != 401, (method, path, headers)
+
+
+# Real responses against the document
+
+
+class Contract:
+    """Checks real responses against the document: the status is documented for the
+    operation, the media type is one it names, the documented headers are there, and a
+    JSON body validates (formats included) against the documented schema."""
+
+    def __init__(self, spec: dict, base_url: str, checking: bool = True):
+        self.spec, self.base_url, self.checking = spec, base_url, checking
+        self.http = requests.Session()
+        self.seen: set[tuple[str, str, int]] = set()
+
+    def validate(self, instance: Any, schema: dict, where: str) -> None:
+        root = dict(copy.deepcopy(schema), components=self.spec["components"])
+        validator = Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+        assert not errors, f"{where}: " + "; ".join(
+            f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:5]
+        )
+
+    def call(self, method: str, path: str, *, token: str | None = None, expect: int | None = None, **kwargs):
+        """Sends ``method path`` (a path template of the document, filled in from
+        ``path_params``; other ``kwargs`` go to requests), checks the answer against the
+        document and, with ``expect``, its status; returns it."""
+        path_params = kwargs.pop("path_params", {})
+        headers = dict(kwargs.pop("headers", {}))
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        response = self.http.request(
+            method, self.base_url + path.format(**path_params), headers=headers, timeout=30, **kwargs
+        )
+        if self.checking:
+            self.check(response, path, method)
+        if expect is not None:
+            assert response.status_code == expect, f"{method} {path}: {response.status_code} {response.text[:500]}"
+        return response
+
+    def check(self, response: requests.Response, path: str, method: str) -> None:
+        where = f"{method} {path} → {response.status_code}"
+        operation = self.spec["paths"][path][method.lower()]
+        status = str(response.status_code)
+        assert status in operation["responses"], f"{where}: undocumented status; {response.text[:500]}"
+        documented = resolve(self.spec, operation["responses"][status])
+        for header in documented.get("headers", {}):
+            assert header in response.headers, f"{where}: no {header} header"
+        content = documented.get("content")
+        if not content:
+            assert not response.content, where
+            return
+        media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
+        assert media_type in content, f"{where}: {media_type!r}, not one of {sorted(content)}"
+        if media_type.endswith("json"):
+            self.validate(response.json(), content[media_type]["schema"], where)
+        self.seen.add((path, method.lower(), response.status_code))
+
+
+@pytest.fixture(scope="module")
+def contract(spec, live_server):
+    return Contract(spec, live_server)
+
+
+def new_player(contract: Contract, name: str) -> dict:
+    return contract.call("POST", "/v1/players", json={"name": name}, expect=201).json()
+
+
+def play_the_hand(contract: Contract, match_id: str, tokens: list[str]) -> dict:
+    """Plays the hand to its end through the API, each seat as its player: the highest bid,
+    the first choice that is accepted otherwise, and the longest legal play (or a pass).
+    Returns the last view."""
+    at = {"match_id": match_id}
+    for _ in range(500):
+        views = [contract.call("GET", "/v1/matches/{match_id}", token=t, path_params=at, expect=200).json() for t in tokens]
+        if views[0]["phase"] == "ended":
+            return views[0]
+        seat = views[0]["turn"]
+        assert seat is not None, views[0]
+        view, token = views[seat], tokens[seat]
+        actions = {a["action"]: a for a in view["actions"]}
+        assert actions, view
+        if "play" in actions:
+            legal = contract.call("GET", "/v1/matches/{match_id}/legal", token=token, path_params=at, expect=200).json()
+            assert legal["seat"] == seat and legal["version"] == view["version"]
+            if legal["plays"]:
+                play = max(legal["plays"], key=lambda p: len(p["cards"]))
+                body = {"action": "play", "cards": play["cards"], "expected_version": view["version"]}
+            else:
+                assert legal["can_pass"], legal
+                body = {"action": "pass", "expected_version": view["version"]}
+            contract.call("POST", "/v1/matches/{match_id}/commands", token=token, path_params=at, json=body, expect=200)
+            continue
+        (action,) = actions.values()
+        if "choices" not in action:  # resume, for a seat that has left
+            body = {"action": action["action"]}
+            contract.call("POST", "/v1/matches/{match_id}/commands", token=token, path_params=at, json=body, expect=200)
+            continue
+        choices = sorted(action["choices"], reverse=True) if action["action"] == "bid" else action["choices"]
+        for value in choices:
+            body = {"action": action["action"], "value": value}
+            answer = contract.call("POST", "/v1/matches/{match_id}/commands", token=token, path_params=at, json=body)
+            if answer.status_code == 200:
+                break
+            assert answer.status_code == 422, answer.text
+        else:
+            pytest.fail(f"no choice of {action} was accepted")
+    pytest.fail("the hand did not end in 500 actions")
+
+
+def test_a_scripted_match_answers_as_the_document_says(contract, spec):
+    call = contract.call
+    # Health
+    call("GET", "/healthz", expect=200)
+    call("GET", "/readyz", expect=200)
+
+    # Players
+    players = [new_player(contract, f"player {i}") for i in range(5)]
+    tokens = [p["token"] for p in players]
+    call("POST", "/v1/players", json={}, expect=201)
+    call("POST", "/v1/players", json={"name": ""}, expect=422)
+    call("POST", "/v1/players", json={"name": "x", "extra": 1}, expect=422)
+    call("POST", "/v1/players", json={"name": "nul\x00"}, expect=422)
+    call("POST", "/v1/players", data="{not json", headers={"Content-Type": "application/json"}, expect=400)
+    call("POST", "/v1/players", data='{"name": "' + "x" * 20000 + '"}', headers={"Content-Type": "application/json"}, expect=413)
+
+    # A match, listed
+    match = call("POST", "/v1/matches", token=tokens[0], json={"ruleset": "shanghai-local", "cap": "50"}, expect=201).json()
+    assert match["status"] == "open" and match["seats"] == [None] * 4
+    at = {"match_id": match["match_id"]}
+    call("POST", "/v1/matches", json={}, expect=401)
+    call("POST", "/v1/matches", token=OPERATOR_TOKEN, json={}, expect=403)
+    call("POST", "/v1/matches", token=tokens[0], json={"unit": "1.234"}, expect=422)
+    listed = call("GET", "/v1/matches", token=tokens[1], params={"status": "open", "limit": 5}, expect=200).json()
+    assert match["match_id"] in [m["match_id"] for m in listed["matches"]]
+    call("GET", "/v1/matches", token=OPERATOR_TOKEN, expect=200)
+    call("GET", "/v1/matches", token=tokens[1], params={"limit": 0}, expect=422)
+    call("GET", "/v1/matches", expect=401)
+
+    # Seats: four players, then one too many
+    missing = {"match_id": str(uuid.uuid4())}
+    call("POST", "/v1/matches/{match_id}/seats", token=tokens[0], path_params=missing, json={}, expect=404)
+    call("POST", "/v1/matches/{match_id}/seats", token=tokens[0], path_params=at, json={"seat": 4}, expect=422)
+    call("POST", "/v1/matches/{match_id}/seats", token=OPERATOR_TOKEN, path_params=at, json={}, expect=403)
+    for seat in range(4):
+        view = call("POST", "/v1/matches/{match_id}/seats", token=tokens[seat], path_params=at, json={"seat": seat}, expect=201).json()
+        assert view["seat"] == seat
+    assert view["phase"] != "seating" and view["commitment"]
+    call("POST", "/v1/matches/{match_id}/seats", token=tokens[4], path_params=at, json={}, expect=422)
+
+    # Views, legal plays, events
+    call("GET", "/v1/matches/{match_id}", token=tokens[4], path_params=at, expect=200)
+    call("GET", "/v1/matches/{match_id}", token=OPERATOR_TOKEN, path_params=at, expect=200)
+    call("GET", "/v1/matches/{match_id}", token=tokens[0], path_params=missing, expect=404)
+    call("GET", "/v1/matches/{match_id}/legal", token=tokens[0], path_params=at, expect=200)
+    call("GET", "/v1/matches/{match_id}/legal", token=tokens[4], path_params=at, expect=403)
+    call("GET", "/v1/matches/{match_id}/legal", token=tokens[0], path_params=missing, expect=404)
+    call("GET", "/v1/matches/{match_id}/events", token=tokens[0], path_params=at, expect=200)
+    call("GET", "/v1/matches/{match_id}/events", token=tokens[4], path_params=at, params={"after": 2}, expect=200)
+    call("GET", "/v1/matches/{match_id}/events", token=OPERATOR_TOKEN, path_params=at, params={"wait": 0.1}, expect=200)
+    call("GET", "/v1/matches/{match_id}/events", token=tokens[0], path_params=at, params={"wait": 31}, expect=422)
+    call("GET", "/v1/matches/{match_id}/events", token=tokens[0], path_params=missing, expect=404)
+
+    # Commands that fail: not the caller's turn, a stale version, no seat, no such match,
+    # not a command; then an idempotent one, retried
+    view = call("GET", "/v1/matches/{match_id}", token=tokens[0], path_params=at, expect=200).json()
+    assert view["phase"] == "bidding", view
+    turn = view["turn"]
+    other = tokens[(turn + 1) % 4]
+    commands = "/v1/matches/{match_id}/commands"
+    refused = call("POST", commands, token=other, path_params=at, json={"action": "bid", "value": 1}, expect=422).json()
+    assert refused["code"] and refused["status"] == 422
+    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 1, "expected_version": 1}, expect=409)
+    call("POST", commands, token=tokens[4], path_params=at, json={"action": "bid", "value": 1}, expect=403)
+    call("POST", commands, token=OPERATOR_TOKEN, path_params=at, json={"action": "bid", "value": 1}, expect=403)
+    call("POST", commands, token=tokens[turn], path_params=missing, json={"action": "bid", "value": 1}, expect=404)
+    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "shout"}, expect=422)
+    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 1}, headers={"Idempotency-Key": ""}, expect=422)
+    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 1}, headers={"Idempotency-Key": "a\x00b"}, expect=422)
+    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": True}, expect=422)
+    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 1, "expected_version": "2"}, expect=422)
+    call("POST", commands, token=tokens[turn], path_params=at, data="[", headers={"Content-Type": "application/json"}, expect=400)
+    call("POST", commands, path_params=at, json={"action": "pass"}, expect=401)
+    key = {"Idempotency-Key": str(uuid.uuid4())}
+    first = call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 3}, headers=key, expect=200).json()
+    again = call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 3}, headers=key, expect=200).json()
+    assert again == first and first["events"]
+    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 2}, headers=key, expect=422)
+
+    # A player leaves (the system would play the seat; here the player comes back)
+    leave = "/v1/matches/{match_id}/leave"
+    left = call("POST", leave, token=tokens[3], path_params=at, expect=200).json()
+    assert left["view"]["seats"][3]["disconnected"] is True
+    call("POST", leave, token=tokens[4], path_params=at, expect=403)
+    call("POST", leave, token=tokens[3], path_params=missing, expect=404)
+    call("POST", leave, path_params=at, expect=401)
+
+    # The record: the operator's at any time, the players' once the hand has ended
+    call("GET", "/v1/matches/{match_id}/record", token=tokens[0], path_params=at, expect=403)
+    during = call("GET", "/v1/matches/{match_id}/record", token=OPERATOR_TOKEN, path_params=at, expect=200).json()
+    assert during["result"] is None
+
+    last = play_the_hand(contract, match["match_id"], tokens[:4])
+    assert last["result"] is not None and last["seed"]
+    record = call("GET", "/v1/matches/{match_id}/record", token=tokens[2], path_params=at, expect=200).json()
+    assert record["result"] == last["result"]
+    call("GET", "/v1/matches/{match_id}/record", token=tokens[4], path_params=at, expect=403)
+    call("GET", "/v1/matches/{match_id}/record", token=tokens[0], path_params=missing, expect=404)
+    events = call("GET", "/v1/matches/{match_id}/events", token=tokens[1], path_params=at, expect=200).json()
+    assert events["events"][-1]["version"] == events["version"]
+    listed = call("GET", "/v1/matches", token=tokens[1], params={"status": "ended"}, expect=200).json()
+    assert match["match_id"] in [m["match_id"] for m in listed["matches"]]
+    call("POST", commands, token=tokens[0], path_params=at, json={"action": "pass"}, expect=422)
+    call("POST", leave, token=tokens[0], path_params=at, expect=422)
+
+    # Settlements and the ledger. The worker (not run here) settles an ended hand; until
+    # then its settlement is 404.
+    settlement = "/v1/matches/{match_id}/settlement"
+    assert call("GET", settlement, token=tokens[0], path_params=at).status_code in (200, 404)
+    call("GET", settlement, token=tokens[4], path_params=at, expect=403)
+    call("GET", settlement, token=tokens[0], path_params=missing, expect=404)
+    ledger = "/v1/players/{player_id}/ledger"
+    own = {"player_id": players[0]["player_id"]}
+    call("GET", ledger, token=tokens[0], path_params=own, expect=200)
+    call("GET", ledger, token=OPERATOR_TOKEN, path_params=own, expect=200)
+    call("GET", ledger, token=tokens[1], path_params=own, expect=403)
+    call("GET", ledger, path_params=own, expect=401)
+    call("GET", "/v1/admin/ledger/check", token=OPERATOR_TOKEN, expect=200)
+    call("GET", "/v1/admin/ledger/check", token=tokens[0], expect=403)
+
+    # The operator's routes
+    for route in ("/v1/admin/matches/{match_id}/events", "/v1/admin/matches/{match_id}/audit"):
+        call("GET", route, token=OPERATOR_TOKEN, path_params=at, expect=200)
+        call("GET", route, token=tokens[0], path_params=at, expect=403)
+        call("GET", route, token=OPERATOR_TOKEN, path_params=missing, expect=404)
+        call("GET", route, path_params=at, expect=401)
+    audit = call("GET", "/v1/admin/matches/{match_id}/audit", token=OPERATOR_TOKEN, path_params=at, expect=200).json()
+    assert audit["ok"] is True, audit
+
+    # A match with a bot seat
+    other_match = call("POST", "/v1/matches", token=tokens[4], json={}, expect=201).json()
+    bot = call(
+        "POST", "/v1/matches/{match_id}/seats", token=tokens[4], path_params={"match_id": other_match["match_id"]},
+        json={"seat": 2, "bot": True}, expect=201,
+    ).json()
+    assert bot["seats"][2]["bot"] is True
+    call("POST", "/v1/matches/{match_id}/seats", token=tokens[4], path_params={"match_id": other_match["match_id"]}, json={"seat": 2}, expect=422)
+
+    # The stream: refused before it starts, or a snapshot first
+    stream = "/v1/matches/{match_id}/stream"
+    call("GET", stream, path_params=at, expect=401)
+    call("GET", stream, token=tokens[0], path_params=missing, expect=404)
+    call("GET", stream, token=tokens[0], path_params=at, headers={"Last-Event-ID": "soon"}, expect=400)
+    with contract.http.get(
+        contract.base_url + stream.format(**at), headers={"Authorization": f"Bearer {tokens[0]}"}, stream=True, timeout=30
+    ) as response:
+        contract.check(response, stream, "GET")
+        assert response.status_code == 200
+        lines = []
+        for line in response.iter_lines(decode_unicode=True):
+            lines.append(line)
+            if line.startswith("data:"):
+                break
+        assert "event: snapshot" in lines, lines
+
+    # Methods the document does not list: 405 with the ones it does
+    for path, method in (("/v1/players", "PUT"), ("/v1/matches/{match_id}", "DELETE")):
+        response = contract.http.request(method, contract.base_url + path.format(**at), timeout=30)
+        assert response.status_code == 405
+        assert response.headers["Content-Type"] == PROBLEM_JSON
+        allowed = {m.strip().lower() for m in response.headers["Allow"].split(",")}
+        assert allowed - {"head", "options"} == set(spec["paths"][path]) & set(METHODS)
+
+    # A path parameter that its converter refuses: no route, 404
+    call("GET", "/v1/matches/{match_id}", token=tokens[0], path_params={"match_id": "not-a-uuid"}, expect=404)
+
+    # Every operation's success was seen and checked (but a settlement's, which needs the
+    # worker)
+    succeeded = {(path, method) for path, method, status in contract.seen if status < 300}
+    unreachable = {("/v1/matches/{match_id}/settlement", "get")}
+    assert succeeded | unreachable == {(path, method) for path, method, _ in operations(spec)}
