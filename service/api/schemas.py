@@ -12,7 +12,7 @@ from ..game import EVENT_TYPES
 from ..game.table import MAX_TURN_SECONDS
 
 SEAT = validate.Range(0, 3)
-CARD_CODE = validate.Regexp(r"^([SHCD][3-9TJQKA2]|[BR]J)$", error="not a card code (S3, HT, BJ, ...)")
+CARD_CODE = validate.Regexp(r"^([SHCD][3-9TJQKA2]|[BR]J)$", error="not a card code: a suit letter (S H C D) then a rank (3-9 T J Q K A 2), or a joker (B or R, then J)")
 DECIMAL = validate.Regexp(r"^\d{1,9}(\.\d{1,2})?$", error="a decimal amount with at most two places, as a string")
 SHARE = validate.Regexp(r"^(0(\.\d{1,4})?|1(\.0{1,4})?)$", error="a share from 0 to 1, as a string")
 #: Text that PostgreSQL can store: no NUL character, no unpaired UTF-16 surrogate.
