@@ -1,40 +1,104 @@
-"""The jobs RQ runs."""
+"""The jobs RQ runs. Each loads the match from PostgreSQL, checks it is still at the
+version it was made for, and acts through the same command path as a player."""
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
+from datetime import datetime, timezone
 
-from service.game import GameError, seat_view
+from service.game import Disconnect, GameError, Settle, seat_view
 from service.game.bot import BotPolicy
-from service.store import MatchNotFound, VersionConflict
+from service.game.record import export, verify
+from service.game.state import ENDED
+from service.store import MatchNotFound, VersionConflict, deadline
+from service.store.ledger import write_settlement
 
 from .context import context
-from .dispatch import after_append, system_to_act
+from .dispatch import after_append, job_ids, work_for
+from .sweeper import ensure
 
 log = logging.getLogger(__name__)
 POLICY = BotPolicy()
+#: A turn timeout that runs at most this early waits for the deadline instead of leaving.
+EARLY_TOLERANCE = 2.0
+
+
+def _act(match_id: str, version: int, command) -> str:
+    ctx = context()
+    try:
+        outcome = ctx.store.execute(uuid.UUID(match_id), lambda _: command, expected_version=version)
+    except VersionConflict:
+        return "someone acted first"
+    after_append(ctx.redis, match_id, outcome.state, outcome.last_recorded_at)
+    return f"{command.name} at version {version}"
 
 
 def bot_turn(match_id: str, version: int) -> str:
-    """Plays the turn of the seat the system plays, if the match is still at ``version``:
-    the policy sees only that seat's view, and the command goes through the same path as a
-    player's, at the expected version. A conflict means someone acted first: nothing to do."""
+    """Plays the turn of a seat the system plays (a bot seat, or 系统代打), if the match is
+    still at ``version``. The policy sees only that seat's view."""
+    try:
+        loaded = context().store.load(uuid.UUID(match_id))
+    except MatchNotFound:
+        return "no such match"
+    state = loaded.state
+    if state.version != version or work_for(state, loaded.last_recorded_at) != ("bot_turn", None):
+        return "stale"
+    command = POLICY.act(seat_view(state, state.turn))
+    try:
+        return _act(match_id, version, command)
+    except GameError as exc:  # the bot chose an illegal command: a bug worth a loud log
+        log.error("bot command refused at match %s version %s: %s %s", match_id, version, exc.code, exc)
+        raise
+
+
+def turn_timeout(match_id: str, version: int) -> str:
+    """The seat to act at ``version`` missed its deadline: it is disconnected, and the
+    system plays it from now on (the first seat to disconnect pays the penalty)."""
+    try:
+        loaded = context().store.load(uuid.UUID(match_id))
+    except MatchNotFound:
+        return "no such match"
+    state = loaded.state
+    due = deadline(state, loaded.last_recorded_at)
+    if state.version != version or due is None or state.is_system(state.turn):
+        return "stale"
+    early = (due - datetime.now(timezone.utc)).total_seconds()
+    if early > EARLY_TOLERANCE:
+        # Run early: make sure the timeout is scheduled for the deadline (once); should
+        # that fail too, the sweeper finds the overdue seat.
+        ensure(context().redis, job_ids(match_id, version)["turn_timeout"], "turn_timeout", match_id, version, at=due)
+        return "not due yet"
+    if early > 0:
+        # The scheduler's clock and the database's differ by a little: wait it out.
+        time.sleep(early)
+    return _act(match_id, version, Disconnect(state.turn, "deadline"))
+
+
+def settle_match(match_id: str) -> str:
+    """Writes the ended hand's settlement, recomputed from its events, to the ledger and
+    appends ``settled``, in one transaction. A second run, or two at once, pays once."""
     ctx = context()
     key = uuid.UUID(match_id)
     try:
         state = ctx.store.load(key).state
     except MatchNotFound:
         return "no such match"
-    if state.version != version or not system_to_act(state):
-        return "stale"
-    command = POLICY.act(seat_view(state, state.turn))
+    if state.phase != ENDED:
+        return "not ended"
+    if state.settled:
+        return "settled already"
+    recomputed = verify(export(e.event for e in ctx.store.read(key)))
+
+    def ledger(conn, _) -> None:
+        if not write_settlement(conn, key, recomputed):
+            raise GameError("the hand is settled already", "already_settled")
+
     try:
-        outcome = ctx.store.execute(key, lambda _: command, expected_version=version)
-    except VersionConflict:
-        return "someone acted first"
-    except GameError as exc:  # the bot returned an illegal command: a bug worth a loud log
-        log.error("bot command refused at match %s version %s: %s %s", match_id, version, exc.code, exc)
+        ctx.store.execute(key, lambda _: Settle(), within=ledger)
+    except GameError as exc:
+        if exc.code == "already_settled":
+            return "settled already"
         raise
-    after_append(ctx.redis, match_id, outcome.state)
-    return f"played {command.name} at version {outcome.state.version}"
+    return "settled"
