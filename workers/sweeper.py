@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 import redis
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
+from rq.registry import ScheduledJobRegistry
 
 from .context import context
 from .dispatch import enqueue_once, job_ids, queue
@@ -21,7 +22,6 @@ log = logging.getLogger(__name__)
 SWEEP_SECONDS = 15
 #: A job started longer ago than this is taken for lost with its worker (a turn takes ms).
 STARTED_TIMEOUT = timedelta(seconds=60)
-_LIVE = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
 
 
 def job_is_live(connection: redis.Redis, job_id: str) -> bool:
@@ -30,7 +30,14 @@ def job_is_live(connection: redis.Redis, job_id: str) -> bool:
     except NoSuchJobError:
         return False
     status = job.get_status(refresh=False)
-    if status in _LIVE:
+    q = queue(connection)
+    if status == JobStatus.QUEUED:
+        # A worker that died right after taking the job leaves it "queued" but in no
+        # queue that a worker reads.
+        return connection.lpos(q.key, job_id) is not None
+    if status == JobStatus.SCHEDULED:
+        return job_id in ScheduledJobRegistry(queue=q)
+    if status == JobStatus.DEFERRED:
         return True
     if status == JobStatus.STARTED:
         started = job.started_at
