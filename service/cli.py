@@ -211,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve_parser.add_argument("--host", default="127.0.0.1")
     serve_parser.add_argument("--port", type=int, default=8000)
-    serve_parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    serve_parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
     serve_parser.add_argument("--threads", type=int, default=32, help="threads per gunicorn worker")
     serve_parser.add_argument("--data", default=".ddz-data", help="where embedded servers keep their data")
     commands.add_parser("openapi", help="print the OpenAPI document generated from the app")

@@ -46,11 +46,13 @@ def enqueue_once(connection: redis.Redis, job_id: str, function: str, *args, at:
     if not connection.set(f"ddz:enqueued:{job_id}", 1, nx=True, ex=MARK_SECONDS):
         return False
     q = queue(connection)
-    options = dict(job_id=job_id, result_ttl=600, failure_ttl=7 * 86400)
-    if at is None:
-        q.enqueue(f"workers.jobs.{function}", *args, **options)
-    else:
-        q.enqueue_at(at, f"workers.jobs.{function}", *args, **options)
+    with connection.pipeline() as pipe:
+        options = dict(job_id=job_id, result_ttl=600, failure_ttl=7 * 86400, pipeline=pipe)
+        if at is None:
+            q.enqueue(f"workers.jobs.{function}", *args, **options)
+        else:
+            q.enqueue_at(at, f"workers.jobs.{function}", *args, **options)
+        pipe.execute()
     return True
 
 

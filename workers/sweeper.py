@@ -52,6 +52,9 @@ def ensure(connection: redis.Redis, job_id: str, function: str, *args, at: datet
     whether it enqueued."""
     if job_is_live(connection, job_id):
         return False
+    # A worker that died holding the job left its id in RQ's intermediate list, where RQ's
+    # cleanup would later report the re-enqueued job failed.
+    connection.lrem(f"{queue(connection).key}:intermediate", 0, job_id)
     connection.delete(f"ddz:enqueued:{job_id}")
     try:
         Job.fetch(job_id, connection=connection).delete()

@@ -226,30 +226,31 @@ class EventStore:
 
     @staticmethod
     def _append(conn: psycopg.Connection, match_id, version: int, events: Sequence[Event]) -> list[StoredEvent]:
+        """Inserts the events at the versions after ``version`` and notifies readers, in
+        one statement. A unique violation means someone appended first."""
         if not events:
             return []
-        rows = [
-            (match_id, version + i, event.type, event.version, Jsonb(event.payload()))
-            for i, event in enumerate(events, start=1)
-        ]
         try:
-            with conn.transaction():
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO events (stream_id, version, type, schema_version, payload)"
-                        f" VALUES (%s, %s, %s, %s, %s) RETURNING {_COLUMNS}",
-                        rows,
-                        returning=True,
-                    )
-                    stored = []
-                    while True:
-                        stored.append(_decode(cur.fetchone()))
-                        if not cur.nextset():
-                            break
+            rows = conn.execute(
+                "WITH inserted AS ("
+                " INSERT INTO events (stream_id, version, type, schema_version, payload)"
+                " SELECT %(stream)s, v, t, s, p FROM unnest(%(versions)s::int[], %(types)s::text[],"
+                " %(schemas)s::int[], %(payloads)s::jsonb[]) AS e(v, t, s, p)"
+                f" RETURNING {_COLUMNS})"
+                f" SELECT {_COLUMNS}, pg_notify(%(channel)s, %(stream)s::text || ':' || version) FROM inserted"
+                " ORDER BY version",
+                {
+                    "stream": match_id,
+                    "versions": list(range(version + 1, version + 1 + len(events))),
+                    "types": [event.type for event in events],
+                    "schemas": [event.version for event in events],
+                    "payloads": [Jsonb(event.payload()) for event in events],
+                    "channel": NOTIFY_CHANNEL,
+                },
+            ).fetchall()
         except psycopg.errors.UniqueViolation:
             raise VersionConflict("someone else acted first; reload and try again", "version_conflict") from None
-        conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{match_id}:{stored[-1].version}"))
-        return stored
+        return [_decode(row[:-1]) for row in rows]
 
     @staticmethod
     def _project(conn: psycopg.Connection, match_id, state: State, last: datetime | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
 import uuid
 
 from psycopg_pool import ConnectionPool
@@ -14,8 +15,13 @@ def token_hash(token: str) -> bytes:
 
 
 class Players:
+    #: Tokens never change owner, so a known token is remembered (up to this many).
+    CACHE_SIZE = 10_000
+
     def __init__(self, pool: ConnectionPool):
         self.pool = pool
+        self._known: dict[bytes, uuid.UUID] = {}
+        self._lock = threading.Lock()
 
     def create(self, name: str) -> tuple[uuid.UUID, str]:
         """A new player and its token; the token is never stored and cannot be shown again."""
@@ -29,9 +35,19 @@ class Players:
         return player_id, token
 
     def by_token(self, token: str) -> uuid.UUID | None:
+        digest = token_hash(token)
+        known = self._known.get(digest)
+        if known is not None:
+            return known
         with self.pool.connection() as conn:
-            row = conn.execute("SELECT player_id FROM players WHERE token_hash = %s", (token_hash(token),)).fetchone()
-        return None if row is None else row[0]
+            row = conn.execute("SELECT player_id FROM players WHERE token_hash = %s", (digest,)).fetchone()
+        if row is None:
+            return None  # unknown tokens are not remembered: forged ones would fill the cache
+        with self._lock:
+            if len(self._known) >= self.CACHE_SIZE:
+                self._known.clear()
+            self._known[digest] = row[0]
+        return row[0]
 
     def exists(self, player_id: uuid.UUID) -> bool:
         with self.pool.connection() as conn:

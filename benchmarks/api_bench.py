@@ -1,0 +1,754 @@
+"""API benchmark: the command round-trip over HTTP into PostgreSQL, next to the database's
+own commit rate on this machine.
+
+    .venv/bin/python benchmarks/api_bench.py [--seconds S] [--clients 1,32]
+
+It creates a scratch database (``ddz_bench_<random>`` on the server of ``--admin-url``),
+migrates it, starts the API under gunicorn as ``ddz serve`` does (gthread, 2 workers x 32
+threads, ``service.api.wsgi:app``) on a free local port with its own Redis DB (flushed),
+and waits for ``/readyz``. Then, for each client count, every client thread drives its own
+match (four player tokens, one persistent HTTP connection) and times only
+``POST /v1/matches/{id}/commands``: from sending the request to reading the whole answer.
+The seat to act picks a legal command from what the previous answers showed (its hand,
+the play to beat); creating matches, taking seats and the few view reads a hand needs
+(the other seats' hands after the deal, the landlord's after the bottom) are not timed.
+When a hand ends the client starts a new match. Last, a bare ``INSERT ...; COMMIT`` loop
+on the same database (psycopg 3, one small row per transaction) gives the commit rate the
+API is built on. Everything is stopped and dropped at the end, also on Ctrl-C or errors.
+
+Commands/s is timed commands over the phase's wall time, so the untimed setup requests of
+new hands (about 7% of the requests) count against it. Each phase also says how much CPU
+gunicorn, PostgreSQL, Redis and the bench client used per command, and warns when other
+processes took more than a tenth of the machine (the figures are then disturbed).
+``--idempotency`` sends an Idempotency-Key with every command; ``--app`` serves another
+WSGI entry point (a variant to compare; PYTHONPATH reaches gunicorn).
+
+Targets: command p50 <= 5 ms with one client, >= 1,000 commands/s with 32 clients,
+p99 <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import itertools
+import json
+import os
+import random
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import psycopg  # noqa: E402
+import redis  # noqa: E402
+from psycopg import sql  # noqa: E402
+
+from service.rules import legal_moves, parse_cards, readings  # noqa: E402
+from service.rules.rulesets import Ruleset  # noqa: E402
+from service.store.migrate import migrate  # noqa: E402
+
+try:
+    import psutil  # optional: CPU accounting per process group
+except ImportError:  # pragma: no cover
+    psutil = None
+
+TARGET_P50_ONE_MS = 5.0
+TARGET_RATE = 1000.0
+TARGET_P99_MS = 50.0
+BOMBS = ("bomb", "joker_bomb")
+
+
+# ---------------------------------------------------------------------------------------
+# Figures
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+# ---------------------------------------------------------------------------------------
+# The scratch database, Redis DB and gunicorn
+
+
+class Environment:
+    """Creates what the run needs and removes it again (``close`` is safe to call twice)."""
+
+    def __init__(self, args):
+        self.args = args
+        self.db_name = f"ddz_bench_{secrets.token_hex(4)}"
+        self.dsn = psycopg.conninfo.make_conninfo(args.admin_url, dbname=self.db_name)
+        self.db_created = False
+        self.gunicorn: subprocess.Popen | None = None
+        self.log_path = None
+        self.port = None
+
+    def open(self) -> None:
+        with psycopg.connect(self.args.admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.db_name)))
+        self.db_created = True
+        applied = migrate(self.dsn)
+        print(f"database {self.db_name}: migrations {', '.join(applied)}", flush=True)
+        r = redis.Redis.from_url(self.args.redis_url)
+        r.flushdb()
+        r.close()
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        env = dict(os.environ)
+        env.update(
+            DATABASE_URL=self.dsn,
+            REDIS_URL=self.args.redis_url,
+            DDZ_OPERATOR_TOKEN=secrets.token_urlsafe(24),
+        )
+        fd, self.log_path = tempfile.mkstemp(prefix="ddz-api-bench-", suffix=".log")
+        os.close(fd)
+        command = [
+            sys.executable, "-m", "gunicorn",
+            "--bind", f"127.0.0.1:{self.port}",
+            "--workers", str(self.args.workers),
+            "--worker-class", "gthread",
+            "--threads", str(self.args.threads),
+            "--timeout", "120",
+            # Longer than gunicorn's 2 s default so that a client's connection is never
+            # closed under it between phases (a command is never re-sent).
+            "--keep-alive", "60",
+        ]
+        if self.args.access_log:
+            command += ["--access-logfile", "-"]
+        command.append(self.args.app)
+        with open(self.log_path, "ab") as log:
+            self.gunicorn = subprocess.Popen(
+                command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self._wait_ready()
+        print(
+            f"gunicorn pid {self.gunicorn.pid} on 127.0.0.1:{self.port} "
+            f"({self.args.workers} gthread workers x {self.args.threads} threads; log {self.log_path})",
+            flush=True,
+        )
+
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.gunicorn.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {self.gunicorn.returncode}:\n{self.log_tail()}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+                conn.request("GET", "/readyz")
+                response = conn.getresponse()
+                response.read()
+                conn.close()
+                if response.status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"/readyz did not answer 200 within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_path:
+            return ""
+        try:
+            return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        if self.gunicorn is not None and self.gunicorn.poll() is None:
+            self.gunicorn.terminate()
+            try:
+                self.gunicorn.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.gunicorn.kill()
+                self.gunicorn.wait()
+        self.gunicorn = None
+        if self.db_created:
+            try:
+                with psycopg.connect(self.args.admin_url, autocommit=True) as conn:
+                    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.db_name)))
+                self.db_created = False
+                print(f"dropped database {self.db_name}", flush=True)
+            except psycopg.Error as exc:
+                print(f"could not drop database {self.db_name}: {exc}", file=sys.stderr)
+        try:
+            r = redis.Redis.from_url(self.args.redis_url)
+            r.flushdb()
+            r.close()
+        except redis.RedisError:
+            pass
+        if self.log_path and not self.args.keep_log:
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
+            self.log_path = None
+
+    def server_pids(self) -> list[int]:
+        if psutil is None or self.gunicorn is None:
+            return []
+        master = psutil.Process(self.gunicorn.pid)
+        return [master.pid] + [p.pid for p in master.children(recursive=True)]
+
+
+# ---------------------------------------------------------------------------------------
+# CPU accounting (where the machine's time goes during a phase)
+
+
+class CpuMeter:
+    """CPU seconds used between ``start`` and ``stop`` by the bench process, gunicorn (master
+    and workers), this run's PostgreSQL processes (the backends of the scratch database and
+    the server's own background processes), the Redis server of ``--redis-url``, and the
+    whole machine. Per process, so that processes that come and go do not skew the sums."""
+
+    def __init__(self, env: Environment):
+        self.env = env
+        self.redis_port = f":{urlparse(env.args.redis_url).port or 6379}"
+
+    def _category(self, proc) -> str | None:
+        name = proc.info["name"] or ""
+        if name.startswith("postgres"):
+            title = " ".join(proc.info["cmdline"] or [])
+            # Client backends of other databases ("... db 127.0.0.1(port) ...") are not ours.
+            if self.env.db_name in title or ("(" not in title and "[local]" not in title):
+                return "postgres"
+        elif name.startswith("redis-server") and self.redis_port in " ".join(proc.info["cmdline"] or []):
+            return "redis"
+        return None
+
+    def _sample(self) -> dict | None:
+        if psutil is None:
+            return None
+        own = os.times()
+        per_process: dict[tuple[str, int, float], float] = {}
+        gunicorn = set(self.env.server_pids())
+        for proc in psutil.process_iter(["name", "cmdline", "cpu_times", "create_time"]):
+            t = proc.info["cpu_times"]
+            if t is None:
+                continue
+            category = "gunicorn" if proc.pid in gunicorn else self._category(proc)
+            if category is not None:
+                per_process[(category, proc.pid, proc.info["create_time"])] = t.user + t.system
+        total = psutil.cpu_times()
+        busy = total.user + total.system + getattr(total, "nice", 0) + getattr(total, "irq", 0) + getattr(total, "softirq", 0)
+        return {"client": own.user + own.system, "processes": per_process, "busy": busy, "all": sum(total)}
+
+    def start(self) -> None:
+        self.before = self._sample()
+
+    def stop(self) -> dict[str, float] | None:
+        after = self._sample()
+        if after is None or self.before is None:
+            return None
+        usage = {k: after[k] - self.before[k] for k in ("client", "busy", "all")}
+        usage.update(gunicorn=0.0, postgres=0.0, redis=0.0)
+        for key, seconds in after["processes"].items():
+            usage[key[0]] += seconds - self.before["processes"].get(key, 0.0)
+        return usage
+
+
+# ---------------------------------------------------------------------------------------
+# HTTP client
+
+
+class Http:
+    """One persistent HTTP/1.1 connection."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.conn: http.client.HTTPConnection | None = None
+
+    def _connect(self) -> http.client.HTTPConnection:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.connect()
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+    def open(self) -> None:
+        if self.conn is None:
+            self.conn = self._connect()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def send(self, method: str, path: str, token: str | None = None, body=None, extra: dict | None = None) -> tuple[int, bytes, float]:
+        """(status, raw body, seconds from sending to the last byte of the answer)."""
+        self.open()
+        headers = {"Accept": "application/json", **(extra or {})}
+        payload = None
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        if body is not None:
+            payload = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        start = time.perf_counter()
+        try:
+            self.conn.request(method, path, body=payload, headers=headers)
+            response = self.conn.getresponse()
+            raw = response.read()
+        except (http.client.HTTPException, OSError):
+            self.close()
+            raise
+        elapsed = time.perf_counter() - start
+        if response.will_close:
+            self.close()
+        return response.status, raw, elapsed
+
+    def call(self, method: str, path: str, token: str | None = None, body=None, expect=(200, 201)) -> dict:
+        """An untimed request that must succeed (retried once on a dropped connection: only
+        reads and setup go through here, never a command)."""
+        for attempt in range(2):
+            try:
+                status, raw, _ = self.send(method, path, token, body)
+                break
+            except (http.client.HTTPException, OSError):
+                if attempt:
+                    raise
+        if status not in expect:
+            raise RuntimeError(f"{method} {path} -> {status}: {raw[:300]!r}")
+        return json.loads(raw)
+
+
+# ---------------------------------------------------------------------------------------
+# One client: a match at a time, the four seats driven from one thread
+
+
+@dataclass
+class ClientStats:
+    latencies: list[float] = field(default_factory=list)
+    by_action: dict[str, list[float]] = field(default_factory=dict)
+    rejected: Counter = field(default_factory=Counter)
+    hands: int = 0
+    untimed_requests: int = 0
+    dropped: int = 0
+
+
+class Game:
+    """What a client knows of its match: each seat's hand and the public state, from the
+    answers it got. The seat to act picks a legal command from that."""
+
+    def __init__(self, http: Http, tokens: list[str], rng: random.Random, stats: ClientStats, idempotency: bool):
+        self.http, self.tokens, self.rng, self.stats = http, tokens, rng, stats
+        self.idempotency = idempotency
+
+    def _untimed(self, method, path, token, body=None) -> dict:
+        self.stats.untimed_requests += 1
+        return self.http.call(method, path, token, body)
+
+    def new_match(self) -> None:
+        match = self._untimed("POST", "/v1/matches", self.tokens[0], {"turn_seconds": 3600})
+        self.match_id = match["match_id"]
+        self.path = f"/v1/matches/{self.match_id}"
+        view = None
+        for seat, token in enumerate(self.tokens):
+            view = self._untimed("POST", f"{self.path}/seats", token, {"seat": seat})
+        self.hands: list[list[str]] = [[] for _ in range(4)]
+        self.bombs_left: list[int | None] = [None] * 4
+        self.ruleset = Ruleset.by_name(view["table"]["ruleset"])
+        self.landlord_synced = False
+        self.absorb(view)  # seat 3, after the deal
+        for seat in range(3):
+            self.absorb(self._untimed("GET", self.path, self.tokens[seat]))
+
+    def resync(self) -> None:
+        for seat in range(4):
+            self.absorb(self._untimed("GET", self.path, self.tokens[seat]))
+        self.landlord_synced = self.landlord is not None
+
+    def absorb(self, view: dict) -> None:
+        seat = view["seat"]
+        self.hands[seat] = view["hand"]
+        self.bombs_left[seat] = view["bombs_left"]
+        self.phase, self.turn, self.lead = view["phase"], view["turn"], view["lead"]
+        self.bids, self.landlord = view["bids"], view["landlord"]
+        if self.landlord is not None and seat == self.landlord:
+            self.landlord_synced = True
+
+    def choose(self) -> dict:
+        """A legal command for the seat to act."""
+        rng, phase = self.rng, self.phase
+        if phase == "bidding":
+            highest = max((b or 0) for b in self.bids)
+            higher = [v for v in (1, 2, 3) if v > highest]
+            return {"action": "bid", "value": rng.choice(higher) if higher and rng.random() < 0.4 else 0}
+        if phase == "show_hand":
+            return {"action": "show_hand", "value": rng.random() < 0.2}
+        if phase == "report":
+            # Declining keeps no ranks locked, so the plays below need no 报到 constraint.
+            return {"action": "report", "value": "decline"}
+        if phase != "playing":
+            raise RuntimeError(f"nothing to do in phase {phase!r}")
+        seat = self.turn
+        hand = parse_cards(self.hands[seat])
+        lead = None
+        if self.lead is not None:
+            options = readings(parse_cards(self.lead["cards"]), self.ruleset)
+            matching = [c for c in options if c.type.value == self.lead["type"] and c.rank == self.lead["rank"]]
+            lead = (matching or options)[-1]
+        moves = legal_moves(hand, lead, ruleset=self.ruleset, bombs_left=self.bombs_left[seat])
+        if lead is None:
+            # Lead one of the first plays the generator offers (singles, pairs, triples,
+            # then sequences ...), a bomb only when nothing else is left.
+            first = list(itertools.islice(moves, 48))
+            plain = [m for m in first if m.combination.type.value not in BOMBS]
+            move = rng.choice(plain or first)
+        else:
+            # Follow with the lowest plain reply most of the time, otherwise pass.
+            replies = [m for m in itertools.islice(moves, 6) if m.combination.type.value not in BOMBS]
+            if not replies or rng.random() < 0.3:
+                return {"action": "pass"}
+            move = replies[0]
+        return {"action": "play", "cards": [c.code for c in move.cards]}
+
+    def step(self, timed: bool) -> None:
+        """Send one command for the seat to act (timed), then catch up what the next seat
+        needs to know (untimed)."""
+        body = self.choose()
+        seat = self.turn
+        key = secrets.token_hex(8) if self.idempotency else None
+        try:
+            status, raw, elapsed = self._command(seat, body, key)
+        except (http.client.HTTPException, OSError):
+            # The connection broke: whether the command went through is unknown; look.
+            self.stats.dropped += 1
+            self.resync()
+            return
+        if status != 200:
+            code = "?"
+            try:
+                code = json.loads(raw).get("code", "?")
+            except ValueError:
+                pass
+            self.stats.rejected[f"{status} {code}"] += 1
+            self.resync()
+            return
+        if timed:
+            self.stats.latencies.append(elapsed)
+            self.stats.by_action.setdefault(body["action"], []).append(elapsed)
+        result = json.loads(raw)
+        before = self.phase
+        self.absorb(result["view"])
+        if self.phase == "ended":
+            self.stats.hands += 1 if timed else 0
+            self.new_match()
+            return
+        if before == "bidding" and self.landlord is not None and not self.landlord_synced:
+            # The bottom went to a landlord other than the seat that answered: read its hand.
+            self.absorb(self._untimed("GET", self.path, self.tokens[self.landlord]))
+
+    def _command(self, seat: int, body: dict, key: str | None):
+        extra = {"Idempotency-Key": key} if key is not None else None
+        return self.http.send("POST", f"{self.path}/commands", self.tokens[seat], body, extra)
+
+
+class Client(threading.Thread):
+    def __init__(self, index: int, port: int, seed: int, idempotency: bool):
+        super().__init__(name=f"client-{index}", daemon=True)
+        self.http = Http(port)
+        self.rng = random.Random(seed)
+        self.stats = ClientStats()
+        self.idempotency = idempotency
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self.go = None
+        self.deadline = 0.0
+        self.stop = None
+
+    def prepare(self) -> None:
+        """Players and a first match, before the clock starts."""
+        tokens = [
+            self.http.call("POST", "/v1/players", body={"name": f"{self.name}-seat{seat}"})["token"]
+            for seat in range(4)
+        ]
+        self.game = Game(self.http, tokens, self.rng, self.stats, self.idempotency)
+        self.game.new_match()
+
+    def run(self) -> None:
+        try:
+            self.prepare()
+            self.ready.set()
+            self.go.wait()
+            while not self.stop.is_set() and time.perf_counter() < self.deadline:
+                self.game.step(timed=True)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            self.error = exc
+            self.ready.set()
+        finally:
+            self.http.close()
+
+
+@dataclass
+class RunResult:
+    clients: int
+    seconds: float
+    latencies: list[float]
+    by_action: dict[str, list[float]]
+    rejected: Counter
+    hands: int
+    untimed: int
+    dropped: int
+    cpu: dict[str, float] | None
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.seconds
+
+
+def run_clients(env: Environment, count: int, seconds: float, seed: int, idempotency: bool, stop: threading.Event, cpu: CpuMeter | None) -> RunResult:
+    clients = [Client(i, env.port, seed * 1000 + i, idempotency) for i in range(count)]
+    go = threading.Event()
+    for client in clients:
+        client.go, client.stop = go, stop
+        client.start()
+    for client in clients:
+        while not client.ready.wait(0.2):
+            if stop.is_set():
+                raise KeyboardInterrupt
+        if client.error is not None:
+            stop.set()
+            raise RuntimeError(f"{client.name} failed to set up: {client.error!r}") from client.error
+    untimed_before = sum(c.stats.untimed_requests for c in clients)
+    if cpu:
+        cpu.start()
+    started = time.perf_counter()
+    for client in clients:
+        client.deadline = started + seconds
+    go.set()
+    for client in clients:
+        while client.is_alive():
+            client.join(0.2)
+    elapsed = time.perf_counter() - started
+    usage = cpu.stop() if cpu else None
+    errors = [c for c in clients if c.error is not None]
+    if errors:
+        raise RuntimeError(f"{errors[0].name} failed: {errors[0].error!r}") from errors[0].error
+    by_action: dict[str, list[float]] = {}
+    rejected: Counter = Counter()
+    for c in clients:
+        for action, values in c.stats.by_action.items():
+            by_action.setdefault(action, []).extend(values)
+        rejected.update(c.stats.rejected)
+    return RunResult(
+        clients=count,
+        seconds=elapsed,
+        latencies=[x for c in clients for x in c.stats.latencies],
+        by_action=by_action,
+        rejected=rejected,
+        hands=sum(c.stats.hands for c in clients),
+        untimed=sum(c.stats.untimed_requests for c in clients) - untimed_before,
+        dropped=sum(c.stats.dropped for c in clients),
+        cpu=usage,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The database's own commit rate
+
+
+def commit_loop(dsn: str, connections: int, seconds: float, stop: threading.Event) -> tuple[int, float, list[float]]:
+    """``INSERT`` one small row, ``COMMIT``, again, on ``connections`` connections at once."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS bench_scratch (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+            " n integer NOT NULL, note text NOT NULL, at timestamptz NOT NULL DEFAULT now())"
+        )
+    latencies: list[list[float]] = [[] for _ in range(connections)]
+    ready = threading.Barrier(connections + 1)
+    go = threading.Event()
+    deadline = [0.0]
+    failures: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            with psycopg.connect(dsn) as conn:
+                mine = latencies[i]
+                ready.wait()
+                go.wait()
+                n = 0
+                while not stop.is_set() and time.perf_counter() < deadline[0]:
+                    start = time.perf_counter()
+                    conn.execute("INSERT INTO bench_scratch (n, note) VALUES (%s, %s)", (n, "x"))
+                    conn.commit()
+                    mine.append(time.perf_counter() - start)
+                    n += 1
+        except BaseException as exc:  # noqa: BLE001
+            failures.append(exc)
+            ready.abort()
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(connections)]
+    for t in threads:
+        t.start()
+    try:
+        ready.wait()
+    except threading.BrokenBarrierError:
+        pass
+    started = time.perf_counter()
+    deadline[0] = started + seconds
+    go.set()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    elapsed = time.perf_counter() - started
+    if failures:
+        raise RuntimeError(f"commit loop failed: {failures[0]!r}") from failures[0]
+    flat = [x for mine in latencies for x in mine]
+    return len(flat), elapsed, flat
+
+
+# ---------------------------------------------------------------------------------------
+# Report
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def report(runs: list[RunResult], commits: list[tuple[int, int, float, list[float]]], settings: dict[str, str]) -> None:
+    print()
+    print(f"{'figure':<44} {'measured':>14}   {'target':<12} ")
+    print("-" * 80)
+    for run in runs:
+        label = f"{run.clients} client{'s' if run.clients != 1 else ''}"
+        p50, p99 = percentile(run.latencies, 0.5), percentile(run.latencies, 0.99)
+        target50 = ""
+        if run.clients == 1:
+            target50 = f"<= {TARGET_P50_ONE_MS:g} ms   {verdict(p50 * 1e3 <= TARGET_P50_ONE_MS)}"
+        print(f"{'command round-trip p50, ' + label:<44} {ms(p50):>14}   {target50}")
+        print(f"{'command round-trip p99, ' + label:<44} {ms(p99):>14}   <= {TARGET_P99_MS:g} ms  {verdict(p99 * 1e3 <= TARGET_P99_MS)}")
+        target_rate = ""
+        if run.clients >= 32:
+            target_rate = f">= {TARGET_RATE:,.0f}/s   {verdict(run.rate >= TARGET_RATE)}"
+        print(f"{'commands/s, ' + label:<44} {run.rate:>12,.0f}/s   {target_rate}")
+    for connections, count, elapsed, lat in commits:
+        label = f"INSERT+COMMIT, {connections} connection{'s' if connections != 1 else ''}"
+        print(f"{label + ' (tx/s)':<44} {count / elapsed:>12,.0f}/s   (p50 {ms(percentile(lat, 0.5))}, p99 {ms(percentile(lat, 0.99))})")
+    print("-" * 80)
+
+    print()
+    print("details")
+    for run in runs:
+        print(
+            f"  {run.clients:>3} client(s): {len(run.latencies):,} commands in {run.seconds:.1f} s, {run.hands} hands finished, "
+            f"{run.untimed:,} untimed setup/view requests, rejected {dict(run.rejected) or 'none'}, dropped {run.dropped}"
+        )
+        mix = ", ".join(
+            f"{action} {len(values) / max(1, len(run.latencies)):.0%} p50 {ms(percentile(values, 0.5))}"
+            for action, values in sorted(run.by_action.items(), key=lambda kv: -len(kv[1]))
+        )
+        print(f"      mix: {mix}")
+        print(f"      p90 {ms(percentile(run.latencies, 0.9))}, p99.9 {ms(percentile(run.latencies, 0.999))}, max {ms(max(run.latencies, default=float('nan')))}")
+        if run.cpu and run.latencies:
+            n = len(run.latencies)
+            cores = psutil.cpu_count() if psutil else os.cpu_count()
+            busy = run.cpu["busy"] / run.cpu["all"] if run.cpu["all"] else float("nan")
+            other = run.cpu["busy"] - sum(run.cpu[k] for k in ("client", "gunicorn", "postgres", "redis"))
+            print(
+                f"      CPU per command: gunicorn {run.cpu['gunicorn'] / n * 1e3:.2f} ms, postgres {run.cpu['postgres'] / n * 1e3:.2f} ms, "
+                f"redis {run.cpu['redis'] / n * 1e3:.2f} ms, bench client {run.cpu['client'] / n * 1e3:.2f} ms, "
+                f"other {other / n * 1e3:.2f} ms; machine {busy:.0%} busy of {cores} cores"
+            )
+            if run.cpu["all"] and other / run.cpu["all"] > 0.1:
+                print(
+                    f"      WARNING: other processes took {other / run.cpu['all']:.0%} of the machine during this "
+                    "phase; these figures are disturbed (run again on a quiet machine)"
+                )
+    print("  postgres: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser.add_argument("--seconds", type=float, default=15.0, help="length of each measured phase (default 15)")
+    parser.add_argument("--clients", default="1,32", help="client counts, comma-separated (default 1,32)")
+    parser.add_argument("--commit-connections", default="1,32", help="connections of the INSERT+COMMIT loop (default 1,32)")
+    parser.add_argument("--warmup", type=float, default=3.0, help="seconds of untimed play first, with the most clients")
+    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12", help="a Redis DB of its own; flushed")
+    parser.add_argument("--workers", type=int, default=3, help="gunicorn workers (as ddz serve)")
+    parser.add_argument("--threads", type=int, default=32)
+    parser.add_argument("--access-log", action="store_true", help="gunicorn access log on (as ddz serve has it)")
+    parser.add_argument("--app", default="service.api.wsgi:app", help="the WSGI app gunicorn serves (to compare a variant)")
+    parser.add_argument("--idempotency", action="store_true", help="send an Idempotency-Key with every command")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
+    args = parser.parse_args()
+    counts = [int(x) for x in args.clients.split(",") if x.strip()]
+    commit_connections = [int(x) for x in args.commit_connections.split(",") if x.strip()]
+
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        stop.set()
+        raise KeyboardInterrupt
+
+    # Ctrl-C and SIGTERM both end the run through the cleanup below (even where the shell
+    # started this with SIGINT ignored).
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    env = Environment(args)
+    try:
+        env.open()
+        cpu = CpuMeter(env) if psutil else None
+        with psycopg.connect(env.dsn) as conn:
+            settings = {
+                name: conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]
+                for name in ("fsync", "synchronous_commit", "wal_sync_method", "commit_delay", "shared_buffers")
+            }
+        if args.warmup > 0 and counts:
+            print(f"warm-up: {max(counts)} clients for {args.warmup:g} s", flush=True)
+            run_clients(env, max(counts), args.warmup, args.seed + 99, args.idempotency, stop, None)
+        runs = []
+        for count in counts:
+            print(f"measuring: {count} client(s) for {args.seconds:g} s", flush=True)
+            runs.append(run_clients(env, count, args.seconds, args.seed + count, args.idempotency, stop, cpu))
+        commits = []
+        for connections in commit_connections:
+            print(f"measuring: INSERT+COMMIT on {connections} connection(s) for {args.seconds:g} s", flush=True)
+            done, elapsed, lat = commit_loop(env.dsn, connections, args.seconds, stop)
+            commits.append((connections, done, elapsed, lat))
+        report(runs, commits, settings)
+        return 0
+    except KeyboardInterrupt:
+        stop.set()
+        print("interrupted; cleaning up", file=sys.stderr)
+        return 130
+    except Exception:
+        stop.set()
+        tail = env.log_tail()
+        if tail:
+            print(f"gunicorn log (last lines):\n{tail}", file=sys.stderr)
+        raise
+    finally:
+        stop.set()
+        # A second signal must not cut the cleanup short (it is bounded: gunicorn gets 20 s).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        env.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
