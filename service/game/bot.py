@@ -35,31 +35,30 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from math import exp
-from typing import AbstractSet, NamedTuple, Sequence
+from typing import AbstractSet, NamedTuple
 
-from ..rules import Card, Combination, CombinationType, legal_plays, report_units
+from ..rules import Combination, legal_plays, report_units
 from ..rules.cards import BIG_JOKER, COPIES, NUM_RANKS, SMALL_JOKER, TWO, Counts, counts_of
-from ..rules.combinations import position_rank
+from ..rules.combinations import (
+    BOMB,
+    FULL_HOUSE,
+    JOKER_BOMB,
+    PAIR,
+    PLANE_WITH_PAIRS,
+    SEQUENCE_BY_WIDTH,
+    SEQUENCE_TYPES,
+    SINGLE,
+    TRIPLE,
+    position_rank,
+)
 from ..rules.errors import RulesError
-from ..rules.moves import verify_play
+from ..rules.moves import pick_cards, verify_play
 from .commands import Bid, Command, Pass, Play, Report, ShowHand
 from .policies import acting_party, bid_values
 from .state import BIDDING, PLAYING, REPORT, SHOW_HAND
 from .views import SeatView
 
-SINGLE = CombinationType.SINGLE
-PAIR = CombinationType.PAIR
-TRIPLE = CombinationType.TRIPLE
-STRAIGHT = CombinationType.STRAIGHT
-PAIR_CHAIN = CombinationType.PAIR_CHAIN
-PLANE = CombinationType.PLANE
-FULL_HOUSE = CombinationType.FULL_HOUSE
-PLANE_WITH_PAIRS = CombinationType.PLANE_WITH_PAIRS
-BOMB = CombinationType.BOMB
-JOKER_BOMB = CombinationType.JOKER_BOMB
-
-_SEQUENCE_TYPES = frozenset({STRAIGHT, PAIR_CHAIN, PLANE, PLANE_WITH_PAIRS})
-_WIDTH_TYPE = {1: STRAIGHT, 2: PAIR_CHAIN, 3: PLANE}
+_WIDTH_TYPE = {width: kind for width, (kind, _) in SEQUENCE_BY_WIDTH.items()}
 _MIN_LENGTH = {1: 5, 2: 3, 3: 2}
 #: Rank index at each sequence position 1…14 (index 0 and 15 unused).
 _POS_RANK = [-1] + [position_rank(p) for p in range(1, 15)] + [-1]
@@ -477,13 +476,13 @@ SHOW_HAND_THRESHOLD = 0.93
 
 def _lead_key(c: Combination) -> float:
     """Which play of the plan to lead first: low plays first, long ones a little earlier."""
-    value = c.top if c.type in _SEQUENCE_TYPES else _rank_value(c.top)
+    value = c.top if c.type in SEQUENCE_TYPES else _rank_value(c.top)
     return value - 0.3 * (c.size - 1)
 
 
 def _strength(c: Combination) -> float:
     """How hard a play is to beat, from 0 to 1."""
-    if c.type in _SEQUENCE_TYPES:
+    if c.type in SEQUENCE_TYPES:
         return c.top / 14.0
     return _rank_value(c.top) / 17.0
 
@@ -653,14 +652,14 @@ class BotPolicy:
                 combo = min(seat.plays(None), key=_lead_key)
             else:
                 return Pass(view.seat, by)
-        cards = _pick(view.hand, combo.counts)
+        cards = pick_cards(view.hand, combo.counts)
         try:
             verify_play(view.hand, cards, view.lead, ruleset=seat.ruleset, bombs_left=seat.bombs_left, locked=seat.locked)
         except RulesError:
             fallback = seat.plays(view.lead)
             if view.lead is not None:
                 return Pass(view.seat, by)
-            cards = _pick(view.hand, min(fallback, key=_lead_key).counts)
+            cards = pick_cards(view.hand, min(fallback, key=_lead_key).counts)
         return Play(view.seat, cards, by)
 
     def lead(self, seat: _Seat) -> Combination:
@@ -831,13 +830,3 @@ def _prune(candidates: list[Combination], counts: Counts) -> list[Combination]:
 
         out += sorted(houses, key=key)[:2]
     return out
-
-
-def _pick(hand: Sequence[Card], counts: Counts) -> tuple[Card, ...]:
-    need = list(counts)
-    picked = []
-    for card in hand:
-        if need[card.rank]:
-            need[card.rank] -= 1
-            picked.append(card)
-    return tuple(picked)
