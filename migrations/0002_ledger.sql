@@ -1,4 +1,4 @@
--- Settlement into a double-entry ledger, and what the sweeper needs to find lost work.
+-- Settlement into a double-entry ledger, and what the workers need to find deadlines and lost work.
 
 ALTER TABLE matches
     ADD COLUMN turn_seat      integer,
@@ -6,6 +6,8 @@ ALTER TABLE matches
     ADD COLUMN deadline       timestamptz,                      -- when the seat to act loses its turn
     ADD COLUMN settled        boolean NOT NULL DEFAULT false;
 CREATE INDEX matches_unfinished ON matches (status, settled) WHERE status <> 'open';
+-- The workers' deadline scan, every second.
+CREATE INDEX matches_deadlines ON matches (deadline) WHERE status = 'playing' AND NOT system_to_act;
 
 CREATE FUNCTION refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

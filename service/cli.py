@@ -140,22 +140,27 @@ def run_migrate(stdout: TextIO) -> int:
 
 
 def run_worker(burst: bool) -> int:
-    import redis
+    import threading
+
     from rq import SimpleWorker
 
+    from workers.context import context
     from workers.dispatch import queue
-    from workers.sweeper import schedule_sweep, sweep
+    from workers.sweeper import run_periodically, sweep
 
-    from .api.config import Config
-
-    connection = redis.Redis.from_url(Config.from_env().redis_url)
-    # Work lost while no worker ran (or with Redis) is found again before anything else.
+    ctx = context()  # built once, before the timer thread shares it
+    # Work lost while no worker ran (or with Redis) is found again before anything else;
+    # then deadlines are scanned every second and the sweep runs every 15 s.
     sweep()
-    schedule_sweep(connection)
+    stop = threading.Event()
+    run_periodically(stop)
     # SimpleWorker runs jobs in this process: no fork per job, so a bot turn takes
     # milliseconds; the job timeout still bounds a stuck one.
-    worker = SimpleWorker([queue(connection)], connection=connection)
-    worker.work(burst=burst, with_scheduler=True, logging_level="WARNING")
+    worker = SimpleWorker([queue(ctx.redis)], connection=ctx.redis)
+    try:
+        worker.work(burst=burst, logging_level="WARNING")
+    finally:
+        stop.set()
     return 0
 
 

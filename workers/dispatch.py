@@ -2,8 +2,10 @@
 
 - the seat to act is played by the system (a bot seat, or a disconnected player): one
   bot-turn job for that match and version;
-- a player is to act: a turn-timeout job at the deadline (系统代打 when it passes);
 - the hand has ended and is not settled: one settlement job.
+
+A player's deadline needs nothing here: it is in the ``matches`` table, written with the
+events, and the workers' deadline scan enqueues a turn timeout once it has passed.
 
 Each job id names its match and version, and a Redis mark keeps a second enqueue from
 adding a second job. Even so, every job acts only at the version it was made for (the
@@ -41,42 +43,36 @@ def job_ids(match_id: str, version: int) -> dict[str, str]:
     }
 
 
-def enqueue_once(connection: redis.Redis, job_id: str, function: str, *args, at: datetime | None = None) -> bool:
-    """Enqueues (or schedules ``at``) the job unless this job id was enqueued already."""
+def enqueue_once(connection: redis.Redis, job_id: str, function: str, *args) -> bool:
+    """Enqueues the job unless this job id was enqueued already (one pipelined round trip
+    after the mark)."""
     if not connection.set(f"ddz:enqueued:{job_id}", 1, nx=True, ex=MARK_SECONDS):
         return False
-    q = queue(connection)
     with connection.pipeline() as pipe:
-        options = dict(job_id=job_id, result_ttl=600, failure_ttl=7 * 86400, pipeline=pipe)
-        if at is None:
-            q.enqueue(f"workers.jobs.{function}", *args, **options)
-        else:
-            q.enqueue_at(at, f"workers.jobs.{function}", *args, **options)
+        queue(connection).enqueue(
+            f"workers.jobs.{function}", *args, job_id=job_id, result_ttl=600, failure_ttl=7 * 86400, pipeline=pipe
+        )
         pipe.execute()
     return True
 
 
-def work_for(state: State, last_recorded_at: datetime | None) -> tuple[str, datetime | None] | None:
-    """The job the state calls for (its function name) and when, if any."""
+def work_for(state: State, last_recorded_at: datetime | None) -> str | None:
+    """The job the state calls for now (its function name), if any."""
     if state.phase == ENDED:
-        return None if state.settled else ("settle_match", None)
-    due = deadline(state, last_recorded_at)
-    if due is None:
-        return None
-    if state.is_system(state.turn):
-        return "bot_turn", None
-    return "turn_timeout", due
+        return None if state.settled else "settle_match"
+    if deadline(state, last_recorded_at) is not None and state.is_system(state.turn):
+        return "bot_turn"
+    return None
 
 
 def after_append(connection: redis.Redis, match_id: str, state: State, last_recorded_at: datetime | None) -> None:
     """Enqueues what the new state calls for. Redis only carries work: when it is down, the
     events are safe in PostgreSQL and the sweeper enqueues the work later."""
-    work = work_for(state, last_recorded_at)
-    if work is None:
+    function = work_for(state, last_recorded_at)
+    if function is None:
         return
-    function, at = work
     args = (match_id,) if function == "settle_match" else (match_id, state.version)
     try:
-        enqueue_once(connection, job_ids(match_id, state.version)[function], function, *args, at=at)
+        enqueue_once(connection, job_ids(match_id, state.version)[function], function, *args)
     except redis.RedisError as exc:
         log.warning("could not enqueue %s for match %s at version %s: %s", function, match_id, state.version, exc)

