@@ -109,8 +109,9 @@ def run(matches: int, workers: int, admin_url: str, redis_db: int, timeout: floa
         for _ in range(5):  # one match at a time: the latency of a turn, not of a queue
             one += create_bot_matches(client, token, 1)
             wait_settled(url, one[-1:], timeout)
-        bot_one, _ = latencies(url, one)
+        bot_one, settle_one = latencies(url, one)
         print(f"{'bot turn, 1 worker, 1 match at a time':<44} p50 {statistics.median(bot_one) * 1e3:7.1f} ms   p99 {percentile(bot_one, 0.99) * 1e3:7.1f} ms   ({len(bot_one)} turns)")
+        print(f"{'settlement, 1 worker (hand_ended to settled)':<44} p50 {statistics.median(settle_one) * 1e3:7.1f} ms   max {max(settle_one) * 1e3:7.1f} ms   ({len(settle_one)} hands)")
 
         procs += start_workers(workers - 1, env)
         time.sleep(1.5)
