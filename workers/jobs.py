@@ -47,9 +47,11 @@ def bot_turn(match_id: str, version: int) -> str:
     command = POLICY.act(seat_view(state, state.turn))
     try:
         return _act(match_id, version, command)
-    except GameError as exc:  # the bot chose an illegal command: a bug worth a loud log
-        log.error("bot command refused at match %s version %s: %s %s", match_id, version, exc.code, exc)
-        raise
+    except GameError as exc:
+        # The bot chose an illegal command: a bug worth a loud failure. Only the code is
+        # told: the message may name the seat's cards, and logs are no place for them.
+        log.error("bot command refused at match %s version %s: %s", match_id, version, exc.code)
+        raise RuntimeError(f"bot command refused: {exc.code}") from None
 
 
 def turn_timeout(match_id: str, version: int) -> str:
