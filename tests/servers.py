@@ -14,6 +14,8 @@ import socket
 import tempfile
 import threading
 import uuid
+from contextlib import contextmanager
+from typing import Iterator
 
 import psycopg
 import pytest
@@ -61,19 +63,28 @@ def postgres_admin_url(tmp_path_factory):
         server.cleanup()
 
 
+@contextmanager
+def fresh_database(admin_url: str, prefix: str) -> Iterator[str]:
+    """A new database on the server of ``admin_url``, migrated; dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    info = psycopg.conninfo.conninfo_to_dict(admin_url)
+    info["dbname"] = name
+    url = psycopg.conninfo.make_conninfo(**info)
+    try:
+        migrate(url)
+        yield url
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
 def database_url(postgres_admin_url):
     """A fresh, migrated database for this test session."""
-    name = f"ddz_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(postgres_admin_url)
-    info["dbname"] = name
-    url = psycopg.conninfo.make_conninfo(**info)
-    migrate(url)
-    yield url
-    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database(postgres_admin_url, "ddz_test") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -39,8 +39,8 @@ from service.game import (
     initial_state,
     replay,
 )
-from service.game import events as _events
 from service.game.events import (
+    BOT,
     PLAYER,
     BidMade,
     Disconnected,
@@ -58,9 +58,6 @@ from service.game.events import (
 from service.rules import DECK, Card, legal_plays, parse_cards, parse_ranks, pick_cards, rank_index
 from service.rules import deal as rules_deal
 
-#: The ``by`` of a decision the system takes (a bot seat, or 系统代打 for a disconnected
-#: player); the events module has called it ``SYSTEM`` and ``BOT``.
-SYSTEM = getattr(_events, "SYSTEM", None) or _events.BOT
 PLAYERS = ("alice", "bob", "carol", "dave")
 SEED = bytes.fromhex("5eed" * 16)
 RULESETS = ("shanghai-platform", "shanghai-local")
@@ -168,7 +165,7 @@ def play(state: State, ranks: str, seat: int | None = None, by: str = PLAYER) ->
 
 
 def by_for(state: State, seat: int) -> str:
-    return SYSTEM if state.is_system(seat) else PLAYER
+    return BOT if state.is_system(seat) else PLAYER
 
 
 def pass_until(state: State, seat: int) -> State:
@@ -924,34 +921,34 @@ def test_a_disconnected_seat_is_played_by_the_system():
     state = after(state, Disconnect(0, "deadline"))
     assert state.disconnected[0]
     assert refused(state, Bid(0, 1)) == "seat_under_system_control"
-    assert when(state, Bid(0, 1, SYSTEM)) == [BidMade(0, 1, SYSTEM)]
+    assert when(state, Bid(0, 1, BOT)) == [BidMade(0, 1, BOT)]
 
 
 def test_the_system_does_not_act_for_a_connected_player():
     state = dealt()
-    assert refused(state, Bid(0, 1, SYSTEM)) == "seat_not_under_system_control"
+    assert refused(state, Bid(0, 1, BOT)) == "seat_not_under_system_control"
     state = landlord_a()
-    assert refused(state, play(state, "3", by=SYSTEM)) == "seat_not_under_system_control"
+    assert refused(state, play(state, "3", by=BOT)) == "seat_not_under_system_control"
     assert refused(dealt(), Bid(0, 1, "robot")) == "invalid_command"
 
 
 def test_system_plays_and_passes_for_a_disconnected_seat():
     state = after(landlord_a(), Disconnect(0), Disconnect(1))
     assert refused(state, play(state, "3")) == "seat_under_system_control"
-    [event] = when(state, play(state, "3", by=SYSTEM))
-    assert event.by == SYSTEM
+    [event] = when(state, play(state, "3", by=BOT))
+    assert event.by == BOT
     state = then(state, [event])
     assert refused(state, Pass(1)) == "seat_under_system_control"
-    assert when(state, Pass(1, SYSTEM)) == [Passed(1, SYSTEM)]
+    assert when(state, Pass(1, BOT)) == [Passed(1, BOT)]
 
 
 def test_show_hand_and_report_by_the_system():
     state = after(chosen_landlord(DEAL_REPORT, bid=3), Disconnect(0))
     assert refused(state, ShowHand(0, False)) == "seat_under_system_control"
-    state = then(state, when(state, ShowHand(0, False, SYSTEM)))
+    state = then(state, when(state, ShowHand(0, False, BOT)))
     assert refused(state, Report(0, "decline")) == "seat_under_system_control"
-    [event] = when(state, Report(0, "decline", SYSTEM))
-    assert event.by == SYSTEM
+    [event] = when(state, Report(0, "decline", BOT))
+    assert event.by == BOT
 
 
 def test_resume_gives_control_back():
@@ -959,7 +956,7 @@ def test_resume_gives_control_back():
     assert when(state, Resume(0)) == [Resumed(0)]
     state = after(state, Resume(0))
     assert not state.disconnected[0]
-    assert refused(state, Bid(0, 1, SYSTEM)) == "seat_not_under_system_control"
+    assert refused(state, Bid(0, 1, BOT)) == "seat_not_under_system_control"
     assert when(state, Bid(0, 1)) == [BidMade(0, 1)]
 
 
@@ -977,7 +974,7 @@ def test_bot_seats():
     assert refused(state, Disconnect(0)) == "bot_seat"
     assert refused(state, Resume(0)) == "not_disconnected"
     assert refused(state, Bid(0, 1)) == "seat_under_system_control"
-    assert when(state, Bid(0, 1, SYSTEM)) == [BidMade(0, 1, SYSTEM)]
+    assert when(state, Bid(0, 1, BOT)) == [BidMade(0, 1, BOT)]
 
 
 def test_no_disconnect_outside_a_hand():
@@ -1008,7 +1005,7 @@ def test_the_first_seat_to_disconnect_pays_the_penalty_and_a_later_one_none():
 
 def test_the_penalty_stands_when_the_disconnected_seat_wins():
     state = after(landlord_a(), Disconnect(1))
-    state = after(state, play(state, "3"), Play(1, cards(state, 1, "2"), SYSTEM))
+    state = after(state, play(state, "3"), Play(1, cards(state, 1, "2"), BOT))
     state = after(state, Resume(1))
     state = pass_until(state, 1)
     _, ended = when(state, play(state, PC, 1))
@@ -1230,7 +1227,7 @@ def test_refused_commands_leave_the_state_unchanged(hands):
                 continue
             for _ in range(4):
                 seat = rng.randrange(4)
-                by = rng.choice([PLAYER, SYSTEM])
+                by = rng.choice([PLAYER, BOT])
                 own = list(state.hands[seat])
                 command = rng.choice([
                     Bid(seat, rng.randrange(-1, 5), by),

@@ -39,8 +39,9 @@ from service.game import (
     view,
     visible,
 )
-from service.game import events as _events
 from service.game.events import (
+    BOT,
+    PLAYER,
     BidMade,
     Disconnected,
     HandDealt,
@@ -55,9 +56,6 @@ from service.game.events import (
 )
 from service.rules import DECK, Card, legal_plays, parse_ranks, pick_cards, rank_index
 
-#: The ``by`` of a system decision (the events module has called it ``SYSTEM`` and ``BOT``).
-SYSTEM = getattr(_events, "SYSTEM", None) or _events.BOT
-PLAYER = _events.PLAYER
 PLAYERS = ("alice", "bob", "carol", "dave")
 RULESETS = ("shanghai-platform", "shanghai-local")
 SEED = bytes.fromhex("c0de" * 16)
@@ -108,7 +106,7 @@ def codes(cards) -> list[str]:
 
 
 def by_for(state: State, seat: int) -> str:
-    return SYSTEM if state.is_system(seat) else PLAYER
+    return BOT if state.is_system(seat) else PLAYER
 
 
 def after(state: State, *commands) -> State:
@@ -387,7 +385,7 @@ def test_the_deal_shows_a_seat_its_own_hand_and_every_card_count():
 
 
 def test_bids_passes_plays_disconnects_are_seen_whole_by_every_seat():
-    for event in (BidMade(0, 1), BidMade(1, 0, SYSTEM), Passed(2), Disconnected(3, "left"), Resumed(3),
+    for event in (BidMade(0, 1), BidMade(1, 0, BOT), Passed(2), Disconnected(3, "left"), Resumed(3),
                   Played(1, tuple(REPORT_DEAL.hands[1][:1]), "single", REPORT_DEAL.hands[1][0].rank_char)):
         for viewer in VIEWERS:
             assert visible(event, viewer) == event.to_json()

@@ -36,8 +36,7 @@ import workers.context
 import workers.jobs
 from service.api import create_app
 from service.api.config import Config
-from service.store import migrate
-from servers import OPERATOR_TOKEN
+from servers import OPERATOR_TOKEN, fresh_database
 from workers import dispatch, sweeper
 
 OP = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
@@ -70,16 +69,8 @@ def worker_redis_url(request):
 @pytest.fixture(scope="module")
 def worker_database_url(postgres_admin_url):
     """A fresh, migrated database for this module's matches."""
-    name = f"ddz_workers_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(postgres_admin_url)
-    info["dbname"] = name
-    url = psycopg.conninfo.make_conninfo(**info)
-    migrate(url)
-    yield url
-    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database(postgres_admin_url, "ddz_workers") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
