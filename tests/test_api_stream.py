@@ -122,7 +122,9 @@ def test_reconnecting_with_last_event_id_loses_and_repeats_nothing(live_server, 
     assert ids == list(range(start + 1, current + 1)), ids
     # The same events, as this seat sees them, as the long-poll gives them.
     page = me.get(f"/v1/matches/{match_id}/events?after={start}").json
-    assert [m.json for m in seen + resumed] == page["events"]
+    # The same events as the page; only the deadline differs, carried by whichever event
+    # was the match's latest when it was read.
+    assert [without_deadline(m.json) for m in seen + resumed] == [without_deadline(e) for e in page["events"]]
     found = leaks(me, Knowledge(operator_events(api, match_id)["events"]))
     assert not found, "\n".join(found)
 
@@ -224,3 +226,17 @@ def test_onlooker_stream_shows_no_hand(live_server, playing):
     assert "seed" not in dealt["payload"] and "hands" not in dealt["payload"]
     found = leaks(onlooker, Knowledge(operator_events(api, match_id)["events"]))
     assert not found, "\n".join(found)
+
+
+def without_deadline(document: dict) -> dict:
+    return {k: v for k, v in document.items() if k != "deadline"}
+
+
+def test_the_latest_event_carries_the_deadline_of_the_seat_to_act(live_server, playing):
+    api, players, match_id = playing
+    me = players[1]
+    page = me.get(f"/v1/matches/{match_id}/events?after=0").json
+    view = view_of(me, match_id)
+    assert page["version"] == view["version"]
+    assert page["events"][-1]["deadline"] == view["deadline"] is not None
+    assert all(e["deadline"] is None for e in page["events"][:-1])

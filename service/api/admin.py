@@ -10,7 +10,7 @@ from ..game import OPERATOR
 from ..game.record import Discrepancy, export, verify
 from . import schemas
 from .auth import operator
-from .matches import documented, event_document, load
+from .matches import documented, event_documents, load
 from .services import services
 
 bp = Blueprint("admin", __name__, url_prefix="/v1/admin", description="Operators: everything, and audits")
@@ -22,9 +22,9 @@ bp = Blueprint("admin", __name__, url_prefix="/v1/admin", description="Operators
 def all_events(match_id: uuid.UUID):
     """Every event of the match, hidden cards and the seed included."""
     operator()
-    state = load(match_id).state
     stored = services().store.read(match_id)
-    return {"version": state.version, "events": [event_document(e, OPERATOR) for e in stored]}
+    latest = load(match_id)
+    return {"version": latest.state.version, "events": event_documents(stored, OPERATOR, latest)}
 
 
 @bp.route("/matches/<uuid:match_id>/audit", methods=["GET"])

@@ -87,16 +87,25 @@ def view_document(loaded: Loaded, who: Caller) -> dict[str, Any]:
     return document
 
 
-def event_document(stored: StoredEvent, seat) -> dict[str, Any]:
-    payload = visible(stored.event, seat)
-    del payload["type"], payload["version"]
-    return {
-        "type": stored.event.type,
-        "version": stored.version,
-        "schema_version": stored.event.version,
-        "recorded_at": stored.recorded_at,
-        "payload": payload,
-    }
+def event_documents(found: list[StoredEvent], seat, latest: Loaded) -> list[dict[str, Any]]:
+    """The events as ``seat`` may see them; the match's latest one carries the deadline
+    of the seat to act (earlier ones are superseded)."""
+    documents = []
+    for stored in found:
+        payload = visible(stored.event, seat)
+        del payload["type"], payload["version"]
+        latest_event = stored.version == latest.state.version
+        documents.append(
+            {
+                "type": stored.event.type,
+                "version": stored.version,
+                "schema_version": stored.event.version,
+                "recorded_at": stored.recorded_at,
+                "payload": payload,
+                "deadline": deadline(latest.state, latest.last_recorded_at) if latest_event else None,
+            }
+        )
+    return documents
 
 
 def _json_value(value: Any) -> str:
@@ -111,10 +120,11 @@ def command_result(outcome: Outcome, who: Caller) -> dict[str, Any]:
     """What a command answers: the new version, its events as the caller sees them, and
     the caller's view after them."""
     seat = seat_of(outcome.state, who)
+    latest = Loaded(outcome.state, outcome.last_recorded_at)
     return {
         "version": outcome.state.version,
-        "events": [event_document(e, seat) for e in outcome.events],
-        "view": view_document(Loaded(outcome.state, outcome.last_recorded_at), who),
+        "events": event_documents(outcome.events, seat, latest),
+        "view": view_document(latest, who),
     }
 
 
@@ -347,14 +357,13 @@ def events(query, match_id):
     who = caller()
     store = services().store
     with services().notifier.watch(match_id) as woken:
-        state = load(match_id).state
+        load(match_id)
         found = store.read(match_id, query["after"])
         if not found and query["wait"] > 0:
             woken.wait(query["wait"])
             found = store.read(match_id, query["after"])
-    seat = viewer(state, who)
-    version = found[-1].version if found else state.version
-    return {"version": max(version, state.version), "events": [event_document(e, seat) for e in found]}
+    latest = load(match_id)
+    return {"version": latest.state.version, "events": event_documents(found, viewer(latest.state, who), latest)}
 
 
 def _last_event_id() -> int | None:
@@ -427,9 +436,9 @@ def stream(match_id):
                     if not woken.wait(min(config.keepalive_seconds, remaining)):
                         yield ": keep-alive\n\n"
                     continue
-            for stored in found:
-                yield _sse(stored.event.type, json.loads(EVENT_DOCUMENT.dumps(event_document(stored, seat))), stored.version)
-                after = stored.version
+            for document in event_documents(found, seat, store.load(match_id)):
+                yield _sse(document["type"], json.loads(EVENT_DOCUMENT.dumps(document)), document["version"])
+                after = document["version"]
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return Response(stream_with_context(generate()), mimetype="text/event-stream", headers=headers)

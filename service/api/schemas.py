@@ -253,6 +253,14 @@ class EventDocument(ma.Schema):
     schema_version = f.Integer(required=True)
     recorded_at = f.DateTime(required=True)
     payload = f.Dict(required=True, metadata={"description": "What the seat may see of the event"})
+    deadline = f.DateTime(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "On the match's latest event: when the seat to act loses its turn to the "
+            "system (null when nobody is to act); null on earlier events"
+        },
+    )
 
 
 class CommandResult(ma.Schema):
