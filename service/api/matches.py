@@ -35,7 +35,8 @@ from ..game import (
 )
 from ..game.record import export
 from ..game.state import DEALING, ENDED, PLAYING
-from ..rules import InvalidNotation, legal_moves, new_seed, parse_cards
+from ..game.policies import plays as legal_plays_of
+from ..rules import InvalidNotation, new_seed, parse_cards, pick_cards
 from ..store import Loaded, MatchNotFound, Outcome, StoredEvent, deadline, request_hash, status
 from workers.dispatch import after_append
 
@@ -242,19 +243,14 @@ def legal(match_id):
     if seat is None:
         raise ApiError(403, "not_seated", "the caller has no seat at this match")
     plays: list[dict] = []
-    mine = seat_view(state, seat)
     if state.phase == PLAYING and state.turn == seat:
+        mine = seat_view(state, seat)
         plays = [
-            {"cards": [c.code for c in move.cards], "type": move.combination.type.value, "rank": move.combination.rank}
-            for move in legal_moves(
-                mine.hand,
-                mine.lead,
-                ruleset=state.table.ruleset,
-                bombs_left=mine.bombs_left,
-                locked=state.locked if seat == state.landlord else frozenset(),
-            )
+            {"cards": [c.code for c in pick_cards(mine.hand, play.counts)], "type": play.type.value, "rank": play.rank}
+            for play in legal_plays_of(mine)
         ]
-    return {"version": state.version, "seat": seat, "plays": plays, "can_pass": bool(plays or state.turn == seat) and state.phase == PLAYING and state.turn == seat and state.lead is not None}
+    can_pass = state.phase == PLAYING and state.turn == seat and state.lead is not None
+    return {"version": state.version, "seat": seat, "plays": plays, "can_pass": can_pass}
 
 
 def to_command(body: dict, seat: int) -> Command:
