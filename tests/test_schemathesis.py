@@ -145,11 +145,37 @@ def valid_requests_pass_validation(ctx, response, case):
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive or response.status_code not in (400, 422):
         return None
+    if not _matches_the_document(case):
+        return None
     problem = response.json()
     assert response.status_code == 422 and problem.get("code") != "invalid_request", (
         f"a request valid by the document was refused: {response.status_code} {problem}"
     )
     return None
+
+
+DOCUMENT = yaml.safe_load(SPEC_PATH.read_text())
+CHECKER = Contract(DOCUMENT, "", checking=False)
+
+
+def _matches_the_document(case) -> bool:
+    """Whether the request really is valid by the document. The generator's label is not
+    always right: its coverage phase can put a NUL into a string whose pattern forbids it,
+    and the server is right to refuse that."""
+    operation = DOCUMENT["paths"][case.path][case.method.lower()]
+    checks = []
+    body_schema = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    if body_schema is not None and isinstance(case.body, (dict, list, str, int, float, bool)):
+        checks.append((case.body, body_schema))
+    for parameter in operation.get("parameters", []):
+        if parameter.get("in") == "header" and case.headers and parameter["name"] in case.headers:
+            checks.append((case.headers[parameter["name"]], parameter["schema"]))
+    try:
+        for instance, schema_ in checks:
+            CHECKER.validate(instance, schema_, "request")
+    except AssertionError:
+        return False
+    return True
 
 
 @schema.exclude(path=STREAM).parametrize()
