@@ -180,19 +180,16 @@ class EventStore:
                     f"the match is at version {state.version}, not {expected_version}", "version_conflict"
                 )
             events = decide(state, command(state))
-            after = state
-            for event in events:
-                after = evolve(after, event)
+            after = _fold(state, events)
             follow_up = then(after) if then is not None else None
             if follow_up is not None:
-                events += decide(after, follow_up)
+                more = decide(after, follow_up)
+                events, after = events + more, _fold(after, more)
             if within is not None:
                 within(conn, state)
-            stored = self._append(conn, match_id, state.version, events)
-            for item in stored:
-                state = evolve(state, item.event)
-            last = stored[-1].recorded_at if stored else loaded.last_recorded_at
-            self._project(conn, match_id, state, last)
+            stored = self._append(conn, match_id, state.version, events, after)
+            state = after
+            last = stored[-1].recorded_at
             outcome = Outcome(stored, state, last)
             if idempotency is not None and respond is not None:
                 status, body = respond(outcome)
@@ -225,18 +222,31 @@ class EventStore:
         return row[1], row[2]
 
     @staticmethod
-    def _append(conn: psycopg.Connection, match_id, version: int, events: Sequence[Event]) -> list[StoredEvent]:
-        """Inserts the events at the versions after ``version`` and notifies readers, in
-        one statement. A unique violation means someone appended first."""
-        if not events:
-            return []
+    def _append(conn: psycopg.Connection, match_id, version: int, events: Sequence[Event], after: State) -> list[StoredEvent]:
+        """Inserts the events at the versions after ``version``, brings the match's row of
+        the ``matches`` table up to ``after`` (its deadline counted from the last event's
+        time), and notifies readers: one statement, one round trip. A unique violation
+        means someone appended first."""
+        seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in after.seats]
+        timed = awaits_decision(after)
         try:
             rows = conn.execute(
                 "WITH inserted AS ("
                 " INSERT INTO events (stream_id, version, type, schema_version, payload)"
                 " SELECT %(stream)s, v, t, s, p FROM unnest(%(versions)s::int[], %(types)s::text[],"
                 " %(schemas)s::int[], %(payloads)s::jsonb[]) AS e(v, t, s, p)"
-                f" RETURNING {_COLUMNS})"
+                f" RETURNING {_COLUMNS}),"
+                " projected AS ("
+                " INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats,"
+                " turn_seat, system_to_act, deadline, settled)"
+                " SELECT %(stream)s, %(ruleset)s, %(turn_seconds)s, %(status)s, %(phase)s, %(version)s, %(seats)s,"
+                " %(turn_seat)s, %(system)s,"
+                " CASE WHEN %(timed)s THEN max(recorded_at) + make_interval(secs => %(turn_seconds)s) END,"
+                " %(settled)s FROM inserted"
+                " ON CONFLICT (match_id) DO UPDATE SET status = EXCLUDED.status, phase = EXCLUDED.phase,"
+                " version = EXCLUDED.version, seats = EXCLUDED.seats, turn_seat = EXCLUDED.turn_seat,"
+                " system_to_act = EXCLUDED.system_to_act, deadline = EXCLUDED.deadline,"
+                " settled = EXCLUDED.settled, updated_at = now())"
                 f" SELECT {_COLUMNS}, pg_notify(%(channel)s, %(stream)s::text || ':' || version) FROM inserted"
                 " ORDER BY version",
                 {
@@ -246,38 +256,27 @@ class EventStore:
                     "schemas": [event.version for event in events],
                     "payloads": [Jsonb(event.payload()) for event in events],
                     "channel": NOTIFY_CHANNEL,
+                    "ruleset": after.table.ruleset.name,
+                    "turn_seconds": after.table.turn_seconds,
+                    "status": status(after),
+                    "phase": after.phase,
+                    "version": after.version,
+                    "seats": Jsonb(seats),
+                    "turn_seat": after.turn if timed else None,
+                    "system": timed and after.is_system(after.turn),
+                    "timed": timed,
+                    "settled": after.settled,
                 },
             ).fetchall()
         except psycopg.errors.UniqueViolation:
             raise VersionConflict("someone else acted first; reload and try again", "version_conflict") from None
         return [_decode(row[:-1]) for row in rows]
 
-    @staticmethod
-    def _project(conn: psycopg.Connection, match_id, state: State, last: datetime | None) -> None:
-        seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in state.seats]
-        due = deadline(state, last)
-        conn.execute(
-            "INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats,"
-            " turn_seat, system_to_act, deadline, settled)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (match_id) DO UPDATE SET status = EXCLUDED.status, phase = EXCLUDED.phase,"
-            " version = EXCLUDED.version, seats = EXCLUDED.seats, turn_seat = EXCLUDED.turn_seat,"
-            " system_to_act = EXCLUDED.system_to_act, deadline = EXCLUDED.deadline,"
-            " settled = EXCLUDED.settled, updated_at = now()",
-            (
-                match_id,
-                state.table.ruleset.name,
-                state.table.turn_seconds,
-                status(state),
-                state.phase,
-                state.version,
-                Jsonb(seats),
-                state.turn if due else None,
-                due is not None and state.is_system(state.turn),
-                due,
-                state.settled,
-            ),
-        )
+
+def _fold(state: State, events: Sequence[Event]) -> State:
+    for event in events:
+        state = evolve(state, event)
+    return state
 
 
 DECISION_PHASES = ("bidding", "show_hand", "report", "playing")
@@ -290,9 +289,14 @@ def status(state: State) -> str:
     return "ended" if state.phase == "ended" else "playing"
 
 
+def awaits_decision(state: State) -> bool:
+    """Whether a seat is to act (bid, 摊打, 报到 or play)."""
+    return state.turn is not None and state.phase in DECISION_PHASES
+
+
 def deadline(state: State, last_recorded_at: datetime | None) -> datetime | None:
     """When the seat to act loses its turn to the system: turn_seconds after the last event."""
-    if state.turn is None or state.phase not in DECISION_PHASES or last_recorded_at is None:
+    if not awaits_decision(state) or last_recorded_at is None:
         return None
     return last_recorded_at + timedelta(seconds=state.table.turn_seconds)
 
