@@ -48,7 +48,3 @@ class Players:
                 self._known.clear()
             self._known[digest] = row[0]
         return row[0]
-
-    def exists(self, player_id: uuid.UUID) -> bool:
-        with self.pool.connection() as conn:
-            return conn.execute("SELECT 1 FROM players WHERE player_id = %s", (player_id,)).fetchone() is not None
