@@ -54,7 +54,7 @@ from ..rules.combinations import (
 from ..rules.errors import RulesError
 from ..rules.moves import pick_cards, verify_play
 from .commands import Bid, Command, Pass, Play, Report, ShowHand
-from .policies import acting_party, bid_values
+from .policies import acting_party
 from .state import BIDDING, PLAYING, REPORT, SHOW_HAND
 from .views import SeatView
 
@@ -593,7 +593,7 @@ class BotPolicy:
     def bid(self, view: SeatView) -> int:
         ruleset = view.table.ruleset
         counts = counts_of(view.hand)
-        allowed = bid_values(view)
+        allowed = view.bid_choices()
         for value, threshold in BID_THRESHOLDS:
             if value not in allowed:
                 continue

@@ -48,6 +48,7 @@ from .settlement import Factors, Outcome, settle
 from .state import (
     BIDDING,
     DEALING,
+    DECISION_PHASES,
     ENDED,
     FARMERS,
     LANDLORD,
@@ -63,8 +64,6 @@ from .state import (
 
 REPORT_VALUES = ("play", "no_play", "decline")
 DISCONNECT_REASONS = ("deadline", "left")
-#: Phases in which a dealt hand is under way.
-IN_HAND = (BIDDING, SHOW_HAND, REPORT, PLAYING)
 
 
 def _phase(state: State, *phases: str) -> None:
@@ -175,7 +174,7 @@ def verify_pass(state: State, command: Pass) -> None:
 
 
 def verify_disconnect(state: State, command: Disconnect) -> None:
-    _phase(state, *IN_HAND)
+    _phase(state, *DECISION_PHASES)
     _seat(command.seat)
     if command.reason not in DISCONNECT_REASONS:
         raise GameError(f"reason is one of {', '.join(DISCONNECT_REASONS)}", "invalid_command")
@@ -186,7 +185,7 @@ def verify_disconnect(state: State, command: Disconnect) -> None:
 
 
 def verify_resume(state: State, command: Resume) -> None:
-    _phase(state, *IN_HAND)
+    _phase(state, *DECISION_PHASES)
     _seat(command.seat)
     if not state.disconnected[command.seat]:
         raise GameError("the seat is not disconnected", "not_disconnected")

@@ -39,11 +39,6 @@ def plays(view: SeatView) -> Iterator[Combination]:
     )
 
 
-def bid_values(view: SeatView) -> list[int]:
-    highest = max((b or 0) for b in view.bids)
-    return [0] + [v for v in (1, 2, 3) if v > highest]
-
-
 class RandomPolicy:
     """Uniformly random among the legal actions: the baseline the bot is measured against."""
 
@@ -55,7 +50,7 @@ class RandomPolicy:
     def act(self, view: SeatView) -> Command:
         seat, by, rng = view.seat, acting_party(view), self.rng
         if view.phase == BIDDING:
-            return Bid(seat, rng.choice(bid_values(view)), by)
+            return Bid(seat, rng.choice(view.bid_choices()), by)
         if view.phase == SHOW_HAND:
             return ShowHand(seat, rng.random() < 0.5, by)
         if view.phase == REPORT:

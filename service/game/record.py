@@ -23,7 +23,7 @@ from .events import (
     Resumed,
     SeatTaken,
 )
-from .state import ENDED, State, evolve, initial_state
+from .state import ENDED, State, evolve, initial_state, replay
 from .table import Table
 
 FORMAT = "ddz-hand/1"
@@ -177,6 +177,4 @@ def _verify(document: dict[str, Any]) -> State:
 
 
 def _apply(state: State, command: Command) -> State:
-    for event in decide(state, command):
-        state = evolve(state, event)
-    return state
+    return replay(decide(state, command), state)

@@ -29,6 +29,8 @@ NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
     "new", "seating", "dealing", "bidding", "show_hand", "report", "playing", "ended",
 )
 LANDLORD, FARMERS = "landlord", "farmers"
+#: Phases in which a dealt hand is under way and a seat has a decision to take.
+DECISION_PHASES = (BIDDING, SHOW_HAND, REPORT, PLAYING)
 
 
 class Seat(NamedTuple):
@@ -69,6 +71,10 @@ class State:
         return f"<State {self.match_id} {self.phase} v{self.version}>"
 
     # What the rules derive from the state.
+
+    def awaits_decision(self) -> bool:
+        """Whether a seat is to act (bid, 摊打, 报到 or play)."""
+        return self.turn is not None and self.phase in DECISION_PHASES
 
     def is_system(self, seat: int) -> bool:
         """Whether the system acts for the seat: a bot seat, or a disconnected player."""

@@ -68,6 +68,11 @@ class SeatView:
             return None
         return "landlord" if self.seat == self.landlord else "farmer"
 
+    def bid_choices(self) -> list[int]:
+        """The bids open now: a pass (0), or any value above the highest bid so far."""
+        highest = max((b or 0) for b in self.bids)
+        return [0] + [v for v in (1, 2, 3) if v > highest]
+
     def actions(self) -> list[dict[str, Any]]:
         """What the viewing seat may do now (the API offers exactly these)."""
         seat = self.seat
@@ -79,8 +84,7 @@ class SeatView:
         if self.turn != seat or info.bot:
             return []
         if self.phase == BIDDING:
-            highest = max((b or 0) for b in self.bids)
-            return [{"action": "bid", "choices": [0] + [v for v in (1, 2, 3) if v > highest]}]
+            return [{"action": "bid", "choices": self.bid_choices()}]
         if self.phase == SHOW_HAND:
             return [{"action": "show_hand", "choices": [True, False]}]
         if self.phase == REPORT:

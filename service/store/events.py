@@ -16,8 +16,9 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from ..game import Command, Event, State, decide, evolve, initial_state
+from ..game import Command, Event, State, decide, evolve, initial_state, replay
 from ..game.errors import GameError
+from ..game.state import DEALING, ENDED, SEATING
 
 NOTIFY_CHANNEL = "ddz_events"
 #: Appends retried on a version conflict when the caller named no expected version.
@@ -180,11 +181,11 @@ class EventStore:
                     f"the match is at version {state.version}, not {expected_version}", "version_conflict"
                 )
             events = decide(state, command(state))
-            after = _fold(state, events)
+            after = replay(events, state)
             follow_up = then(after) if then is not None else None
             if follow_up is not None:
                 more = decide(after, follow_up)
-                events, after = events + more, _fold(after, more)
+                events, after = events + more, replay(more, after)
             if within is not None:
                 within(conn, state)
             stored = self._append(conn, match_id, state.version, events, after)
@@ -228,7 +229,7 @@ class EventStore:
         time), and notifies readers: one statement, one round trip. A unique violation
         means someone appended first."""
         seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in after.seats]
-        timed = awaits_decision(after)
+        timed = after.awaits_decision()
         try:
             rows = conn.execute(
                 "WITH inserted AS ("
@@ -273,30 +274,16 @@ class EventStore:
         return [_decode(row[:-1]) for row in rows]
 
 
-def _fold(state: State, events: Sequence[Event]) -> State:
-    for event in events:
-        state = evolve(state, event)
-    return state
-
-
-DECISION_PHASES = ("bidding", "show_hand", "report", "playing")
-
-
 def status(state: State) -> str:
     """A match's status for listing: open (seating), playing, ended."""
-    if state.phase in ("seating", "dealing"):
+    if state.phase in (SEATING, DEALING):
         return "open"
-    return "ended" if state.phase == "ended" else "playing"
-
-
-def awaits_decision(state: State) -> bool:
-    """Whether a seat is to act (bid, 摊打, 报到 or play)."""
-    return state.turn is not None and state.phase in DECISION_PHASES
+    return "ended" if state.phase == ENDED else "playing"
 
 
 def deadline(state: State, last_recorded_at: datetime | None) -> datetime | None:
     """When the seat to act loses its turn to the system: turn_seconds after the last event."""
-    if not awaits_decision(state) or last_recorded_at is None:
+    if not state.awaits_decision() or last_recorded_at is None:
         return None
     return last_recorded_at + timedelta(seconds=state.table.turn_seconds)
 
