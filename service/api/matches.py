@@ -353,12 +353,13 @@ def events(query, match_id):
     who = caller()
     store = services().store
     with services().notifier.watch(match_id) as woken:
-        load(match_id)
+        latest = load(match_id)
         found = store.read(match_id, query["after"])
         if not found and query["wait"] > 0:
             woken.wait(query["wait"])
             found = store.read(match_id, query["after"])
-    latest = load(match_id)
+    if found and found[-1].version != latest.state.version:
+        latest = load(match_id)  # events came after the first load: the deadline is theirs
     return {"version": latest.state.version, "events": event_documents(found, viewer(latest.state, who), latest)}
 
 
