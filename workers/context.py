@@ -10,7 +10,7 @@ import redis
 from psycopg_pool import ConnectionPool
 
 from service.api.config import Config
-from service.store import EventStore
+from service.store import EventStore, open_pool
 
 
 @dataclass
@@ -24,5 +24,5 @@ class Context:
 @functools.cache
 def context() -> Context:
     config = Config.from_env()
-    pool = ConnectionPool(config.database_url, min_size=1, max_size=4, open=True, name="ddz-worker")
+    pool = open_pool(config.database_url, 4, "ddz-worker")
     return Context(config, pool, EventStore(pool), redis.Redis.from_url(config.redis_url))

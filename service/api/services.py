@@ -8,7 +8,7 @@ import redis
 from flask import current_app
 from psycopg_pool import ConnectionPool
 
-from ..store import EventStore, Notifier, Players
+from ..store import EventStore, Notifier, Players, open_pool
 from .config import Config
 
 
@@ -23,7 +23,7 @@ class Services:
 
     @classmethod
     def open(cls, config: Config) -> Services:
-        pool = ConnectionPool(config.database_url, min_size=1, max_size=config.db_pool_size, open=True, name="ddz")
+        pool = open_pool(config.database_url, config.db_pool_size, "ddz")
         return cls(
             config=config,
             pool=pool,

@@ -15,5 +15,6 @@ from .events import (
 from .migrate import migrate
 from .notify import Notifier
 from .players import Players
+from .pool import open_pool
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -165,33 +165,28 @@ class EventStore:
         raise AssertionError("unreachable")
 
     def _execute_once(self, match_id, command, expected_version, idempotency, respond, new_match, then, within):
-        with self.pool.connection() as conn, conn.transaction():
+        with self.pool.connection() as conn:
+            if idempotency is None and within is None:
+                # The append is one statement, so it needs no transaction around it: the
+                # unique version refuses it if anyone appended after what was read.
+                state = self._current(conn, match_id, new_match).state
+                outcome = self._decide_and_append(conn, match_id, state, command, expected_version, then, None)
+            else:
+                outcome = self._execute_in_transaction(
+                    conn, match_id, command, expected_version, idempotency, respond, new_match, then, within
+                )
+        self.cache.put(match_id, Loaded(outcome.state, outcome.last_recorded_at))
+        return outcome
+
+    def _execute_in_transaction(self, conn, match_id, command, expected_version, idempotency, respond, new_match, then, within):
+        with conn.transaction():
             if idempotency is not None:
                 replayed = self._replay_idempotent(conn, idempotency)
                 if replayed is not None:
-                    loaded = self.load(match_id, conn) if not new_match else Loaded(initial_state, None)
+                    loaded = self._current(conn, match_id, new_match)
                     return Outcome([], loaded.state, loaded.last_recorded_at, replayed)
-            if new_match:
-                loaded = Loaded(initial_state, None)
-            else:
-                loaded = self.load(match_id, conn)
-            state = loaded.state
-            if expected_version is not None and expected_version != state.version:
-                raise VersionConflict(
-                    f"the match is at version {state.version}, not {expected_version}", "version_conflict"
-                )
-            events = decide(state, command(state))
-            after = replay(events, state)
-            follow_up = then(after) if then is not None else None
-            if follow_up is not None:
-                more = decide(after, follow_up)
-                events, after = events + more, replay(more, after)
-            if within is not None:
-                within(conn, state)
-            stored = self._append(conn, match_id, state.version, events, after)
-            state = after
-            last = stored[-1].recorded_at
-            outcome = Outcome(stored, state, last)
+            state = self._current(conn, match_id, new_match).state
+            outcome = self._decide_and_append(conn, match_id, state, command, expected_version, then, within)
             if idempotency is not None and respond is not None:
                 status, body = respond(outcome)
                 player, key, digest = idempotency
@@ -200,9 +195,27 @@ class EventStore:
                     " VALUES (%s, %s, %s, %s, %s, %s)",
                     (player, key, match_id, digest, status, body),
                 )
-                outcome = Outcome(stored, state, last, (status, body))
-        self.cache.put(match_id, Loaded(state, last))
+                outcome = Outcome(outcome.events, outcome.state, outcome.last_recorded_at, (status, body))
         return outcome
+
+    def _current(self, conn, match_id, new_match: bool) -> Loaded:
+        return Loaded(initial_state, None) if new_match else self.load(match_id, conn)
+
+    def _decide_and_append(self, conn, match_id, state, command, expected_version, then, within) -> Outcome:
+        if expected_version is not None and expected_version != state.version:
+            raise VersionConflict(
+                f"the match is at version {state.version}, not {expected_version}", "version_conflict"
+            )
+        events = decide(state, command(state))
+        after = replay(events, state)
+        follow_up = then(after) if then is not None else None
+        if follow_up is not None:
+            more = decide(after, follow_up)
+            events, after = events + more, replay(more, after)
+        if within is not None:
+            within(conn, state)
+        stored = self._append(conn, match_id, state.version, events, after)
+        return Outcome(stored, after, stored[-1].recorded_at)
 
     @staticmethod
     def _replay_idempotent(conn: psycopg.Connection, idempotency) -> tuple[int, str] | None:
@@ -234,8 +247,9 @@ class EventStore:
             rows = conn.execute(
                 "WITH inserted AS ("
                 " INSERT INTO events (stream_id, version, type, schema_version, payload)"
-                " SELECT %(stream)s, v, t, s, p FROM unnest(%(versions)s::int[], %(types)s::text[],"
-                " %(schemas)s::int[], %(payloads)s::jsonb[]) AS e(v, t, s, p)"
+                " SELECT %(stream)s, e.version, e.type, e.schema_version, e.payload"
+                " FROM jsonb_to_recordset(%(events)s)"
+                " AS e(version integer, type text, schema_version integer, payload jsonb) ORDER BY e.version"
                 f" RETURNING {_COLUMNS}),"
                 " projected AS ("
                 " INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats,"
@@ -252,10 +266,11 @@ class EventStore:
                 " ORDER BY version",
                 {
                     "stream": match_id,
-                    "versions": list(range(version + 1, version + 1 + len(events))),
-                    "types": [event.type for event in events],
-                    "schemas": [event.version for event in events],
-                    "payloads": [Jsonb(event.payload()) for event in events],
+                    # One JSON parameter: adapting it costs a fraction of four typed arrays.
+                    "events": Jsonb([
+                        {"version": v, "type": e.type, "schema_version": e.version, "payload": e.payload()}
+                        for v, e in enumerate(events, start=version + 1)
+                    ]),
                     "channel": NOTIFY_CHANNEL,
                     "ruleset": after.table.ruleset.name,
                     "turn_seconds": after.table.turn_seconds,

@@ -89,7 +89,7 @@ def settlement(pool: ConnectionPool, match_id: uuid.UUID) -> dict[str, Any] | No
 
 def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) -> dict[str, Any]:
     acct = f"player:{player_id}"
-    with pool.connection() as conn:
+    with pool.connection() as conn, conn.transaction():
         balance = conn.execute("SELECT coalesce(sum(amount), 0) FROM ledger_entries WHERE account = %s", (acct,)).fetchone()[0]
         rows = conn.execute(
             "SELECT entry_id, match_id, seat, kind, amount, created_at FROM ledger_entries"
@@ -107,7 +107,7 @@ def check(pool: ConnectionPool, store: EventStore) -> dict[str, Any]:
     """The operators' check: every movement, every match and the whole ledger add to zero,
     and every settled match, recomputed from its events, equals its ledger entries."""
     problems: list[str] = []
-    with pool.connection() as conn:
+    with pool.connection() as conn, conn.transaction():
         total = conn.execute("SELECT coalesce(sum(amount), 0), count(*) FROM ledger_entries").fetchone()
         unbalanced = conn.execute(
             "SELECT match_id, movement, sum(amount) FROM ledger_entries GROUP BY match_id, movement HAVING sum(amount) <> 0"
