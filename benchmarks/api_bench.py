@@ -4,7 +4,7 @@ own commit rate on this machine.
     .venv/bin/python benchmarks/api_bench.py [--seconds S] [--clients 1,32]
 
 It creates a scratch database (``ddz_bench_<random>`` on the server of ``--admin-url``),
-migrates it, starts the API under gunicorn as ``ddz serve`` does (gthread, 2 workers x 32
+migrates it, starts the API under gunicorn as ``ddz serve`` does (gthread, 3 workers x 32
 threads, ``service.api.wsgi:app``) on a free local port with its own Redis DB (flushed),
 and waits for ``/readyz``. Then, for each client count, every client thread drives its own
 match (four player tokens, one persistent HTTP connection) and times only

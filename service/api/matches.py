@@ -156,7 +156,7 @@ def execute(match_id: uuid.UUID, command, **kwargs) -> Outcome:
 
 
 def deal_when_full(state: State) -> Command | None:
-    """The four seats are taken: deal, in the same transaction, from a fresh secret seed."""
+    """The four seats are taken: deal, appended with the seat, from a fresh secret seed."""
     return Deal(new_seed()) if state.phase == DEALING else None
 
 

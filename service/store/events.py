@@ -145,13 +145,13 @@ class EventStore:
         within: Callable[[psycopg.Connection, State], None] | None = None,
     ) -> Outcome:
         """Loads the match, decides ``command(state)`` and appends the events at the next
-        version, in one transaction. With ``expected_version`` a stale state fails with
+        version, atomically. With ``expected_version`` a stale state fails with
         :class:`VersionConflict`; without, a lost race is retried on the new state.
 
         ``idempotency`` is (player, key, request hash): the first response (from
         ``respond``) is stored with the events, and a retry with the same key gets it back
         without deciding again. ``then`` may name a command that follows from the new
-        state (dealing once the fourth seat is taken), decided in the same transaction;
+        state (dealing once the fourth seat is taken), appended with the first events;
         ``within`` writes what must commit with the events (the ledger of a settlement)."""
         attempts = 1 if expected_version is not None else RETRIES
         for attempt in range(attempts):
