@@ -92,12 +92,14 @@ class Hand:
             return {"action": "show_hand", "value": self.script.get("show_hand", True)}
         if "report" in kinds:
             return {"action": "report", "value": self.script.get("report", "play")}
-        assert "play" in kinds, view["actions"]
+        assert kinds and kinds.keys() <= {"play", "pass"}, view["actions"]
         reply = player.get(f"{self.path}/legal")
         assert reply.status == 200, reply.text
         legal = reply.json
         assert legal["version"] == view["version"] and legal["seat"] == player.seat
         assert legal["can_pass"] == ("pass" in kinds)
+        # The view offers play exactly when /legal has a play (a seat that beats nothing passes).
+        assert ("play" in kinds) == bool(legal["plays"]), (view["actions"], len(legal["plays"]))
         hand = Counter(view["hand"])
         for play in legal["plays"]:
             assert not Counter(play["cards"]) - hand, f"/legal offers cards not in the hand: {play}"

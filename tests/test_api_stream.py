@@ -37,7 +37,7 @@ def act_once(players, match_id: str) -> dict:
     kinds = {a["action"] for a in view["actions"]}
     if "bid" in kinds:
         body = {"action": "bid", "value": 0}
-    elif "play" in kinds:
+    elif kinds & {"play", "pass"}:
         legal = player.get(f"/v1/matches/{match_id}/legal").json
         body = {"action": "pass"} if legal["can_pass"] else {"action": "play", "cards": legal["plays"][0]["cards"]}
     else:

@@ -538,8 +538,9 @@ def check_actions(state: State) -> None:
         else:
             assert state.phase == "playing"
             names = [a["action"] for a in actions]
-            assert names == ["play", "pass"] if can(state, Pass(seat)) else names == ["play"]
             moves = legal(state, seat)
+            # play is offered exactly when the seat has a legal play; pass when it follows.
+            assert names == (["play"] if moves else []) + (["pass"] if can(state, Pass(seat)) else [])
             assert moves or state.lead is not None  # a leader always has a play
             for move in moves[:3]:
                 assert can(state, Play(seat, pick_cards(state.hands[seat], move.counts)))
@@ -615,3 +616,11 @@ def test_the_visibility_check_catches_a_leak(monkeypatch, name, leaky):
     with pytest.raises(AssertionError):
         for log in logs:
             check_hand(log)
+
+
+def test_a_follower_that_beats_nothing_is_offered_only_pass():
+    events, state = dealt(craft({0: "BBRR"}), ruleset="shanghai-platform")
+    state = after(state, Bid(0, 1), Bid(1, 0), Bid(2, 0), Bid(3, 0), Report(0, "decline"))
+    state = after(state, play(state, "BBRR"))
+    assert state.turn == 1 and legal(state, 1) == []
+    assert seat_view(state, 1).actions() == [{"action": "pass"}]

@@ -35,7 +35,6 @@ from ..game import (
 )
 from ..game.record import export
 from ..game.state import DEALING, ENDED, PLAYING
-from ..game.policies import plays as legal_plays_of
 from ..rules import InvalidNotation, new_seed, parse_cards, pick_cards
 from ..store import Loaded, MatchNotFound, Outcome, StoredEvent, deadline, request_hash, status
 from workers.dispatch import after_append
@@ -247,7 +246,7 @@ def legal(match_id):
         mine = seat_view(state, seat)
         plays = [
             {"cards": [c.code for c in pick_cards(mine.hand, play.counts)], "type": play.type.value, "rank": play.rank}
-            for play in legal_plays_of(mine)
+            for play in mine.plays()
         ]
     can_pass = state.phase == PLAYING and state.turn == seat and state.lead is not None
     return {"version": state.version, "seat": seat, "plays": plays, "can_pass": can_pass}

@@ -207,7 +207,14 @@ class View(ma.Schema):
     passes = f.Integer(required=True)
     bombs = f.Integer(required=True)
     bombs_left = f.Integer(required=True, allow_none=True)
-    actions = f.List(f.Nested(Action), required=True)
+    actions = f.List(
+        f.Nested(Action),
+        required=True,
+        metadata={
+            "description": "What the caller may do now. `play` only when the hand holds a legal play"
+            " (`/legal` lists them); a seat that can beat nothing is offered `pass` alone."
+        },
+    )
     result = f.Nested(Result, required=True, allow_none=True)
     seed = f.String(required=True, allow_none=True)
 

@@ -5,9 +5,9 @@ cards, never the bottom unless it is the landlord — and always returns a legal
 from __future__ import annotations
 
 import random
-from typing import Iterator, Protocol
+from typing import Protocol
 
-from ..rules import Combination, legal_plays, pick_cards
+from ..rules import Combination, pick_cards
 from .commands import Bid, Command, Pass, Play, Report, ShowHand
 from .events import PLAYER, BOT
 from .state import BIDDING, PLAYING, REPORT, SHOW_HAND
@@ -25,18 +25,6 @@ def acting_party(view: SeatView) -> str:
     """``bot`` for a bot seat or a disconnected player, else ``player``."""
     info = view.seats[view.seat]
     return BOT if info.bot or info.disconnected else PLAYER
-
-
-def plays(view: SeatView) -> Iterator[Combination]:
-    """Every legal play of the viewing seat now, by ranks (it leads when ``view.lead`` is
-    None); :func:`~service.rules.pick_cards` gives the cards of the chosen one."""
-    return legal_plays(
-        view.hand,
-        view.lead,
-        ruleset=view.table.ruleset,
-        bombs_left=view.bombs_left,
-        locked=view.locked if view.seat == view.landlord else frozenset(),
-    )
 
 
 class RandomPolicy:
@@ -57,7 +45,7 @@ class RandomPolicy:
             return Report(seat, rng.choice(("play", "no_play", "decline")), by)
         if view.phase != PLAYING:
             raise ValueError(f"nothing to decide in phase {view.phase!r}")
-        options: list[Combination | None] = list(plays(view))
+        options: list[Combination | None] = list(view.plays())
         if view.lead is not None:
             options.append(None)
         choice = rng.choice(options)

@@ -9,9 +9,9 @@ exactly this), and :func:`visible` what it sees of each event.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
-from ..rules import Card, Combination
+from ..rules import Card, Combination, legal_plays
 from .events import Event, HandDealt, LandlordChosen
 from .state import BIDDING, ENDED, PLAYING, REPORT, SHOW_HAND, State
 
@@ -90,8 +90,21 @@ class SeatView:
         if self.phase == REPORT:
             return [{"action": "report", "choices": ["play", "no_play", "decline"]}]
         if self.phase == PLAYING:
-            return [{"action": "play"}] + ([{"action": "pass"}] if self.lead is not None else [])
+            # A seat that can beat nothing may only pass; the first legal play found is enough.
+            can_play = next(iter(self.plays()), None) is not None
+            return ([{"action": "play"}] if can_play else []) + ([{"action": "pass"}] if self.lead is not None else [])
         return []
+
+    def plays(self) -> Iterator[Combination]:
+        """Every legal play of the viewing seat now, by ranks (it leads when ``lead`` is
+        None); :func:`~service.rules.pick_cards` gives the cards of the chosen one."""
+        return legal_plays(
+            self.hand,
+            self.lead,
+            ruleset=self.table.ruleset,
+            bombs_left=self.bombs_left,
+            locked=self.locked if self.seat == self.landlord else frozenset(),
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The view as the API shows it."""
