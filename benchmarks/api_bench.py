@@ -4,9 +4,9 @@ own commit rate on this machine.
     .venv/bin/python benchmarks/api_bench.py [--seconds S] [--clients 1,32]
 
 It creates a scratch database (``ddz_bench_<random>`` on the server of ``--admin-url``),
-migrates it, starts the API under gunicorn as ``ddz serve`` does (gthread, 3 workers x 32
-threads, ``service.api.wsgi:app``) on a free local port with its own Redis DB (flushed),
-and waits for ``/readyz``. Then, for each client count, every client thread drives its own
+migrates it, starts the API under gunicorn as ``ddz serve`` does (the settings of
+``service/gunicorn_conf.py``: a gevent worker per core) on a free local port with its own
+Redis DB (flushed), and waits for ``/readyz``. Then, for each client count, every client thread drives its own
 match (four player tokens, one persistent HTTP connection) and times only
 ``POST /v1/matches/{id}/commands``: from sending the request to reading the whole answer.
 The seat to act picks a legal command from what the previous answers showed (its hand,
@@ -125,11 +125,11 @@ class Environment:
         os.close(fd)
         command = [
             sys.executable, "-m", "gunicorn",
+            "-c", "python:service.gunicorn_conf",
             "--bind", f"127.0.0.1:{self.port}",
-            "--workers", str(self.args.workers),
-            "--worker-class", "gthread",
+            *(["--workers", str(self.args.workers)] if self.args.workers else []),
+            "--worker-class", self.args.worker_class,
             "--threads", str(self.args.threads),
-            "--timeout", "120",
             # Longer than gunicorn's 2 s default so that a client's connection is never
             # closed under it between phases (a command is never re-sent).
             "--keep-alive", "60",
@@ -144,7 +144,8 @@ class Environment:
         self._wait_ready()
         print(
             f"gunicorn pid {self.gunicorn.pid} on 127.0.0.1:{self.port} "
-            f"({self.args.workers} gthread workers x {self.args.threads} threads; log {self.log_path})",
+            f"({self.args.workers or os.cpu_count()} {self.args.worker_class} workers"
+            f"{f' x {self.args.threads} threads' if self.args.worker_class == 'gthread' else ''}; log {self.log_path})",
             flush=True,
         )
 
@@ -688,8 +689,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of untimed play first, with the most clients")
     parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12", help="a Redis DB of its own; flushed")
-    parser.add_argument("--workers", type=int, default=3, help="gunicorn workers (as ddz serve)")
-    parser.add_argument("--threads", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=None, help="gunicorn workers (default as ddz serve: one per core)")
+    parser.add_argument("--worker-class", default="gevent", help="gevent (as ddz serve), or gthread to compare")
+    parser.add_argument("--threads", type=int, default=32, help="threads per gthread worker")
     parser.add_argument("--access-log", action="store_true", help="gunicorn access log on (as ddz serve has it)")
     parser.add_argument("--app", default="service.api.wsgi:app", help="the WSGI app gunicorn serves (to compare a variant)")
     parser.add_argument("--idempotency", action="store_true", help="send an Idempotency-Key with every command")

@@ -216,8 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve_parser.add_argument("--host", default="127.0.0.1")
     serve_parser.add_argument("--port", type=int, default=8000)
-    serve_parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
-    serve_parser.add_argument("--threads", type=int, default=32, help="threads per gunicorn worker")
+    serve_parser.add_argument("--workers", type=int, default=None, help="gunicorn worker processes (default: one per core)")
     serve_parser.add_argument("--data", default=".ddz-data", help="where embedded servers keep their data")
     commands.add_parser("openapi", help="print the OpenAPI document generated from the app")
     return parser
@@ -237,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             from .serve import serve
 
-            return serve(args.host, args.port, args.workers, args.threads, args.data)
+            return serve(args.host, args.port, args.workers, args.data)
         if args.command == "openapi":
             return run_openapi(sys.stdout)
         if args.command == "simulate":

@@ -28,7 +28,7 @@ def _embedded_redis(data: Path):
     return server, f"unix://{server.socket_file}?db=0"
 
 
-def serve(host: str, port: int, workers: int, threads: int, data_dir: str) -> int:
+def serve(host: str, port: int, workers: int | None, data_dir: str) -> int:
     env = dict(os.environ)
     data = Path(data_dir).resolve()
     data.mkdir(parents=True, exist_ok=True)
@@ -52,11 +52,9 @@ def serve(host: str, port: int, workers: int, threads: int, data_dir: str) -> in
         subprocess.Popen(
             [
                 sys.executable, "-m", "gunicorn",
+                "-c", "python:service.gunicorn_conf",
                 "--bind", f"{host}:{port}",
-                "--workers", str(workers),
-                "--worker-class", "gthread",
-                "--threads", str(threads),
-                "--timeout", "120",
+                *(["--workers", str(workers)] if workers else []),
                 "--access-logfile", "-",
                 "service.api.wsgi:app",
             ],

@@ -1,0 +1,30 @@
+"""gunicorn's settings for the API, the one place ``ddz serve``, the Procfile, the
+Dockerfile and the systemd unit take them from::
+
+    gunicorn -c python:service.gunicorn_conf service.api.wsgi:app
+
+Command-line flags still override these (``--bind``, ``--workers`` ...). This module
+imports nothing of the app: gunicorn's master loads it before the gevent worker patches
+the standard library, and psycopg, redis-py and the pool must be imported after that.
+
+gevent workers: an open event stream or long poll waits on a greenlet, not on a thread,
+so a few hundred watching clients cannot take every thread and leave commands waiting (a
+gthread worker of 32 threads held at most 32 streams). psycopg 3 cooperates with gevent
+once gunicorn has patched the standard library, as do redis-py and the pool."""
+
+import os
+
+worker_class = "gevent"
+#: Processes: one per core, since a gevent worker runs on one; WEB_CONCURRENCY is the
+#: usual name on platforms that set it.
+workers = int(os.environ.get("WEB_CONCURRENCY") or os.cpu_count() or 2)
+#: Open connections per process (streams included).
+worker_connections = int(os.environ.get("DDZ_WORKER_CONNECTIONS", "1000"))
+timeout = 120
+
+
+def worker_exit(server, worker):
+    """Close the worker's connections (pool, listener, Redis) before it exits."""
+    from service.api.wsgi import app
+
+    app.extensions["ddz"].close()

@@ -1,0 +1,121 @@
+"""The API as it is deployed: gunicorn with the settings of ``service/gunicorn_conf.py``
+(gevent workers) in a process of its own, on the tests' PostgreSQL and Redis.
+
+Clients that watch a match (event streams, long polls) wait on greenlets: with more
+streams open than the old thread-per-request server had threads, commands are still
+answered, and every stream and long poll still receives the new events. Every wait is
+bounded; the server is stopped at the end."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from servers import OPERATOR_TOKEN
+from test_api_stream import act_once, read_messages
+from test_api_support import HttpApi, open_stream, seated_match
+
+ROOT = Path(__file__).resolve().parents[1]
+#: More than 3 workers x 32 threads, what gthread served before.
+STREAMS = 150
+
+
+@pytest.fixture(scope="module")
+def deployed(database_url, redis_url, tmp_path_factory):
+    """The base URL of ``gunicorn -c python:service.gunicorn_conf service.api.wsgi:app``."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(
+        os.environ,
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        DDZ_OPERATOR_TOKEN=OPERATOR_TOKEN,
+        DDZ_STREAM_SECONDS="120",  # streams stay open for the whole test
+        DDZ_KEEPALIVE_SECONDS="1",
+        PYTHONUNBUFFERED="1",
+    )
+    log_path = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "python:service.gunicorn_conf",
+             "--bind", f"127.0.0.1:{port}", "service.api.wsgi:app"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, f"gunicorn exited:\n{log_path.read_text(errors='replace')[-3000:]}"
+            try:
+                if requests.get(f"{base}/readyz", timeout=5).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, f"not ready:\n{log_path.read_text(errors='replace')[-3000:]}"
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    log = log_path.read_text(errors="replace")
+    assert "Traceback" not in log, log[-3000:]
+
+
+def test_open_streams_do_not_hold_back_commands(deployed):
+    api = HttpApi(deployed)
+    players, match_id = seated_match(api, "streams")
+    streams = []
+    try:
+        for i in range(STREAMS):
+            conn, response = open_stream(deployed, match_id, players[i % 4].token, timeout=30)
+            assert response.status == 200, f"stream {i}: {response.status}"
+            streams.append((conn, response))
+        # Every stream is being served: each has sent its snapshot.
+        snapshots = [read_messages(response, 1)[0] for _, response in streams]
+        version = int(snapshots[0].id)
+        assert all(int(s.id) == version and s.event == "snapshot" for s in snapshots)
+
+        answer = act_once(players, match_id)  # HttpApi gives up after 30 s
+        assert answer["version"] > version
+
+        # ... and every stream gets the new events, in order, right after its snapshot.
+        for _, response in streams:
+            received = read_messages(response, answer["version"] - version)
+            assert [int(m.id) for m in received] == list(range(version + 1, answer["version"] + 1))
+    finally:
+        for conn, _ in streams:
+            conn.close()
+
+
+def test_a_long_poll_wakes_on_the_next_command(deployed):
+    api = HttpApi(deployed)
+    players, match_id = seated_match(api, "poll")
+    version = api.request("GET", f"/v1/matches/{match_id}", players[0].token).json["version"]
+    polled = {}
+
+    def poll():
+        polled["reply"] = api.request("GET", f"/v1/matches/{match_id}/events?after={version}&wait=25", players[0].token)
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    time.sleep(0.5)  # the poll is waiting (an earlier answer would hold no events)
+    answer = act_once(players, match_id)
+    waiter.join(timeout=30)
+    assert not waiter.is_alive()
+    reply = polled["reply"]
+    assert reply.status == 200, reply.text
+    assert [e["version"] for e in reply.json["events"]][0] == version + 1
+    assert reply.json["events"][-1]["version"] <= answer["version"]
