@@ -57,13 +57,14 @@ class Loaded:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a command did: its new events, the state after them, and, for a retry with an
-    idempotency key, the first response (status and body text, byte for byte)."""
+    """What a command did: its new events and the state after them. A retry with an
+    idempotency key gets the first request's outcome again, ``replayed``: the events it
+    appended and the state right after them, from which the same answer is built."""
 
     events: list[StoredEvent]
     state: State
     last_recorded_at: datetime | None
-    replayed: tuple[int, str] | None = None
+    replayed: bool = False
 
 
 def _decode(row) -> StoredEvent:
@@ -139,7 +140,6 @@ class EventStore:
         *,
         expected_version: int | None = None,
         idempotency: tuple[uuid.UUID, str, bytes] | None = None,
-        respond: Callable[[Outcome], tuple[int, str]] | None = None,
         new_match: bool = False,
         then: Callable[[State], Command | None] | None = None,
         within: Callable[[psycopg.Connection, State], None] | None = None,
@@ -148,60 +148,71 @@ class EventStore:
         version, atomically. With ``expected_version`` a stale state fails with
         :class:`VersionConflict`; without, a lost race is retried on the new state.
 
-        ``idempotency`` is (player, key, request hash): the first response (from
-        ``respond``) is stored with the events, and a retry with the same key gets it back
-        without deciding again. ``then`` may name a command that follows from the new
-        state (dealing once the fourth seat is taken), appended with the first events;
-        ``within`` writes what must commit with the events (the ledger of a settlement)."""
+        ``idempotency`` is (player, key, request hash): the key is written with the events,
+        and a retry with the same key gets the first outcome back without deciding again
+        (the same key with another request: :class:`IdempotencyMismatch`). ``then`` may
+        name a command that follows from the new state (dealing once the fourth seat is
+        taken), appended with the first events; ``within`` writes what must commit with
+        the events (the ledger of a settlement)."""
         attempts = 1 if expected_version is not None else RETRIES
         for attempt in range(attempts):
             try:
-                return self._execute_once(
-                    match_id, command, expected_version, idempotency, respond, new_match, then, within
-                )
+                return self._execute_once(match_id, command, expected_version, idempotency, new_match, then, within)
             except VersionConflict:
+                # A concurrent request with the same key may have won: then this is its retry.
+                replayed = self._replay(match_id, idempotency) if idempotency is not None else None
+                if replayed is not None:
+                    return replayed
                 if attempt == attempts - 1:
                     raise
         raise AssertionError("unreachable")
 
-    def _execute_once(self, match_id, command, expected_version, idempotency, respond, new_match, then, within):
+    def _execute_once(self, match_id, command, expected_version, idempotency, new_match, then, within):
+        if idempotency is not None:
+            replayed = self._replay(match_id, idempotency)
+            if replayed is not None:
+                return replayed
         with self.pool.connection() as conn:
-            if idempotency is None and within is None:
-                # The append is one statement, so it needs no transaction around it: the
-                # unique version refuses it if anyone appended after what was read.
+            if within is None:
+                # The append is one statement (with the idempotency key, if any), so it
+                # needs no transaction around it: the unique version refuses it if anyone
+                # appended after what was read.
                 state = self._current(conn, match_id, new_match).state
-                outcome = self._decide_and_append(conn, match_id, state, command, expected_version, then, None)
+                outcome = self._decide_and_append(conn, match_id, state, command, expected_version, then, None, idempotency)
             else:
-                outcome = self._execute_in_transaction(
-                    conn, match_id, command, expected_version, idempotency, respond, new_match, then, within
-                )
+                with conn.transaction():
+                    state = self._current(conn, match_id, new_match).state
+                    outcome = self._decide_and_append(conn, match_id, state, command, expected_version, then, within, idempotency)
         self.cache.put(match_id, Loaded(outcome.state, outcome.last_recorded_at))
         return outcome
 
-    def _execute_in_transaction(self, conn, match_id, command, expected_version, idempotency, respond, new_match, then, within):
-        with conn.transaction():
-            if idempotency is not None:
-                replayed = self._replay_idempotent(conn, idempotency)
-                if replayed is not None:
-                    loaded = self._current(conn, match_id, new_match)
-                    return Outcome([], loaded.state, loaded.last_recorded_at, replayed)
-            state = self._current(conn, match_id, new_match).state
-            outcome = self._decide_and_append(conn, match_id, state, command, expected_version, then, within)
-            if idempotency is not None and respond is not None:
-                status, body = respond(outcome)
-                player, key, digest = idempotency
-                conn.execute(
-                    "INSERT INTO idempotency_keys (player_id, key, match_id, request_hash, status, body)"
-                    " VALUES (%s, %s, %s, %s, %s, %s)",
-                    (player, key, match_id, digest, status, body),
+    def _replay(self, match_id: uuid.UUID, idempotency) -> Outcome | None:
+        """The first outcome of a request with this key, if there was one: the events it
+        appended and the state right after them."""
+        player, key, digest = idempotency
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT request_hash, first_version, last_version FROM idempotency_keys"
+                " WHERE player_id = %s AND key = %s",
+                (player, key),
+            ).fetchone()
+            if row is None:
+                return None
+            if bytes(row[0]) != digest:
+                raise IdempotencyMismatch(
+                    "this Idempotency-Key was used with another request", "idempotency_key_reused"
                 )
-                outcome = Outcome(outcome.events, outcome.state, outcome.last_recorded_at, (status, body))
-        return outcome
+            first, last = row[1], row[2]
+            stored = [e for e in self.read(match_id, 0, conn) if e.version <= last]
+        state = initial_state
+        for item in stored:
+            state = evolve(state, item.event)
+        return Outcome([e for e in stored if e.version >= first], state, stored[-1].recorded_at, replayed=True)
 
     def _current(self, conn, match_id, new_match: bool) -> Loaded:
         return Loaded(initial_state, None) if new_match else self.load(match_id, conn)
 
-    def _decide_and_append(self, conn, match_id, state, command, expected_version, then, within) -> Outcome:
+    def _decide_and_append(self, conn, match_id, state, command, expected_version, then, within, idempotency) -> Outcome:
         if expected_version is not None and expected_version != state.version:
             raise VersionConflict(
                 f"the match is at version {state.version}, not {expected_version}", "version_conflict"
@@ -214,33 +225,17 @@ class EventStore:
             events, after = events + more, replay(more, after)
         if within is not None:
             within(conn, state)
-        stored = self._append(conn, match_id, state.version, events, after)
+        stored = self._append(conn, match_id, state.version, events, after, idempotency)
         return Outcome(stored, after, stored[-1].recorded_at)
 
     @staticmethod
-    def _replay_idempotent(conn: psycopg.Connection, idempotency) -> tuple[int, str] | None:
-        player, key, digest = idempotency
-        # One request per key at a time: a concurrent retry waits here for the first.
-        lock = int.from_bytes(hashlib.sha256(f"{player}:{key}".encode()).digest()[:8], "big", signed=True)
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
-        row = conn.execute(
-            "SELECT request_hash, status, body FROM idempotency_keys WHERE player_id = %s AND key = %s",
-            (player, key),
-        ).fetchone()
-        if row is None:
-            return None
-        if bytes(row[0]) != digest:
-            raise IdempotencyMismatch(
-                "this Idempotency-Key was used with another request", "idempotency_key_reused"
-            )
-        return row[1], row[2]
-
-    @staticmethod
-    def _append(conn: psycopg.Connection, match_id, version: int, events: Sequence[Event], after: State) -> list[StoredEvent]:
+    def _append(conn: psycopg.Connection, match_id, version: int, events: Sequence[Event], after: State, idempotency) -> list[StoredEvent]:
         """Inserts the events at the versions after ``version``, brings the match's row of
         the ``matches`` table up to ``after`` (its deadline counted from the last event's
-        time), and notifies readers: one statement, one round trip. A unique violation
-        means someone appended first."""
+        time), records the idempotency key (if any) with the versions it produced, and
+        notifies readers: one statement, one round trip. A unique violation means someone
+        appended first, or a request with the same key did."""
+        player, key, digest = idempotency if idempotency is not None else (None, None, None)
         seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in after.seats]
         timed = after.awaits_decision()
         try:
@@ -261,7 +256,11 @@ class EventStore:
                 " ON CONFLICT (match_id) DO UPDATE SET status = EXCLUDED.status, phase = EXCLUDED.phase,"
                 " version = EXCLUDED.version, seats = EXCLUDED.seats, turn_seat = EXCLUDED.turn_seat,"
                 " system_to_act = EXCLUDED.system_to_act, deadline = EXCLUDED.deadline,"
-                " settled = EXCLUDED.settled, updated_at = now())"
+                " settled = EXCLUDED.settled, updated_at = now()),"
+                " keyed AS ("
+                " INSERT INTO idempotency_keys (player_id, key, match_id, request_hash, first_version, last_version)"
+                " SELECT %(key_player)s, %(key)s, %(stream)s, %(key_hash)s, min(version), max(version)"
+                " FROM inserted HAVING %(key)s::text IS NOT NULL)"
                 f" SELECT {_COLUMNS}, pg_notify(%(channel)s, %(stream)s::text || ':' || version) FROM inserted"
                 " ORDER BY version",
                 {
@@ -282,6 +281,9 @@ class EventStore:
                     "system": timed and after.is_system(after.turn),
                     "timed": timed,
                     "settled": after.settled,
+                    "key_player": player,
+                    "key": key,
+                    "key_hash": digest,
                 },
             ).fetchall()
         except psycopg.errors.UniqueViolation:

@@ -1,0 +1,44 @@
+"""Migrations that change data: a database written by earlier code keeps working."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+from yoyo import get_backend, read_migrations
+from yoyo.migrations import MigrationList
+
+from service.store.migrate import MIGRATIONS, migrate, yoyo_url
+
+
+def test_idempotency_keys_written_before_0003_keep_their_versions(postgres_admin_url):
+    name = f"ddz_migrations_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = psycopg.conninfo.make_conninfo(postgres_admin_url, dbname=name)
+    try:
+        backend = get_backend(yoyo_url(url))
+        earlier = MigrationList([m for m in read_migrations(str(MIGRATIONS)) if m.id < "0003"])
+        with backend.lock():
+            backend.apply_migrations(backend.to_apply(earlier))
+        player, match = uuid.uuid4(), uuid.uuid4()
+        # A command's first response as 0001 stored it: two events, versions 7 and 8.
+        body = {"version": 8, "events": [{"version": 7, "type": "played"}, {"version": 8, "type": "hand_ended"}], "view": {}}
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("INSERT INTO players (player_id, name, token_hash) VALUES (%s, 'old', %s)", (player, b"h"))
+            conn.execute(
+                "INSERT INTO idempotency_keys (player_id, key, match_id, request_hash, status, body)"
+                " VALUES (%s, 'k1', %s, %s, 200, %s)",
+                (player, match, b"digest", json.dumps(body)),
+            )
+        assert migrate(url) == ["0003_idempotency_by_versions"]
+        assert migrate(url) == []
+        with psycopg.connect(url) as conn:
+            row = conn.execute(
+                "SELECT request_hash, first_version, last_version FROM idempotency_keys WHERE key = 'k1'"
+            ).fetchone()
+        assert (bytes(row[0]), row[1], row[2]) == (b"digest", 7, 8)
+    finally:
+        with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
