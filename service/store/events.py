@@ -168,16 +168,19 @@ class EventStore:
         raise AssertionError("unreachable")
 
     def _execute_once(self, match_id, command, expected_version, idempotency, new_match, then, within):
-        if idempotency is not None:
-            replayed = self._replay(match_id, idempotency)
-            if replayed is not None:
-                return replayed
         with self.pool.connection() as conn:
             if within is None:
                 # The append is one statement (with the idempotency key, if any), so it
                 # needs no transaction around it: the unique version refuses it if anyone
                 # appended after what was read.
                 state = self._current(conn, match_id, new_match).state
+                if idempotency is not None:
+                    # Looked up after the read: a first request with this key that
+                    # committed before the read is found here, and one that commits after
+                    # it makes this append fail, after which ``execute`` finds it.
+                    replayed = self._replay(match_id, idempotency, conn)
+                    if replayed is not None:
+                        return replayed
                 outcome = self._decide_and_append(conn, match_id, state, command, expected_version, then, None, idempotency)
             else:
                 with conn.transaction():
@@ -186,24 +189,26 @@ class EventStore:
         self.cache.put(match_id, Loaded(outcome.state, outcome.last_recorded_at))
         return outcome
 
-    def _replay(self, match_id: uuid.UUID, idempotency) -> Outcome | None:
+    def _replay(self, match_id: uuid.UUID, idempotency, conn: psycopg.Connection | None = None) -> Outcome | None:
         """The first outcome of a request with this key, if there was one: the events it
         appended and the state right after them."""
+        if conn is None:
+            with self.pool.connection() as conn:
+                return self._replay(match_id, idempotency, conn)
         player, key, digest = idempotency
-        with self.pool.connection() as conn:
-            row = conn.execute(
-                "SELECT request_hash, first_version, last_version FROM idempotency_keys"
-                " WHERE player_id = %s AND key = %s",
-                (player, key),
-            ).fetchone()
-            if row is None:
-                return None
-            if bytes(row[0]) != digest:
-                raise IdempotencyMismatch(
-                    "this Idempotency-Key was used with another request", "idempotency_key_reused"
-                )
-            first, last = row[1], row[2]
-            stored = [e for e in self.read(match_id, 0, conn) if e.version <= last]
+        row = conn.execute(
+            "SELECT request_hash, first_version, last_version FROM idempotency_keys"
+            " WHERE player_id = %s AND key = %s",
+            (player, key),
+        ).fetchone()
+        if row is None:
+            return None
+        if bytes(row[0]) != digest:
+            raise IdempotencyMismatch(
+                "this Idempotency-Key was used with another request", "idempotency_key_reused"
+            )
+        first, last = row[1], row[2]
+        stored = [e for e in self.read(match_id, 0, conn) if e.version <= last]
         state = initial_state
         for item in stored:
             state = evolve(state, item.event)
