@@ -8,6 +8,7 @@ import json
 import threading
 import uuid
 from collections import OrderedDict
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Sequence
@@ -168,24 +169,19 @@ class EventStore:
         raise AssertionError("unreachable")
 
     def _execute_once(self, match_id, command, expected_version, idempotency, new_match, then, within):
-        with self.pool.connection() as conn:
-            if within is None:
-                # The append is one statement (with the idempotency key, if any), so it
-                # needs no transaction around it: the unique version refuses it if anyone
-                # appended after what was read.
-                state = self._current(conn, match_id, new_match).state
-                if idempotency is not None:
-                    # Looked up after the read: a first request with this key that
-                    # committed before the read is found here, and one that commits after
-                    # it makes this append fail, after which ``execute`` finds it.
-                    replayed = self._replay(match_id, idempotency, conn)
-                    if replayed is not None:
-                        return replayed
-                outcome = self._decide_and_append(conn, match_id, state, command, expected_version, then, None, idempotency)
-            else:
-                with conn.transaction():
-                    state = self._current(conn, match_id, new_match).state
-                    outcome = self._decide_and_append(conn, match_id, state, command, expected_version, then, within, idempotency)
+        # The append is one statement (with the idempotency key, if any), so it needs no
+        # transaction around it: the unique version refuses it if anyone appended after
+        # what was read. Only what ``within`` writes must commit with it.
+        with self.pool.connection() as conn, (conn.transaction() if within is not None else nullcontext()):
+            state = self._current(conn, match_id, new_match).state
+            if idempotency is not None:
+                # Looked up after the read: a first request with this key that committed
+                # before the read is found here, and one that commits after it makes this
+                # append fail, after which ``execute`` finds it.
+                replayed = self._replay(match_id, idempotency, conn)
+                if replayed is not None:
+                    return replayed
+            outcome = self._decide_and_append(conn, match_id, state, command, expected_version, then, within, idempotency)
         self.cache.put(match_id, Loaded(outcome.state, outcome.last_recorded_at))
         return outcome
 
@@ -209,9 +205,7 @@ class EventStore:
             )
         first, last = row[1], row[2]
         stored = [e for e in self.read(match_id, 0, conn) if e.version <= last]
-        state = initial_state
-        for item in stored:
-            state = evolve(state, item.event)
+        state = replay(e.event for e in stored)
         return Outcome([e for e in stored if e.version >= first], state, stored[-1].recorded_at, replayed=True)
 
     def _current(self, conn, match_id, new_match: bool) -> Loaded:
