@@ -129,7 +129,7 @@ class Environment:
             "--bind", f"127.0.0.1:{self.port}",
             *(["--workers", str(self.args.workers)] if self.args.workers else []),
             "--worker-class", self.args.worker_class,
-            "--threads", str(self.args.threads),
+            *(["--threads", str(self.args.threads)] if self.args.worker_class == "gthread" else []),
             # Longer than gunicorn's 2 s default so that a client's connection is never
             # closed under it between phases (a command is never re-sent).
             "--keep-alive", "60",

@@ -64,8 +64,9 @@ def postgres_admin_url(tmp_path_factory):
 
 
 @contextmanager
-def fresh_database(admin_url: str, prefix: str) -> Iterator[str]:
-    """A new database on the server of ``admin_url``, migrated; dropped afterwards."""
+def fresh_database(admin_url: str, prefix: str, migrated: bool = True) -> Iterator[str]:
+    """A new database on the server of ``admin_url``, migrated unless told not to;
+    dropped afterwards."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -73,7 +74,8 @@ def fresh_database(admin_url: str, prefix: str) -> Iterator[str]:
     info["dbname"] = name
     url = psycopg.conninfo.make_conninfo(**info)
     try:
-        migrate(url)
+        if migrated:
+            migrate(url)
         yield url
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:

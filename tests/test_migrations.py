@@ -9,15 +9,12 @@ import psycopg
 from yoyo import get_backend, read_migrations
 from yoyo.migrations import MigrationList
 
+from servers import fresh_database
 from service.store.migrate import MIGRATIONS, migrate, yoyo_url
 
 
 def test_idempotency_keys_written_before_0003_keep_their_versions(postgres_admin_url):
-    name = f"ddz_migrations_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = psycopg.conninfo.make_conninfo(postgres_admin_url, dbname=name)
-    try:
+    with fresh_database(postgres_admin_url, "ddz_migrations", migrated=False) as url:
         backend = get_backend(yoyo_url(url))
         earlier = MigrationList([m for m in read_migrations(str(MIGRATIONS)) if m.id < "0003"])
         with backend.lock():
@@ -39,6 +36,3 @@ def test_idempotency_keys_written_before_0003_keep_their_versions(postgres_admin
                 "SELECT request_hash, first_version, last_version FROM idempotency_keys WHERE key = 'k1'"
             ).fetchone()
         assert (bytes(row[0]), row[1], row[2]) == (b"digest", 7, 8)
-    finally:
-        with psycopg.connect(postgres_admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
