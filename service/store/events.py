@@ -1,5 +1,7 @@
 """The event store on PostgreSQL: load a match's stream, fold it with ``evolve``, ``decide``,
-append at the expected version. That is the whole command path."""
+append at the expected version. That is the whole command path. "Load" starts from the
+state this process last saw of the match; the append goes in only if nobody appended
+since, and otherwise brings back what was missed."""
 
 from __future__ import annotations
 
@@ -40,6 +42,15 @@ class IdempotencyMismatch(GameError):
     code = "idempotency_key_reused"
 
 
+class _Behind(Exception):
+    """The stream had moved past the version a command was decided on: nothing was
+    appended, and these are the events missed."""
+
+    def __init__(self, missed: list[StoredEvent]):
+        super().__init__(f"{len(missed)} events behind")
+        self.missed = missed
+
+
 @dataclass(frozen=True)
 class StoredEvent:
     version: int
@@ -78,7 +89,8 @@ _COLUMNS = "version, position, type, schema_version, payload, recorded_at"
 
 class StateCache:
     """The last folded state of recently used matches, so that a command reads only the
-    events appended since. Events never change, so a cached (version, state) stays true."""
+    events appended since, or none. Events never change, so a cached (version, state)
+    stays true; it may only be behind."""
 
     def __init__(self, size: int = 2048):
         self._size = size
@@ -119,17 +131,18 @@ class EventStore:
 
     def load(self, match_id: uuid.UUID, conn: psycopg.Connection | None = None) -> Loaded:
         """The match's current state (raises :class:`MatchNotFound`)."""
-        cached = self.cache.get(match_id)
-        state, last = (cached.state, cached.last_recorded_at) if cached else (initial_state, None)
-        stored = self.read(match_id, state.version, conn)
-        for item in stored:
-            state = evolve(state, item.event)
-            last = item.recorded_at
-        if state.version == 0:
+        known = self.cache.get(match_id) or Loaded(initial_state, None)
+        loaded = self._fold(match_id, known, self.read(match_id, known.state.version, conn))
+        if loaded.state.version == 0:
             raise MatchNotFound("no such match", "match_not_found")
-        loaded = Loaded(state, last)
-        if stored:
-            self.cache.put(match_id, loaded)
+        return loaded
+
+    def _fold(self, match_id: uuid.UUID, known: Loaded, stored: list[StoredEvent]) -> Loaded:
+        """``known`` with the events after it folded in (and remembered)."""
+        if not stored:
+            return known
+        loaded = Loaded(replay((s.event for s in stored), known.state), stored[-1].recorded_at)
+        self.cache.put(match_id, loaded)
         return loaded
 
     # Writing
@@ -147,7 +160,8 @@ class EventStore:
     ) -> Outcome:
         """Loads the match, decides ``command(state)`` and appends the events at the next
         version, atomically. With ``expected_version`` a stale state fails with
-        :class:`VersionConflict`; without, a lost race is retried on the new state.
+        :class:`VersionConflict`; without, a lost race is decided again on the new state,
+        and a refusal is always decided on the latest state.
 
         ``idempotency`` is (player, key, request hash): the key is written with the events,
         and a retry with the same key gets the first outcome back without deciding again
@@ -169,19 +183,46 @@ class EventStore:
         raise AssertionError("unreachable")
 
     def _execute_once(self, match_id, command, expected_version, idempotency, new_match, then, within):
-        # The append is one statement (with the idempotency key, if any), so it needs no
-        # transaction around it: the unique version refuses it if anyone appended after
-        # what was read. Only what ``within`` writes must commit with it.
+        # The command is decided on the state this process last saw of the match, and the
+        # append (one statement) inserts only if the stream is still at that version. If
+        # it is not, the append answers with the events missed instead: they are folded
+        # in and the command decided again. So a command is one round trip when this
+        # process saw the match's last event, and two when another process appended since.
+        # Only what ``within`` writes needs a transaction around it (it reads first).
         with self.pool.connection() as conn, (conn.transaction() if within is not None else nullcontext()):
-            state = self._current(conn, match_id, new_match).state
-            if idempotency is not None:
-                # Looked up after the read: a first request with this key that committed
-                # before the read is found here, and one that commits after it makes this
-                # append fail, after which ``execute`` finds it.
-                replayed = self._replay(match_id, idempotency, conn)
-                if replayed is not None:
-                    return replayed
-            outcome = self._decide_and_append(conn, match_id, state, command, expected_version, then, within, idempotency)
+            known = None if new_match or within is not None else self.cache.get(match_id)
+            read = known is None or expected_version not in (None, known.state.version)
+            if read:
+                known = self._current(conn, match_id, new_match)
+            for _ in range(RETRIES):
+                try:
+                    outcome = self._decide_and_append(
+                        conn, match_id, known.state, command, expected_version, then, within, idempotency
+                    )
+                    break
+                except _Behind as behind:
+                    if within is not None or expected_version is not None:
+                        raise VersionConflict(
+                            f"the match is at version {behind.missed[-1].version}, not {known.state.version}",
+                            "version_conflict",
+                        ) from None
+                    known, read = self._fold(match_id, known, behind.missed), True
+                except VersionConflict:
+                    raise
+                except GameError:
+                    if not read:
+                        # Refused on a state that may be behind: refuse only on the latest.
+                        known, read = self.load(match_id, conn), True
+                        continue
+                    if idempotency is not None:
+                        # A retry of a request whose events are in the state just read
+                        # gets that request's outcome, not a refusal of the repeat.
+                        replayed = self._replay(match_id, idempotency, conn)
+                        if replayed is not None:
+                            return replayed
+                    raise
+            else:
+                raise VersionConflict("the match kept changing; try again", "version_conflict")
         self.cache.put(match_id, Loaded(outcome.state, outcome.last_recorded_at))
         return outcome
 
@@ -229,21 +270,26 @@ class EventStore:
 
     @staticmethod
     def _append(conn: psycopg.Connection, match_id, version: int, events: Sequence[Event], after: State, idempotency) -> list[StoredEvent]:
-        """Inserts the events at the versions after ``version``, brings the match's row of
-        the ``matches`` table up to ``after`` (its deadline counted from the last event's
-        time), records the idempotency key (if any) with the versions it produced, and
-        notifies readers: one statement, one round trip. A unique violation means someone
-        appended first, or a request with the same key did."""
+        """Inserts the events at the versions after ``version`` if the stream is still at
+        ``version``, brings the match's row of the ``matches`` table up to ``after`` (its
+        deadline counted from the last event's time), records the idempotency key (if any)
+        with the versions it produced, and notifies readers: one statement, one round
+        trip. If the stream has moved on, nothing is written and the statement returns
+        the events after ``version`` instead (raised as :class:`_Behind`). A unique
+        violation means someone appended in between, or a request with the same key did."""
         player, key, digest = idempotency if idempotency is not None else (None, None, None)
         seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in after.seats]
         timed = after.awaits_decision()
         try:
             rows = conn.execute(
-                "WITH inserted AS ("
+                "WITH current AS ("
+                " SELECT coalesce(max(version), 0) AS version FROM events WHERE stream_id = %(stream)s),"
+                " inserted AS ("
                 " INSERT INTO events (stream_id, version, type, schema_version, payload)"
                 " SELECT %(stream)s, e.version, e.type, e.schema_version, e.payload"
                 " FROM jsonb_to_recordset(%(events)s)"
-                " AS e(version integer, type text, schema_version integer, payload jsonb) ORDER BY e.version"
+                " AS e(version integer, type text, schema_version integer, payload jsonb)"
+                " WHERE (SELECT version FROM current) = %(base)s ORDER BY e.version"
                 f" RETURNING {_COLUMNS}),"
                 " projected AS ("
                 " INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats,"
@@ -251,7 +297,7 @@ class EventStore:
                 " SELECT %(stream)s, %(ruleset)s, %(turn_seconds)s, %(status)s, %(phase)s, %(version)s, %(seats)s,"
                 " %(turn_seat)s, %(system)s,"
                 " CASE WHEN %(timed)s THEN max(recorded_at) + make_interval(secs => %(turn_seconds)s) END,"
-                " %(settled)s FROM inserted"
+                " %(settled)s FROM inserted HAVING count(*) > 0"
                 " ON CONFLICT (match_id) DO UPDATE SET status = EXCLUDED.status, phase = EXCLUDED.phase,"
                 " version = EXCLUDED.version, seats = EXCLUDED.seats, turn_seat = EXCLUDED.turn_seat,"
                 " system_to_act = EXCLUDED.system_to_act, deadline = EXCLUDED.deadline,"
@@ -259,11 +305,15 @@ class EventStore:
                 " keyed AS ("
                 " INSERT INTO idempotency_keys (player_id, key, match_id, request_hash, first_version, last_version)"
                 " SELECT %(key_player)s, %(key)s, %(stream)s, %(key_hash)s, min(version), max(version)"
-                " FROM inserted HAVING %(key)s::text IS NOT NULL)"
-                f" SELECT {_COLUMNS}, pg_notify(%(channel)s, %(stream)s::text || ':' || version) FROM inserted"
+                " FROM inserted HAVING %(key)s::text IS NOT NULL AND count(*) > 0)"
+                f" SELECT true AS appended, {_COLUMNS} FROM inserted,"
+                " LATERAL (SELECT pg_notify(%(channel)s, %(stream)s::text || ':' || inserted.version)) AS notified"
+                f" UNION ALL SELECT false, {_COLUMNS} FROM events"
+                " WHERE stream_id = %(stream)s AND version > %(base)s AND (SELECT version FROM current) <> %(base)s"
                 " ORDER BY version",
                 {
                     "stream": match_id,
+                    "base": version,
                     # One JSON parameter: adapting it costs a fraction of four typed arrays.
                     "events": Jsonb([
                         {"version": v, "type": e.type, "schema_version": e.version, "payload": e.payload()}
@@ -287,7 +337,9 @@ class EventStore:
             ).fetchall()
         except psycopg.errors.UniqueViolation:
             raise VersionConflict("someone else acted first; reload and try again", "version_conflict") from None
-        return [_decode(row[:-1]) for row in rows]
+        if rows and not rows[0][0]:
+            raise _Behind([_decode(row[1:]) for row in rows])
+        return [_decode(row[1:]) for row in rows]
 
 
 def status(state: State) -> str:

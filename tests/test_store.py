@@ -1,0 +1,112 @@
+"""The event store as several processes use it: each keeps its own cache of the states it
+last saw, decides on that, and appends only if the stream is still there. These tests run
+two stores (two API workers, say) over one database and check that a store that is behind
+never appends on a stale state, never refuses on one, and never applies a key twice."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from service.game import Bid, CreateMatch, Deal, GameError, Table, TakeSeat
+from service.game.state import DEALING
+from service.rules import new_seed
+from service.store import EventStore, IdempotencyMismatch, Players, VersionConflict, open_pool
+from service.store.events import StateCache
+
+
+@pytest.fixture(scope="module")
+def pool(database_url):
+    pool = open_pool(database_url, 4, "ddz-test-store")
+    yield pool
+    pool.close()
+
+
+@pytest.fixture()
+def stores(pool):
+    """Two stores with caches of their own, as two processes have."""
+    return EventStore(pool, StateCache()), EventStore(pool, StateCache())
+
+
+def new_match(store: EventStore) -> uuid.UUID:
+    match_id = uuid.uuid4()
+    store.execute(match_id, lambda _: CreateMatch(str(match_id), Table.build()), new_match=True)
+    return match_id
+
+
+def seat(n: int, player: str | None = None):
+    return lambda _: TakeSeat(n, player or f"player-{n}")
+
+
+def versions(store: EventStore, match_id: uuid.UUID) -> list[int]:
+    return [e.version for e in store.read(match_id)]
+
+
+def test_a_store_behind_appends_after_the_events_it_missed(stores):
+    a, b = stores
+    match_id = new_match(a)  # a has the match at version 1 in its cache
+    b.execute(match_id, seat(0))
+    # Seat 1 is free on a's stale state too: the append must not go in at version 2.
+    outcome = a.execute(match_id, seat(1))
+    assert [e.version for e in outcome.events] == [3]
+    assert [s.player if s else None for s in outcome.state.seats][:2] == ["player-0", "player-1"]
+    assert versions(a, match_id) == [1, 2, 3]
+    assert a.load(match_id).state == b.load(match_id).state
+
+
+def test_a_store_behind_refuses_on_the_latest_state(stores):
+    a, b = stores
+    match_id = new_match(a)
+    b.execute(match_id, seat(1))
+    # On a's stale state player-1 has no seat and seat 2 is free; on the latest it has one.
+    with pytest.raises(GameError) as refused:
+        a.execute(match_id, seat(2, "player-1"))
+    assert refused.value.code == "already_seated"
+    assert versions(a, match_id) == [1, 2]
+
+
+def dealt(store: EventStore) -> uuid.UUID:
+    match_id = new_match(store)
+    for n in range(4):
+        store.execute(match_id, seat(n), then=lambda state: Deal(new_seed()) if state.phase == DEALING else None)
+    return match_id
+
+
+def test_a_store_behind_accepts_what_only_the_latest_state_allows(stores):
+    a, b = stores
+    match_id = dealt(a)
+    first = a.load(match_id).state.turn
+    b.execute(match_id, lambda _: Bid(first, 0))
+    # On a's stale state it is still the first seat's turn; on the latest, the next's.
+    outcome = a.execute(match_id, lambda _: Bid((first + 1) % 4, 1))
+    assert outcome.events[0].event.payload()["seat"] == (first + 1) % 4
+    assert outcome.state.version == b.load(match_id).state.version
+
+
+def test_an_expected_version_a_store_is_stale_at_is_a_conflict(stores):
+    a, b = stores
+    match_id = new_match(a)
+    b.execute(match_id, seat(0))
+    with pytest.raises(VersionConflict):
+        a.execute(match_id, seat(1), expected_version=1)
+    assert versions(a, match_id) == [1, 2]
+
+
+@pytest.mark.parametrize("retried_by", ["same store", "other store"])
+def test_a_key_applies_once_even_when_the_repeat_is_legal_again(pool, stores, retried_by):
+    """A retry decided anew could be legal again (here: another free seat); the key,
+    written with the first events, still makes it the first outcome."""
+    a, b = stores
+    match_id = new_match(a)
+    b.load(match_id)
+    player, _ = Players(pool).create("retrier")
+    key = (player, f"{match_id}:k", b"digest")
+    first = a.execute(match_id, seat(0), idempotency=key)
+    retry = (a if retried_by == "same store" else b).execute(match_id, seat(1), idempotency=key)
+    assert retry.replayed
+    assert [e.version for e in retry.events] == [e.version for e in first.events] == [2]
+    assert retry.state == first.state
+    assert versions(a, match_id) == [1, 2]
+    with pytest.raises(IdempotencyMismatch):
+        b.execute(match_id, seat(1), idempotency=(key[0], key[1], b"another request"))
