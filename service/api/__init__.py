@@ -8,6 +8,7 @@ from flask import Flask
 
 from . import admin, health, ledger, matches, players
 from .config import Config
+from .encoding import JsonProvider
 from .limits import BodyLimit
 from .problems import Api
 from .services import Services
@@ -20,6 +21,7 @@ def create_app(config: Config | None = None, services: Services | None = None, c
     an app that only describes itself (for generating the OpenAPI document)."""
     config = config or Config.from_env()
     app = Flask("ddz", static_folder=None)
+    app.json = JsonProvider(app)
     app.config.update(
         API_TITLE="Shanghai Dou Dizhu game server",
         API_VERSION=API_VERSION,

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from datetime import datetime
 from typing import Any, Iterator
 
 from flask import Response, request, stream_with_context
@@ -39,7 +37,7 @@ from ..rules import InvalidNotation, new_seed, parse_cards, pick_cards
 from ..store import Loaded, MatchNotFound, Outcome, StoredEvent, deadline, request_hash, status
 from workers.dispatch import after_append
 
-from . import schemas
+from . import encoding, schemas
 from .auth import BEARER, Caller, caller, player
 from .problems import ApiError
 from .services import services
@@ -106,14 +104,6 @@ def event_documents(found: list[StoredEvent], seat, latest: Loaded) -> list[dict
             }
         )
     return documents
-
-
-def _json_value(value: Any) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def command_result(outcome: Outcome, who: Caller) -> dict[str, Any]:
@@ -312,8 +302,7 @@ def command(body, match_id, key=None):
     # The hot path: plain JSON of a document already in the schema's shape (the contract
     # tests hold it to the schema), which costs a tenth of a schema dump. A retry's outcome
     # is the first one again, so its answer is the same, byte for byte.
-    document = json.dumps(command_result(outcome, who), default=_json_value, separators=(",", ":"))
-    return Response(document, status=200, mimetype="application/json")
+    return Response(encoding.dumps(command_result(outcome, who)), status=200, mimetype="application/json")
 
 
 @bp.route("/<uuid:match_id>/leave", methods=["POST"])
@@ -369,7 +358,7 @@ def _last_event_id() -> int | None:
 
 def _sse(event: str, data: Any, event_id: int | None = None) -> str:
     lines = [] if event_id is None else [f"id: {event_id}"]
-    lines += [f"event: {event}", f"data: {json.dumps(data, default=str, separators=(',', ':'))}"]
+    lines += [f"event: {event}", f"data: {encoding.dumps(data).decode()}"]
     return "\n".join(lines) + "\n\n"
 
 
@@ -416,7 +405,7 @@ def stream(match_id):
         after = resume_after
         if after is None:
             after = loaded.state.version
-            yield _sse("snapshot", json.loads(VIEW.dumps(view_document(loaded, who))), after)
+            yield _sse("snapshot", VIEW.dump(view_document(loaded, who)), after)
         started = time.monotonic()
         while True:
             remaining = config.stream_seconds - (time.monotonic() - started)
@@ -429,7 +418,7 @@ def stream(match_id):
                         yield ": keep-alive\n\n"
                     continue
             for document in event_documents(found, seat, store.load(match_id)):
-                yield _sse(document["type"], json.loads(EVENT_DOCUMENT.dumps(document)), document["version"])
+                yield _sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
                 after = document["version"]
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -8,10 +8,12 @@ import logging
 
 import marshmallow as ma
 from apispec import BasePlugin
-from flask import Response, json
+from flask import Response
 from flask_smorest import Api as SmorestApi
 from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
+
+from . import encoding
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ def problem(status: int, code: str, detail: str, errors: dict | None = None, hea
     }
     if errors:
         body["errors"] = errors
-    response = Response(json.dumps(body), status=status, mimetype=PROBLEM_JSON)
+    response = Response(encoding.dumps(body), status=status, mimetype=PROBLEM_JSON)
     response.headers.update(headers or {})
     return response
 

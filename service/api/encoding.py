@@ -1,0 +1,27 @@
+"""The JSON the API writes, by orjson (in Rust). The command answer is the hot path: with
+the standard library, calling back into Python for every timestamp and id cost a tenth of
+a command's CPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from flask import Response
+from flask.json.provider import DefaultJSONProvider
+
+
+def dumps(document: Any) -> bytes:
+    """Compact UTF-8 JSON; datetimes in ISO 8601 (RFC 3339), UUIDs as strings, and what
+    orjson does not know (decimals, say) as Flask would write it."""
+    return orjson.dumps(document, default=DefaultJSONProvider.default, option=orjson.OPT_NON_STR_KEYS)
+
+
+class JsonProvider(DefaultJSONProvider):
+    """Flask's JSON (``jsonify``, and so every flask-smorest answer) written by :func:`dumps`."""
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        return dumps(obj).decode()
+
+    def response(self, *args: Any, **kwargs: Any) -> Response:
+        return self._app.response_class(dumps(self._prepare_response_obj(args, kwargs)), mimetype=self.mimetype)
