@@ -7,7 +7,8 @@ It creates a scratch database (``ddz_bench_<random>`` on the server of ``--admin
 migrates it, starts the API under gunicorn as ``ddz serve`` does (the settings of
 ``service/gunicorn_conf.py``: a gevent worker per core) on a free local port with its own
 Redis DB (flushed), and waits for ``/readyz``. Then, for each client count, every client thread drives its own
-match (four player tokens, one persistent HTTP connection) and times only
+match (four player tokens, one persistent HTTP connection, answers parsed by httptools so
+that the client takes little of the machine's CPU from the server) and times only
 ``POST /v1/matches/{id}/commands``: from sending the request to reading the whole answer.
 The seat to act picks a legal command from what the previous answers showed (its hand,
 the play to beat); creating matches, taking seats and the few view reads a hand needs
@@ -20,7 +21,10 @@ Commands/s is timed commands over the phase's wall time, so the untimed setup re
 new hands (about 7% of the requests) count against it. Each phase also says how much CPU
 gunicorn, PostgreSQL, Redis and the bench client used per command, and warns when other
 processes took more than a tenth of the machine (the figures are then disturbed).
-``--idempotency`` sends an Idempotency-Key with every command; ``--app`` serves another
+``--idempotency`` sends an Idempotency-Key with every command; ``--connection-per-seat``
+gives each seat its own connection, as four phones would have, so that a match's commands
+reach several workers and a worker often has not seen the match's last event (by default
+one connection serves the four seats); ``--app`` serves another
 WSGI entry point (a variant to compare; PYTHONPATH reaches gunicorn).
 
 Targets: command p50 <= 5 ms with one client, >= 1,000 commands/s with 32 clients,
@@ -369,13 +373,13 @@ class Game:
     """What a client knows of its match: each seat's hand and the public state, from the
     answers it got. The seat to act picks a legal command from that."""
 
-    def __init__(self, http: Http, tokens: list[str], rng: random.Random, stats: ClientStats, idempotency: bool):
-        self.http, self.tokens, self.rng, self.stats = http, tokens, rng, stats
+    def __init__(self, connections: list[Http], tokens: list[str], rng: random.Random, stats: ClientStats, idempotency: bool):
+        self.connections, self.tokens, self.rng, self.stats = connections, tokens, rng, stats
         self.idempotency = idempotency
 
     def _untimed(self, method, path, token, body=None) -> dict:
         self.stats.untimed_requests += 1
-        return self.http.call(method, path, token, body)
+        return self.connections[self.tokens.index(token)].call(method, path, token, body)
 
     def new_match(self) -> None:
         match = self._untimed("POST", "/v1/matches", self.tokens[0], {"turn_seconds": 3600})
@@ -480,16 +484,17 @@ class Game:
 
     def _command(self, seat: int, body: dict, key: str | None):
         extra = {"Idempotency-Key": key} if key is not None else None
-        return self.http.send("POST", f"{self.path}/commands", self.tokens[seat], body, extra)
+        return self.connections[seat].send("POST", f"{self.path}/commands", self.tokens[seat], body, extra)
 
 
 class Client(threading.Thread):
-    def __init__(self, index: int, port: int, seed: int, idempotency: bool):
+    def __init__(self, index: int, port: int, seed: int, options: argparse.Namespace):
         super().__init__(name=f"client-{index}", daemon=True)
-        self.http = Http(port)
+        # One connection for the four seats, or one each (as four phones would).
+        self.connections = [Http(port) for _ in range(4)] if options.connection_per_seat else [Http(port)] * 4
         self.rng = random.Random(seed)
         self.stats = ClientStats()
-        self.idempotency = idempotency
+        self.idempotency = options.idempotency
         self.ready = threading.Event()
         self.error: BaseException | None = None
         self.go = None
@@ -499,10 +504,10 @@ class Client(threading.Thread):
     def prepare(self) -> None:
         """Players and a first match, before the clock starts."""
         tokens = [
-            self.http.call("POST", "/v1/players", body={"name": f"{self.name}-seat{seat}"})["token"]
+            self.connections[seat].call("POST", "/v1/players", body={"name": f"{self.name}-seat{seat}"})["token"]
             for seat in range(4)
         ]
-        self.game = Game(self.http, tokens, self.rng, self.stats, self.idempotency)
+        self.game = Game(self.connections, tokens, self.rng, self.stats, self.idempotency)
         self.game.new_match()
 
     def run(self) -> None:
@@ -516,7 +521,8 @@ class Client(threading.Thread):
             self.error = exc
             self.ready.set()
         finally:
-            self.http.close()
+            for http in self.connections:
+                http.close()
 
 
 @dataclass
@@ -536,8 +542,8 @@ class RunResult:
         return len(self.latencies) / self.seconds
 
 
-def run_clients(env: Environment, count: int, seconds: float, seed: int, idempotency: bool, stop: threading.Event, cpu: CpuMeter | None) -> RunResult:
-    clients = [Client(i, env.port, seed * 1000 + i, idempotency) for i in range(count)]
+def run_clients(env: Environment, count: int, seconds: float, seed: int, options: argparse.Namespace, stop: threading.Event, cpu: CpuMeter | None) -> RunResult:
+    clients = [Client(i, env.port, seed * 1000 + i, options) for i in range(count)]
     go = threading.Event()
     for client in clients:
         client.go, client.stop = go, stop
@@ -714,6 +720,10 @@ def main() -> int:
     parser.add_argument("--access-log", action="store_true", help="gunicorn access log on (as ddz serve has it)")
     parser.add_argument("--app", default="service.api.wsgi:app", help="the WSGI app gunicorn serves (to compare a variant)")
     parser.add_argument("--idempotency", action="store_true", help="send an Idempotency-Key with every command")
+    parser.add_argument(
+        "--connection-per-seat", action="store_true",
+        help="each seat of a match on its own connection (so its commands reach several workers)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
     args = parser.parse_args()
@@ -741,11 +751,11 @@ def main() -> int:
             }
         if args.warmup > 0 and counts:
             print(f"warm-up: {max(counts)} clients for {args.warmup:g} s", flush=True)
-            run_clients(env, max(counts), args.warmup, args.seed + 99, args.idempotency, stop, None)
+            run_clients(env, max(counts), args.warmup, args.seed + 99, args, stop, None)
         runs = []
         for count in counts:
             print(f"measuring: {count} client(s) for {args.seconds:g} s", flush=True)
-            runs.append(run_clients(env, count, args.seconds, args.seed + count, args.idempotency, stop, cpu))
+            runs.append(run_clients(env, count, args.seconds, args.seed + count, args, stop, cpu))
         commits = []
         for connections in commit_connections:
             print(f"measuring: INSERT+COMMIT on {connections} connection(s) for {args.seconds:g} s", flush=True)
