@@ -19,7 +19,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from ..game import Command, Event, State, decide, evolve, initial_state, replay
+from ..game import Command, Event, State, decide, initial_state, replay
 from ..game.errors import GameError
 from ..game.state import DEALING, ENDED, SEATING
 
