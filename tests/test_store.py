@@ -110,3 +110,16 @@ def test_a_key_applies_once_even_when_the_repeat_is_legal_again(pool, stores, re
     assert versions(a, match_id) == [1, 2]
     with pytest.raises(IdempotencyMismatch):
         b.execute(match_id, seat(1), idempotency=(key[0], key[1], b"another request"))
+
+
+def test_since_gives_the_events_after_a_version_and_the_latest_state(stores):
+    a, b = stores
+    match_id = new_match(a)
+    b.execute(match_id, seat(0))
+    b.execute(match_id, seat(1))
+    found, latest = a.since(match_id, 2)  # a's cache is at 1, the reader at 2
+    assert [e.version for e in found] == [3]
+    assert latest.state == b.load(match_id).state
+    assert latest.last_recorded_at == found[-1].recorded_at
+    assert [e.version for e in a.since(match_id, 0)[0]] == [1, 2, 3]
+    assert a.since(match_id, None)[0] == [] and a.since(match_id, 3)[0] == []

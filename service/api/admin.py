@@ -10,8 +10,7 @@ from ..game import OPERATOR
 from ..game.record import Discrepancy, export, verify
 from . import schemas
 from .auth import operator
-from .matches import documented, event_documents, load
-from .services import services
+from .matches import documented, event_documents, since
 
 bp = Blueprint("admin", __name__, url_prefix="/v1/admin", description="Operators: everything, and audits")
 
@@ -22,8 +21,7 @@ bp = Blueprint("admin", __name__, url_prefix="/v1/admin", description="Operators
 def all_events(match_id: uuid.UUID):
     """Every event of the match, hidden cards and the seed included."""
     operator()
-    stored = services().store.read(match_id)
-    latest = load(match_id)
+    stored, latest = since(match_id, 0)
     return {"version": latest.state.version, "events": event_documents(stored, OPERATOR, latest)}
 
 
@@ -34,8 +32,8 @@ def audit(match_id: uuid.UUID):
     """Runs the checks of ``ddz verify`` on the match's hand record, rebuilt from its stored
     events: deal and commitment, every action through the rules, the settlement."""
     operator()
-    load(match_id)
-    document = export(e.event for e in services().store.read(match_id))
+    stored, _ = since(match_id, 0)  # 404 for an unknown match
+    document = export(e.event for e in stored)
     try:
         verify(document)
     except Discrepancy as exc:

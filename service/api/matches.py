@@ -72,11 +72,16 @@ def seat_of(state: State, who: Caller) -> int | None:
     return None
 
 
-def load(match_id: uuid.UUID) -> Loaded:
+def since(match_id: uuid.UUID, after: int | None) -> tuple[list[StoredEvent], Loaded]:
+    """The match's events after version ``after`` and its current state, from one read."""
     try:
-        return services().store.load(match_id)
+        return services().store.since(match_id, after)
     except MatchNotFound as exc:
         raise game_error(exc) from None
+
+
+def load(match_id: uuid.UUID) -> Loaded:
+    return since(match_id, None)[1]
 
 
 def view_document(loaded: Loaded, who: Caller) -> dict[str, Any]:
@@ -335,15 +340,11 @@ def events(query, match_id):
     """The events the caller may see after version ``after``; with ``wait``, waits up to
     that many seconds for the next one (long-polling)."""
     who = caller()
-    store = services().store
     with services().notifier.watch(match_id) as woken:
-        latest = load(match_id)
-        found = store.read(match_id, query["after"])
+        found, latest = since(match_id, query["after"])
         if not found and query["wait"] > 0:
             woken.wait(query["wait"])
-            found = store.read(match_id, query["after"])
-    if found and found[-1].version != latest.state.version:
-        latest = load(match_id)  # events came after the first load: the deadline is theirs
+            found, latest = since(match_id, query["after"])
     return {"version": latest.state.version, "events": event_documents(found, viewer(latest.state, who), latest)}
 
 
@@ -412,12 +413,12 @@ def stream(match_id):
             if remaining <= 0:
                 return
             with notifier.watch(match_id) as woken:
-                found = store.read(match_id, after)
+                found, latest = store.since(match_id, after)
                 if not found:
                     if not woken.wait(min(config.keepalive_seconds, remaining)):
                         yield ": keep-alive\n\n"
                     continue
-            for document in event_documents(found, seat, store.load(match_id)):
+            for document in event_documents(found, seat, latest):
                 yield _sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
                 after = document["version"]
 
@@ -432,10 +433,10 @@ def record(match_id):
     """The hand record (``ddz-hand/1``): to the seated players once the hand has ended, to
     operators at any time."""
     who = caller()
-    state = load(match_id).state
+    stored, latest = since(match_id, 0)
+    state = latest.state
     if not who.operator and (seat_of(state, who) is None or state.phase != ENDED):
         raise ApiError(403, "record_not_available", "the record is for the seated players once the hand has ended")
-    stored = services().store.read(match_id)
     document = export([s.event for s in stored])
     document.setdefault("commitment", None)
     document.setdefault("seed", None)

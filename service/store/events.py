@@ -131,11 +131,20 @@ class EventStore:
 
     def load(self, match_id: uuid.UUID, conn: psycopg.Connection | None = None) -> Loaded:
         """The match's current state (raises :class:`MatchNotFound`)."""
+        return self.since(match_id, None, conn)[1]
+
+    def since(
+        self, match_id: uuid.UUID, after: int | None, conn: psycopg.Connection | None = None
+    ) -> tuple[list[StoredEvent], Loaded]:
+        """The events with version > ``after`` (none for ``None``) and the match's current
+        state, from one read (raises :class:`MatchNotFound`)."""
         known = self.cache.get(match_id) or Loaded(initial_state, None)
-        loaded = self._fold(match_id, known, self.read(match_id, known.state.version, conn))
+        start = known.state.version if after is None else min(after, known.state.version)
+        stored = self.read(match_id, start, conn)
+        loaded = self._fold(match_id, known, [s for s in stored if s.version > known.state.version])
         if loaded.state.version == 0:
             raise MatchNotFound("no such match", "match_not_found")
-        return loaded
+        return ([] if after is None else [s for s in stored if s.version > after]), loaded
 
     def _fold(self, match_id: uuid.UUID, known: Loaded, stored: list[StoredEvent]) -> Loaded:
         """``known`` with the events after it folded in (and remembered)."""
@@ -193,7 +202,7 @@ class EventStore:
             known = None if new_match or within is not None else self.cache.get(match_id)
             read = known is None or expected_version not in (None, known.state.version)
             if read:
-                known = self._current(conn, match_id, new_match)
+                known = Loaded(initial_state, None) if new_match else self.load(match_id, conn)
             for _ in range(RETRIES):
                 try:
                     outcome = self._decide_and_append(
@@ -248,9 +257,6 @@ class EventStore:
         stored = [e for e in self.read(match_id, 0, conn) if e.version <= last]
         state = replay(e.event for e in stored)
         return Outcome([e for e in stored if e.version >= first], state, stored[-1].recorded_at, replayed=True)
-
-    def _current(self, conn, match_id, new_match: bool) -> Loaded:
-        return Loaded(initial_state, None) if new_match else self.load(match_id, conn)
 
     def _decide_and_append(self, conn, match_id, state, command, expected_version, then, within, idempotency) -> Outcome:
         if expected_version is not None and expected_version != state.version:
