@@ -275,11 +275,18 @@ class CpuMeter:
 
 
 class _Answer:
-    """httptools callbacks: the body of one answer, and whether it is complete."""
+    """httptools callbacks: the body of one answer, whether it is complete, and whether
+    the server keeps the connection open (asked when the headers are in: once the message
+    is complete the parser has reset and always says no)."""
 
     def __init__(self):
+        self.parser: httptools.HttpResponseParser | None = None
         self.body: list[bytes] = []
         self.complete = False
+        self.keep_alive = False
+
+    def on_headers_complete(self) -> None:
+        self.keep_alive = self.parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
@@ -323,7 +330,7 @@ class Http:
             lines.append("Content-Length: 0")
         request = ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
         answer = _Answer()
-        parser = httptools.HttpResponseParser(answer)
+        parser = answer.parser = httptools.HttpResponseParser(answer)
         start = time.perf_counter()
         try:
             self.sock.sendall(request)
@@ -336,7 +343,7 @@ class Http:
             self.close()
             raise
         elapsed = time.perf_counter() - start
-        if not parser.should_keep_alive():
+        if not answer.keep_alive:
             self.close()
         return parser.get_status_code(), b"".join(answer.body), elapsed
 
