@@ -23,6 +23,16 @@ worker_connections = int(os.environ.get("DDZ_WORKER_CONNECTIONS", "1000"))
 timeout = 120
 
 
+def post_worker_init(worker):
+    """Hide what the worker allocated at start-up (the app, its modules, schemas, the
+    OpenAPI document: about 85,000 objects) from the garbage collector. Otherwise every
+    full collection walks them all, and on a busy machine that held every request of the
+    worker for 35-70 ms; these objects live as long as the process anyway."""
+    import gc
+
+    gc.freeze()
+
+
 def worker_exit(server, worker):
     """Close the worker's connections (pool, listener, Redis) before it exits."""
     from service.api.wsgi import app
