@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 import requests
@@ -41,6 +42,7 @@ def deployed(database_url, redis_url, tmp_path_factory):
         DDZ_OPERATOR_TOKEN=OPERATOR_TOKEN,
         DDZ_STREAM_SECONDS="120",  # streams stay open for the whole test
         DDZ_KEEPALIVE_SECONDS="1",
+        DDZ_REQUESTS_PER_CONNECTION="3",
         PYTHONUNBUFFERED="1",
     )
     log_path = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
@@ -119,3 +121,19 @@ def test_a_long_poll_wakes_on_the_next_command(deployed):
     assert reply.status == 200, reply.text
     assert [e["version"] for e in reply.json["events"]][0] == version + 1
     assert reply.json["events"][-1]["version"] <= answer["version"]
+
+
+def test_a_connection_is_closed_after_its_last_keep_alive_request(deployed):
+    """So that a client's connection can move to the other worker (here after 3)."""
+    url = urlparse(deployed)
+    request = f"GET /healthz HTTP/1.1\r\nHost: {url.netloc}\r\n\r\n".encode()
+    with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+        sock.sendall(request * 4)
+        received = b""
+        while chunk := sock.recv(65536):  # the server closes: no timeout
+            received += chunk
+    answers = received.split(b"HTTP/1.1 ")[1:]
+    assert len(answers) == 3
+    assert [a.split(b"\r\n")[0] for a in answers] == [b"200 OK"] * 3
+    assert [b"Connection: keep-alive" in a for a in answers] == [True, True, False]
+    assert b"Connection: close" in answers[2]
