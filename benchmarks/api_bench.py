@@ -296,10 +296,11 @@ class _Answer:
 
 
 class Http:
-    """One persistent HTTP/1.1 connection. Requests are a few formatted lines; answers are
-    parsed by httptools (llhttp, in C). The bench shares the machine's two cores with the
-    server, and http.client, which parses headers with the email package, cost as much
-    CPU per command as a third of the server's own work."""
+    """One persistent HTTP/1.1 connection, opened again when the server has closed it
+    (gunicorn does after ``DDZ_REQUESTS_PER_CONNECTION`` requests). Requests are a few
+    formatted lines; answers are parsed by httptools (llhttp, in C). The bench shares the
+    machine's two cores with the server, and http.client, which parses headers with the
+    email package, cost as much CPU per command as a third of the server's own work."""
 
     def __init__(self, port: int):
         self.port = port
