@@ -5,6 +5,7 @@ never appends on a stale state, never refuses on one, and never applies a key tw
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from service.game import Bid, CreateMatch, Deal, GameError, Table, TakeSeat
 from service.game.state import DEALING
 from service.rules import new_seed
-from service.store import EventStore, IdempotencyMismatch, Players, VersionConflict, open_pool
+from service.store import EventStore, IdempotencyMismatch, Notifier, Players, VersionConflict, open_pool
+from service.store import events as store_events
 from service.store.events import StateCache
 
 
@@ -123,3 +125,66 @@ def test_since_gives_the_events_after_a_version_and_the_latest_state(stores):
     assert latest.last_recorded_at == found[-1].recorded_at
     assert [e.version for e in a.since(match_id, 0)[0]] == [1, 2, 3]
     assert a.since(match_id, None)[0] == [] and a.since(match_id, 3)[0] == []
+
+
+@pytest.fixture()
+def listening(database_url, stores):
+    """A's notifier, listening (its first wake says LISTEN is in place)."""
+    a, _ = stores
+    notifier = Notifier(database_url, on_event=a.learn)
+    with notifier.watch(uuid.uuid4()) as ready:
+        assert ready.wait(10), "the listener did not connect"
+    yield notifier
+    notifier.close()
+
+
+def heard(notifier: Notifier, pool, payload: str | None = None) -> None:
+    """Returns once the notifier has handled every notification sent so far (and
+    ``payload``): they arrive in order, and a last one for a match of its own wakes this."""
+    marker = uuid.uuid4()
+    with notifier.watch(marker) as woken, pool.connection() as conn:
+        if payload is not None:
+            conn.execute("SELECT pg_notify(%s, %s)", (store_events.NOTIFY_CHANNEL, payload))
+        conn.execute("SELECT pg_notify(%s, %s)", (store_events.NOTIFY_CHANNEL, str(marker)))
+        assert woken.wait(10)
+
+
+def cached_version(store: EventStore, match_id: uuid.UUID) -> int:
+    return store.cache.get(match_id).state.version
+
+
+def test_a_store_learns_the_events_another_appended_from_notifications(pool, stores, listening):
+    a, b = stores
+    match_id = dealt(a)
+    turn = a.load(match_id).state.turn
+    b.execute(match_id, lambda _: Bid(turn, 1))
+    heard(listening, pool)
+    learned = a.cache.get(match_id)
+    fresh = EventStore(pool, StateCache()).load(match_id)
+    assert learned.state.version == fresh.state.version == 7
+    assert learned == fresh  # the state and the time of the last event, as the table has them
+
+
+def test_an_event_too_large_for_a_notification_still_wakes_readers(monkeypatch, pool, stores, listening):
+    a, b = stores
+    match_id = new_match(a)
+    monkeypatch.setattr(store_events, "NOTE_ROOM", 10)
+    with listening.watch(match_id) as woken:
+        b.execute(match_id, seat(0))
+        heard(listening, pool)
+        assert woken.is_set()
+    assert cached_version(a, match_id) == 1  # not learned: a reads what it missed
+    assert [e.version for e in a.execute(match_id, seat(1)).events] == [3]
+
+
+def test_a_notification_with_an_unreadable_event_still_wakes_readers(pool, stores, listening, caplog):
+    a, _ = stores
+    match_id = new_match(a)
+    secret = "no-log-shows-this"
+    caplog.set_level(logging.WARNING, logger="service.store.notify")
+    heard(listening, pool)
+    with listening.watch(match_id) as woken:
+        heard(listening, pool, f"{match_id}:2:[{secret}")
+        assert woken.is_set()
+    assert cached_version(a, match_id) == 1
+    assert "could not read the event" in caplog.text and secret not in caplog.text

@@ -24,12 +24,13 @@ class Services:
     @classmethod
     def open(cls, config: Config) -> Services:
         pool = open_pool(config.database_url, config.db_pool_size, "ddz")
+        store = EventStore(pool)
         return cls(
             config=config,
             pool=pool,
-            store=EventStore(pool),
+            store=store,
             players=Players(pool),
-            notifier=Notifier(config.database_url),
+            notifier=Notifier(config.database_url, on_event=store.learn),
             redis=redis.Redis.from_url(config.redis_url, socket_timeout=5, socket_connect_timeout=5),
         )
 

@@ -24,6 +24,9 @@ from ..game.errors import GameError
 from ..game.state import DEALING, ENDED, SEATING
 
 NOTIFY_CHANNEL = "ddz_events"
+#: Bytes of a notification left for the event after "<match>:<version>:" (PostgreSQL
+#: refuses payloads of 8,000 bytes and more); a larger event is announced without itself.
+NOTE_ROOM = 7900
 #: Appends retried on a version conflict when the caller named no expected version.
 RETRIES = 5
 
@@ -154,6 +157,20 @@ class EventStore:
         self.cache.put(match_id, loaded)
         return loaded
 
+    def learn(self, match_id: uuid.UUID, version: int, event: str) -> None:
+        """Folds in an event another process appended, from its notification (see
+        :meth:`_append`), if it is the one after the state this process has of the match:
+        the next command on the match then needs no second round trip. The append still
+        checks that the stream is at the state's version, so a wrong guess costs nothing."""
+        known = self.cache.get(match_id)
+        if known is None or known.state.version != version - 1:
+            return
+        position, type_, schema_version, payload, recorded_at = json.loads(event)
+        stored = StoredEvent(
+            version, position, Event.from_payload(type_, schema_version, payload), datetime.fromisoformat(recorded_at)
+        )
+        self._fold(match_id, known, [stored])
+
     # Writing
 
     def execute(
@@ -279,7 +296,8 @@ class EventStore:
         """Inserts the events at the versions after ``version`` if the stream is still at
         ``version``, brings the match's row of the ``matches`` table up to ``after`` (its
         deadline counted from the last event's time), records the idempotency key (if any)
-        with the versions it produced, and notifies readers: one statement, one round
+        with the versions it produced, and notifies (each event in its notification when
+        it fits, for the other processes' caches; see :meth:`learn`): one statement, one round
         trip. If the stream has moved on, nothing is written and the statement returns
         the events after ``version`` instead (raised as :class:`_Behind`). A unique
         violation means someone appended in between, or a request with the same key did."""
@@ -313,7 +331,11 @@ class EventStore:
                 " SELECT %(key_player)s, %(key)s, %(stream)s, %(key_hash)s, min(version), max(version)"
                 " FROM inserted HAVING %(key)s::text IS NOT NULL AND count(*) > 0)"
                 f" SELECT true AS appended, {_COLUMNS} FROM inserted,"
-                " LATERAL (SELECT pg_notify(%(channel)s, %(stream)s::text || ':' || inserted.version)) AS notified"
+                " LATERAL (SELECT pg_notify(%(channel)s, CASE WHEN octet_length(note.event) <= %(note_room)s"
+                " THEN note.head || ':' || note.event ELSE note.head END)"
+                " FROM (SELECT %(stream)s::text || ':' || inserted.version AS head,"
+                " json_build_array(inserted.position, inserted.type, inserted.schema_version,"
+                " inserted.payload, inserted.recorded_at)::text AS event) AS note) AS notified"
                 f" UNION ALL SELECT false, {_COLUMNS} FROM events"
                 " WHERE stream_id = %(stream)s AND version > %(base)s AND (SELECT version FROM current) <> %(base)s"
                 " ORDER BY version",
@@ -326,6 +348,7 @@ class EventStore:
                         for v, e in enumerate(events, start=version + 1)
                     ]),
                     "channel": NOTIFY_CHANNEL,
+                    "note_room": NOTE_ROOM,
                     "ruleset": after.table.ruleset.name,
                     "turn_seconds": after.table.turn_seconds,
                     "status": status(after),

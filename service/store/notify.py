@@ -1,5 +1,7 @@
 """Wakes readers waiting for new events of a match. Notifications only wake: a woken
-reader reads the event table, so nothing is lost when a notification is."""
+reader reads the event table, so nothing is lost when a notification is. A notification
+also carries its event when it fits, which keeps this process's cache of states current
+for the command path (a hint: the append checks the version)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import psycopg
 
@@ -18,10 +20,12 @@ log = logging.getLogger(__name__)
 
 
 class Notifier:
-    """One LISTEN connection per process, in a daemon thread, fanning out to waiters."""
+    """One LISTEN connection per process, in a daemon thread, fanning out to waiters and
+    handing the events that notifications carry to ``on_event``."""
 
-    def __init__(self, dsn: str):
+    def __init__(self, dsn: str, on_event: Callable[[uuid.UUID, int, str], None] | None = None):
         self._dsn = dsn
+        self._on_event = on_event
         self._waiters: dict[uuid.UUID, set[threading.Event]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -62,15 +66,30 @@ class Notifier:
                     self._wake(None)
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=1.0):
-                            match, _, _ = note.payload.partition(":")
-                            try:
-                                self._wake(uuid.UUID(match))
-                            except ValueError:
-                                log.warning("ignoring a malformed notification")
+                            self._received(note.payload)
             except psycopg.Error as exc:
                 log.warning("event listener lost its connection (%s); reconnecting", type(exc).__name__)
                 self._wake(None)
                 time.sleep(0.5)
+
+    def _received(self, payload: str) -> None:
+        """``<match>:<version>[:<event>]``. The event, when the notification carries it,
+        goes to ``on_event`` (the store's cache of states); then the match's waiters are
+        woken, whatever became of the event."""
+        match, _, rest = payload.partition(":")
+        try:
+            match_id = uuid.UUID(match)
+        except ValueError:
+            log.warning("ignoring a notification that names no match")
+            return
+        version, _, event = rest.partition(":")
+        if event and self._on_event is not None:
+            try:
+                self._on_event(match_id, int(version), event)
+            except Exception as exc:  # noqa: BLE001 - only a cache misses it
+                # The type only: the event may hold cards a log must not show.
+                log.warning("could not read the event in a notification (%s)", type(exc).__name__)
+        self._wake(match_id)
 
     def close(self) -> None:
         self._stop.set()
