@@ -155,9 +155,10 @@ def cached_version(store: EventStore, match_id: uuid.UUID) -> int:
 
 def test_a_store_learns_the_events_another_appended_from_notifications(pool, stores, listening):
     a, b = stores
-    match_id = dealt(a)
-    turn = a.load(match_id).state.turn
-    b.execute(match_id, lambda _: Bid(turn, 1))
+    match_id = new_match(a)
+    for n in range(4):  # seats, then the deal (every hand, the commitment) and a bid
+        b.execute(match_id, seat(n), then=lambda state: Deal(new_seed()) if state.phase == DEALING else None)
+    b.execute(match_id, lambda state: Bid(state.turn, 1))
     heard(listening, pool)
     learned = a.cache.get(match_id)
     fresh = EventStore(pool, StateCache()).load(match_id)
