@@ -4,8 +4,9 @@ Dockerfile and the systemd unit take them from::
     gunicorn -c python:service.gunicorn_conf service.api.wsgi:app
 
 Command-line flags still override these (``--bind``, ``--workers`` ...). This module
-imports nothing of the app: gunicorn's master loads it before the gevent worker patches
-the standard library, and psycopg, redis-py and the pool must be imported after that.
+imports nothing of the app (its hooks do, in the worker): gunicorn's master loads it
+before the gevent worker patches the standard library, and psycopg, redis-py and the pool
+must be imported after that.
 
 gevent workers: an open event stream or long poll waits on a greenlet, not on a thread,
 so a few hundred watching clients cannot take every thread and leave commands waiting (a
@@ -39,10 +40,26 @@ def post_worker_init(worker):
     """Hide what the worker allocated at start-up (the app, its modules, schemas, the
     OpenAPI document: about 85,000 objects) from the garbage collector. Otherwise every
     full collection walks them all, and on a busy machine that held every request of the
-    worker for 35-70 ms; these objects live as long as the process anyway."""
+    worker for 35-70 ms; these objects live as long as the process anyway.
+
+    And end open event streams and long polls as soon as the worker is told to stop:
+    gunicorn would otherwise wait for them (``graceful_timeout``, 30 s) and then cut
+    them off. Ended, they reconnect, to a worker that is not stopping."""
     import gc
+    import threading
+    import time
+
+    from service.api.wsgi import app
 
     gc.freeze()
+    notifier = app.extensions["ddz"].notifier
+
+    def drain_when_stopping():
+        while worker.alive:
+            time.sleep(0.5)
+        notifier.drain()
+
+    threading.Thread(target=drain_when_stopping, name="ddz-drain", daemon=True).start()
 
 
 def worker_exit(server, worker):

@@ -14,7 +14,9 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 from urllib.parse import urlparse
 
 import pytest
@@ -29,9 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 STREAMS = 150
 
 
-@pytest.fixture(scope="module")
-def deployed(database_url, redis_url, tmp_path_factory):
-    """The base URL of ``gunicorn -c python:service.gunicorn_conf service.api.wsgi:app``."""
+@contextmanager
+def gunicorn(database_url, redis_url, log_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``gunicorn -c python:service.gunicorn_conf service.api.wsgi:app`` on a free port,
+    ready: its base URL and process (stopped at the end if still running)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -45,7 +48,6 @@ def deployed(database_url, redis_url, tmp_path_factory):
         DDZ_REQUESTS_PER_CONNECTION="3",
         PYTHONUNBUFFERED="1",
     )
-    log_path = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "python:service.gunicorn_conf",
@@ -64,7 +66,7 @@ def deployed(database_url, redis_url, tmp_path_factory):
                 pass
             assert time.monotonic() < deadline, f"not ready:\n{log_path.read_text(errors='replace')[-3000:]}"
             time.sleep(0.2)
-        yield base
+        yield base, proc
     finally:
         proc.terminate()
         try:
@@ -74,6 +76,13 @@ def deployed(database_url, redis_url, tmp_path_factory):
             proc.wait()
     log = log_path.read_text(errors="replace")
     assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.fixture(scope="module")
+def deployed(database_url, redis_url, tmp_path_factory):
+    """The base URL of the API as deployed."""
+    with gunicorn(database_url, redis_url, tmp_path_factory.mktemp("gunicorn") / "gunicorn.log") as (base, _):
+        yield base
 
 
 def test_open_streams_do_not_hold_back_commands(deployed):
@@ -137,3 +146,32 @@ def test_a_connection_is_closed_after_its_last_keep_alive_request(deployed):
     assert [a.split(b"\r\n")[0] for a in answers] == [b"200 OK"] * 3
     assert [b"Connection: keep-alive" in a for a in answers] == [True, True, False]
     assert b"Connection: close" in answers[2]
+
+
+def test_stopping_ends_open_streams_and_long_polls_instead_of_cutting_them_off(database_url, redis_url, tmp_path):
+    log_path = tmp_path / "gunicorn.log"
+    with gunicorn(database_url, redis_url, log_path) as (base, proc):
+        api = HttpApi(base)
+        players, match_id = seated_match(api, "drain")
+        version = api.request("GET", f"/v1/matches/{match_id}", players[0].token).json["version"]
+        conn, response = open_stream(base, match_id, players[0].token, timeout=30)
+        polled = {}
+
+        def poll():
+            polled["reply"] = api.request("GET", f"/v1/matches/{match_id}/events?after={version}&wait=30", players[1].token)
+
+        try:
+            assert read_messages(response, 1)[0].event == "snapshot"
+            waiter = threading.Thread(target=poll)
+            waiter.start()
+            time.sleep(0.5)  # the poll is waiting
+            proc.terminate()
+            # The stream ends as a complete answer (a cut-off one raises IncompleteRead) ...
+            assert b"event:" not in response.read()
+            # ... and the long poll answers: nothing new, ask again.
+            waiter.join(timeout=30)
+            assert polled["reply"].status == 200 and polled["reply"].json["events"] == []
+            assert proc.wait(timeout=30) == 0
+        finally:
+            conn.close()
+    assert "graceful timeout" not in log_path.read_text(errors="replace")

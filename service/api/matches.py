@@ -369,8 +369,8 @@ def _sse(event: str, data: Any, event_id: int | None = None) -> str:
     description="First a `snapshot` event with the caller's view (its `id` is the version), then "
     "each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect "
     "with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments "
-    "keep a quiet connection alive; the server closes the stream after a while and the client "
-    "reconnects.",
+    "keep a quiet connection alive; the server closes the stream after a while (and at once "
+    "when the server process is stopping), and the client reconnects.",
     responses={
         "200": {
             "description": "An event stream",
@@ -415,6 +415,8 @@ def stream(match_id):
             with notifier.watch(match_id) as woken:
                 found, latest = store.since(match_id, after)
                 if not found:
+                    if notifier.draining:
+                        return  # the client reconnects (to a process that is not stopping)
                     if not woken.wait(min(config.keepalive_seconds, remaining)):
                         yield ": keep-alive\n\n"
                     continue

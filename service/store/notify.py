@@ -29,6 +29,7 @@ class Notifier:
         self._waiters: dict[uuid.UUID, set[threading.Event]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._draining = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ddz-notifier", daemon=True)
         self._thread.start()
 
@@ -37,6 +38,8 @@ class Notifier:
         """An event set when the match gets new events (or when the listener reconnects,
         since it may have missed some). Register before reading the table, then wait."""
         woken = threading.Event()
+        if self.draining:
+            woken.set()
         with self._lock:
             self._waiters.setdefault(match_id, set()).add(woken)
         try:
@@ -48,6 +51,18 @@ class Notifier:
                     waiters.discard(woken)
                     if not waiters:
                         del self._waiters[match_id]
+
+    @property
+    def draining(self) -> bool:
+        """The process is stopping: readers should send what they have and end."""
+        return self._draining.is_set()
+
+    def drain(self) -> None:
+        """Wakes every waiter for good, so that open streams and long polls end now (the
+        client reconnects to a process that is not stopping) rather than hold the
+        process's exit back until they are cut off."""
+        self._draining.set()
+        self._wake(None)
 
     def _wake(self, match_id: uuid.UUID | None) -> None:
         with self._lock:
