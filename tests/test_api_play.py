@@ -31,8 +31,11 @@ from test_api_support import (
     new_player,
     operator_events,
     run_bots,
+    seated_match,
     seed_where,
     take_seat,
+    to_act,
+    view_of,
     zero_sum,
 )
 
@@ -364,3 +367,23 @@ def test_three_bot_seats_play_a_hand_to_the_end(client, worker_env):
     knowledge = Knowledge(events)
     found = leaks(human, knowledge)
     assert not found, "\n".join(found[:30])
+
+
+def test_the_list_shows_each_match_as_it_is_now(client):
+    api = ClientApi(client)
+    owner = new_player(api, "lister")
+    open_id = new_match(owner)
+    players, playing_id = seated_match(api, "listed")
+    bidder, _ = to_act(players, playing_id)
+    assert bidder.post(f"/v1/matches/{playing_id}/commands", {"action": "bid", "value": 1}).status == 200
+    now = view_of(players[0], playing_id)
+
+    listed = owner.get("/v1/matches?limit=200").json["matches"]
+    by_id = {m["match_id"]: m for m in listed}
+    assert [m["match_id"] for m in listed].index(playing_id) < [m["match_id"] for m in listed].index(open_id)
+    assert by_id[open_id]["status"] == "open" and by_id[open_id]["seats"] == [None] * 4
+    entry = by_id[playing_id]
+    assert (entry["status"], entry["phase"], entry["version"]) == ("playing", now["phase"], now["version"])
+    assert [s["player"] for s in entry["seats"]] == [p.player_id for p in players]
+    playing = [m["match_id"] for m in owner.get("/v1/matches?status=playing&limit=200").json["matches"]]
+    assert playing_id in playing and open_id not in playing

@@ -189,3 +189,14 @@ def test_a_notification_with_an_unreadable_event_still_wakes_readers(pool, store
         assert woken.is_set()
     assert cached_version(a, match_id) == 1
     assert "could not read the event" in caplog.text and secret not in caplog.text
+
+
+def test_load_many_gives_each_match_its_latest_state_from_one_read(stores):
+    a, b = stores
+    behind, unknown_to_a, current = new_match(a), new_match(b), new_match(a)
+    b.execute(behind, seat(0))  # a's cache has this match at version 1, the table at 2
+    loaded = a.load_many([behind, unknown_to_a, current, uuid.uuid4()])
+    assert set(loaded) == {behind, unknown_to_a, current}  # no events, no match
+    for match_id, found in loaded.items():
+        assert found == b.load(match_id)
+    assert a.load_many([]) == {}

@@ -189,7 +189,8 @@ def list_matches(query):
     params.append(query["limit"])
     with services().pool.connection() as conn:
         rows = conn.execute(sql, params).fetchall()
-    return {"matches": [match_document(load(row[0]).state, row[1], row[2]) for row in rows]}
+        states = services().store.load_many([row[0] for row in rows], conn)
+    return {"matches": [match_document(states[row[0]].state, row[1], row[2]) for row in rows]}
 
 
 @bp.route("/<uuid:match_id>/seats", methods=["POST"])

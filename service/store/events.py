@@ -149,6 +149,24 @@ class EventStore:
             raise MatchNotFound("no such match", "match_not_found")
         return ([] if after is None else [s for s in stored if s.version > after]), loaded
 
+    def load_many(self, match_ids: Sequence[uuid.UUID], conn: psycopg.Connection | None = None) -> dict[uuid.UUID, Loaded]:
+        """The current state of each match, from one read for all of them (a match with no
+        events is left out)."""
+        if conn is None:
+            with self.pool.connection() as conn:
+                return self.load_many(match_ids, conn)
+        known = {m: self.cache.get(m) or Loaded(initial_state, None) for m in match_ids}
+        missed: dict[uuid.UUID, list[StoredEvent]] = {m: [] for m in known}
+        rows = conn.execute(
+            f"SELECT stream_id, {_COLUMNS} FROM unnest(%s::uuid[], %s::integer[]) AS known(stream_id, after)"
+            " JOIN events USING (stream_id) WHERE version > after ORDER BY stream_id, version",
+            (list(known), [k.state.version for k in known.values()]),
+        )
+        for row in rows:
+            missed[row[0]].append(_decode(row[1:]))
+        folded = {m: self._fold(m, known[m], missed[m]) for m in known}
+        return {m: loaded for m, loaded in folded.items() if loaded.state.version > 0}
+
     def _fold(self, match_id: uuid.UUID, known: Loaded, stored: list[StoredEvent]) -> Loaded:
         """``known`` with the events after it folded in (and remembered)."""
         if not stored:
