@@ -184,9 +184,7 @@ class EventStore:
         if known is None or known.state.version != version - 1:
             return
         position, type_, schema_version, payload, recorded_at = json.loads(event)
-        stored = StoredEvent(
-            version, position, Event.from_payload(type_, schema_version, payload), datetime.fromisoformat(recorded_at)
-        )
+        stored = _decode((version, position, type_, schema_version, payload, datetime.fromisoformat(recorded_at)))
         self._fold(match_id, known, [stored])
 
     # Writing
