@@ -122,14 +122,17 @@ class EventStore:
         self.pool = pool
         self.cache = cache or StateCache()
 
+    def _connection(self, conn: psycopg.Connection | None):
+        """``conn`` when the caller has one (its transaction, say), else one from the pool
+        for the duration."""
+        return nullcontext(conn) if conn is not None else self.pool.connection()
+
     # Reading
 
     def read(self, match_id: uuid.UUID, after: int = 0, conn: psycopg.Connection | None = None) -> list[StoredEvent]:
         """The match's events with version > ``after``, in order."""
         query = f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND version > %s ORDER BY version"
-        if conn is not None:
-            return [_decode(row) for row in conn.execute(query, (match_id, after))]
-        with self.pool.connection() as c:
+        with self._connection(conn) as c:
             return [_decode(row) for row in c.execute(query, (match_id, after))]
 
     def load(self, match_id: uuid.UUID, conn: psycopg.Connection | None = None) -> Loaded:
@@ -152,16 +155,14 @@ class EventStore:
     def load_many(self, match_ids: Sequence[uuid.UUID], conn: psycopg.Connection | None = None) -> dict[uuid.UUID, Loaded]:
         """The current state of each match, from one read for all of them (a match with no
         events is left out)."""
-        if conn is None:
-            with self.pool.connection() as conn:
-                return self.load_many(match_ids, conn)
         known = {m: self.cache.get(m) or Loaded(initial_state, None) for m in match_ids}
         missed: dict[uuid.UUID, list[StoredEvent]] = {m: [] for m in known}
-        rows = conn.execute(
-            f"SELECT stream_id, {_COLUMNS} FROM unnest(%s::uuid[], %s::integer[]) AS known(stream_id, after)"
-            " JOIN events USING (stream_id) WHERE version > after ORDER BY stream_id, version",
-            (list(known), [k.state.version for k in known.values()]),
-        )
+        with self._connection(conn) as c:
+            rows = c.execute(
+                f"SELECT stream_id, {_COLUMNS} FROM unnest(%s::uuid[], %s::integer[]) AS known(stream_id, after)"
+                " JOIN events USING (stream_id) WHERE version > after ORDER BY stream_id, version",
+                (list(known), [k.state.version for k in known.values()]),
+            ).fetchall()
         for row in rows:
             missed[row[0]].append(_decode(row[1:]))
         folded = {m: self._fold(m, known[m], missed[m]) for m in known}
@@ -271,23 +272,21 @@ class EventStore:
     def _replay(self, match_id: uuid.UUID, idempotency, conn: psycopg.Connection | None = None) -> Outcome | None:
         """The first outcome of a request with this key, if there was one: the events it
         appended and the state right after them."""
-        if conn is None:
-            with self.pool.connection() as conn:
-                return self._replay(match_id, idempotency, conn)
         player, key, digest = idempotency
-        row = conn.execute(
-            "SELECT request_hash, first_version, last_version FROM idempotency_keys"
-            " WHERE player_id = %s AND key = %s",
-            (player, key),
-        ).fetchone()
-        if row is None:
-            return None
-        if bytes(row[0]) != digest:
-            raise IdempotencyMismatch(
-                "this Idempotency-Key was used with another request", "idempotency_key_reused"
-            )
-        first, last = row[1], row[2]
-        stored = [e for e in self.read(match_id, 0, conn) if e.version <= last]
+        with self._connection(conn) as c:
+            row = c.execute(
+                "SELECT request_hash, first_version, last_version FROM idempotency_keys"
+                " WHERE player_id = %s AND key = %s",
+                (player, key),
+            ).fetchone()
+            if row is None:
+                return None
+            if bytes(row[0]) != digest:
+                raise IdempotencyMismatch(
+                    "this Idempotency-Key was used with another request", "idempotency_key_reused"
+                )
+            first, last = row[1], row[2]
+            stored = [e for e in self.read(match_id, 0, c) if e.version <= last]
         state = replay(e.event for e in stored)
         return Outcome([e for e in stored if e.version >= first], state, stored[-1].recorded_at, replayed=True)
 
