@@ -369,8 +369,8 @@ def test_the_record_is_not_available_before_the_end(table):
     table.no_leaks()
 
 
-@pytest.mark.parametrize("target, code", [(UNKNOWN, "match_not_found"), ("not-a-uuid", None), ("1234", None),
-                                          (UNKNOWN.upper() + "0", None)])
+@pytest.mark.parametrize("target, code", [(UNKNOWN, "match_not_found"), ("not-a-uuid", "malformed_id"),
+                                          ("1234", "malformed_id"), (UNKNOWN.upper() + "0", "malformed_id")])
 def test_unknown_or_malformed_match_ids_are_a_404(table, target, code):
     player = table.landlord
     for method, suffix, body in [
@@ -382,7 +382,9 @@ def test_unknown_or_malformed_match_ids_are_a_404(table, target, code):
         ("POST", "/seats", {"seat": 0}),
     ]:
         reply = player.call(method, f"/v1/matches/{target}{suffix}", body, at=table.version)
-        table.refused(reply, 404, code)
+        problem = table.refused(reply, 404, code)
+        if code == "malformed_id":
+            assert problem["detail"] == "the match id in the path is not a UUID"
     for suffix in ("events", "audit"):
         reply = table.api.request("GET", f"/v1/admin/matches/{target}/{suffix}", OPERATOR_TOKEN)
         table.refused(reply, 404, code)
