@@ -15,7 +15,9 @@ once gunicorn has patched the standard library, as do redis-py and the pool."""
 
 import os
 
-worker_class = "gevent"
+#: gunicorn's gevent worker, writing the errors gunicorn answers itself (headers too
+#: large ...) as problem documents.
+worker_class = "service.gunicorn_worker.ProblemWorker"
 #: Processes: one per core, since a gevent worker runs on one; WEB_CONCURRENCY is the
 #: usual name on platforms that set it.
 workers = int(os.environ.get("WEB_CONCURRENCY") or os.cpu_count() or 2)

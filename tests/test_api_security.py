@@ -219,17 +219,21 @@ def test_oversized_chunked_body_is_not_applied(live_server):
 # --- the rules ---------------------------------------------------------------------------
 
 
-def test_cards_not_in_the_hand_are_refused_without_naming_hidden_cards(table):
+def test_cards_not_in_the_hand_are_named_from_the_request_alone(table):
+    """The refusal names the cards of the play that the hand lacks, which the caller sent
+    itself, and no other: not the ones it holds, nor any other hidden card."""
     hidden = table.hidden_from(table.landlord)
-    with unchanged(table):
-        problem = table.refused(table.command(table.landlord, {"action": "play", "cards": hidden[:1]}), 422,
-                                "cards_not_in_hand")
     hand = Counter(table.landlord_view["hand"])
-    twice = next(c for c in hand if hand[c] == 1)
+    held = next(iter(hand))
     with unchanged(table):
-        table.refused(table.command(table.landlord, {"action": "play", "cards": [twice, twice]}), 422,
-                      "cards_not_in_hand")
-    assert not set(hidden) & set(problem["detail"].replace(",", " ").split())
+        problem = table.refused(table.command(table.landlord, {"action": "play", "cards": [held, hidden[0]]}), 422,
+                                "cards_not_in_hand")
+    assert problem["detail"] == f"the hand does not hold: {hidden[0]}"
+    once = next(c for c in hand if hand[c] == 1)
+    with unchanged(table):
+        problem = table.refused(table.command(table.landlord, {"action": "play", "cards": [once, once]}), 422,
+                                "cards_not_in_hand")
+    assert problem["detail"] == f"the hand does not hold: {once}"
     table.no_leaks()
 
 
@@ -365,8 +369,8 @@ def test_the_record_is_not_available_before_the_end(table):
     table.no_leaks()
 
 
-@pytest.mark.parametrize("target, code", [(UNKNOWN, "match_not_found"), ("not-a-uuid", None), ("1234", None),
-                                          (UNKNOWN.upper() + "0", None)])
+@pytest.mark.parametrize("target, code", [(UNKNOWN, "match_not_found"), ("not-a-uuid", "malformed_id"),
+                                          ("1234", "malformed_id"), (UNKNOWN.upper() + "0", "malformed_id")])
 def test_unknown_or_malformed_match_ids_are_a_404(table, target, code):
     player = table.landlord
     for method, suffix, body in [
@@ -378,7 +382,9 @@ def test_unknown_or_malformed_match_ids_are_a_404(table, target, code):
         ("POST", "/seats", {"seat": 0}),
     ]:
         reply = player.call(method, f"/v1/matches/{target}{suffix}", body, at=table.version)
-        table.refused(reply, 404, code)
+        problem = table.refused(reply, 404, code)
+        if code == "malformed_id":
+            assert problem["detail"] == "the match id in the path is not a UUID"
     for suffix in ("events", "audit"):
         reply = table.api.request("GET", f"/v1/admin/matches/{target}/{suffix}", OPERATOR_TOKEN)
         table.refused(reply, 404, code)
@@ -431,3 +437,9 @@ def test_leak_check_flags_a_hidden_card(table):
     probe.record("forged text", table.version, f"you may not know of {hidden[0]}")
     knowledge = Knowledge(operator_events(table.api, table.match_id)["events"])
     assert len(leaks(probe, knowledge)) == 2
+    # A card the farmer named in its own request may come back in the answer; another may not.
+    echo = Observer(table.api, farmer.token, farmer.player_id, "echo", seat=farmer.seat)
+    echo.record("echoed", table.version, f"the hand does not hold: {hidden[0]}", sent=Counter([hidden[0]]))
+    assert leaks(echo, knowledge) == []
+    echo.record("not sent", table.version, f"the hand does not hold: {hidden[0]}, {hidden[1]}", sent=Counter([hidden[0]]))
+    assert len(leaks(echo, knowledge)) == 1

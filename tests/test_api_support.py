@@ -33,7 +33,6 @@ from servers import OPERATOR_TOKEN
 CARD_IN_TEXT = re.compile(r"\b(?:[SHCD][3-9TJQKA2]|[BR]J)\b")
 #: A string that is exactly one card code.
 CARD_CODE = re.compile(r"^(?:[SHCD][3-9TJQKA2]|[BR]J)$")
-#: Texts with card codes that are generic examples, not information about a deal.
 PROBLEM_JSON = "application/problem+json"
 
 
@@ -115,6 +114,9 @@ class Received:
     what: str  # e.g. "GET /v1/matches/…", "sse hand_dealt"
     version: int | None  # the match version the body describes (None: from the body itself)
     body: Any  # parsed JSON, or text
+    #: Card codes the request itself named: an answer that repeats them ("the hand does not
+    #: hold: S3") tells the caller nothing it did not know.
+    sent: Counter = field(default_factory=Counter)
 
 
 @dataclass
@@ -129,9 +131,9 @@ class Observer:
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, what: str, version: int | None, body: Any) -> None:
+    def record(self, what: str, version: int | None, body: Any, sent: Counter | None = None) -> None:
         with self.lock:
-            self.received.append(Received(what, version, body))
+            self.received.append(Received(what, version, body, sent or Counter()))
 
     def call(self, method: str, path: str, json_body: Any = None, *, at: int | None = None,
              headers: dict | None = None, data=None) -> Reply:
@@ -142,7 +144,10 @@ class Observer:
             body = reply.json
         except ValueError:
             body = reply.text
-        self.record(f"{method} {path} -> {reply.status}", at, body)
+        request = json.dumps(json_body) if json_body is not None else data
+        if isinstance(request, bytes):
+            request = request.decode("utf-8", "replace")
+        self.record(f"{method} {path} -> {reply.status}", at, body, Counter(CARD_IN_TEXT.findall(request or "")))
         return reply
 
     def get(self, path: str, **kwargs) -> Reply:
@@ -319,7 +324,7 @@ def leaks(observer: Observer, knowledge: Knowledge) -> list[str]:
             continue
         if knowledge.seed and knowledge.seed in raw and not knowledge.at(version).ended:
             problems.append(f"{where}: the seed before the end (v{version})")
-        _scan(item.body, version, observer.seat, knowledge, where, problems)
+        _scan(item.body, version, observer.seat, knowledge, where, problems, item.sent)
     return problems
 
 
@@ -337,7 +342,8 @@ def _is_event(node: dict) -> bool:
     return {"type", "version", "payload"} <= node.keys()
 
 
-def _scan(node: Any, version: int, seat: int | None, k: Knowledge, where: str, problems: list[str]) -> None:
+def _scan(node: Any, version: int, seat: int | None, k: Knowledge, where: str, problems: list[str],
+          sent: Counter) -> None:
     if isinstance(node, dict):
         if isinstance(node.get("version"), int) and (_is_view(node) or _is_event(node)):
             version = node["version"]
@@ -346,24 +352,25 @@ def _scan(node: Any, version: int, seat: int | None, k: Knowledge, where: str, p
         if _is_view(node):
             _check_view(node, seat, k, where, problems)
         for key, value in node.items():
-            _scan(value, version, seat, k, f"{where}.{key}", problems)
+            _scan(value, version, seat, k, f"{where}.{key}", problems, sent)
     elif isinstance(node, list):
         if node and all(isinstance(x, str) and CARD_CODE.match(x) for x in node):
-            _check_codes(Counter(node), version, seat, k, where, problems)
+            _check_codes(Counter(node), version, seat, k, where, problems, sent)
         else:
             for i, value in enumerate(node):
-                _scan(value, version, seat, k, f"{where}[{i}]", problems)
+                _scan(value, version, seat, k, f"{where}[{i}]", problems, sent)
     elif isinstance(node, str):
         codes = CARD_IN_TEXT.findall(node)
         if codes:
-            _check_codes(Counter(codes), version, seat, k, where, problems)
+            _check_codes(Counter(codes), version, seat, k, where, problems, sent)
 
 
-def _check_codes(codes: Counter, version: int, seat, k: Knowledge, where: str, problems: list[str]) -> None:
+def _check_codes(codes: Counter, version: int, seat, k: Knowledge, where: str, problems: list[str],
+                 sent: Counter) -> None:
     allowed = k.at(version).allowed(seat)
     if allowed is None:
         return
-    excess = codes - allowed
+    excess = codes - allowed - sent
     if excess:
         problems.append(f"{where} at v{version}: may not see {dict(excess)}")
 

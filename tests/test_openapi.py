@@ -149,8 +149,8 @@ def test_every_error_response_is_a_problem_and_nothing_hides_behind_default(spec
             else:
                 assert PROBLEM_JSON not in response.get("content", {})
         if "requestBody" in operation:
-            for status in ("400", "413", "422"):
-                assert status in responses, f"{method} {path}: a body can be malformed, too large or invalid"
+            for status in ("400", "413", "415", "422"):
+                assert status in responses, f"{method} {path}: a body can be malformed, too large, not JSON or invalid"
         if any(p.get("in") in ("query", "header") for p in operation.get("parameters", [])):
             assert {"400", "422"} & set(responses), f"{method} {path}: its parameters can be invalid"
         if "{" in path:

@@ -8,6 +8,7 @@ bounded; the server is stopped at the end."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -146,6 +147,39 @@ def test_a_connection_is_closed_after_its_last_keep_alive_request(deployed):
     assert [a.split(b"\r\n")[0] for a in answers] == [b"200 OK"] * 3
     assert [b"Connection: keep-alive" in a for a in answers] == [True, True, False]
     assert b"Connection: close" in answers[2]
+
+
+@pytest.mark.parametrize(
+    "request_head, status, code, limit",
+    [
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"x" * 9000 + b"\r\n\r\n", 431, "headers_too_large", "8190 bytes"),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(120)) + b"\r\n",
+         431, "headers_too_large", "100 header fields"),
+        (b"GET /healthz?" + b"q" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "request_line_too_long", "4094 bytes"),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n", 400, "bad_request", "not valid HTTP"),
+    ],
+)
+def test_requests_gunicorn_refuses_get_problem_documents(deployed, request_head, status, code, limit):
+    """Requests refused before the app sees them (too long a request line, too many or too
+    large header fields, malformed HTTP) are answered as the app answers: a problem
+    document with the security headers, not gunicorn's HTML page."""
+    url = urlparse(deployed)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
+        sock.sendall(request_head)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    assert lines[0].split(" ", 2)[1] == str(status), answer[:500]
+    headers = {name.lower(): value for name, _, value in (line.partition(": ") for line in lines[1:])}
+    assert headers["content-type"] == "application/problem+json"
+    assert headers["x-content-type-options"] == "nosniff" and headers["x-frame-options"] == "DENY"
+    assert headers["cache-control"] == "no-store"
+    problem = json.loads(body)
+    assert int(headers["content-length"]) == len(body)
+    assert (problem["status"], problem["code"]) == (status, code), problem
+    assert limit in problem["detail"], problem
 
 
 def test_stopping_ends_open_streams_and_long_polls_instead_of_cutting_them_off(database_url, redis_url, tmp_path):

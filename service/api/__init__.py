@@ -10,7 +10,9 @@ from . import admin, health, ledger, matches, players
 from .config import Config
 from .encoding import JsonProvider
 from .limits import BodyLimit
+from .headers import SecurityHeaders, cors
 from .problems import Api
+from .routing import IdConverter, Rule
 from .services import Services
 
 API_VERSION = "1.0.0"
@@ -21,6 +23,8 @@ def create_app(config: Config | None = None, services: Services | None = None, c
     an app that only describes itself (for generating the OpenAPI document)."""
     config = config or Config.from_env()
     app = Flask("ddz", static_folder=None)
+    app.url_rule_class = Rule
+    app.url_map.converters["uuid"] = IdConverter
     app.json = JsonProvider(app)
     app.config.update(
         API_TITLE="Shanghai Dou Dizhu game server",
@@ -42,7 +46,8 @@ def create_app(config: Config | None = None, services: Services | None = None, c
     for module in (health, players, matches, ledger, admin):
         api.register_blueprint(module.bp)
     app.extensions["ddz_api"] = api
-    app.wsgi_app = BodyLimit(app.wsgi_app, config.max_body_bytes)
+    cors(app, config.cors_origins)
+    app.wsgi_app = SecurityHeaders(BodyLimit(app.wsgi_app, config.max_body_bytes))
     logging.getLogger("ddz").setLevel(logging.INFO)
     return app
 

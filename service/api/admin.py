@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import uuid
 
-from flask_smorest import Blueprint
-
 from ..game import OPERATOR
 from ..game.record import Discrepancy, export, verify
 from . import schemas
 from .auth import operator
 from .matches import documented, event_documents, since
+from .routing import Blueprint
 
 bp = Blueprint("admin", __name__, url_prefix="/v1/admin", description="Operators: everything, and audits")
 

@@ -22,6 +22,9 @@ class Config:
     keepalive_seconds: float = 15.0
     #: Database connections per process: DDZ_DB_POOL_SIZE.
     db_pool_size: int = 16
+    #: Origins whose browser pages may call the API (CORS), comma-separated, e.g.
+    #: ``https://play.example,https://admin.example``: DDZ_CORS_ORIGINS. Empty: none.
+    cors_origins: str = ""
 
     _ENV = {
         "database_url": "DATABASE_URL",
@@ -31,6 +34,7 @@ class Config:
         "stream_seconds": "DDZ_STREAM_SECONDS",
         "keepalive_seconds": "DDZ_KEEPALIVE_SECONDS",
         "db_pool_size": "DDZ_DB_POOL_SIZE",
+        "cors_origins": "DDZ_CORS_ORIGINS",
     }
 
     @classmethod

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from flask_smorest import Blueprint
-
 from . import schemas
 from .problems import ApiError
+from .routing import Blueprint
 from .services import services
 
 bp = Blueprint("health", __name__, url_prefix="", description="Liveness and readiness")

@@ -6,13 +6,13 @@ from __future__ import annotations
 import uuid
 
 import marshmallow as ma
-from flask_smorest import Blueprint
 from marshmallow import fields as f
 
 from ..store import ledger
 from .auth import caller, operator
 from .matches import documented, load, seat_of
 from .problems import ApiError
+from .routing import Blueprint
 from .schemas import Factors
 from .services import services
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from typing import Callable, Iterable
 
-from .problems import problem
+from .problems import problem, too_large
 
 
 class BodyLimit:
@@ -22,8 +22,7 @@ class BodyLimit:
         if environ.get("CONTENT_LENGTH") in (None, "") and environ.get("REQUEST_METHOD") in ("POST", "PUT", "PATCH"):
             body = environ["wsgi.input"].read(self.limit + 1)
             if len(body) > self.limit:
-                response = problem(413, "body_too_large", f"the request body is over {self.limit} bytes")
-                return response(environ, start_response)
+                return problem(413, "body_too_large", too_large(self.limit))(environ, start_response)
             environ["wsgi.input"] = io.BytesIO(body)
             environ["CONTENT_LENGTH"] = str(len(body))
             environ.pop("HTTP_TRANSFER_ENCODING", None)

@@ -8,7 +8,6 @@ import uuid
 from typing import Any, Iterator
 
 from flask import Response, request, stream_with_context
-from flask_smorest import Blueprint
 
 from ..game import (
     OPERATOR,
@@ -40,6 +39,7 @@ from workers.dispatch import after_append
 from . import encoding, schemas
 from .auth import BEARER, Caller, caller, player
 from .problems import ApiError
+from .routing import Blueprint
 from .services import services
 
 bp = Blueprint("matches", __name__, url_prefix="/v1/matches", description="Matches: one hand of four seats each")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from flask_smorest import Blueprint
-
 from . import schemas
+from .routing import Blueprint
 from .services import services
 
 bp = Blueprint("players", __name__, url_prefix="/v1/players", description="Players and their tokens")

@@ -8,10 +8,10 @@ import logging
 
 import marshmallow as ma
 from apispec import BasePlugin
-from flask import Response
+from flask import Response, current_app, request
 from flask_smorest import Api as SmorestApi
 from flask_smorest.utils import prepare_response
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from . import encoding
 
@@ -41,7 +41,8 @@ class ApiError(Exception):
         self.status, self.code, self.detail, self.headers = status, code, detail, headers or {}
 
 
-def problem(status: int, code: str, detail: str, errors: dict | None = None, headers: dict | None = None) -> Response:
+def document(status: int, code: str, detail: str, errors: dict | None = None) -> bytes:
+    """The problem document, as JSON (also what the gunicorn worker writes)."""
     body = {
         "type": f"https://ddz.example/problems/{code}",
         "title": http.HTTPStatus(status).phrase,
@@ -51,9 +52,17 @@ def problem(status: int, code: str, detail: str, errors: dict | None = None, hea
     }
     if errors:
         body["errors"] = errors
-    response = Response(encoding.dumps(body), status=status, mimetype=PROBLEM_JSON)
+    return encoding.dumps(body)
+
+
+def problem(status: int, code: str, detail: str, errors: dict | None = None, headers: dict | None = None) -> Response:
+    response = Response(document(status, code, detail, errors), status=status, mimetype=PROBLEM_JSON)
     response.headers.update(headers or {})
     return response
+
+
+def too_large(limit: int) -> str:
+    return f"the request body is over {limit} bytes"
 
 
 _HTTP_CODES = {
@@ -75,9 +84,10 @@ ERROR_DESCRIPTIONS = {
     400: "The body is not JSON, or a header is malformed",
     401: "No bearer token, or one that belongs to no one",
     403: "The token may not do this (a player's or the operator's is needed, or a seat at the match)",
-    404: "No such resource (or a path parameter that is not a UUID)",
+    404: "No such resource (`malformed_id`: a path parameter that is not a UUID)",
     409: "The match is not at `expected_version`, or someone else acted first",
-    413: "The body is larger than the server accepts",
+    413: "The body is larger than the server accepts (`DDZ_MAX_BODY_BYTES`)",
+    415: "The body is not sent as `Content-Type: application/json` (a `+json` type, or a charset other than UTF-8, is refused too)",
     422: "The request does not match its schema (see `errors`), or the rules refuse it (see `code`)",
     500: "The server failed; the request may not have been applied",
     503: "PostgreSQL or Redis does not answer",
@@ -97,8 +107,8 @@ _RESPONSE_REF = "#/components/responses/"
 class ErrorResponses(BasePlugin):
     """Documents, on every operation, the errors that the stack answers for any operation
     like it, whatever its handler does: 500 when the server fails; 404 when a path
-    parameter does not match its converter (no route); 400, 413 and 422 for a body that is
-    not JSON, too large or invalid; 401 where a token is required. flask-smorest adds 422
+    parameter is not a UUID; 400, 413, 415 and 422 for a body that is not JSON, too large,
+    not sent as JSON or invalid; 401 where a token is required. flask-smorest adds 422
     for invalid parameters; the handlers' own errors come from their ``@bp.doc``.
 
     Responses are then referred to by name, so that only the ones used are in
@@ -111,7 +121,7 @@ class ErrorResponses(BasePlugin):
             if "{" in (path or ""):
                 statuses.add(404)
             if "requestBody" in operation:
-                statuses |= {400, 413, 422}
+                statuses |= {400, 413, 415, 422}
             if operation.get("security"):
                 statuses.add(401)
             for status in statuses:
@@ -141,8 +151,8 @@ class Api(SmorestApi):
         data = getattr(error, "data", None) or {}
         errors = data.get("errors") or data.get("messages")
         status = error.code or 500
-        code = _HTTP_CODES.get(status, "error")
-        detail = data.get("message") or error.description or http.HTTPStatus(status).phrase
+        code = getattr(error, "problem_code", None) or _HTTP_CODES.get(status, "error")
+        detail = data.get("message") or self._detail(error, status, code)
         if errors:
             detail = "the request does not match the schema; see errors"
         # The exception's own headers (``Allow`` of a 405, as RFC 9110 requires), but not its
@@ -150,6 +160,19 @@ class Api(SmorestApi):
         headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
         headers.update(data.get("headers") or {})
         return problem(status, code, detail, errors=errors, headers=headers)
+
+    @staticmethod
+    def _detail(error: HTTPException, status: int, code: str) -> str:
+        """Ours, not Werkzeug's prose ("If you entered the URL manually ...")."""
+        if hasattr(error, "problem_code"):
+            return error.description
+        if status == 404:
+            return "nothing is served at this path"
+        if isinstance(error, MethodNotAllowed):
+            return f"this path does not take {request.method}; it takes {', '.join(sorted(error.valid_methods or ()))}"
+        if status == 413:
+            return too_large(current_app.config["MAX_CONTENT_LENGTH"])
+        return http.HTTPStatus(status).phrase
 
     @staticmethod
     def _handle_too_deep(error: RecursionError):

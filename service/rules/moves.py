@@ -44,6 +44,14 @@ class IllegalPlay(RulesError):
     code = "illegal_play"
 
 
+class NotInHand(IllegalPlay):
+    """A play of cards the hand does not hold; the message names them. They come from the
+    play itself, so it tells the player nothing new."""
+
+    def __init__(self, missing: str):
+        super().__init__(f"the hand does not hold: {missing}", "cards_not_in_hand")
+
+
 class Move(NamedTuple):
     """A play with the concrete cards that leave the hand."""
 
@@ -251,7 +259,7 @@ def pick_cards(hand: Sequence[Card], counts: Counts) -> tuple[Card, ...]:
             need[card.rank] -= 1
             picked.append(card)
     if any(need):
-        raise IllegalPlay("those cards are not in the hand", "cards_not_in_hand")
+        raise NotInHand(format_ranks(need))
     return tuple(picked)
 
 
@@ -289,8 +297,9 @@ def verify_play(
     beats ``lead``). Raises a :class:`~service.rules.errors.RulesError` naming the rule."""
     held = as_counts(hand)
     played = as_counts(cards)
-    if any(p > h for p, h in zip(played, held)) or not _holds_cards(hand, cards):
-        raise IllegalPlay("those cards are not in the hand", "cards_not_in_hand")
+    missing = _not_held(hand, cards, held, played)
+    if missing:
+        raise NotInHand(missing)
     found = _readings(played, ruleset)
     if not found:
         raise NoCombination(played, ruleset)
@@ -310,13 +319,19 @@ def verify_play(
     return combination
 
 
-def _holds_cards(hand, cards) -> bool:
-    """With concrete cards on both sides, suits count too: S3 is not C3."""
-    if not (hand and cards and isinstance(hand[0], Card) and isinstance(cards[0], Card)):
-        return True
-    remaining = Counter(hand)
-    remaining.subtract(cards)
-    return min(remaining.values()) >= 0
+def _not_held(hand, cards, held: Counts, played: Counts) -> str:
+    """The cards of the play the hand lacks, in the play's order ("S3, S3"): with concrete
+    cards on both sides suits count too (S3 is not C3); else the ranks ("33")."""
+    if hand and cards and isinstance(hand[0], Card) and isinstance(cards[0], Card):
+        remaining = Counter(hand)
+        missing = []
+        for card in cards:
+            if remaining[card]:
+                remaining[card] -= 1
+            else:
+                missing.append(card.code)
+        return ", ".join(missing)
+    return format_ranks([max(p - h, 0) for p, h in zip(played, held)])
 
 
 def can_play(hand, cards, lead: Combination | None = None, **constraints) -> bool:

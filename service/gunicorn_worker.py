@@ -1,0 +1,64 @@
+"""gunicorn's gevent worker, answering the requests gunicorn refuses itself (before the app
+sees them) as problem documents, as the app answers everything else.
+
+gunicorn refuses a request line over ``limit_request_line`` (414), more header fields than
+``limit_request_fields`` or one over ``limit_request_field_size`` bytes (431), and HTTP it
+cannot parse (400), with an HTML page. Here gunicorn still decides the status and logs the
+request; only the page it writes is replaced.
+
+Imports nothing of the app at module level: gunicorn's master loads this class before the
+worker patches the standard library (see ``gunicorn_conf``)."""
+
+from __future__ import annotations
+
+import http
+
+from gunicorn.http.errors import LimitRequestHeaders, LimitRequestLine
+from gunicorn.workers.ggevent import GeventWorker
+
+
+class _Page:
+    """Stands in for the client socket while gunicorn writes its error page."""
+
+    data = b""
+
+    def gettimeout(self) -> float:
+        return 0.0
+
+    def sendall(self, data: bytes) -> None:
+        self.data += data
+
+
+class ProblemWorker(GeventWorker):
+    def handle_error(self, req, client, addr, exc):
+        page = _Page()
+        super().handle_error(req, page, addr, exc)
+        status = int(page.data.split(b" ", 2)[1])
+        code, detail = self.problem_of(status, exc)
+        from service.api.headers import NO_STORE, SECURITY_HEADERS
+        from service.api.problems import PROBLEM_JSON, document
+
+        body = document(status, code, detail)
+        head = [
+            f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}",
+            "Connection: close",
+            f"Content-Type: {PROBLEM_JSON}",
+            f"Content-Length: {len(body)}",
+            *(f"{name}: {value}" for name, value in [NO_STORE, *SECURITY_HEADERS]),
+        ]
+        try:
+            client.sendall("\r\n".join(head).encode("latin-1") + b"\r\n\r\n" + body)
+        except OSError:
+            self.log.debug("Failed to send error message.")
+
+    def problem_of(self, status: int, exc: Exception) -> tuple[str, str]:
+        if isinstance(exc, LimitRequestLine):
+            return "request_line_too_long", f"the request line (method, path and query) is over {self.cfg.limit_request_line} bytes"
+        if isinstance(exc, LimitRequestHeaders):
+            return "headers_too_large", (
+                f"the request's headers are too many or too large: at most {self.cfg.limit_request_fields} "
+                f"header fields of at most {self.cfg.limit_request_field_size} bytes each"
+            )
+        if status == 500:
+            return "internal_error", "the server failed; the request may not have been applied"
+        return http.HTTPStatus(status).name.lower(), f"the request is not valid HTTP/1.1, or not served: {exc}"

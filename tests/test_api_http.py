@@ -1,0 +1,212 @@
+"""The HTTP edges: a body is read only when it is sent as JSON (415 otherwise, changing
+nothing); every error the app answers, routing's included, is a problem document with a
+stable code and a detail of ours; every answer carries the security headers; CORS only for
+the configured origins."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from service.api import create_app
+from service.api.config import Config
+from test_api_support import ClientApi, Reply, assert_problem, new_match, new_player, stream_fingerprint
+
+SECURITY = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",
+}
+ORIGIN = "https://play.example"
+
+
+def raw(client, method: str, path: str, token: str | None = None, **kwargs) -> Reply:
+    headers = kwargs.pop("headers", {})
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    response = client.open(path, method=method, headers=headers, **kwargs)
+    return Reply(response.status_code, response.headers, response.get_data())
+
+
+def match_ids(api, owner) -> list[str]:
+    return [m["match_id"] for m in owner.get("/v1/matches?limit=100").json["matches"]]
+
+
+# --- bodies are JSON -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "application/x-www-form-urlencoded", "text/plain", "application/merge-patch+json",
+     "application/json; charset=latin-1"],
+)
+def test_a_body_not_sent_as_json_is_a_415_and_changes_nothing(client, content_type):
+    """``curl -d`` sends a form: the stake it names must not be read as no body at all (a
+    match at the default stake)."""
+    api = ClientApi(client)
+    owner = new_player(api, "form")
+    before = match_ids(api, owner)
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    reply = raw(client, "POST", "/v1/matches", owner.token, data=b'{"unit": "5.00"}', headers=headers)
+    problem = assert_problem(reply, 415, "unsupported_media_type")
+    assert "Content-Type: application/json" in problem["detail"]
+    assert match_ids(api, owner) == before
+
+    match_id = new_match(owner)
+    seated = stream_fingerprint(api, match_id)
+    reply = raw(client, "POST", f"/v1/matches/{match_id}/seats", owner.token, data=b'{"seat": 2}', headers=headers)
+    assert_problem(reply, 415, "unsupported_media_type")
+    reply = raw(client, "POST", f"/v1/matches/{match_id}/commands", owner.token, data=b'{"action": "pass"}',
+                headers=headers)
+    assert_problem(reply, 415, "unsupported_media_type")
+    assert stream_fingerprint(api, match_id) == seated
+    assert_problem(raw(client, "POST", "/v1/players", data=b'{"name": "x"}', headers=headers), 415)
+
+
+def test_json_with_its_charset_is_read(client):
+    api = ClientApi(client)
+    owner = new_player(api, "charset")
+    reply = raw(client, "POST", "/v1/matches", owner.token, data=b'{"unit": "5.00"}',
+                headers={"Content-Type": "application/json; charset=UTF-8"})
+    assert reply.status == 201, reply.text
+    assert reply.json["options"]["unit"] == "5.00"
+
+
+def test_no_body_still_takes_the_defaults(client):
+    """``curl -X POST`` with no ``-d``: no body, whatever the Content-Type, where the body is optional."""
+    api = ClientApi(client)
+    owner = new_player(api, "nobody")
+    for headers in ({}, {"Content-Type": "application/x-www-form-urlencoded"}, {"Content-Length": "0"}):
+        reply = raw(client, "POST", "/v1/matches", owner.token, headers=headers)
+        assert reply.status == 201, reply.text
+        match_id = reply.json["match_id"]
+        reply = raw(client, "POST", f"/v1/matches/{match_id}/seats", owner.token, headers=headers)
+        assert reply.status == 201, reply.text
+    assert raw(client, "POST", "/v1/players").status == 201
+
+
+# --- errors are problems -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path, detail",
+    [
+        ("/v1/matches/not-a-uuid", "the match id in the path is not a UUID"),
+        ("/v1/players/1234/ledger", "the player id in the path is not a UUID"),
+        ("/v1/admin/matches/x/audit", "the match id in the path is not a UUID"),
+    ],
+)
+def test_a_malformed_id_is_a_404_saying_so(client, path, detail):
+    api = ClientApi(client)
+    player = new_player(api, "malformed")
+    problem = assert_problem(raw(client, "GET", path, player.token), 404, "malformed_id")
+    assert problem["detail"] == detail
+
+
+def test_an_unknown_path_is_a_plain_404(client):
+    for path in ("/nothing", "/v1/matches/00000000-0000-4000-8000-000000000000/nothing", "/v1/"):
+        problem = assert_problem(raw(client, "GET", path), 404, "not_found")
+        assert problem["detail"] == "nothing is served at this path"
+
+
+def test_a_method_not_allowed_is_a_405_naming_the_methods(client):
+    reply = raw(client, "DELETE", "/v1/players")
+    problem = assert_problem(reply, 405, "method_not_allowed")
+    assert "POST" in reply.headers["Allow"]
+    assert problem["detail"] == "this path does not take DELETE; it takes OPTIONS, POST"
+
+
+def test_a_body_over_the_limit_is_a_413_naming_it(client, live_server):
+    api = ClientApi(client)
+    owner = new_player(api, "large")
+    body = b'{"name": "' + b"x" * 17000 + b'"}'
+    problem = assert_problem(raw(client, "POST", "/v1/players", data=body, headers={"Content-Type": "application/json"}),
+                             413, "body_too_large")
+    assert problem["detail"] == "the request body is over 16384 bytes"
+    chunked = requests.post(f"{live_server}/v1/matches", data=iter([body[:9000], body[9000:]]), timeout=30,
+                            headers={"Authorization": f"Bearer {owner.token}", "Content-Type": "application/json"})
+    problem = assert_problem(Reply(chunked.status_code, chunked.headers, chunked.content), 413, "body_too_large")
+    assert problem["detail"] == "the request body is over 16384 bytes"
+    for name, value in SECURITY.items():
+        assert chunked.headers.get(name) == value, name
+
+
+# --- headers on every answer ---------------------------------------------------------------
+
+
+def test_every_answer_carries_the_security_headers(client, live_server):
+    api = ClientApi(client)
+    owner = new_player(api, "headers")
+    match_id = new_match(owner)
+    answers = {
+        "view": raw(client, "GET", f"/v1/matches/{match_id}", owner.token),
+        "created": raw(client, "POST", "/v1/matches", owner.token),
+        "401": raw(client, "GET", "/v1/matches"),
+        "404": raw(client, "GET", "/nothing"),
+        "405": raw(client, "DELETE", "/v1/players"),
+        "415": raw(client, "POST", "/v1/players", data=b"name=x"),
+        "health": raw(client, "GET", "/healthz"),
+    }
+    for what, reply in answers.items():
+        for name, value in SECURITY.items():
+            assert reply.headers.get(name) == value, (what, name, dict(reply.headers))
+        assert reply.headers.get("Cache-Control") == "no-store", (what, dict(reply.headers))
+    with requests.get(f"{live_server}/v1/matches/{match_id}/stream", stream=True, timeout=30,
+                      headers={"Authorization": f"Bearer {owner.token}"}) as stream:
+        assert stream.status_code == 200
+        assert stream.headers["Cache-Control"] == "no-cache"
+        for name, value in SECURITY.items():
+            assert stream.headers.get(name) == value, name
+
+
+# --- CORS ----------------------------------------------------------------------------------
+
+
+PREFLIGHT = {
+    "Origin": ORIGIN,
+    "Access-Control-Request-Method": "POST",
+    "Access-Control-Request-Headers": "authorization, content-type, idempotency-key",
+}
+
+
+def test_no_cors_headers_unless_configured(client):
+    assert Config.from_env({}).cors_origins == ""
+    reply = raw(client, "OPTIONS", "/v1/matches", headers=PREFLIGHT)
+    assert "Access-Control-Allow-Origin" not in reply.headers
+    reply = raw(client, "GET", "/healthz", headers={"Origin": ORIGIN})
+    assert "Access-Control-Allow-Origin" not in reply.headers
+
+
+@pytest.fixture(scope="module")
+def cors_client(app):
+    config = Config.from_env({"DDZ_CORS_ORIGINS": f"{ORIGIN}, https://admin.example"}, database_url="unused")
+    cors_app = create_app(config, services=app.extensions["ddz"])
+    return cors_app.test_client()
+
+
+def test_configured_origins_may_call_from_a_browser(cors_client):
+    reply = raw(cors_client, "OPTIONS", "/v1/matches/00000000-0000-4000-8000-000000000000/commands", headers=PREFLIGHT)
+    assert reply.status == 200
+    assert reply.headers["Access-Control-Allow-Origin"] == ORIGIN
+    assert {"GET", "POST"} <= {m.strip() for m in reply.headers["Access-Control-Allow-Methods"].split(",")}
+    allowed = {h.strip().lower() for h in reply.headers["Access-Control-Allow-Headers"].split(",")}
+    assert {"authorization", "content-type", "idempotency-key"} <= allowed
+    assert "Access-Control-Allow-Credentials" not in reply.headers
+
+    reply = raw(cors_client, "OPTIONS", "/v1/matches/00000000-0000-4000-8000-000000000000/stream",
+                headers={**PREFLIGHT, "Access-Control-Request-Method": "GET",
+                         "Access-Control-Request-Headers": "authorization, last-event-id"})
+    assert reply.headers["Access-Control-Allow-Origin"] == ORIGIN
+    assert "last-event-id" in reply.headers["Access-Control-Allow-Headers"].lower()
+
+    # A refusal too, so that the page can read its problem.
+    reply = raw(cors_client, "GET", "/v1/matches", headers={"Origin": "https://admin.example"})
+    assert_problem(reply, 401)
+    assert reply.headers["Access-Control-Allow-Origin"] == "https://admin.example"
+    assert "WWW-Authenticate" in reply.headers["Access-Control-Expose-Headers"]
+
+
+def test_other_origins_get_no_cors_headers(cors_client):
+    reply = raw(cors_client, "OPTIONS", "/v1/matches", headers={**PREFLIGHT, "Origin": "https://evil.example"})
+    assert "Access-Control-Allow-Origin" not in reply.headers
