@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         description='Reads JSON lines such as {"cards": "TJQKA"} or {"cards": "KKKK", "over": "AA", '
         '"ruleset": "shanghai-local"} and answers each with one JSON line, until EOF.',
     )
-    deal_parser = commands.add_parser("deal", help="print the deal of a seed as JSON (HAND-RECORD.md)")
+    deal_parser = commands.add_parser("deal", help="print the deal of a seed as JSON (docs/hand-record.md)")
     deal_parser.add_argument("--seed", metavar="HEX", help="32-byte seed as 64 hex characters (default: a fresh random seed)")
     verify_parser = commands.add_parser(
         "verify",

@@ -1,4 +1,4 @@
-"""The match decider (RULES.md §4-5) in given-events / when-command / then-events form.
+"""The match decider (docs/rules.md §4-5) in given-events / when-command / then-events form.
 
 ``given(*events)`` folds past events into a state, ``when(state, command)`` asks the decider
 for the events a command causes, and ``refused(state, command)`` checks that the command is
@@ -297,12 +297,12 @@ def test_no_deal_before_four_seats():
 
 
 # --------------------------------------------------------------------------
-# The deal (§4.2-3, HAND-RECORD.md)
+# The deal (§4.2-3, docs/hand-record.md)
 # --------------------------------------------------------------------------
 
 
 def reference_deal(seed: bytes):
-    """HAND-RECORD.md's algorithm, written out independently of the service."""
+    """docs/hand-record.md's algorithm, written out independently of the service."""
     deck = [suit + rank for rank in "3456789TJQKA2" for suit in "SHCD"] + ["BJ", "RJ"]
     deck = deck * 2
 

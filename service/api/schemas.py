@@ -179,7 +179,7 @@ class Result(ma.Schema):
 
 
 class View(ma.Schema):
-    """A seat's view of the match (RULES.md §6)."""
+    """A seat's view of the match (docs/rules.md §6)."""
 
     match_id = f.String(required=True)
     phase = f.String(required=True, validate=validate.OneOf(PHASES))

@@ -1,4 +1,4 @@
-"""``decide(state, command) -> events``: every rule of RULES.md §4-5 about who may do what
+"""``decide(state, command) -> events``: every rule of docs/rules.md §4-5 about who may do what
 and when. Pure; refuses with a :class:`GameError` whose ``code`` names the rule.
 
 Each action also has ``can_<action>(state, …) -> bool`` and ``verify_<action>`` (raises)

@@ -1,4 +1,4 @@
-"""The hand record (``ddz-hand/1``, HAND-RECORD.md): export a match's events as one JSON
+"""The hand record (``ddz-hand/1``, docs/hand-record.md): export a match's events as one JSON
 document, and verify such a document on its own — re-derive the deal from the seed,
 check the commitment, replay every action through the rules, recompute the settlement.
 """
