@@ -68,16 +68,16 @@ def run_deal(seed_hex: str | None, stdout: TextIO) -> int:
 
 def run_verify(paths: list[str], stdout: TextIO) -> int:
     """Checks each hand record; prints OK or the first discrepancy; exit status 1 if any fails."""
-    from .game.record import Discrepancy, verify
+    from .game.record import Discrepancy, load, verify
 
     failed = False
     for path in paths:
         prefix = f"{path}: " if len(paths) > 1 else ""
         try:
-            with open(path, encoding="utf-8") as f:
-                document = json.load(f)
+            with open(path, "rb") as f:
+                document = load(f.read())
             verify(document)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             failed = True
             stdout.write(f"{prefix}cannot read the record: {exc}\n")
         except Discrepancy as exc:

@@ -171,7 +171,6 @@ def test_multiplier_factors():
     assert multiplier(Factors(first_bid_three=True)) == Fraction(4, 3)
     assert multiplier(Factors(first_bid_three=True, show_hand=True)) == Fraction(8, 3)
     assert multiplier(Factors(report="play", report_units=1)) == 2
-    assert multiplier(Factors(report="decline")) == 1
     assert multiplier(Factors(report="no_play", report_units=5)) == 1
     assert multiplier(Factors(bombs=3)) == 8
     assert multiplier(Factors(bombs=3), bombs_double=False) == 1
@@ -415,7 +414,7 @@ def test_factors_from_json_rejects_bad_records(d):
         {"report": "maybe"},
         {"report": "play", "report_units": 0},
         {"report": "no_play", "report_units": 6},
-        {"report": "decline", "report_units": 1},
+        {"report": "decline"},  # a declined 报到 is no factor: report is null
         {"report_units": 1},
         {"bombs": -1},
         {"bombs": True},
@@ -490,7 +489,7 @@ def test_error_type():
 
 @st.composite
 def outcomes(draw):
-    report = draw(st.sampled_from([None, "play", "no_play", "decline"]))
+    report = draw(st.sampled_from([None, "play", "no_play"]))
     first_bid_three = draw(st.booleans())
     factors = Factors(
         marked_joker=draw(st.booleans()),

@@ -281,7 +281,7 @@ def outcome(state: State, winner: str) -> Outcome:
         marked_joker=state.marked_card.is_joker,
         first_bid_three=state.first_bid_three,
         show_hand=bool(state.show_hand),
-        report=state.report,
+        report=None if state.report == "decline" else state.report,
         report_units=state.report_units,
         bombs=state.bombs,
     )

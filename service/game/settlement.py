@@ -52,8 +52,8 @@ __all__ = [
 SEATS = 4
 MIN_BID, MAX_BID = 1, 3
 WINNERS = ("landlord", "farmers")
-#: Values of ``Factors.report`` when the landlord was eligible for 报到 (None otherwise).
-REPORT_CHOICES = ("play", "no_play", "decline")
+#: Values of ``Factors.report`` when the landlord declared 报到 (None otherwise, a decline included).
+REPORT_CHOICES = ("play", "no_play")
 MAX_REPORT_UNITS = 5
 
 MARKED_JOKER_FACTOR = Fraction(2)      # 明王
@@ -164,9 +164,9 @@ def _seat_tuple(values: Iterable[Any], what: str) -> tuple:
 class Factors:
     """Everything that multiplies the stake; docs/hand-record.md ``result.factors``.
 
-    ``report`` is None when the landlord was not eligible for 报到, else ``"play"`` (打),
-    ``"no_play"`` (不打) or ``"decline"`` (no 报到). ``report_units`` is N (1…5) after
-    ``"play"`` / ``"no_play"`` and 0 otherwise. ``bombs`` counts bombs and joker bombs
+    ``report`` is ``"play"`` (报到 then 打) or ``"no_play"`` (报到 then 不打), and None when
+    no 报到 was declared — a declined one included: the factor is what multiplies, not the
+    action. ``report_units`` is N (1…5) after ``"play"`` / ``"no_play"`` and 0 otherwise. ``bombs`` counts bombs and joker bombs
     played (always 0 after 不打: no cards are played).
     """
 
