@@ -68,16 +68,16 @@ def run_deal(seed_hex: str | None, stdout: TextIO) -> int:
 
 def run_verify(paths: list[str], stdout: TextIO) -> int:
     """Checks each hand record; prints OK or the first discrepancy; exit status 1 if any fails."""
-    from .game.record import Discrepancy, verify
+    from .game.record import Discrepancy, load, verify
 
     failed = False
     for path in paths:
         prefix = f"{path}: " if len(paths) > 1 else ""
         try:
-            with open(path, encoding="utf-8") as f:
-                document = json.load(f)
+            with open(path, "rb") as f:
+                document = load(f.read())
             verify(document)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             failed = True
             stdout.write(f"{prefix}cannot read the record: {exc}\n")
         except Discrepancy as exc:
@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         description='Reads JSON lines such as {"cards": "TJQKA"} or {"cards": "KKKK", "over": "AA", '
         '"ruleset": "shanghai-local"} and answers each with one JSON line, until EOF.',
     )
-    deal_parser = commands.add_parser("deal", help="print the deal of a seed as JSON (HAND-RECORD.md)")
+    deal_parser = commands.add_parser("deal", help="print the deal of a seed as JSON (docs/hand-record.md)")
     deal_parser.add_argument("--seed", metavar="HEX", help="32-byte seed as 64 hex characters (default: a fresh random seed)")
     verify_parser = commands.add_parser(
         "verify",

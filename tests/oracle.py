@@ -1,8 +1,8 @@
 """Independent reference implementation ("oracle") of the Shanghai Dou Dizhu
-combination and beating rules (RULES.md sections 1-3), used only by tests to
+combination and beating rules (docs/rules.md §1-3), used only by tests to
 cross-check the real rules engine.
 
-Written for clarity, following RULES.md literally, with brute force wherever
+Written for clarity, following docs/rules.md literally, with brute force wherever
 possible.  Pure standard library; it imports nothing from the project.
 
 Cards are rank strings: one character per card from "3456789TJQKA2BR"
@@ -101,7 +101,7 @@ def _impossible(counts):
 # --------------------------------------------------------------------------
 
 def readings(cards: str, ruleset: str = "shanghai-platform") -> list:
-    """Every legal reading of the multiset `cards` per RULES.md section 2."""
+    """Every legal reading of the multiset `cards` per docs/rules.md §2."""
     _check(cards)
     _check_ruleset(ruleset)
     counts = Counter(cards)
@@ -222,7 +222,7 @@ def _is_bomb(kind):
 
 
 def _reading_beats(mine, my_count, theirs, their_count):
-    """RULES.md section 3, for one reading of each side."""
+    """docs/rules.md §3, for one reading of each side."""
     mine_type, theirs_type = mine[0], theirs[0]
     if theirs_type == "joker_bomb":
         return False                       # nothing beats the joker bomb

@@ -4,7 +4,7 @@ Four players (and one onlooker with no seat) play a hand to the end over real HT
 choosing among the actions its own view offers and the plays ``/legal`` lists, while each
 also follows the match's event stream (SSE) and polls ``/events``. Every body each of them
 receives is kept, and afterwards checked against what the operator's unredacted events say
-that player could know at that version (RULES.md §6). Then the result (zero-sum
+that player could know at that version (docs/rules.md §6). Then the result (zero-sum
 settlement), each seat's hand record (``ddz-hand/1``, verified) and the operator's audit.
 """
 

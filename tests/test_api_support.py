@@ -4,7 +4,7 @@
   HTTP (``live_server``), answering ``Reply`` objects.
 - ``Observer``: a player (seated or not) that records every body it receives, with the
   match version it describes, so that the tests can check afterwards that no seat ever saw a
-  card it may not see (RULES.md §6).
+  card it may not see (docs/rules.md §6).
 - ``Knowledge``: from the operator's unredacted events, what each seat may know at each
   version, as per-code counts (two decks: every code exists twice).
 - ``SSE`` helpers over ``http.client`` (streams are read line by line as they arrive).

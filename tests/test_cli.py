@@ -94,3 +94,23 @@ def test_verify_names_the_first_discrepancy(tmp_path):
     document["seed"] = "00" * 32
     path.write_text(json.dumps(document))
     assert ddz("verify", str(path)).stdout.decode().startswith("commitment: recorded")
+
+
+def test_verify_says_plainly_what_is_no_hand_record(tmp_path):
+    files = {
+        "problem.json": b'{"type": "about:blank", "title": "Not Found", "status": 404, "code": "not_found"}',
+        "page.html": b"<!doctype html><html><body>502 Bad Gateway</body></html>",
+        "array.json": b'[{"format": "ddz-hand/1"}]',
+        "empty.json": b"",
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    result = ddz("verify", *(str(tmp_path / name) for name in files))
+    assert result.returncode == 1
+    assert result.stderr == b""
+    lines = result.stdout.decode().splitlines()
+    assert len(lines) == len(files)
+    for line, name in zip(lines, files):
+        assert line.startswith(f"{tmp_path / name}: not a ddz-hand/1 record ("), line
+    alone = ddz("verify", str(tmp_path / "problem.json"))
+    assert (alone.returncode, alone.stdout) == (1, b'not a ddz-hand/1 record (no "format" field)\n')

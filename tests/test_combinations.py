@@ -1,4 +1,4 @@
-"""Classification and comparison (RULES.md §2-3), by example and against the independent
+"""Classification and comparison (docs/rules.md §2-3), by example and against the independent
 oracle in tests/oracle.py."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""The verifiable deal of HAND-RECORD.md."""
+"""The verifiable deal of docs/hand-record.md."""
 
 import hashlib
 from collections import Counter

@@ -1,4 +1,4 @@
-"""The match decider (RULES.md §4-5) in given-events / when-command / then-events form.
+"""The match decider (docs/rules.md §4-5) in given-events / when-command / then-events form.
 
 ``given(*events)`` folds past events into a state, ``when(state, command)`` asks the decider
 for the events a command causes, and ``refused(state, command)`` checks that the command is
@@ -297,12 +297,12 @@ def test_no_deal_before_four_seats():
 
 
 # --------------------------------------------------------------------------
-# The deal (§4.2-3, HAND-RECORD.md)
+# The deal (§4.2-3, docs/hand-record.md)
 # --------------------------------------------------------------------------
 
 
 def reference_deal(seed: bytes):
-    """HAND-RECORD.md's algorithm, written out independently of the service."""
+    """docs/hand-record.md's algorithm, written out independently of the service."""
     deck = [suit + rank for rank in "3456789TJQKA2" for suit in "SHCD"] + ["BJ", "RJ"]
     deck = deck * 2
 
@@ -628,16 +628,34 @@ def test_report_decline_leaves_the_ranks_free():
     assert event.combination == "pair"
 
 
-def test_report_play_lost_by_the_landlord_costs_the_landlord_nothing():
-    # given: 明王 ×2, 报到 打 ×2; seat 0 landlord at 1
-    state = report_play(chosen_landlord(DEAL_REPORT))
+def farmer_1_down_to_its_last_card(state):
+    """From the landlord's lead on DEAL_REPORT: seat 1 takes every trick until it holds one 4."""
     state = lead_lowest(state)
     state = after(state, play(state, "2", 1))
     state = pass_until(state, 1)
     state = after(state, play(state, "5566778899TTJJQQKKAA", 1))
     state = pass_until(state, 1)
     state = after(state, play(state, "222", 1))
-    state = pass_until(state, 1)
+    return pass_until(state, 1)
+
+
+def test_a_declined_report_is_no_factor_of_the_result():
+    # given: 明王 ×2; seat 0 landlord at 1, eligible for 报到, declines it
+    state = chosen_landlord(DEAL_REPORT)
+    state = farmer_1_down_to_its_last_card(then(state, when(state, Report(0, "decline"))))
+    # when: seat 1 plays its last card
+    _, ended = when(state, play(state, "4", 1))
+    # then: the result's factors say no 报到 (null, as docs/hand-record.md has it), and
+    # the landlord pays as after any loss
+    factors = ended.result["factors"]
+    assert (factors["report"], factors["report_units"]) == (None, 0)
+    assert ended.result["multiplier"] == "2"
+    assert ended.result["settlement"]["gross"] == amounts(-6, 2, 2, 2)
+
+
+def test_report_play_lost_by_the_landlord_costs_the_landlord_nothing():
+    # given: 明王 ×2, 报到 打 ×2; seat 0 landlord at 1
+    state = farmer_1_down_to_its_last_card(report_play(chosen_landlord(DEAL_REPORT)))
     # when: seat 1 plays its last card
     played, ended = when(state, play(state, "4", 1))
     # then: the farmers win, and the landlord pays nothing

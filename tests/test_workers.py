@@ -40,7 +40,7 @@ from servers import OPERATOR_TOKEN, fresh_database
 from workers import dispatch, sweeper
 
 OP = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-#: The first factors of M, without bombs (RULES.md §5).
+#: The first factors of M, without bombs (docs/rules.md §5).
 PLAIN_FACTORS = {"marked_joker": Fraction(2), "first_bid_three": Fraction(4, 3), "show_hand": Fraction(2)}
 
 
@@ -322,7 +322,7 @@ def assert_settled_once(api, db, match_id: str) -> dict:
 
 
 def plain_multiplier(factors: dict) -> Fraction:
-    """M without bomb factors (RULES.md §5)."""
+    """M without bomb factors (docs/rules.md §5)."""
     m = Fraction(1)
     for name, factor in PLAIN_FACTORS.items():
         if factors[name]:

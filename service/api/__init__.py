@@ -35,7 +35,7 @@ def create_app(config: Config | None = None, services: Services | None = None, c
             "info": {
                 "description": "Four players, two decks, one landlord against three farmers. "
                 "Bids and plays are commands appended as events; each seat sees only what "
-                "RULES.md §6 allows. Errors are RFC 9457 problem documents with a stable `code`.",
+                "docs/rules.md §6 allows. Errors are RFC 9457 problem documents with a stable `code`.",
             },
             "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         },

@@ -221,7 +221,7 @@ def take_seat(body, match_id):
 @bp.response(200, schemas.View)
 @bp.doc(**documented(401, 404))
 def get_match(match_id):
-    """The caller's view of the match (RULES.md §6): its own hand, counts, the play to beat,
+    """The caller's view of the match (docs/rules.md §6): its own hand, counts, the play to beat,
     whose turn and until when, and the actions the caller may take now."""
     who = caller()
     return view_document(load(match_id), who)

@@ -154,7 +154,12 @@ class Factors(ma.Schema):
     marked_joker = f.Boolean(required=True)
     first_bid_three = f.Boolean(required=True)
     show_hand = f.Boolean(required=True)
-    report = f.String(required=True, allow_none=True)
+    report = f.String(
+        required=True,
+        allow_none=True,
+        validate=validate.OneOf(["play", "no_play"]),
+        metadata={"description": "报到 then 打 (play) or 不打 (no_play); null when no 报到 was declared, a decline included"},
+    )
     report_units = f.Integer(required=True)
     bombs = f.Integer(required=True)
 
@@ -179,7 +184,7 @@ class Result(ma.Schema):
 
 
 class View(ma.Schema):
-    """A seat's view of the match (RULES.md §6)."""
+    """A seat's view of the match (docs/rules.md §6)."""
 
     match_id = f.String(required=True)
     phase = f.String(required=True, validate=validate.OneOf(PHASES))

@@ -1,4 +1,4 @@
-"""``decide(state, command) -> events``: every rule of RULES.md §4-5 about who may do what
+"""``decide(state, command) -> events``: every rule of docs/rules.md §4-5 about who may do what
 and when. Pure; refuses with a :class:`GameError` whose ``code`` names the rule.
 
 Each action also has ``can_<action>(state, …) -> bool`` and ``verify_<action>`` (raises)
@@ -281,7 +281,7 @@ def outcome(state: State, winner: str) -> Outcome:
         marked_joker=state.marked_card.is_joker,
         first_bid_three=state.first_bid_three,
         show_hand=bool(state.show_hand),
-        report=state.report,
+        report=None if state.report == "decline" else state.report,
         report_units=state.report_units,
         bombs=state.bombs,
     )

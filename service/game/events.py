@@ -183,7 +183,7 @@ class Resumed(Event):
 @dataclass(frozen=True, slots=True)
 class HandEnded(Event):
     """The end of the hand: the revealed seed, and the result block of the hand record
-    (winner, factors, multiplier and settlement; HAND-RECORD.md)."""
+    (winner, factors, multiplier and settlement; docs/hand-record.md)."""
 
     type = "hand_ended"
     seed: str

@@ -1,10 +1,15 @@
-"""The hand record (``ddz-hand/1``, HAND-RECORD.md): export a match's events as one JSON
-document, and verify such a document on its own — re-derive the deal from the seed,
+"""The hand record (``ddz-hand/1``, docs/hand-record.md): export a match's events as one
+JSON document, and verify such a document on its own — re-derive the deal from the seed,
 check the commitment, replay every action through the rules, recompute the settlement.
+
+The verifier accepts every record written to the format: fields this project's producer
+adds (:data:`ADDITIONS`) are checked where present and not required, and fields it does not
+know are ignored.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable
 
 from ..rules import RulesError, commitment, deal, parse_cards, parse_seed
@@ -27,6 +32,9 @@ from .state import ENDED, State, evolve, initial_state, replay
 from .table import Table
 
 FORMAT = "ddz-hand/1"
+
+#: Fields our producer writes that the format does not require (docs/hand-record.md).
+ADDITIONS = frozenset({"options.turn_seconds", "result.first_disconnect"})
 
 
 def _action(event: Event) -> dict[str, Any] | None:
@@ -83,9 +91,40 @@ def export(events: Iterable[Event]) -> dict[str, Any]:
 class Discrepancy(Exception):
     """Where a hand record disagrees with the rules or with itself."""
 
-    def __init__(self, where: str, message: str):
-        super().__init__(f"{where}: {message}")
+    def __init__(self, where: str | None, message: str):
+        super().__init__(f"{where}: {message}" if where else message)
         self.where = where
+
+
+class NotARecord(Discrepancy):
+    """A document that is no ``ddz-hand/1`` record at all (a problem document, a page, …):
+    said plainly, with no field to point at."""
+
+    def __init__(self, why: str):
+        super().__init__(None, f"not a {FORMAT} record ({why})")
+
+
+def load(data: bytes) -> dict[str, Any]:
+    """The hand record in a file's bytes, or :class:`NotARecord` if they hold none."""
+    if not data.strip():
+        raise NotARecord("empty")
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError):
+        raise NotARecord("not JSON") from None
+    _require_record(document)
+    return document
+
+
+def _require_record(document: Any) -> None:
+    if not isinstance(document, dict):
+        kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+        kind = kinds.get(type(document), "a number")
+        raise NotARecord(f"JSON {kind}, not an object")
+    if document.get("format") != FORMAT:
+        if "format" not in document:
+            raise NotARecord('no "format" field')
+        raise NotARecord(f"format {document['format']!r}")
 
 
 def _command(action: dict[str, Any], state: State) -> Command:
@@ -116,18 +155,23 @@ def _check(where: str, recorded, recomputed) -> None:
 
 
 def _compare(where: str, recorded, recomputed) -> None:
-    """The first difference between two JSON values, field by field."""
+    """The first difference between two JSON values, field by field; a producer's addition
+    may be absent, and fields of the record that we do not write are not compared."""
     if isinstance(recomputed, dict) and isinstance(recorded, dict):
         for key, value in recomputed.items():
-            if key not in recorded:
-                raise Discrepancy(f"{where}.{key}", "missing")
-            _compare(f"{where}.{key}", recorded[key], value)
+            path = f"{where}.{key}"
+            if key in recorded:
+                _compare(path, recorded[key], value)
+            elif path not in ADDITIONS:
+                raise Discrepancy(path, "missing")
     else:
         _check(where, recorded, recomputed)
 
 
 def verify(document: dict[str, Any]) -> State:
-    """Checks a hand record; returns the replayed final state or raises :class:`Discrepancy`."""
+    """Checks a hand record; returns the replayed final state or raises :class:`Discrepancy`
+    (:class:`NotARecord` when the document is no hand record at all)."""
+    _require_record(document)
     try:
         return _verify(document)
     except Discrepancy:
@@ -137,7 +181,6 @@ def verify(document: dict[str, Any]) -> State:
 
 
 def _verify(document: dict[str, Any]) -> State:
-    _check("format", document.get("format"), FORMAT)
     seed = parse_seed(document["seed"])
     _check("commitment", document["commitment"], commitment(seed))
     dealt = deal(seed)
@@ -149,7 +192,7 @@ def _verify(document: dict[str, Any]) -> State:
     _check("deal.marked_seat", recorded_deal["marked_seat"], dealt.marked_seat)
 
     table = Table.from_json({"ruleset": document["ruleset"], **document["options"]})
-    _check("options", document["options"], {k: v for k, v in table.to_json().items() if k != "ruleset"})
+    _compare("options", document["options"], {k: v for k, v in table.to_json().items() if k != "ruleset"})
     state = initial_state
     setup: list[Command] = [CreateMatch(document.get("match_id") or "record", table)]
     for seat, info in enumerate(document["seats"]):

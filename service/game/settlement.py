@@ -1,5 +1,5 @@
-"""Settlement of one hand (RULES.md §5) and the ``factors`` / ``multiplier`` /
-``settlement`` parts of the hand record's ``result`` block (HAND-RECORD.md).
+"""Settlement of one hand (docs/rules.md §5) and the ``factors`` / ``multiplier`` /
+``settlement`` parts of the hand record's ``result`` block (docs/hand-record.md).
 
 Pure standard library, no I/O. All arithmetic is exact: amounts are carried as
 :class:`fractions.Fraction` or as integer cents and only turned into
@@ -52,8 +52,8 @@ __all__ = [
 SEATS = 4
 MIN_BID, MAX_BID = 1, 3
 WINNERS = ("landlord", "farmers")
-#: Values of ``Factors.report`` when the landlord was eligible for 报到 (None otherwise).
-REPORT_CHOICES = ("play", "no_play", "decline")
+#: Values of ``Factors.report`` when the landlord declared 报到 (None otherwise, a decline included).
+REPORT_CHOICES = ("play", "no_play")
 MAX_REPORT_UNITS = 5
 
 MARKED_JOKER_FACTOR = Fraction(2)      # 明王
@@ -162,11 +162,11 @@ def _seat_tuple(values: Iterable[Any], what: str) -> tuple:
 
 @dataclass(frozen=True)
 class Factors:
-    """Everything that multiplies the stake; HAND-RECORD ``result.factors``.
+    """Everything that multiplies the stake; docs/hand-record.md ``result.factors``.
 
-    ``report`` is None when the landlord was not eligible for 报到, else ``"play"`` (打),
-    ``"no_play"`` (不打) or ``"decline"`` (no 报到). ``report_units`` is N (1…5) after
-    ``"play"`` / ``"no_play"`` and 0 otherwise. ``bombs`` counts bombs and joker bombs
+    ``report`` is ``"play"`` (报到 then 打) or ``"no_play"`` (报到 then 不打), and None when
+    no 报到 was declared — a declined one included: the factor is what multiplies, not the
+    action. ``report_units`` is N (1…5) after ``"play"`` / ``"no_play"`` and 0 otherwise. ``bombs`` counts bombs and joker bombs
     played (always 0 after 不打: no cards are played).
     """
 
@@ -294,10 +294,10 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Settlement:
-    """HAND-RECORD ``result.settlement`` plus the multiplier M that produced it.
+    """docs/hand-record.md ``result.settlement`` plus the multiplier M that produced it.
 
     Every amount is a Decimal with exactly two places; the per-seat amounts are tuples in
-    seat order. The invariants of HAND-RECORD.md are checked on construction.
+    seat order. The invariants of docs/hand-record.md are checked on construction.
     """
 
     multiplier: Fraction
@@ -383,7 +383,7 @@ def settle(
     rake: Decimal = Decimal("0"),
     bombs_double: bool = True,
 ) -> Settlement:
-    """Settle one hand (RULES.md §5). ``rake`` is the system-cut share (``Decimal("0.05")``
+    """Settle one hand (docs/rules.md §5). ``rake`` is the system-cut share (``Decimal("0.05")``
     for 5 %), ``cap`` the per-hand cap (None: no cap). Raises :class:`SettlementError`
     (a ``ValueError``) on invalid input."""
     if not isinstance(outcome, Outcome):

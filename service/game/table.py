@@ -1,4 +1,4 @@
-"""A table's settings: the ruleset and the money options of RULES.md §5."""
+"""A table's settings: the ruleset and the money options of docs/rules.md §5."""
 
 from __future__ import annotations
 

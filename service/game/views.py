@@ -1,4 +1,4 @@
-"""What each seat may see (RULES.md §6): its own hand; every seat's card count; the marked
+"""What each seat may see (docs/rules.md §6): its own hand; every seat's card count; the marked
 card and its holder; every bid, pass and play; the bottom only as landlord; the
 landlord's hand after 摊打; the reported cards after 报到. Operators see everything.
 

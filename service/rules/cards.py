@@ -1,4 +1,4 @@
-"""Cards, ranks and their two notations (RULES.md §1).
+"""Cards, ranks and their two notations (docs/rules.md §1).
 
 A *card code* names one physical card (``S3``, ``HT``, ``BJ``); a *rank string* names a
 multiset of ranks where suits do not matter (``TJQKA``, ``BBRR``). Inside the engine a
@@ -76,7 +76,7 @@ def _all_cards() -> tuple[Card, ...]:
 #: The 54 distinct cards of one deck, in canonical order (RLCard's: rank, then S H C D).
 ONE_DECK = _all_cards()
 _BY_CODE = {card.code: card for card in ONE_DECK}
-#: The 108 cards of the two decks in the canonical order of HAND-RECORD.md.
+#: The 108 cards of the two decks in the canonical order of docs/hand-record.md.
 DECK = ONE_DECK + ONE_DECK
 
 

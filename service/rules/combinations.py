@@ -1,4 +1,4 @@
-"""The ten combinations (RULES.md §2) and how one beats another (§3).
+"""The ten combinations (docs/rules.md §2) and how one beats another (§3).
 
 A :class:`Combination` is a multiset of ranks read as one type. Strength is kept as
 ``top``: for sequences (``straight``, ``pair_chain``, ``plane``, ``plane_with_pairs``) the
@@ -108,7 +108,7 @@ class Combination(NamedTuple):
         return format_ranks(self.counts)
 
     def beats(self, other: Combination) -> bool:
-        """Whether this reading beats ``other`` (RULES.md §3)."""
+        """Whether this reading beats ``other`` (docs/rules.md §3)."""
         mine, theirs = self.type, other.type
         if theirs is JOKER_BOMB:
             return False
@@ -256,7 +256,7 @@ def beats(cards, over, ruleset: Ruleset = DEFAULT_RULESET) -> bool:
 
 
 def why_invalid(counts: Counts, ruleset: Ruleset = DEFAULT_RULESET) -> str:
-    """Which rule of RULES.md §2 a set of cards that is no combination breaks."""
+    """Which rule of docs/rules.md §2 a set of cards that is no combination breaks."""
     text = format_ranks(counts)
     present = [r for r in range(NUM_RANKS) if counts[r]]
     if not present:

@@ -1,4 +1,4 @@
-"""The verifiable deal of HAND-RECORD.md: a fixed function of a 32-byte seed.
+"""The verifiable deal of docs/hand-record.md: a fixed function of a 32-byte seed.
 
 The commitment (SHA-256 of the seed) is published when the hand is dealt and the seed
 when it ends, so anyone can re-derive the deal and check it.

@@ -22,7 +22,7 @@ class InvalidNotation(RulesError):
 
 
 class InvalidCombination(RulesError):
-    """A set of cards that is none of the ten combinations of RULES.md §2."""
+    """A set of cards that is none of the ten combinations of docs/rules.md §2."""
 
     code = "invalid_combination"
 

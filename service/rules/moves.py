@@ -5,9 +5,9 @@ shared, precomputed :class:`Combination` values; :func:`legal_moves` maps each t
 concrete cards of the hand. Two constraints of a seat are inputs:
 
 - ``bombs_left``: how many more ``bomb`` / ``joker_bomb`` plays the seat may make
-  (``None`` = no limit, RULES.md §4.10);
+  (``None`` = no limit, docs/rules.md §4.10);
 - ``locked``: ranks reported by 报到, which may leave the hand only as their whole bomb
-  (the jokers, locked together, only as ``joker_bomb``; RULES.md §4.8).
+  (the jokers, locked together, only as ``joker_bomb``; docs/rules.md §4.8).
 """
 
 from __future__ import annotations

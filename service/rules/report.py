@@ -1,4 +1,4 @@
-"""报到 units (RULES.md §4.8): the four jokers (where they are a bomb) and every rank held
+"""报到 units (docs/rules.md §4.8): the four jokers (where they are a bomb) and every rank held
 seven or eight times."""
 
 from __future__ import annotations

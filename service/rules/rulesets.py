@@ -1,4 +1,5 @@
-"""Rule profiles (RULES.md: ``shanghai-platform`` from seed 001, ``shanghai-local`` from seed 000).
+"""Rule profiles (docs/rules.md §7): ``shanghai-platform``, the online platform's rules,
+and ``shanghai-local``, the rules played locally in Shanghai.
 
 The profiles differ only in data held here, so the engine never asks which profile it runs.
 """
@@ -41,7 +42,7 @@ class Ruleset:
     #: ``BBRR`` is a ``joker_bomb``, and the four jokers count as one 报到 unit.
     joker_bomb: bool
     bomb_limit: BombLimit
-    #: Every bomb or joker bomb played doubles the score (RULES.md §5 [decided]).
+    #: Every bomb or joker bomb played doubles the score (docs/rules.md §5 [decided]).
     bombs_double: bool = True
 
     def __hash__(self) -> int:
