@@ -653,6 +653,23 @@ def test_a_declined_report_is_no_factor_of_the_result():
     assert ended.result["settlement"]["gross"] == amounts(-6, 2, 2, 2)
 
 
+def test_a_hand_ended_stored_before_version_2_reads_a_decline_as_no_report():
+    # given: the same hand, its hand_ended as schema version 1 wrote it ("decline")
+    state = chosen_landlord(DEAL_REPORT)
+    state = farmer_1_down_to_its_last_card(then(state, when(state, Report(0, "decline"))))
+    _, ended = when(state, play(state, "4", 1))
+    old = json.loads(json.dumps(ended.payload()))
+    old["result"]["factors"]["report"] = "decline"
+    # when: it is read back
+    read = Event.from_payload("hand_ended", 1, old)
+    # then: it is today's event, equal to the one written now
+    assert read == ended and read.version == 2
+    # and an old event of a hand with a real 报到 is read unchanged
+    played = json.loads(json.dumps(ended.payload()))
+    played["result"]["factors"]["report"] = "play"
+    assert Event.from_payload("hand_ended", 1, played).result["factors"]["report"] == "play"
+
+
 def test_report_play_lost_by_the_landlord_costs_the_landlord_nothing():
     # given: 明王 ×2, 报到 打 ×2; seat 0 landlord at 1
     state = farmer_1_down_to_its_last_card(report_play(chosen_landlord(DEAL_REPORT)))

@@ -8,7 +8,7 @@ see of each is :func:`service.game.views.visible`.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from ..rules import Card, parse_cards
 from .errors import GameError
@@ -36,6 +36,9 @@ class Event:
         cls = EVENT_TYPES.get(type)
         if cls is None:
             raise GameError(f"unknown event type {type!r}", "unknown_event")
+        while (type, version) in UPCASTERS:
+            payload = UPCASTERS[type, version](payload)
+            version += 1
         if version != cls.version:
             raise GameError(f"event {type!r} has schema version {version}, expected {cls.version}", "unknown_event")
         return cls(**{f.name: _LOADERS.get(f.name, _same)(payload[f.name]) for f in fields(cls)})
@@ -186,6 +189,9 @@ class HandEnded(Event):
     (winner, factors, multiplier and settlement; docs/hand-record.md)."""
 
     type = "hand_ended"
+    #: 2: ``result.factors.report`` is null when no 报到 was declared, a decline included
+    #: (version 1 wrote "decline" there).
+    version = 2
     seed: str
     result: dict
 
@@ -198,6 +204,21 @@ class Settled(Event):
     type = "settled"
     net: tuple[str, ...]
     house: str
+
+
+def _report_declined_is_no_report(payload: dict[str, Any]) -> dict[str, Any]:
+    factors = payload["result"]["factors"]
+    if factors["report"] != "decline":
+        return payload
+    result = {**payload["result"], "factors": {**factors, "report": None}}
+    return {**payload, "result": result}
+
+
+#: How a stored event of an older schema version becomes the next version: events are never
+#: rewritten, so each is brought up to date as it is read, one version at a time.
+UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
+    ("hand_ended", 1): _report_declined_is_no_report,
+}
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
