@@ -22,6 +22,8 @@ class Config:
     keepalive_seconds: float = 15.0
     #: Database connections per process: DDZ_DB_POOL_SIZE.
     db_pool_size: int = 16
+    #: Seconds a request waits for a database connection before it answers 503: DDZ_DB_TIMEOUT.
+    db_timeout: float = 10.0
 
     _ENV = {
         "database_url": "DATABASE_URL",
@@ -31,6 +33,7 @@ class Config:
         "stream_seconds": "DDZ_STREAM_SECONDS",
         "keepalive_seconds": "DDZ_KEEPALIVE_SECONDS",
         "db_pool_size": "DDZ_DB_POOL_SIZE",
+        "db_timeout": "DDZ_DB_TIMEOUT",
     }
 
     @classmethod

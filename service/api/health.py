@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask_smorest import Blueprint
 
 from . import schemas
+from ..store import retried
 from .problems import ApiError
 from .services import services
 
@@ -25,8 +26,7 @@ def readyz():
     """PostgreSQL and Redis answer."""
     failed = []
     try:
-        with services().pool.connection(timeout=5) as conn:
-            conn.execute("SELECT 1")
+        retried(services().pool, lambda conn: conn.execute("SELECT 1"), timeout=5)
     except Exception:  # noqa: BLE001 - any failure means not ready
         failed.append("database")
     try:
