@@ -25,6 +25,8 @@ class Config:
     #: Origins whose browser pages may call the API (CORS), comma-separated, e.g.
     #: ``https://play.example,https://admin.example``: DDZ_CORS_ORIGINS. Empty: none.
     cors_origins: str = ""
+    #: Seconds a request waits for a database connection before it answers 503: DDZ_DB_TIMEOUT.
+    db_timeout: float = 10.0
 
     _ENV = {
         "database_url": "DATABASE_URL",
@@ -35,6 +37,7 @@ class Config:
         "keepalive_seconds": "DDZ_KEEPALIVE_SECONDS",
         "db_pool_size": "DDZ_DB_POOL_SIZE",
         "cors_origins": "DDZ_CORS_ORIGINS",
+        "db_timeout": "DDZ_DB_TIMEOUT",
     }
 
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import schemas
+from ..store import retried
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
@@ -24,8 +25,7 @@ def readyz():
     """PostgreSQL and Redis answer."""
     failed = []
     try:
-        with services().pool.connection(timeout=5) as conn:
-            conn.execute("SELECT 1")
+        retried(services().pool, lambda conn: conn.execute("SELECT 1"), timeout=5)
     except Exception:  # noqa: BLE001 - any failure means not ready
         failed.append("database")
     try:

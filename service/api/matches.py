@@ -33,7 +33,7 @@ from ..game import (
 from ..game.record import export
 from ..game.state import DEALING, ENDED, PLAYING
 from ..rules import InvalidNotation, new_seed, parse_cards, pick_cards
-from ..store import Loaded, MatchNotFound, Outcome, StoredEvent, deadline, request_hash, status
+from ..store import Loaded, MatchNotFound, Outcome, StoredEvent, deadline, request_hash, retried, status
 from workers.dispatch import after_append
 
 from . import encoding, schemas
@@ -187,9 +187,12 @@ def list_matches(query):
         params.append(query["status"])
     sql += " ORDER BY created_at DESC LIMIT %s"
     params.append(query["limit"])
-    with services().pool.connection() as conn:
+
+    def read(conn):
         rows = conn.execute(sql, params).fetchall()
-        states = services().store.load_many([row[0] for row in rows], conn)
+        return rows, services().store.load_many([row[0] for row in rows], conn)
+
+    rows, states = retried(services().pool, read)
     return {"matches": [match_document(states[row[0]].state, row[1], row[2]) for row in rows]}
 
 

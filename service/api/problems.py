@@ -13,6 +13,7 @@ from flask_smorest import Api as SmorestApi
 from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
+from ..store import DatabaseUnavailable
 from . import encoding
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,16 @@ ERROR_DESCRIPTIONS = {
     415: "The body is not sent as `Content-Type: application/json` (a `+json` type, or a charset other than UTF-8, is refused too)",
     422: "The request does not match its schema (see `errors`), or the rules refuse it (see `code`)",
     500: "The server failed; the request may not have been applied",
-    503: "PostgreSQL or Redis does not answer",
+    503: "PostgreSQL or Redis does not answer (`database_unavailable`: after retries on fresh connections)",
 }
 #: Headers that come with some error responses.
 ERROR_HEADERS = {
+    503: {
+        "Retry-After": {
+            "description": "Seconds to wait before trying again (with `database_unavailable`)",
+            "schema": {"type": "string"},
+        }
+    },
     401: {
         "WWW-Authenticate": {
             "description": "The challenge: `Bearer realm=\"ddz\"`",
@@ -111,6 +118,8 @@ class ErrorResponses(BasePlugin):
     not sent as JSON or invalid; 401 where a token is required. flask-smorest adds 422
     for invalid parameters; the handlers' own errors come from their ``@bp.doc``.
 
+    503 where the database is used (every operation with a token or a body).
+
     Responses are then referred to by name, so that only the ones used are in
     ``components/responses``, and listed in status order."""
 
@@ -118,6 +127,9 @@ class ErrorResponses(BasePlugin):
         for operation in (operations or {}).values():
             responses = operation.setdefault("responses", {})
             statuses = {500}
+            if operation.get("security") or "requestBody" in operation:
+                # Every operation but the liveness check uses the database.
+                statuses.add(503)
             if "{" in (path or ""):
                 statuses.add(404)
             if "requestBody" in operation:
@@ -141,6 +153,7 @@ class Api(SmorestApi):
         self._app.register_error_handler(HTTPException, self.handle_http_exception)
         self._app.register_error_handler(ApiError, lambda e: problem(e.status, e.code, e.detail, headers=e.headers))
         self._app.register_error_handler(RecursionError, self._handle_too_deep)
+        self._app.register_error_handler(DatabaseUnavailable, self._handle_database_unavailable)
         self._app.register_error_handler(Exception, self._handle_unexpected)
 
     #: No ``default`` response: each operation lists the statuses it answers, so that a
@@ -179,6 +192,15 @@ class Api(SmorestApi):
         # Python's JSON parser recurses per nesting level; the parsers above it only
         # catch decode errors, so a body nested thousands deep arrives here.
         return problem(400, "invalid_json", "the JSON body is nested too deeply")
+
+    @staticmethod
+    def _handle_database_unavailable(error: DatabaseUnavailable):
+        # Said only after the retries on fresh connections: PostgreSQL is away, or no
+        # connection came in time. A command may then not know whether it committed; sent
+        # again with the same Idempotency-Key, it is applied at most once.
+        log.warning("database unavailable: %s", error)
+        detail = "the database does not answer; try again shortly (a command with the same Idempotency-Key applies once)"
+        return problem(503, "database_unavailable", detail, headers={"Retry-After": "1"})
 
     @staticmethod
     def _handle_unexpected(error: Exception):

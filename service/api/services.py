@@ -23,7 +23,7 @@ class Services:
 
     @classmethod
     def open(cls, config: Config) -> Services:
-        pool = open_pool(config.database_url, config.db_pool_size, "ddz")
+        pool = open_pool(config.database_url, config.db_pool_size, "ddz", config.db_timeout)
         store = EventStore(pool)
         return cls(
             config=config,

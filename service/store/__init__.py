@@ -15,6 +15,6 @@ from .events import (
 from .migrate import migrate
 from .notify import Notifier
 from .players import Players
-from .pool import open_pool
+from .pool import DatabaseUnavailable, open_pool, retried
 
 __all__ = [name for name in dir() if not name.startswith("_")]

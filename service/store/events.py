@@ -17,11 +17,12 @@ from typing import Any, Callable, Sequence
 
 import psycopg
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..game import Command, Event, State, decide, initial_state, replay
 from ..game.errors import GameError
 from ..game.state import DEALING, ENDED, SEATING
+from .pool import ATTEMPTS, DatabaseUnavailable, connection_lost, live_connection, pause, retried
 
 NOTIFY_CHANNEL = "ddz_events"
 #: Bytes of a notification left for the event after "<match>:<version>:" (PostgreSQL
@@ -43,6 +44,15 @@ class MatchNotFound(GameError):
 
 class IdempotencyMismatch(GameError):
     code = "idempotency_key_reused"
+
+
+class _Lost(Exception):
+    """The connection broke during a command. ``known`` is the state its last append was
+    decided on, if it got that far: whether that append committed is then unknown."""
+
+    def __init__(self, known: Loaded | None):
+        super().__init__("the database connection broke")
+        self.known = known
 
 
 class _Behind(Exception):
@@ -122,18 +132,17 @@ class EventStore:
         self.pool = pool
         self.cache = cache or StateCache()
 
-    def _connection(self, conn: psycopg.Connection | None):
-        """``conn`` when the caller has one (its transaction, say), else one from the pool
-        for the duration."""
-        return nullcontext(conn) if conn is not None else self.pool.connection()
+    def _run(self, work: Callable[[psycopg.Connection], Any], conn: psycopg.Connection | None):
+        """``work`` on ``conn`` when the caller has one (its transaction, say), else on one
+        from the pool, retried on another when the connection breaks."""
+        return retried(self.pool, work, conn)
 
     # Reading
 
     def read(self, match_id: uuid.UUID, after: int = 0, conn: psycopg.Connection | None = None) -> list[StoredEvent]:
         """The match's events with version > ``after``, in order."""
         query = f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND version > %s ORDER BY version"
-        with self._connection(conn) as c:
-            return [_decode(row) for row in c.execute(query, (match_id, after))]
+        return self._run(lambda c: [_decode(row) for row in c.execute(query, (match_id, after))], conn)
 
     def load(self, match_id: uuid.UUID, conn: psycopg.Connection | None = None) -> Loaded:
         """The match's current state (raises :class:`MatchNotFound`)."""
@@ -157,12 +166,12 @@ class EventStore:
         events is left out)."""
         known = {m: self.cache.get(m) or Loaded(initial_state, None) for m in match_ids}
         missed: dict[uuid.UUID, list[StoredEvent]] = {m: [] for m in known}
-        with self._connection(conn) as c:
-            rows = c.execute(
-                f"SELECT stream_id, {_COLUMNS} FROM unnest(%s::uuid[], %s::integer[]) AS known(stream_id, after)"
-                " JOIN events USING (stream_id) WHERE version > after ORDER BY stream_id, version",
-                (list(known), [k.state.version for k in known.values()]),
-            ).fetchall()
+        query = (
+            f"SELECT stream_id, {_COLUMNS} FROM unnest(%s::uuid[], %s::integer[]) AS known(stream_id, after)"
+            " JOIN events USING (stream_id) WHERE version > after ORDER BY stream_id, version"
+        )
+        params = (list(known), [k.state.version for k in known.values()])
+        rows = self._run(lambda c: c.execute(query, params).fetchall(), conn)
         for row in rows:
             missed[row[0]].append(_decode(row[1:]))
         folded = {m: self._fold(m, known[m], missed[m]) for m in known}
@@ -212,68 +221,105 @@ class EventStore:
         name a command that follows from the new state (dealing once the fourth seat is
         taken), appended with the first events; ``within`` writes what must commit with
         the events (the ledger of a settlement)."""
+        # The command's identity: its events carry it, so that when the connection breaks
+        # after the append was sent, the events say whether it committed.
+        command_id = uuid.uuid4()
         attempts = 1 if expected_version is not None else RETRIES
-        for attempt in range(attempts):
+        conflicts = lost = 0
+        while True:
             try:
-                return self._execute_once(match_id, command, expected_version, idempotency, new_match, then, within)
+                return self._execute_once(
+                    match_id, command, command_id, expected_version, idempotency, new_match, then, within
+                )
             except VersionConflict:
                 # A concurrent request with the same key may have won: then this is its retry.
                 replayed = self._replay(match_id, idempotency) if idempotency is not None else None
                 if replayed is not None:
                     return replayed
-                if attempt == attempts - 1:
+                conflicts += 1
+                if conflicts == attempts:
                     raise
-        raise AssertionError("unreachable")
+            except _Lost as exc:
+                committed = self._committed(match_id, exc.known, command_id) if exc.known is not None else None
+                if committed is not None:
+                    return committed
+                # Not committed: nothing was written, so the command is decided again.
+                lost += 1
+                if lost == ATTEMPTS:
+                    raise DatabaseUnavailable("the database connection broke on every try") from exc.__cause__
+                pause(lost - 1)
 
-    def _execute_once(self, match_id, command, expected_version, idempotency, new_match, then, within):
+    def _execute_once(self, match_id, command, command_id, expected_version, idempotency, new_match, then, within):
         # The command is decided on the state this process last saw of the match, and the
         # append (one statement) inserts only if the stream is still at that version. If
         # it is not, the append answers with the events missed instead: they are folded
         # in and the command decided again. So a command is one round trip when this
         # process saw the match's last event, and two when another process appended since.
         # Only what ``within`` writes needs a transaction around it (it reads first).
-        with self.pool.connection() as conn, (conn.transaction() if within is not None else nullcontext()):
-            known = None if new_match or within is not None else self.cache.get(match_id)
-            read = known is None or expected_version not in (None, known.state.version)
-            if read:
-                known = Loaded(initial_state, None) if new_match else self.load(match_id, conn)
-            for _ in range(RETRIES):
-                try:
-                    outcome = self._decide_and_append(
-                        conn, match_id, known.state, command, expected_version, then, within, idempotency
-                    )
-                    break
-                except _Behind as behind:
-                    if within is not None or expected_version is not None:
-                        raise VersionConflict(
-                            f"the match is at version {behind.missed[-1].version}, not {known.state.version}",
-                            "version_conflict",
-                        ) from None
-                    known, read = self._fold(match_id, known, behind.missed), True
-                except VersionConflict:
-                    raise
-                except GameError:
-                    if not read:
-                        # Refused on a state that may be behind: refuse only on the latest.
-                        known, read = self.load(match_id, conn), True
-                        continue
-                    if idempotency is not None:
-                        # A retry of a request whose events are in the state just read
-                        # gets that request's outcome, not a refusal of the repeat.
-                        replayed = self._replay(match_id, idempotency, conn)
-                        if replayed is not None:
-                            return replayed
-                    raise
-            else:
-                raise VersionConflict("the match kept changing; try again", "version_conflict")
+        known = None if new_match or within is not None else self.cache.get(match_id)
+        try:
+            with live_connection(self.pool) as conn, (conn.transaction() if within is not None else nullcontext()):
+                read = known is None or expected_version not in (None, known.state.version)
+                if read:
+                    known = Loaded(initial_state, None) if new_match else self.load(match_id, conn)
+                for _ in range(RETRIES):
+                    try:
+                        outcome = self._decide_and_append(
+                            conn, match_id, known.state, command, command_id, expected_version, then, within, idempotency
+                        )
+                        break
+                    except _Behind as behind:
+                        if within is not None or expected_version is not None:
+                            raise VersionConflict(
+                                f"the match is at version {behind.missed[-1].version}, not {known.state.version}",
+                                "version_conflict",
+                            ) from None
+                        known, read = self._fold(match_id, known, behind.missed), True
+                    except VersionConflict:
+                        raise
+                    except GameError:
+                        if not read:
+                            # Refused on a state that may be behind: refuse only on the latest.
+                            known, read = self.load(match_id, conn), True
+                            continue
+                        if idempotency is not None:
+                            # A retry of a request whose events are in the state just read
+                            # gets that request's outcome, not a refusal of the repeat.
+                            replayed = self._replay(match_id, idempotency, conn)
+                            if replayed is not None:
+                                return replayed
+                        raise
+                else:
+                    raise VersionConflict("the match kept changing; try again", "version_conflict")
+        except PoolTimeout as exc:
+            raise DatabaseUnavailable("no database connection could be had") from exc
+        except psycopg.OperationalError as exc:
+            if not connection_lost(exc):
+                raise
+            # ``known`` is the state the last append (if one was sent) was decided on.
+            raise _Lost(known) from exc
         self.cache.put(match_id, Loaded(outcome.state, outcome.last_recorded_at))
         return outcome
+
+    def _committed(self, match_id: uuid.UUID, known: Loaded, command_id: uuid.UUID) -> Outcome | None:
+        """After the connection broke: the command's outcome if its append, decided on
+        ``known``, committed (the events after ``known`` start with the ones carrying
+        ``command_id``), else ``None``."""
+        query = f"SELECT command_id, {_COLUMNS} FROM events WHERE stream_id = %s AND version > %s ORDER BY version"
+        rows = self._run(lambda c: c.execute(query, (match_id, known.state.version)).fetchall(), None)
+        stored = [_decode(row[1:]) for row in rows]
+        self._fold(match_id, known, stored)
+        ours = [s for row, s in zip(rows, stored) if row[0] == command_id]
+        if not ours:
+            return None
+        return Outcome(ours, replay((s.event for s in ours), known.state), ours[-1].recorded_at)
 
     def _replay(self, match_id: uuid.UUID, idempotency, conn: psycopg.Connection | None = None) -> Outcome | None:
         """The first outcome of a request with this key, if there was one: the events it
         appended and the state right after them."""
         player, key, digest = idempotency
-        with self._connection(conn) as c:
+
+        def first(c: psycopg.Connection) -> tuple[int, list[StoredEvent]] | None:
             row = c.execute(
                 "SELECT request_hash, first_version, last_version FROM idempotency_keys"
                 " WHERE player_id = %s AND key = %s",
@@ -285,12 +331,16 @@ class EventStore:
                 raise IdempotencyMismatch(
                     "this Idempotency-Key was used with another request", "idempotency_key_reused"
                 )
-            first, last = row[1], row[2]
-            stored = [e for e in self.read(match_id, 0, c) if e.version <= last]
-        state = replay(e.event for e in stored)
-        return Outcome([e for e in stored if e.version >= first], state, stored[-1].recorded_at, replayed=True)
+            return row[1], [e for e in self.read(match_id, 0, c) if e.version <= row[2]]
 
-    def _decide_and_append(self, conn, match_id, state, command, expected_version, then, within, idempotency) -> Outcome:
+        found = self._run(first, conn)
+        if found is None:
+            return None
+        first_version, stored = found
+        state = replay(e.event for e in stored)
+        return Outcome([e for e in stored if e.version >= first_version], state, stored[-1].recorded_at, replayed=True)
+
+    def _decide_and_append(self, conn, match_id, state, command, command_id, expected_version, then, within, idempotency) -> Outcome:
         if expected_version is not None and expected_version != state.version:
             raise VersionConflict(
                 f"the match is at version {state.version}, not {expected_version}", "version_conflict"
@@ -303,13 +353,15 @@ class EventStore:
             events, after = events + more, replay(more, after)
         if within is not None:
             within(conn, state)
-        stored = self._append(conn, match_id, state.version, events, after, idempotency)
+        stored = self._append(conn, match_id, state.version, events, after, command_id, idempotency)
         return Outcome(stored, after, stored[-1].recorded_at)
 
     @staticmethod
-    def _append(conn: psycopg.Connection, match_id, version: int, events: Sequence[Event], after: State, idempotency) -> list[StoredEvent]:
+    def _append(
+        conn: psycopg.Connection, match_id, version: int, events: Sequence[Event], after: State, command_id, idempotency
+    ) -> list[StoredEvent]:
         """Inserts the events at the versions after ``version`` if the stream is still at
-        ``version``, brings the match's row of the ``matches`` table up to ``after`` (its
+        ``version``, each marked with ``command_id``, brings the match's row of the ``matches`` table up to ``after`` (its
         deadline counted from the last event's time), records the idempotency key (if any)
         with the versions it produced, and notifies (each event in its notification when
         it fits, for the other processes' caches; see :meth:`learn`): one statement, one round
@@ -324,8 +376,8 @@ class EventStore:
                 "WITH current AS ("
                 " SELECT coalesce(max(version), 0) AS version FROM events WHERE stream_id = %(stream)s),"
                 " inserted AS ("
-                " INSERT INTO events (stream_id, version, type, schema_version, payload)"
-                " SELECT %(stream)s, e.version, e.type, e.schema_version, e.payload"
+                " INSERT INTO events (stream_id, version, type, schema_version, payload, command_id)"
+                " SELECT %(stream)s, e.version, e.type, e.schema_version, e.payload, %(command)s"
                 " FROM jsonb_to_recordset(%(events)s)"
                 " AS e(version integer, type text, schema_version integer, payload jsonb)"
                 " WHERE (SELECT version FROM current) = %(base)s ORDER BY e.version"
@@ -357,6 +409,7 @@ class EventStore:
                 {
                     "stream": match_id,
                     "base": version,
+                    "command": command_id,
                     # One JSON parameter: adapting it costs a fraction of four typed arrays.
                     "events": Jsonb([
                         {"version": v, "type": e.type, "schema_version": e.version, "payload": e.payload()}

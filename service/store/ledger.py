@@ -14,6 +14,7 @@ from psycopg_pool import ConnectionPool
 from ..game import State
 from ..game.record import Discrepancy, export, verify
 from .events import EventStore
+from .pool import retried
 
 HOUSE = "house"
 BOTS = "bots"
@@ -68,8 +69,9 @@ def write_settlement(conn: psycopg.Connection, match_id: uuid.UUID, state: State
 
 
 def settlement(pool: ConnectionPool, match_id: uuid.UUID) -> dict[str, Any] | None:
-    with pool.connection() as conn:
-        row = conn.execute("SELECT result, settled_at FROM settlements WHERE match_id = %s", (match_id,)).fetchone()
+    row = retried(
+        pool, lambda conn: conn.execute("SELECT result, settled_at FROM settlements WHERE match_id = %s", (match_id,)).fetchone()
+    )
     if row is None:
         return None
     result, settled_at = row
@@ -89,13 +91,18 @@ def settlement(pool: ConnectionPool, match_id: uuid.UUID) -> dict[str, Any] | No
 
 def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) -> dict[str, Any]:
     acct = f"player:{player_id}"
-    with pool.connection() as conn, conn.transaction():
-        balance = conn.execute("SELECT coalesce(sum(amount), 0) FROM ledger_entries WHERE account = %s", (acct,)).fetchone()[0]
-        rows = conn.execute(
-            "SELECT entry_id, match_id, seat, kind, amount, created_at FROM ledger_entries"
-            " WHERE account = %s ORDER BY entry_id DESC LIMIT %s",
-            (acct, limit),
-        ).fetchall()
+
+    def read(conn: psycopg.Connection):
+        with conn.transaction():
+            balance = conn.execute("SELECT coalesce(sum(amount), 0) FROM ledger_entries WHERE account = %s", (acct,)).fetchone()[0]
+            rows = conn.execute(
+                "SELECT entry_id, match_id, seat, kind, amount, created_at FROM ledger_entries"
+                " WHERE account = %s ORDER BY entry_id DESC LIMIT %s",
+                (acct, limit),
+            ).fetchall()
+        return balance, rows
+
+    balance, rows = retried(pool, read)
     entries = [
         {"entry_id": r[0], "match_id": r[1], "seat": r[2], "kind": r[3], "amount": f"{r[4]:.2f}", "created_at": r[5]}
         for r in rows
@@ -107,16 +114,21 @@ def check(pool: ConnectionPool, store: EventStore) -> dict[str, Any]:
     """The operators' check: every movement, every match and the whole ledger add to zero,
     and every settled match, recomputed from its events, equals its ledger entries."""
     problems: list[str] = []
-    with pool.connection() as conn, conn.transaction():
-        total = conn.execute("SELECT coalesce(sum(amount), 0), count(*) FROM ledger_entries").fetchone()
-        unbalanced = conn.execute(
-            "SELECT match_id, movement, sum(amount) FROM ledger_entries GROUP BY match_id, movement HAVING sum(amount) <> 0"
-        ).fetchall()
-        per_seat = conn.execute(
-            "SELECT s.match_id, e.seat, e.account = 'house', coalesce(sum(e.amount), 0)"
-            " FROM settlements s LEFT JOIN ledger_entries e ON e.match_id = s.match_id"
-            " GROUP BY s.match_id, e.seat, e.account = 'house'"
-        ).fetchall()
+
+    def read(conn: psycopg.Connection):
+        with conn.transaction():
+            total = conn.execute("SELECT coalesce(sum(amount), 0), count(*) FROM ledger_entries").fetchone()
+            unbalanced = conn.execute(
+                "SELECT match_id, movement, sum(amount) FROM ledger_entries GROUP BY match_id, movement HAVING sum(amount) <> 0"
+            ).fetchall()
+            per_seat = conn.execute(
+                "SELECT s.match_id, e.seat, e.account = 'house', coalesce(sum(e.amount), 0)"
+                " FROM settlements s LEFT JOIN ledger_entries e ON e.match_id = s.match_id"
+                " GROUP BY s.match_id, e.seat, e.account = 'house'"
+            ).fetchall()
+        return total, unbalanced, per_seat
+
+    total, unbalanced, per_seat = retried(pool, read)
     if total[0] != 0:
         problems.append(f"the ledger adds to {total[0]:.2f}, not 0.00")
     problems += [f"match {m} movement {n} adds to {a:.2f}" for m, n, a in unbalanced]

@@ -9,6 +9,8 @@ import uuid
 
 from psycopg_pool import ConnectionPool
 
+from .pool import retried
+
 
 def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
@@ -27,11 +29,15 @@ class Players:
         """A new player and its token; the token is never stored and cannot be shown again."""
         player_id = uuid.uuid4()
         token = secrets.token_urlsafe(32)
-        with self.pool.connection() as conn:
-            conn.execute(
-                "INSERT INTO players (player_id, name, token_hash) VALUES (%s, %s, %s)",
+        # A second run, after a connection that broke once the first had committed, finds
+        # the player there and leaves it.
+        retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "INSERT INTO players (player_id, name, token_hash) VALUES (%s, %s, %s) ON CONFLICT (player_id) DO NOTHING",
                 (player_id, name, token_hash(token)),
-            )
+            ),
+        )
         return player_id, token
 
     def by_token(self, token: str) -> uuid.UUID | None:
@@ -39,8 +45,9 @@ class Players:
         known = self._known.get(digest)
         if known is not None:
             return known
-        with self.pool.connection() as conn:
-            row = conn.execute("SELECT player_id FROM players WHERE token_hash = %s", (digest,)).fetchone()
+        row = retried(
+            self.pool, lambda conn: conn.execute("SELECT player_id FROM players WHERE token_hash = %s", (digest,)).fetchone()
+        )
         if row is None:
             return None  # unknown tokens are not remembered: forged ones would fill the cache
         with self._lock:

@@ -1,12 +1,101 @@
-"""The connection pool every process uses."""
+"""The connection pool every process uses, and the retry of work whose connection broke."""
 
 from __future__ import annotations
 
-from psycopg_pool import ConnectionPool
+import select
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+T = TypeVar("T")
+
+#: Tries of work whose connection broke, each on another connection (with pauses of
+#: 20, 80 and 320 ms between them).
+ATTEMPTS = 4
 
 
-def open_pool(url: str, max_size: int, name: str) -> ConnectionPool:
+class DatabaseUnavailable(Exception):
+    """PostgreSQL did not answer: no connection came within the pool's timeout, or the
+    connection broke on every try."""
+
+
+def open_pool(url: str, max_size: int, name: str, timeout: float = 30.0) -> ConnectionPool:
     """A pool of autocommit connections: most writes are one statement, which needs no
     BEGIN and COMMIT round trips around it; code that writes more takes
-    ``conn.transaction()`` explicitly."""
-    return ConnectionPool(url, min_size=1, max_size=max_size, open=True, name=name, kwargs={"autocommit": True})
+    ``conn.transaction()`` explicitly. ``timeout`` is how long a caller waits for a
+    connection."""
+    return ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        open=True,
+        name=name,
+        kwargs={"autocommit": True},
+        timeout=timeout,
+    )
+
+
+@contextmanager
+def live_connection(pool: ConnectionPool, timeout: float | None = None) -> Iterator[psycopg.Connection]:
+    """A connection from the pool that its server has not dropped. An idle connection has
+    nothing to read unless its server said something: a terminated backend's last error,
+    or the end of the stream. So only a connection with input waiting costs the round
+    trip of a check; the others cost one poll of their socket. A dead one is closed (the
+    pool replaces it) and the next taken at once. (The pool's own ``check`` would spend a
+    round trip on every connection, and waits a second or more after each dead one.)"""
+    while True:
+        with pool.connection(timeout=timeout) as conn:
+            if select.select([conn], [], [], 0)[0]:
+                try:
+                    ConnectionPool.check_connection(conn)
+                except psycopg.Error:
+                    conn.close()
+                    continue
+            yield conn
+            return
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """The connection broke (its backend was terminated, the server shut down or could not
+    be reached), as opposed to a statement failing on a live connection."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    # No SQLSTATE: libpq's own "server closed the connection unexpectedly" and the like.
+    return exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
+
+
+def retried(
+    pool: ConnectionPool,
+    work: Callable[[psycopg.Connection], T],
+    conn: psycopg.Connection | None = None,
+    timeout: float | None = None,
+) -> T:
+    """``work(conn)`` on the caller's connection when it has one (its transaction: the
+    caller retries the whole), else on one from the pool, again on another one when the
+    connection broke, up to :data:`ATTEMPTS` tries. Only for work that may run twice:
+    reads, and writes that a second run leaves as the first did."""
+    if conn is not None:
+        return work(conn)
+    for attempt in range(ATTEMPTS):
+        try:
+            with live_connection(pool, timeout) as c:
+                return work(c)
+        except PoolTimeout as exc:
+            raise DatabaseUnavailable("no database connection could be had") from exc
+        except psycopg.OperationalError as exc:
+            if not connection_lost(exc):
+                raise
+            if attempt == ATTEMPTS - 1:
+                raise DatabaseUnavailable("the database connection broke on every try") from exc
+            pause(attempt)
+    raise AssertionError("unreachable")
+
+
+def pause(attempt: int) -> None:
+    """Waits a little before the next try: the pool's other connections may have been
+    terminated with this one, and a backend told to end takes a moment to say so (its
+    connection looks alive until then)."""
+    time.sleep(0.02 * 4**attempt)
