@@ -124,14 +124,12 @@ def command_result(outcome: Outcome, who: Caller) -> dict[str, Any]:
 
 
 def match_document(state: State, created_at, updated_at) -> dict[str, Any]:
-    options = state.table.to_json()
     return {
         "match_id": state.match_id,
         "status": status(state),
         "phase": state.phase,
         "version": state.version,
-        "ruleset": options.pop("ruleset"),
-        "options": options,
+        **state.table.settings(),
         "seats": [None if s is None else {"player": s.player, "bot": s.bot} for s in state.seats],
         "created_at": created_at,
         "updated_at": updated_at,
