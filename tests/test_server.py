@@ -20,7 +20,6 @@ from typing import Iterator
 from urllib.parse import urlparse
 
 import pytest
-import requests
 
 from servers import OPERATOR_TOKEN, wait_until_ready
 from test_api_stream import act_once, read_messages
