@@ -398,7 +398,7 @@ class Game:
             view = self._untimed("POST", f"{self.path}/seats", token, {"seat": seat})
         self.hands: list[list[str]] = [[] for _ in range(4)]
         self.bombs_left: list[int | None] = [None] * 4
-        self.ruleset = Ruleset.by_name(view["table"]["ruleset"])
+        self.ruleset = Ruleset.by_name(view["ruleset"])
         self.landlord_synced = False
         self.absorb(view)  # seat 3, after the deal
         for seat in range(3):

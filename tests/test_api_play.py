@@ -276,38 +276,25 @@ def test_report_then_no_play_ends_the_hand_at_once(client, monkeypatch):
     assert not found, "\n".join(found[:30])
 
 
-#: A Redis database for the bot match's jobs alone: the fixtures' db is shared with other
-#: test sessions on this machine, whose workers could take (or whose start could flush) them.
-BOT_REDIS_DB = 12
-
-
 @pytest.fixture()
-def worker_env(monkeypatch, app, database_url, redis_url):
-    """The app enqueues on a Redis database of this test's own, and the RQ jobs (which
-    read DATABASE_URL and REDIS_URL) run on it and on the test database."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
+def worker_env(monkeypatch, app, database_url, own_redis_url):
+    """The app enqueues on a Redis database of this test's own (no job of another test
+    is left there for the worker to take), and the RQ jobs (which read DATABASE_URL and
+    REDIS_URL) run on it and on the test database."""
     import redis as redis_lib
 
     from workers import context as worker_context
 
-    parts = urlsplit(redis_url)
-    if parts.scheme == "unix":
-        url = urlunsplit(parts._replace(query=urlencode({**dict(parse_qsl(parts.query)), "db": str(BOT_REDIS_DB)})))
-    else:
-        url = urlunsplit(parts._replace(path=f"/{BOT_REDIS_DB}"))
-    connection = redis_lib.Redis.from_url(url)
-    connection.flushdb()
+    connection = redis_lib.Redis.from_url(own_redis_url)
     monkeypatch.setattr(app.extensions["ddz"], "redis", connection)
     monkeypatch.setenv("DATABASE_URL", database_url)
-    monkeypatch.setenv("REDIS_URL", url)
+    monkeypatch.setenv("REDIS_URL", own_redis_url)
     worker_context.context.cache_clear()
-    yield url
+    yield own_redis_url
     try:
         worker_context.context().pool.close()
     finally:
         worker_context.context.cache_clear()
-        connection.flushdb()
         connection.close()
 
 

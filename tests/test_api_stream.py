@@ -240,3 +240,57 @@ def test_the_latest_event_carries_the_deadline_of_the_seat_to_act(live_server, p
     assert page["version"] == view["version"]
     assert page["events"][-1]["deadline"] == view["deadline"] is not None
     assert all(e["deadline"] is None for e in page["events"][:-1])
+
+
+@pytest.fixture()
+def settle(monkeypatch, database_url, redis_url):
+    """Runs the settlement job (which appends ``settled``) for a match, in this process."""
+    import workers.context
+    import workers.jobs
+
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    workers.context.context.cache_clear()
+    yield workers.jobs.settle_match
+    workers.context.context().pool.close()
+    workers.context.context.cache_clear()
+
+
+def test_the_stream_of_a_settled_match_closes_after_its_last_event(live_server, playing, settle):
+    api, players, match_id = playing
+    advance_to_playing(players, match_id)
+    while view_of(players[0], match_id)["phase"] != "ended":
+        act_once(players, match_id)
+    me = players[0]
+    # Ended but not settled yet: the stream waits for `settled`, then closes at once
+    # (the test config would close an idle stream after 3 s).
+    conn, response = open_stream(live_server, match_id, me.token)
+    try:
+        assert read_messages(response, 1, me)[0].event == "snapshot"
+        timer = threading.Timer(0.3, settle, (match_id,))
+        started = time.monotonic()
+        timer.start()
+        rest = [m for m in sse_messages(response) if m.kind == "message"]
+        elapsed = time.monotonic() - started
+        timer.join()
+    finally:
+        conn.close()
+    assert [m.event for m in rest] == ["settled"]
+    assert elapsed < 2.0, elapsed
+    last = rest[0].id
+    # A settled match: the snapshot, then the end; the last event's id gets 204 (an
+    # EventSource stops reconnecting); an earlier id gets the events after it, then the end.
+    for last_event_id, expected in ((None, ["snapshot"]), (str(int(last) - 1), ["settled"])):
+        started = time.monotonic()
+        conn, response = open_stream(live_server, match_id, me.token, last_event_id=last_event_id)
+        try:
+            assert response.status == 200
+            assert [m.event for m in sse_messages(response) if m.kind == "message"] == expected
+        finally:
+            conn.close()
+        assert time.monotonic() - started < 2.0
+    conn, response = open_stream(live_server, match_id, me.token, last_event_id=last)
+    try:
+        assert response.status == 204 and response.read() == b""
+    finally:
+        conn.close()

@@ -63,26 +63,58 @@ def test_deal_rejects_a_bad_seed_with_a_message():
     assert b"seed" in result.stderr and b"Traceback" not in result.stderr
 
 
+SEED_7 = "07" * 32
+
+
+def test_deal_and_simulate_take_a_seed_written_the_same_way():
+    seed = bytes(range(32)).hex()
+    assert ddz("deal", "--seed", seed).returncode == 0
+    simulated = ddz("simulate", "--hands", "1", "--seed", seed)
+    assert simulated.returncode == 0, simulated.stderr
+    assert f"seed                  {seed}" in simulated.stdout.decode()
+    for command in ("deal", "simulate"):
+        refused = ddz(command, "--seed", "7")
+        assert refused.returncode == 2 and b"64 hex characters" in refused.stderr, (command, refused.stderr)
+    # Without --seed, a fresh one, printed so that the run can be repeated.
+    fresh = ddz("simulate", "--hands", "1").stdout.decode()
+    printed = next(line.split()[1] for line in fresh.splitlines() if line.startswith("seed "))
+    assert len(bytes.fromhex(printed)) == 32
+
+
+def test_simulate_says_what_each_figure_is_measured_on():
+    summary = ddz("simulate", "--hands", "5", "--seed", SEED_7).stdout.decode()
+    lines = {line.split("  ")[0].strip(): line for line in summary.splitlines()}
+    decisions = int(lines["decisions"].split()[1])
+    assert decisions > 5 * 4
+    assert "of 5 hands)" in lines["landlord win rate"]
+    assert "(over 5 hands)" in lines["mean multiplier"]
+    assert "in 5 hands)" in lines["bombs per hand"]
+    assert lines["报到 (report)"].endswith("of 5 hands") and lines["头撂 (first bid 3)"].endswith("of 5 hands")
+    assert f", {decisions} decisions)" in lines["decisions per second"]
+    rates = [line for line in summary.splitlines() if " vs " in line]
+    assert len(rates) == 3 and all(line.rstrip().endswith("hands)") for line in rates)
+
+
 def test_simulate_writes_records_that_verify(tmp_path):
     out = tmp_path / "hands"
-    result = ddz("simulate", "--hands", "6", "--seed", "7", "--ruleset", "shanghai-local", "--out", str(out))
+    result = ddz("simulate", "--hands", "6", "--seed", SEED_7, "--ruleset", "shanghai-local", "--out", str(out))
     assert result.returncode == 0, result.stderr
     summary = result.stdout.decode()
-    for figure in ("hands                6", "landlord win rate", "mean multiplier", "bombs per hand", "报到", "头撂",
-                   "turns per second", "bot landlord vs random farmers", "bot farmers vs random landlord"):
+    for figure in ("hands                 6", "landlord win rate", "mean multiplier", "bombs per hand", "报到", "头撂",
+                   "decisions per second", "bot landlord vs random farmers", "bot farmers vs random landlord"):
         assert figure in summary
     records = sorted(out.glob("*.json"))
     assert len(records) == 6
     assert json.loads(records[0].read_text())["ruleset"] == "shanghai-local"
     verified = ddz("verify", *map(str, records))
     assert verified.returncode == 0 and verified.stdout.decode().count(": OK") == 6
-    again = ddz("simulate", "--hands", "6", "--seed", "7", "--ruleset", "shanghai-local", "--out", str(tmp_path / "again"))
+    again = ddz("simulate", "--hands", "6", "--seed", SEED_7, "--ruleset", "shanghai-local", "--out", str(tmp_path / "again"))
     assert again.returncode == 0
     assert [p.read_text() for p in records] == [p.read_text() for p in sorted((tmp_path / "again").glob("*.json"))]
 
 
 def test_verify_names_the_first_discrepancy(tmp_path):
-    ddz("simulate", "--hands", "1", "--seed", "3", "--out", str(tmp_path))
+    ddz("simulate", "--hands", "1", "--seed", "03" * 32, "--out", str(tmp_path))
     path = next(tmp_path.glob("*.json"))
     document = json.loads(path.read_text())
     plays = [i for i, a in enumerate(document["actions"]) if a["action"] == "play"]

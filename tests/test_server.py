@@ -21,9 +21,8 @@ from typing import Iterator
 from urllib.parse import urlparse
 
 import pytest
-import requests
 
-from servers import OPERATOR_TOKEN
+from servers import OPERATOR_TOKEN, wait_until_ready
 from test_api_stream import act_once, read_messages
 from test_api_support import HttpApi, open_stream, seated_match
 
@@ -57,16 +56,7 @@ def gunicorn(database_url, redis_url, log_path: Path) -> Iterator[tuple[str, sub
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"gunicorn exited:\n{log_path.read_text(errors='replace')[-3000:]}"
-            try:
-                if requests.get(f"{base}/readyz", timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, f"not ready:\n{log_path.read_text(errors='replace')[-3000:]}"
-            time.sleep(0.2)
+        wait_until_ready(base, proc, log_path)
         yield base, proc
     finally:
         proc.terminate()

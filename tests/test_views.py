@@ -105,6 +105,11 @@ def codes(cards) -> list[str]:
     return [c.code for c in cards]
 
 
+def as_shown(cards) -> list[str]:
+    """Card codes as a view shows them: by rank (3 … 2, small joker, big joker), then suit S H C D."""
+    return codes(sorted(cards, key=lambda card: (card.rank, "SHCDJ".index(card.suit))))
+
+
 def by_for(state: State, seat: int) -> str:
     return BOT if state.is_system(seat) else PLAYER
 
@@ -294,7 +299,7 @@ def check_view_fields(state: State, viewer, v: dict) -> None:
     landlord = state.landlord
     ended = state.phase == "ended"
     assert v["seat"] == viewer
-    assert v["hand"] == (codes(state.hands[viewer]) if viewer is not None else [])
+    assert v["hand"] == (as_shown(state.hands[viewer]) if viewer is not None else [])
     if state.seats[0] is not None and all(state.seats):
         assert [s["cards"] for s in v["seats"]] == [len(h) for h in state.hands]
     assert v["marked_card"] == (state.marked_card.code if state.marked_card else None)
@@ -302,11 +307,11 @@ def check_view_fields(state: State, viewer, v: dict) -> None:
     assert v["commitment"] == state.commitment
     assert v["bids"] == list(state.bids)
     if landlord is not None and viewer == landlord:
-        assert v["bottom"] == codes(state.bottom)
+        assert v["bottom"] == as_shown(state.bottom)
     else:
         assert v["bottom"] is None
     if state.show_hand:
-        assert v["landlord_hand"] == codes(state.hands[landlord])
+        assert v["landlord_hand"] == as_shown(state.hands[landlord])
     else:
         assert v["landlord_hand"] is None
     if state.report in ("play", "no_play"):
@@ -318,7 +323,7 @@ def check_view_fields(state: State, viewer, v: dict) -> None:
     else:
         assert v["reported_cards"] == []
     if state.lead is not None:
-        assert v["lead"]["cards"] == codes(state.lead_cards) and v["lead"]["seat"] == state.lead_seat
+        assert v["lead"]["cards"] == as_shown(state.lead_cards) and v["lead"]["seat"] == state.lead_seat
     assert v["seed"] == (state.seed if ended else None)
     assert v["result"] == (state.result if ended else None)
 
@@ -328,11 +333,11 @@ def check_operator(state: State, event: Event) -> None:
     o = view(state, OPERATOR)
     if state.phase in ("new", "seating", "dealing"):
         return
-    assert o["hands"] == [codes(h) for h in state.hands]
+    assert o["hands"] == [as_shown(h) for h in state.hands]
     assert o["seed"] == state.seed
     if state.landlord is not None:
-        assert o["bottom"] == codes(state.bottom)
-        assert o["landlord_hand"] == codes(state.hands[state.landlord])
+        assert o["bottom"] == as_shown(state.bottom)
+        assert o["landlord_hand"] == as_shown(state.hands[state.landlord])
 
 
 @pytest.mark.parametrize("ruleset", RULESETS)
@@ -375,7 +380,7 @@ def test_the_deal_shows_a_seat_its_own_hand_and_every_card_count():
         assert e["commitment"] == hashlib.sha256(SEED).hexdigest()
         assert (e["marked_card"], e["marked_seat"]) == (event.marked_card.code, event.marked_seat)
         v = view(state, seat)
-        assert v["hand"] == codes(event.hands[seat])
+        assert v["hand"] == as_shown(event.hands[seat])
         assert [s["cards"] for s in v["seats"]] == [25, 25, 25, 25]
         assert (v["marked_card"], v["marked_seat"]) == (event.marked_card.code, event.marked_seat)
         assert v["commitment"] == event.commitment and v["seed"] is None
@@ -399,7 +404,7 @@ def test_the_bottom_only_to_the_landlord():
     assert chosen.seat == 3
     bottom = codes(state.bottom)
     assert visible(chosen, 3)["bottom"] == bottom
-    assert view(state, 3)["bottom"] == bottom
+    assert view(state, 3)["bottom"] == as_shown(state.bottom)
     for viewer in (0, 1, 2, None):
         assert visible(chosen, viewer)["bottom"] is None
         assert view(state, viewer)["bottom"] is None
@@ -412,16 +417,37 @@ def test_the_landlords_hand_after_show_hand(value):
     events, state = dealt()
     state = after(state, Bid(0, 3))
     [shown] = decide(state, ShowHand(0, value))
-    hand = codes(state.hands[0])
+    hand, sorted_hand = codes(state.hands[0]), as_shown(state.hands[0])
     state = evolve(state, shown)
     for viewer in VIEWERS:
         assert visible(shown, viewer)["cards"] == (hand if value else [])
-        assert view(state, viewer)["landlord_hand"] == (hand if value else None)
+        assert view(state, viewer)["landlord_hand"] == (sorted_hand if value else None)
     # and it stays shown as the landlord plays
     state = after(state, Report(0, "decline"))
     state = after(state, Play(0, (min(state.hands[0]),)))
     for viewer in VIEWERS:
-        assert view(state, viewer)["landlord_hand"] == (codes(state.hands[0]) if value else None)
+        assert view(state, viewer)["landlord_hand"] == (as_shown(state.hands[0]) if value else None)
+
+
+def test_a_view_shows_each_set_of_cards_sorted_by_rank_then_suit():
+    events, state = dealt()
+    state = after(state, Bid(0, 3), ShowHand(0, True))
+    order = [suit + rank for rank in "3456789TJQKA2" for suit in "SHCD"] + ["BJ", "RJ"]
+    for viewer in (0, 1, OPERATOR):
+        v = view(state, viewer)
+        shown = [v["landlord_hand"]] + ([v["hand"]] if viewer != OPERATOR else []) + ([v["bottom"]] if viewer != 1 else [])
+        shown += v.get("hands", [])
+        for cards in shown:
+            assert cards and cards == sorted(cards, key=order.index)
+    assert view(state, 0)["hand"] != codes(state.hands[0]), "the deal's own order is not sorted"
+
+
+def test_a_view_names_the_table_as_ruleset_and_options_like_the_match_list():
+    events, state = dealt(ruleset="shanghai-local")
+    v = view(state, 0)
+    assert "table" not in v
+    assert v["ruleset"] == "shanghai-local"
+    assert v["options"] == {"unit": "1.00", "cap": None, "rake": "0.00", "bombs_double": True, "turn_seconds": 30}
 
 
 def test_the_reported_cards_after_report_play():
@@ -478,9 +504,9 @@ def test_the_seed_only_after_the_end():
 def test_the_operator_sees_everything_from_the_deal_on():
     events, state = dealt()
     o = view(state, OPERATOR)
-    assert o["hands"] == [codes(h) for h in REPORT_DEAL.hands]
+    assert o["hands"] == [as_shown(h) for h in REPORT_DEAL.hands]
     assert o["seed"] == REPORT_DEAL.seed
-    assert o["bottom"] == codes(REPORT_DEAL.bottom)
+    assert o["bottom"] == as_shown(REPORT_DEAL.bottom)
     for event in events:
         assert visible(event, OPERATOR) == event.to_json()
 

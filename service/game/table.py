@@ -75,6 +75,12 @@ class Table:
             "turn_seconds": self.turn_seconds,
         }
 
+    def settings(self) -> dict:
+        """The table as every answer of the API shows it: ``ruleset`` (its name) and the
+        ``options`` of the table."""
+        options = self.to_json()
+        return {"ruleset": options.pop("ruleset"), "options": options}
+
     @classmethod
     def from_json(cls, data: dict) -> Table:
         return cls.build(

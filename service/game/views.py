@@ -1,6 +1,7 @@
 """What each seat may see (docs/rules.md §6): its own hand; every seat's card count; the marked
 card and its holder; every bid, pass and play; the bottom only as landlord; the
 landlord's hand after 摊打; the reported cards after 报到. Operators see everything.
+Views show each set of cards sorted, by rank then suit; events keep them as they came.
 
 :func:`seat_view` is the one place that decides what a seat sees of the state (bots get
 exactly this), and :func:`visible` what it sees of each event.
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ..rules import Card, Combination, legal_plays
+from ..rules.cards import ONE_DECK
 from .events import Event, HandDealt, LandlordChosen
 from .state import BIDDING, ENDED, PLAYING, REPORT, SHOW_HAND, State
 
@@ -114,7 +116,7 @@ class SeatView:
             "version": self.version,
             "seat": self.seat,
             "role": self.role,
-            "table": self.table.to_json() if self.table else None,
+            **self.table.settings(),
             "seats": [
                 None
                 if info is None
@@ -164,8 +166,12 @@ def _code(card: Card | None) -> str | None:
     return None if card is None else card.code
 
 
+#: Cards are shown in the deck's order: by rank, then suit (S H C D).
+_ORDER = {card: i for i, card in enumerate(ONE_DECK)}
+
+
 def _codes(cards) -> list[str] | None:
-    return None if cards is None else [card.code for card in cards]
+    return None if cards is None else [card.code for card in sorted(cards, key=_ORDER.__getitem__)]
 
 
 def seat_view(state: State, seat: int | str | None) -> SeatView:

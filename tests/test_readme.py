@@ -1,0 +1,80 @@
+"""The README's walkthrough ("A whole hand with curl"), run as written: its shell block,
+with bash, curl and jq, against the service started as ``ddz serve`` starts it (the API
+under gunicorn and a worker that plays the bot seats and settles), on a database and a
+Redis database of this test's own. The hand must end, its record verify, and no request
+get a 4xx or 5xx."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import requests
+
+from servers import OPERATOR_TOKEN, fresh_database, wait_until_ready
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def walkthrough() -> str:
+    """The fenced ``sh`` block under "A whole hand with curl" in README.md."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### A whole hand with curl", 1)[1]
+    match = re.search(r"^```sh\n(.*?)^```$", section, re.S | re.M)
+    assert match, "README.md: no sh block under 'A whole hand with curl'"
+    return match.group(1)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_readme_walkthrough_plays_a_whole_hand(postgres_admin_url, own_redis_url, tmp_path):
+    for tool in ("bash", "curl", "jq"):
+        assert shutil.which(tool), f"the README's walkthrough needs {tool} (.ci/run installs jq)"
+    script = walkthrough()
+    with fresh_database(postgres_admin_url, "ddz_readme") as database_url:
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DDZ_TEST_")}
+        env.update(DATABASE_URL=database_url, REDIS_URL=own_redis_url, DDZ_OPERATOR_TOKEN=OPERATOR_TOKEN,
+                   PYTHONUNBUFFERED="1")
+        log_path = tmp_path / "serve.log"
+        with open(log_path, "wb") as log:
+            serve = subprocess.Popen(
+                [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "1",
+                 "--data", str(tmp_path / "data")],
+                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_until_ready(base, serve, log_path, timeout=90)
+            # As a reader in the project's root would, but writing hand.json elsewhere.
+            (tmp_path / "bin").symlink_to(ROOT / "bin")
+            result = subprocess.run(
+                ["bash", "-e", "-o", "pipefail", "-c", script],
+                cwd=tmp_path, env={**env, "API": base}, capture_output=True, text=True, timeout=600,
+            )
+            ended = requests.get(f"{base}/v1/matches?status=ended", headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}).json()
+        finally:
+            os.killpg(serve.pid, signal.SIGTERM)
+            try:
+                serve.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(serve.pid, signal.SIGKILL)
+                serve.wait()
+    output = f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
+    assert result.returncode == 0, output
+    assert "failed:" not in result.stderr, output
+    assert len(ended["matches"]) == 1, ended
+    assert result.stdout.rstrip().endswith("OK"), output  # bin/run verify hand.json
+    assert "event: hand_ended" in result.stdout and "event: settled" in result.stdout, output
+    served = re.findall(r'"[A-Z]+ (\S+) HTTP/[\d.]+" (\d{3}) ', log_path.read_text(errors="replace"))
+    assert [(path, status) for path, status in served if int(status) >= 400] == [], "requests refused"

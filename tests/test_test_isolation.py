@@ -1,0 +1,102 @@
+"""Two test runs on one machine at once do not touch each other's Redis data: each
+claims a database of its own (``servers.claimed_redis_db``) and flushes only that one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import redis as redis_lib
+
+from servers import claimed_redis_db, redis_db_url
+
+TESTS = Path(__file__).resolve().parent
+
+SESSION = textwrap.dedent(
+    """
+    import os, time
+    from pathlib import Path
+
+    import redis
+
+    def test_keeps_its_data_while_another_session_runs(redis_url):
+        mine = redis.Redis.from_url(redis_url)
+        mine.set("key", os.environ["NAME"])
+        Path(os.environ["URL_FILE"]).write_text(redis_url)
+        go = os.environ.get("WAIT_FOR")
+        stop_at = time.monotonic() + 60
+        while go and not Path(go).exists():
+            assert time.monotonic() < stop_at
+            time.sleep(0.05)
+        assert mine.get("key") == os.environ["NAME"].encode(), "another session flushed this one's data"
+    """
+)
+
+
+def session(tmp_path: Path, name: str, wait_for: Path | None = None) -> subprocess.Popen:
+    """A pytest session with the suite's fixtures, set up as ``bin/test`` is by default
+    (no DDZ_TEST_REDIS_URL)."""
+    env = {k: v for k, v in os.environ.items() if k != "DDZ_TEST_REDIS_URL"}
+    env.update(PYTHONPATH=str(TESTS), NAME=name, URL_FILE=str(tmp_path / f"{name}.url"))
+    if wait_for is not None:
+        env["WAIT_FOR"] = str(wait_for)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "servers", "-p", "no:cacheprovider", "-p", "no:randomly",
+         str(tmp_path / "test_session.py")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def test_two_concurrent_test_sessions_keep_to_their_own_redis_data(tmp_path):
+    (tmp_path / "test_session.py").write_text(SESSION)
+    done = tmp_path / "second.done"
+    first = session(tmp_path, "first", wait_for=done)
+    try:
+        stop_at = time.monotonic() + 60
+        while not (tmp_path / "first.url").exists():
+            assert first.poll() is None, first.communicate()[0]
+            assert time.monotonic() < stop_at, "the first session did not start"
+            time.sleep(0.05)
+        # The second session starts (and would flush a shared database) while the first holds its data.
+        second = session(tmp_path, "second")
+        out, _ = second.communicate(timeout=120)
+        assert second.returncode == 0, out
+    finally:
+        done.touch()
+        out, _ = first.communicate(timeout=120)
+    assert first.returncode == 0, out
+    assert (tmp_path / "first.url").read_text() != (tmp_path / "second.url").read_text()
+
+
+def test_a_claim_skips_claimed_databases_and_other_data_and_is_released(redis_server):
+    with claimed_redis_db(redis_server) as first, claimed_redis_db(redis_server) as second:
+        assert first != second
+        mine = redis_lib.Redis.from_url(first)
+        mine.set("first-key", "kept")
+        # The next database a claim would take holds data no test run left (a service's,
+        # a developer's): it is skipped, and kept.
+        admin = redis_lib.Redis.from_url(redis_db_url(redis_server, 0))
+        foreign_url = next(
+            url
+            for db in range(15, 0, -1)
+            if (url := redis_db_url(redis_server, db)) not in (first, second)
+            and not admin.exists(f"ddz-test:claim:{db}")
+            and redis_lib.Redis.from_url(url).dbsize() == 0
+        )
+        foreign = redis_lib.Redis.from_url(foreign_url)
+        foreign.set("someone-elses", "data")
+        try:
+            with claimed_redis_db(redis_server) as third:
+                assert third not in (first, second, foreign_url)
+            assert foreign.get("someone-elses") == b"data"
+        finally:
+            foreign.delete("someone-elses")
+        assert mine.get("first-key") == b"kept", "another claim flushed this run's database"
+    # Released, and left flushed.
+    assert redis_lib.Redis.from_url(first).dbsize() == 0
+    dbs = [redis_lib.Redis.from_url(url).connection_pool.connection_kwargs["db"] for url in (first, second)]
+    assert not admin.exists(*(f"ddz-test:claim:{db}" for db in dbs))
