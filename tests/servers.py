@@ -127,6 +127,23 @@ def app(config):
 
 
 @pytest.fixture()
+def live_worker(redis_url):
+    """An RQ worker of the app's queue registered in Redis with a fresh heartbeat, as a
+    running ``ddz worker`` is (what ``/readyz`` looks for); it takes no jobs, so that the
+    other tests' matches are left as they are."""
+    from rq import SimpleWorker
+
+    from workers.dispatch import WORKER_TTL, queue
+
+    connection = redis_lib.Redis.from_url(redis_url)
+    worker = SimpleWorker([queue(connection)], connection=connection, worker_ttl=WORKER_TTL)
+    worker.register_birth()
+    yield worker
+    worker.register_death()
+    connection.close()
+
+
+@pytest.fixture()
 def client(app):
     return app.test_client()
 

@@ -34,7 +34,8 @@ STREAMS = 150
 @contextmanager
 def gunicorn(database_url, redis_url, log_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     """``gunicorn -c python:service.gunicorn_conf service.api.wsgi:app`` on a free port,
-    ready: its base URL and process (stopped at the end if still running)."""
+    up: its base URL and process (stopped at the end if still running). It runs no worker,
+    so ``/readyz`` would answer 503; ``/healthz`` says the app is loaded."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -60,7 +61,7 @@ def gunicorn(database_url, redis_url, log_path: Path) -> Iterator[tuple[str, sub
         while True:
             assert proc.poll() is None, f"gunicorn exited:\n{log_path.read_text(errors='replace')[-3000:]}"
             try:
-                if requests.get(f"{base}/readyz", timeout=5).status_code == 200:
+                if requests.get(f"{base}/healthz", timeout=5).status_code == 200:
                     break
             except requests.RequestException:
                 pass

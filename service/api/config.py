@@ -22,6 +22,9 @@ class Config:
     keepalive_seconds: float = 15.0
     #: Database connections per process: DDZ_DB_POOL_SIZE.
     db_pool_size: int = 16
+    #: /readyz fails when no worker has told Redis it lives for this long (seconds; an
+    #: idle worker does so every 15 s): DDZ_WORKER_GRACE_SECONDS.
+    worker_grace_seconds: float = 30.0
 
     _ENV = {
         "database_url": "DATABASE_URL",
@@ -31,6 +34,7 @@ class Config:
         "stream_seconds": "DDZ_STREAM_SECONDS",
         "keepalive_seconds": "DDZ_KEEPALIVE_SECONDS",
         "db_pool_size": "DDZ_DB_POOL_SIZE",
+        "worker_grace_seconds": "DDZ_WORKER_GRACE_SECONDS",
     }
 
     @classmethod

@@ -31,17 +31,26 @@ class ProblemSchema(ma.Schema):
     errors = ma.fields.Dict(
         metadata={"description": "Where the request does not match its schema: by location (json, query, headers), then field"}
     )
+    checks = ma.fields.Dict(
+        keys=ma.fields.String(),
+        values=ma.fields.String(),
+        metadata={"description": "From /readyz: what was checked (database, redis, worker), each `ok` or what failed"},
+    )
 
 
 class ApiError(Exception):
     """An error the API answers with a problem body."""
 
-    def __init__(self, status: int, code: str, detail: str, headers: dict | None = None):
+    def __init__(self, status: int, code: str, detail: str, headers: dict | None = None, members: dict | None = None):
         super().__init__(detail)
         self.status, self.code, self.detail, self.headers = status, code, detail, headers or {}
+        #: More members of the problem (RFC 9457 extension members), such as ``checks``.
+        self.members = members or {}
 
 
-def problem(status: int, code: str, detail: str, errors: dict | None = None, headers: dict | None = None) -> Response:
+def problem(
+    status: int, code: str, detail: str, errors: dict | None = None, headers: dict | None = None, members: dict | None = None
+) -> Response:
     body = {
         "type": f"https://ddz.example/problems/{code}",
         "title": http.HTTPStatus(status).phrase,
@@ -51,6 +60,7 @@ def problem(status: int, code: str, detail: str, errors: dict | None = None, hea
     }
     if errors:
         body["errors"] = errors
+    body.update(members or {})
     response = Response(encoding.dumps(body), status=status, mimetype=PROBLEM_JSON)
     response.headers.update(headers or {})
     return response
@@ -80,7 +90,7 @@ ERROR_DESCRIPTIONS = {
     413: "The body is larger than the server accepts",
     422: "The request does not match its schema (see `errors`), or the rules refuse it (see `code`)",
     500: "The server failed; the request may not have been applied",
-    503: "PostgreSQL or Redis does not answer",
+    503: "PostgreSQL or Redis does not answer (from /readyz, also: no worker lives; see `checks`)",
 }
 #: Headers that come with some error responses.
 ERROR_HEADERS = {
@@ -129,7 +139,7 @@ class Api(SmorestApi):
 
     def _register_error_handlers(self):
         self._app.register_error_handler(HTTPException, self.handle_http_exception)
-        self._app.register_error_handler(ApiError, lambda e: problem(e.status, e.code, e.detail, headers=e.headers))
+        self._app.register_error_handler(ApiError, lambda e: problem(e.status, e.code, e.detail, headers=e.headers, members=e.members))
         self._app.register_error_handler(RecursionError, self._handle_too_deep)
         self._app.register_error_handler(Exception, self._handle_unexpected)
 
