@@ -126,10 +126,10 @@ def app(config):
     app.extensions["ddz"].close()
 
 
-@pytest.fixture()
-def live_worker(redis_url):
-    """An RQ worker of the app's queue registered in Redis with a fresh heartbeat, as a
-    running ``ddz worker`` is (what ``/readyz`` looks for); it takes no jobs, so that the
+@contextmanager
+def beating_worker(redis_url: str):
+    """An RQ worker of the app's queue, registered in Redis and beating every second as a
+    running ``ddz worker`` does (what ``/readyz`` looks for); it takes no jobs, so that the
     other tests' matches are left as they are."""
     from rq import SimpleWorker
 
@@ -138,9 +138,27 @@ def live_worker(redis_url):
     connection = redis_lib.Redis.from_url(redis_url)
     worker = SimpleWorker([queue(connection)], connection=connection, worker_ttl=WORKER_TTL)
     worker.register_birth()
-    yield worker
-    worker.register_death()
-    connection.close()
+    stop = threading.Event()
+
+    def beat():
+        while not stop.wait(1.0):
+            worker.heartbeat()
+
+    thread = threading.Thread(target=beat, name="test-worker-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        stop.set()
+        thread.join()
+        worker.register_death()
+        connection.close()
+
+
+@pytest.fixture()
+def live_worker(redis_url):
+    with beating_worker(redis_url) as worker:
+        yield worker
 
 
 @pytest.fixture()

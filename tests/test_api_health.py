@@ -8,8 +8,10 @@ import dataclasses
 import time
 
 import requests
+from rq import SimpleWorker
 
 from service.api import create_app
+from workers.dispatch import WORKER_TTL, queue
 from test_api_support import ClientApi
 
 
@@ -41,8 +43,11 @@ def test_readyz_without_a_worker_answers_503_naming_it(client):
     assert client.get("/healthz").status_code == 200
 
 
-def test_readyz_fails_once_the_worker_stops_beating(config, live_worker):
+def test_readyz_fails_once_the_worker_stops_beating(config):
     app = create_app(dataclasses.replace(config, worker_grace_seconds=1.0))
+    services = app.extensions["ddz"]
+    worker = SimpleWorker([queue(services.redis)], connection=services.redis, worker_ttl=WORKER_TTL)
+    worker.register_birth()
     try:
         client = app.test_client()
         assert client.get("/readyz").status_code == 200
@@ -50,7 +55,8 @@ def test_readyz_fails_once_the_worker_stops_beating(config, live_worker):
         response = client.get("/readyz")
         assert response.status_code == 503, response.get_json()
         assert response.get_json()["checks"]["worker"] == "no worker alive in the last 1 s"
-        live_worker.heartbeat()
+        worker.heartbeat()
         assert client.get("/readyz").status_code == 200
     finally:
-        app.extensions["ddz"].close()
+        worker.register_death()
+        services.close()
