@@ -6,7 +6,7 @@ own commit rate on this machine.
 It creates a scratch database (``ddz_bench_<random>`` on the server of ``--admin-url``),
 migrates it, starts the API under gunicorn as ``ddz serve`` does (the settings of
 ``service/gunicorn_conf.py``: a gevent worker per core) on a free local port with its own
-Redis DB (flushed), and waits for ``/readyz``. Then, for each client count, every client thread drives its own
+Redis DB (flushed), and waits for ``/healthz`` (it runs no worker, which ``/readyz`` asks for). Then, for each client count, every client thread drives its own
 match (four player tokens, one persistent HTTP connection, answers parsed by httptools so
 that the client takes little of the machine's CPU from the server) and times only
 ``POST /v1/matches/{id}/commands``: from sending the request to reading the whole answer.
@@ -160,14 +160,14 @@ class Environment:
                 raise RuntimeError(f"gunicorn exited with {self.gunicorn.returncode}:\n{self.log_tail()}")
             http = Http(self.port)
             try:
-                if http.send("GET", "/readyz")[0] == 200:
+                if http.send("GET", "/healthz")[0] == 200:
                     return
             except (OSError, httptools.HttpParserError):
                 pass
             finally:
                 http.close()
             time.sleep(0.2)
-        raise RuntimeError(f"/readyz did not answer 200 within {timeout:.0f} s:\n{self.log_tail()}")
+        raise RuntimeError(f"/healthz did not answer 200 within {timeout:.0f} s:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 30) -> str:
         if not self.log_path:

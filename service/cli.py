@@ -153,7 +153,7 @@ def run_worker(burst: bool) -> int:
     from rq import SimpleWorker
 
     from workers.context import context
-    from workers.dispatch import queue
+    from workers.dispatch import WORKER_TTL, queue
     from workers.sweeper import run_periodically, sweep
 
     ctx = context()  # built once, before the timer thread shares it
@@ -164,7 +164,7 @@ def run_worker(burst: bool) -> int:
     run_periodically(stop)
     # SimpleWorker runs jobs in this process: no fork per job, so a bot turn takes
     # milliseconds; the job timeout still bounds a stuck one.
-    worker = SimpleWorker([queue(ctx.redis)], connection=ctx.redis)
+    worker = SimpleWorker([queue(ctx.redis)], connection=ctx.redis, worker_ttl=WORKER_TTL)
     try:
         worker.work(burst=burst, logging_level="WARNING")
     finally:

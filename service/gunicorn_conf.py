@@ -24,6 +24,10 @@ workers = int(os.environ.get("WEB_CONCURRENCY") or os.cpu_count() or 2)
 #: Open connections per process (streams included).
 worker_connections = int(os.environ.get("DDZ_WORKER_CONNECTIONS", "1000"))
 timeout = 120
+#: No control socket (gunicorn 25.1+): its default path is one per user
+#: (``~/.gunicorn/gunicorn.ctl``), so every gunicorn of a user would share it; nothing
+#: here uses ``gunicornc``.
+control_socket_disable = True
 #: Requests one client connection carries before the worker closes it (as nginx's
 #: ``keepalive_requests``; the client opens another). A connection stays with the worker
 #: that accepted it, and which one that is is luck: under load one worker was seen holding

@@ -163,15 +163,16 @@ def redis_server():
         yield url
 
 
-def wait_until_ready(base: str, process, log_path, timeout: float = 60) -> None:
-    """Waits until the server ``process`` (logging to ``log_path``) answers ``/readyz``."""
+def wait_until_ready(base: str, process, log_path, timeout: float = 60, path: str = "/readyz") -> None:
+    """Waits until the server ``process`` (logging to ``log_path``) answers ``path``:
+    ``/readyz`` needs a worker too, ``/healthz`` only the API."""
     import requests
 
     deadline = time.monotonic() + timeout
     while True:
         assert process.poll() is None, f"the server exited:\n{log_path.read_text(errors='replace')[-3000:]}"
         try:
-            if requests.get(f"{base}/readyz", timeout=5).status_code == 200:
+            if requests.get(f"{base}{path}", timeout=5).status_code == 200:
                 return
         except requests.RequestException:
             pass
@@ -215,6 +216,41 @@ def app(config):
     app = create_app(config)
     yield app
     app.extensions["ddz"].close()
+
+
+@contextmanager
+def beating_worker(redis_url: str):
+    """An RQ worker of the app's queue, registered in Redis and beating every second as a
+    running ``ddz worker`` does (what ``/readyz`` looks for); it takes no jobs, so that the
+    other tests' matches are left as they are."""
+    from rq import SimpleWorker
+
+    from workers.dispatch import WORKER_TTL, queue
+
+    connection = redis_lib.Redis.from_url(redis_url)
+    worker = SimpleWorker([queue(connection)], connection=connection, worker_ttl=WORKER_TTL)
+    worker.register_birth()
+    stop = threading.Event()
+
+    def beat():
+        while not stop.wait(1.0):
+            worker.heartbeat()
+
+    thread = threading.Thread(target=beat, name="test-worker-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        stop.set()
+        thread.join()
+        worker.register_death()
+        connection.close()
+
+
+@pytest.fixture()
+def live_worker(redis_url):
+    with beating_worker(redis_url) as worker:
+        yield worker
 
 
 @pytest.fixture()

@@ -328,11 +328,14 @@ def play_the_hand(contract: Contract, match_id: str, tokens: list[str]) -> dict:
     pytest.fail("the hand did not end in 500 actions")
 
 
-def test_a_scripted_match_answers_as_the_document_says(contract, spec):
+def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_worker):
     call = contract.call
-    # Health
+    # Health: ready while a worker lives; without one, a problem that says so
     call("GET", "/healthz", expect=200)
     call("GET", "/readyz", expect=200)
+    live_worker.register_death()
+    assert call("GET", "/readyz", expect=503).json()["checks"]["worker"] != "ok"
+    live_worker.register_birth()
 
     # Players
     players = [new_player(contract, f"player {i}") for i in range(5)]

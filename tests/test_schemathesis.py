@@ -29,7 +29,7 @@ import yaml
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from servers import OPERATOR_TOKEN
+from servers import OPERATOR_TOKEN, beating_worker
 from test_openapi import Contract, play_the_hand
 
 SPEC_PATH = Path(__file__).resolve().parent.parent / "openapi.yaml"
@@ -61,6 +61,13 @@ def _post(base_url: str, path: str, body: dict, token: str | None = None, status
     response = requests.post(base_url + path, json=body, headers=headers, timeout=30)
     assert response.status_code == status, response.text
     return response.json()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def live_worker_for_the_module(redis_url):
+    """/readyz answers 200 only while a worker lives."""
+    with beating_worker(redis_url):
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,8 @@ STREAMS = 150
 @contextmanager
 def gunicorn(database_url, redis_url, log_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     """``gunicorn -c python:service.gunicorn_conf service.api.wsgi:app`` on a free port,
-    ready: its base URL and process (stopped at the end if still running)."""
+    up: its base URL and process (stopped at the end if still running). It runs no worker,
+    so ``/readyz`` would answer 503; ``/healthz`` says the app is loaded."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -56,7 +57,7 @@ def gunicorn(database_url, redis_url, log_path: Path) -> Iterator[tuple[str, sub
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until_ready(base, proc, log_path)
+        wait_until_ready(base, proc, log_path, path="/healthz")  # no worker runs here
         yield base, proc
     finally:
         proc.terminate()

@@ -18,7 +18,8 @@ import logging
 from datetime import datetime
 
 import redis
-from rq import Queue
+from rq import Queue, Worker
+from rq.utils import now
 
 from service.game import State
 from service.game.state import ENDED
@@ -27,12 +28,23 @@ from service.store import deadline
 log = logging.getLogger(__name__)
 
 QUEUE = "ddz"
+#: RQ's ``worker_ttl`` for our workers: an idle RQ worker tells Redis it lives every
+#: ``worker_ttl - 15`` seconds (420 - 15 by default), so that /readyz can tell within
+#: seconds, not minutes, that no worker is left.
+WORKER_TTL = 30
 #: How long the mark that a job was enqueued is kept.
 MARK_SECONDS = 24 * 3600
 
 
 def queue(connection: redis.Redis) -> Queue:
     return Queue(QUEUE, connection=connection)
+
+
+def worker_alive(connection: redis.Redis, within: float) -> bool:
+    """Whether a worker of the queue has told Redis that it lives in the last ``within``
+    seconds (RQ's heartbeat; a worker that stopped cleanly has unregistered)."""
+    seen = [w.last_heartbeat for w in Worker.all(queue=queue(connection))]
+    return any(beat is not None and (now() - beat).total_seconds() < within for beat in seen)
 
 
 def job_ids(match_id: str, version: int) -> dict[str, str]:

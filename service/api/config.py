@@ -27,6 +27,9 @@ class Config:
     cors_origins: str = ""
     #: Seconds a request waits for a database connection before it answers 503: DDZ_DB_TIMEOUT.
     db_timeout: float = 10.0
+    #: /readyz fails when no worker has told Redis it lives for this long (seconds; an
+    #: idle worker does so every 15 s): DDZ_WORKER_GRACE_SECONDS.
+    worker_grace_seconds: float = 30.0
 
     _ENV = {
         "database_url": "DATABASE_URL",
@@ -38,6 +41,7 @@ class Config:
         "db_pool_size": "DDZ_DB_POOL_SIZE",
         "cors_origins": "DDZ_CORS_ORIGINS",
         "db_timeout": "DDZ_DB_TIMEOUT",
+        "worker_grace_seconds": "DDZ_WORKER_GRACE_SECONDS",
     }
 
     @classmethod

@@ -32,17 +32,24 @@ class ProblemSchema(ma.Schema):
     errors = ma.fields.Dict(
         metadata={"description": "Where the request does not match its schema: by location (json, query, headers), then field"}
     )
+    checks = ma.fields.Dict(
+        keys=ma.fields.String(),
+        values=ma.fields.String(),
+        metadata={"description": "From /readyz: what was checked (database, redis, worker), each `ok` or what failed"},
+    )
 
 
 class ApiError(Exception):
     """An error the API answers with a problem body."""
 
-    def __init__(self, status: int, code: str, detail: str, headers: dict | None = None):
+    def __init__(self, status: int, code: str, detail: str, headers: dict | None = None, members: dict | None = None):
         super().__init__(detail)
         self.status, self.code, self.detail, self.headers = status, code, detail, headers or {}
+        #: More members of the problem (RFC 9457 extension members), such as ``checks``.
+        self.members = members or {}
 
 
-def document(status: int, code: str, detail: str, errors: dict | None = None) -> bytes:
+def document(status: int, code: str, detail: str, errors: dict | None = None, members: dict | None = None) -> bytes:
     """The problem document, as JSON (also what the gunicorn worker writes)."""
     body = {
         "type": f"https://ddz.example/problems/{code}",
@@ -53,11 +60,14 @@ def document(status: int, code: str, detail: str, errors: dict | None = None) ->
     }
     if errors:
         body["errors"] = errors
+    body.update(members or {})
     return encoding.dumps(body)
 
 
-def problem(status: int, code: str, detail: str, errors: dict | None = None, headers: dict | None = None) -> Response:
-    response = Response(document(status, code, detail, errors), status=status, mimetype=PROBLEM_JSON)
+def problem(
+    status: int, code: str, detail: str, errors: dict | None = None, headers: dict | None = None, members: dict | None = None
+) -> Response:
+    response = Response(document(status, code, detail, errors, members), status=status, mimetype=PROBLEM_JSON)
     response.headers.update(headers or {})
     return response
 
@@ -91,7 +101,7 @@ ERROR_DESCRIPTIONS = {
     415: "The body is not sent as `Content-Type: application/json` (a `+json` type, or a charset other than UTF-8, is refused too)",
     422: "The request does not match its schema (see `errors`), or the rules refuse it (see `code`)",
     500: "The server failed; the request may not have been applied",
-    503: "PostgreSQL or Redis does not answer (`database_unavailable`: after retries on fresh connections)",
+    503: "PostgreSQL or Redis does not answer (`database_unavailable`: after retries on fresh connections; from /readyz, also: no worker lives, see `checks`)",
 }
 #: Headers that come with some error responses.
 ERROR_HEADERS = {
@@ -151,7 +161,7 @@ class Api(SmorestApi):
 
     def _register_error_handlers(self):
         self._app.register_error_handler(HTTPException, self.handle_http_exception)
-        self._app.register_error_handler(ApiError, lambda e: problem(e.status, e.code, e.detail, headers=e.headers))
+        self._app.register_error_handler(ApiError, lambda e: problem(e.status, e.code, e.detail, headers=e.headers, members=e.members))
         self._app.register_error_handler(RecursionError, self._handle_too_deep)
         self._app.register_error_handler(DatabaseUnavailable, self._handle_database_unavailable)
         self._app.register_error_handler(Exception, self._handle_unexpected)

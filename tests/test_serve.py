@@ -1,0 +1,202 @@
+"""``ddz serve`` as a user runs it, with its embedded PostgreSQL and Redis, in a process of
+its own: SIGTERM, SIGINT and SIGHUP (a closed terminal, sent to its whole process group)
+stop everything it started; after a SIGKILL nothing of it is left, and the next one starts
+and stops cleanly, also when a crashed run left its servers behind; a second one on the
+same data directory, or on a taken port, is refused before anything starts; no temporary
+directory is left behind. Every process started here is stopped at the end."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import psutil
+import pytest
+import requests
+
+from service import embedded
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Serve:
+    """``python -m service.cli serve`` in a new session, as a shell starts a foreground
+    job: a signal to its process group is what the terminal sends."""
+
+    def __init__(self, data: Path, port: int, tmp: Path, log: Path):
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        env.update(TMPDIR=str(tmp), PYTHONUNBUFFERED="1", DDZ_OPERATOR_TOKEN="serve-test")
+        self.base, self.log = f"http://127.0.0.1:{port}", log
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "service.cli", "serve", "--data", str(data), "--port", str(port), "--workers", "1"],
+                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def wait_ready(self, timeout: float = 90) -> list[psutil.Process]:
+        """Waits for /readyz (PostgreSQL, Redis and the worker); returns every process
+        ``serve`` started, theirs included."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.proc.poll() is None, f"serve exited ({self.proc.returncode}):\n{self.output()}"
+            try:
+                if requests.get(f"{self.base}/readyz", timeout=5).status_code == 200:
+                    return psutil.Process(self.proc.pid).children(recursive=True)
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, f"not ready:\n{self.output()}"
+            time.sleep(0.2)
+
+    def signal(self, sig: int) -> None:
+        os.killpg(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.signal(signal.SIGKILL)
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def workdir() -> Iterator[Path]:
+    """Where these tests keep data: not under pytest's temporary directory, which pytest
+    keeps closed to other users (0700), as PostgreSQL runs as another user under root."""
+    path = Path(tempfile.mkdtemp(prefix="ddz-serve-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture()
+def tmp_path(workdir) -> Path:
+    """Short, so that TMPDIR in it has room for a socket path."""
+    return Path(tempfile.mkdtemp(dir=workdir, prefix="t"))
+
+
+@pytest.fixture()
+def start_serve(tmp_path) -> Iterator:
+    started: list[Serve] = []
+
+    def start(data: Path, port: int) -> Serve:
+        serve = Serve(data, port, tmp_path / "tmp", tmp_path / f"serve-{len(started)}.log")
+        started.append(serve)
+        return serve
+
+    (tmp_path / "tmp").mkdir()
+    yield start
+    for serve in started:
+        serve.stop()
+
+
+def wait_gone(processes: list[psutil.Process], timeout: float = 30) -> list[psutil.Process]:
+    """Waits for the processes to end; returns those still running."""
+    _, alive = psutil.wait_procs(processes, timeout=timeout)
+    return [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def assert_nothing_left(processes: list[psutil.Process], data: Path, port: int, tmp: Path) -> None:
+    assert not wait_gone(processes, timeout=5)
+    mine = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if str(data) in " ".join(p.info["cmdline"] or ())]
+    assert not mine, mine
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0, "the port still answers"
+    assert not (data / "run").exists(), list((data / "run").iterdir())
+    assert list(tmp.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def long_data(workdir) -> Path:
+    """A data directory whose path is too long for a unix socket in it (the sockets then
+    go to a directory of its own under TMPDIR); shared by the signal tests, which run one
+    after the other."""
+    return workdir / ("d" * 90)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_stop_signal_to_the_process_group_stops_everything(start_serve, long_data, tmp_path, sig):
+    port = free_port()
+    serve = start_serve(long_data, port)
+    processes = serve.wait_ready()
+    names = " ".join(" ".join(p.cmdline()) for p in processes)
+    assert "gunicorn" in names and "worker" in names and "postgres" in names and "redis-server" in names
+    serve.signal(sig)
+    assert serve.proc.wait(60) == 0, serve.output()
+    assert_nothing_left(processes, long_data, port, tmp_path / "tmp")
+
+
+def test_after_a_crash_nothing_is_left_and_the_next_serve_starts_and_stops_cleanly(start_serve, tmp_path):
+    data, port = tmp_path / "data", free_port()
+    crashed = start_serve(data, port)
+    processes = crashed.wait_ready()
+    os.kill(crashed.proc.pid, signal.SIGKILL)
+    crashed.proc.wait()
+    assert not wait_gone(processes), "processes of the killed serve still run"
+
+    serve = start_serve(data, port)
+    processes = serve.wait_ready()
+    serve.signal(signal.SIGTERM)
+    assert serve.proc.wait(60) == 0, serve.output()
+    assert_nothing_left(processes, data, port, tmp_path / "tmp")
+
+
+def test_servers_a_crashed_run_left_behind_are_stopped_and_replaced(start_serve, tmp_path):
+    """As on a system where children do not die with their parent: the data directory's
+    PostgreSQL and Redis still run, with their pid files, when the next serve starts."""
+    data, port = tmp_path / "data", free_port()
+    data.mkdir()
+    sockets = embedded.socket_dir(data)
+    sockets.mkdir()
+    left = [embedded.postgres(data, sockets, lambda: False)[0], embedded.redis(data, sockets, lambda: False)[0]]
+    try:
+        # They are this test's children: reap them as they end.
+        for child in left:
+            threading.Thread(target=child.process.wait, daemon=True).start()
+        serve = start_serve(data, port)
+        processes = serve.wait_ready()
+        assert all(not child.alive() for child in left), serve.output()
+        assert "a previous run left running" in serve.output()
+        serve.signal(signal.SIGHUP)
+        assert serve.proc.wait(60) == 0, serve.output()
+        assert_nothing_left(processes, data, port, tmp_path / "tmp")
+    finally:
+        embedded.stop(left)
+
+
+def test_a_second_serve_on_the_same_data_is_refused_and_the_first_goes_on(start_serve, tmp_path):
+    data, port = tmp_path / "data", free_port()
+    first = start_serve(data, port)
+    processes = first.wait_ready()
+    second = start_serve(data, free_port())
+    assert second.proc.wait(15) == 2
+    assert f"another ddz serve (pid {first.proc.pid}) is using the data directory {data}" in second.output()
+    assert requests.get(f"{first.base}/readyz", timeout=10).status_code == 200
+    assert all(p.is_running() for p in processes)
+    first.signal(signal.SIGTERM)
+    assert first.proc.wait(60) == 0, first.output()
+
+
+def test_a_taken_port_is_refused_before_anything_starts(start_serve, tmp_path):
+    data = tmp_path / "data"
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        serve = start_serve(data, port)
+        assert serve.proc.wait(15) == 2
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in serve.output()
+    assert sorted(p.name for p in data.iterdir()) == ["serve.lock"]  # no server was started
+    assert list((tmp_path / "tmp").iterdir()) == []
