@@ -30,6 +30,10 @@ LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 LOCAL_REDIS = "redis://127.0.0.1:6379/0"
 TEST_REDIS_DB = 13
 OPERATOR_TOKEN = "test-operator-token"
+UNLIMITED_RATES = [
+    "commands", "commands_per_address", "reads", "reads_per_address",
+    "streams", "streams_per_address", "signups_per_address",
+]
 
 
 def _postgres_reachable(url: str) -> bool:
@@ -116,6 +120,9 @@ def config(database_url, redis_url):
         operator_token=OPERATOR_TOKEN,
         stream_seconds=3.0,
         keepalive_seconds=0.5,
+        # The suite plays many hands fast from one address: limits on, far above its pace
+        # (tests/test_rate_limits.py makes apps with low ones).
+        **{f"rate_limit_{name}": "100000/second" for name in UNLIMITED_RATES},
     )
 
 

@@ -10,7 +10,9 @@ from yoyo import get_backend, read_migrations
 from yoyo.migrations import MigrationList
 
 from servers import fresh_database
+from service.store import Players, open_pool
 from service.store.migrate import MIGRATIONS, migrate, yoyo_url
+from service.store.players import token_hash
 
 
 def test_idempotency_keys_written_before_0003_keep_their_versions(postgres_admin_url):
@@ -29,10 +31,32 @@ def test_idempotency_keys_written_before_0003_keep_their_versions(postgres_admin
                 " VALUES (%s, 'k1', %s, %s, 200, %s)",
                 (player, match, b"digest", json.dumps(body)),
             )
-        assert migrate(url) == ["0003_idempotency_by_versions"]
+        assert migrate(url)[0] == "0003_idempotency_by_versions"
         assert migrate(url) == []
         with psycopg.connect(url) as conn:
             row = conn.execute(
                 "SELECT request_hash, first_version, last_version FROM idempotency_keys WHERE key = 'k1'"
             ).fetchone()
         assert (bytes(row[0]), row[1], row[2]) == (b"digest", 7, 8)
+
+
+def test_a_token_made_before_0004_still_works_and_0004_can_run_again(postgres_admin_url):
+    with fresh_database(postgres_admin_url, "ddz_migrations", migrated=False) as url:
+        backend = get_backend(yoyo_url(url))
+        earlier = MigrationList([m for m in read_migrations(str(MIGRATIONS)) if m.id < "0004"])
+        with backend.lock():
+            backend.apply_migrations(backend.to_apply(earlier))
+        player, token = uuid.uuid4(), "an-old-token"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("INSERT INTO players (player_id, name, token_hash) VALUES (%s, 'old', %s)", (player, token_hash(token)))
+        assert migrate(url) == ["0004_tokens"]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute((MIGRATIONS / "0004_tokens.sql").read_text())  # idempotent
+        pool = open_pool(url, 1, "test")
+        try:
+            players = Players(pool)
+            found = players.by_token(token)
+            assert found.player_id == player and found.last4 is None and not found.expired()
+            assert [t.token_id for t in players.tokens(player)] == [found.token_id]
+        finally:
+            pool.close()

@@ -79,6 +79,7 @@ ERROR_DESCRIPTIONS = {
     409: "The match is not at `expected_version`, or someone else acted first",
     413: "The body is larger than the server accepts",
     422: "The request does not match its schema (see `errors`), or the rules refuse it (see `code`)",
+    429: "Too many requests from this token or address (`rate_limited`; `detail` says which limit); retry after `Retry-After` seconds",
     500: "The server failed; the request may not have been applied",
     503: "PostgreSQL or Redis does not answer",
 }
@@ -90,6 +91,12 @@ ERROR_HEADERS = {
             "schema": {"type": "string"},
         }
     },
+    429: {
+        "Retry-After": {
+            "description": "Seconds until the limit lets requests through again",
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    },
 }
 _RESPONSE_REF = "#/components/responses/"
 
@@ -98,7 +105,8 @@ class ErrorResponses(BasePlugin):
     """Documents, on every operation, the errors that the stack answers for any operation
     like it, whatever its handler does: 500 when the server fails; 404 when a path
     parameter does not match its converter (no route); 400, 413 and 422 for a body that is
-    not JSON, too large or invalid; 401 where a token is required. flask-smorest adds 422
+    not JSON, too large or invalid; 401 where a token is required; 429 on the rate-limited
+    ones (those under ``/v1/``). flask-smorest adds 422
     for invalid parameters; the handlers' own errors come from their ``@bp.doc``.
 
     Responses are then referred to by name, so that only the ones used are in
@@ -114,6 +122,8 @@ class ErrorResponses(BasePlugin):
                 statuses |= {400, 413, 422}
             if operation.get("security"):
                 statuses.add(401)
+            if (path or "").startswith("/v1/"):
+                statuses.add(429)
             for status in statuses:
                 responses.setdefault(str(status), http.HTTPStatus(status).name)
             for status, response in responses.items():
