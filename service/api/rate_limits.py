@@ -128,7 +128,7 @@ def install(app: Flask, config: Config) -> Limiter | None:
     def refused(error: RateLimitExceeded):
         category, _, per = str(error.limit.scope).partition(":")
         try:
-            retry = max(1, math.ceil(limiter.current_limit.reset_at - time.time()))
+            retry = max(1, math.ceil(limiter.current_limit.window.reset_time - time.time()))
         except Exception:  # noqa: BLE001 - Redis went away since the count: the window's length
             retry = error.limit.limit.get_expiry()
         return problem(

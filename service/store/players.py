@@ -87,10 +87,13 @@ class Players:
         with self.pool.connection() as conn:
             row = conn.execute(
                 "WITH gone AS (DELETE FROM tokens WHERE token_id = %s AND player_id = %s RETURNING token_hash)"
-                " SELECT pg_notify(%s, encode(token_hash, 'hex')) FROM gone",
+                " SELECT encode(token_hash, 'hex'), pg_notify(%s, encode(token_hash, 'hex')) FROM gone",
                 (token_id, player_id, REVOKED_CHANNEL),
             ).fetchone()
-        return row is not None
+        if row is None:
+            return False
+        self.forget(row[0])  # this process at once; the others when notified
+        return True
 
     def by_token(self, token: str) -> Token | None:
         """The token's record (expired or not: the caller says which), or None."""
