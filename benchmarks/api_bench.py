@@ -746,21 +746,11 @@ def main() -> int:
     counts = [int(x) for x in args.clients.split(",") if x.strip()]
     commit_connections = [int(x) for x in args.commit_connections.split(",") if x.strip()]
 
-    stop = threading.Event()
-
-    def on_signal(signum, _frame):
-        stop.set()
-        raise KeyboardInterrupt
-
-    # Ctrl-C and SIGTERM both end the run through the cleanup below (even where the shell
-    # started this with SIGINT ignored).
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
     # The limits stay on, so that their cost is measured, but far above this load: 128
     # players from one address, each seat at many times a person's pace.
-    env = Environment(args, {name: os.environ.get(name, "1000000/second") for name in UNLIMITED})
-    try:
-        env.open()
+    server_env = {name: os.environ.get(name, "1000000/second") for name in UNLIMITED}
+
+    def measure(env: Environment, stop: threading.Event) -> int:
         cpu = CpuMeter(env) if psutil else None
         with psycopg.connect(env.dsn) as conn:
             settings = {
@@ -781,6 +771,27 @@ def main() -> int:
             commits.append((connections, done, elapsed, lat))
         report(runs, commits, settings)
         return 0
+
+    return serve(args, server_env, measure)
+
+
+def serve(args, server_env: dict[str, str], body) -> int:
+    """Starts the environment, runs ``body(env, stop)`` and returns what it returns; stops
+    and removes everything afterwards, also on Ctrl-C or SIGTERM (then 130) or errors."""
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        stop.set()
+        raise KeyboardInterrupt
+
+    # Ctrl-C and SIGTERM both end the run through the cleanup below (even where the shell
+    # started this with SIGINT ignored).
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    env = Environment(args, server_env)
+    try:
+        env.open()
+        return body(env, stop)
     except KeyboardInterrupt:
         stop.set()
         print("interrupted; cleaning up", file=sys.stderr)
@@ -797,7 +808,6 @@ def main() -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         env.close()
-
 
 if __name__ == "__main__":
     sys.exit(main())

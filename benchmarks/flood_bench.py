@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import signal
 import socket
 import sys
 import threading
@@ -29,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from api_bench import ClientStats, Environment, Game, Http, ms, percentile  # noqa: E402
+from api_bench import ClientStats, Environment, Game, Http, ms, percentile, serve  # noqa: E402
 
 FLOODER_ADDRESS, PLAYER_ADDRESS = "127.0.0.2", "127.0.0.3"
 
@@ -103,17 +102,7 @@ def main() -> int:
     args = parser.parse_args()
     args.worker_class, args.threads, args.access_log, args.app = "gevent", 0, False, "service.api.wsgi:app"
 
-    stop = threading.Event()
-
-    def on_signal(signum, _frame):
-        stop.set()
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    env = Environment(args, {"DDZ_RATE_LIMITS": args.limits})
-    try:
-        env.open()
+    def measure(env: Environment, stop: threading.Event) -> int:
         http = HttpFrom(env.port, PLAYER_ADDRESS)
         tokens = [http.call("POST", "/v1/players", body={"name": f"player{seat}"})["token"] for seat in range(4)]
         game = Game([http] * 4, tokens, random.Random(7), ClientStats(), idempotency=False)
@@ -148,16 +137,8 @@ def main() -> int:
         ok = p50_during <= 3 * p50_alone + 0.003
         print(f"target: p50 during <= 3x alone + 3 ms: {'ok' if ok else 'MISSED'}")
         return 0
-    except KeyboardInterrupt:
-        stop.set()
-        print("interrupted; cleaning up", file=sys.stderr)
-        return 130
-    finally:
-        stop.set()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        env.close()
 
+    return serve(args, {"DDZ_RATE_LIMITS": args.limits}, measure)
 
 if __name__ == "__main__":
     sys.exit(main())
