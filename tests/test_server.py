@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from servers import OPERATOR_TOKEN, wait_until_ready
+from servers import OPERATOR_TOKEN, UNLIMITED_RATES, wait_until_ready
 from test_api_stream import act_once, read_messages
 from test_api_support import HttpApi, open_stream, seated_match
 
@@ -47,6 +47,8 @@ def gunicorn(database_url, redis_url, log_path: Path) -> Iterator[tuple[str, sub
         DDZ_STREAM_SECONDS="120",  # streams stay open for the whole test
         DDZ_KEEPALIVE_SECONDS="1",
         DDZ_REQUESTS_PER_CONNECTION="3",
+        # Hundreds of streams from one token in a moment: far above the limits for a person.
+        **{f"DDZ_RATE_LIMIT_{name.upper()}": "100000/second" for name in UNLIMITED_RATES},
         PYTHONUNBUFFERED="1",
     )
     with open(log_path, "wb") as log:

@@ -6,13 +6,14 @@ import logging
 
 from flask import Flask
 
-from . import admin, health, ledger, matches, players
+from . import admin, health, ledger, matches, players, tokens
 from .config import Config
 from .encoding import JsonProvider
 from .limits import BodyLimit
 from .headers import SecurityHeaders, cors
 from .problems import Api
 from .routing import IdConverter, Rule
+from .rate_limits import install as install_rate_limits
 from .services import Services
 
 API_VERSION = "1.0.0"
@@ -43,10 +44,12 @@ def create_app(config: Config | None = None, services: Services | None = None, c
     if connect:
         app.extensions["ddz"] = services or Services.open(config)
     api = Api(app)
-    for module in (health, players, matches, ledger, admin):
+    for module in (health, players, tokens, matches, ledger, admin):
         api.register_blueprint(module.bp)
     app.extensions["ddz_api"] = api
     cors(app, config.cors_origins)
+    if connect:
+        install_rate_limits(app, config)
     app.wsgi_app = SecurityHeaders(BodyLimit(app.wsgi_app, config.max_body_bytes))
     logging.getLogger("ddz").setLevel(logging.INFO)
     return app

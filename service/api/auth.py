@@ -18,6 +18,8 @@ CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ddz"'}
 class Caller:
     player_id: uuid.UUID | None
     operator: bool = False
+    #: The player's token that sent the request.
+    token_id: uuid.UUID | None = None
 
     @property
     def player(self) -> str | None:
@@ -33,10 +35,12 @@ def caller() -> Caller:
     operator_token = services().config.operator_token
     if operator_token and hmac.compare_digest(token.encode(), operator_token.encode()):
         return Caller(None, operator=True)
-    player_id = services().players.by_token(token)
-    if player_id is None:
-        raise ApiError(401, "invalid_token", "this token belongs to no player", CHALLENGE)
-    return Caller(player_id)
+    found = services().players.by_token(token)
+    if found is None:
+        raise ApiError(401, "invalid_token", "this token belongs to no player (or was revoked)", CHALLENGE)
+    if found.expired():
+        raise ApiError(401, "token_expired", "this token has expired; create another with a valid one", CHALLENGE)
+    return Caller(found.player_id, token_id=found.token_id)
 
 
 def player() -> Caller:

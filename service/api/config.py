@@ -30,6 +30,23 @@ class Config:
     #: /readyz fails when no worker has told Redis it lives for this long (seconds; an
     #: idle worker does so every 15 s): DDZ_WORKER_GRACE_SECONDS.
     worker_grace_seconds: float = 30.0
+    #: Rate limits on or off (``off``, ``false`` or ``0``): DDZ_RATE_LIMITS. Each limit below
+    #: is one or more of ``N/second``, ``N/minute``, ``N/hour`` joined by ``;``.
+    rate_limits: bool = True
+    #: Commands (POST commands, seats, leave; new matches and tokens, revocations) per
+    #: token: DDZ_RATE_LIMIT_COMMANDS; and per client address: DDZ_RATE_LIMIT_COMMANDS_PER_ADDRESS.
+    rate_limit_commands: str = "10/second;300/minute"
+    rate_limit_commands_per_address: str = "100/second;3000/minute"
+    #: Reads (views, events, legal plays, records, lists, ledger) per token:
+    #: DDZ_RATE_LIMIT_READS; per address: DDZ_RATE_LIMIT_READS_PER_ADDRESS.
+    rate_limit_reads: str = "20/second;600/minute"
+    rate_limit_reads_per_address: str = "200/second;6000/minute"
+    #: Opening event streams and long polls per token: DDZ_RATE_LIMIT_STREAMS; per address:
+    #: DDZ_RATE_LIMIT_STREAMS_PER_ADDRESS.
+    rate_limit_streams: str = "10/second;300/minute"
+    rate_limit_streams_per_address: str = "100/second;3000/minute"
+    #: New players per address: DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS.
+    rate_limit_signups_per_address: str = "10/minute;100/hour"
 
     _ENV = {
         "database_url": "DATABASE_URL",
@@ -42,6 +59,14 @@ class Config:
         "cors_origins": "DDZ_CORS_ORIGINS",
         "db_timeout": "DDZ_DB_TIMEOUT",
         "worker_grace_seconds": "DDZ_WORKER_GRACE_SECONDS",
+        "rate_limits": "DDZ_RATE_LIMITS",
+        "rate_limit_commands": "DDZ_RATE_LIMIT_COMMANDS",
+        "rate_limit_commands_per_address": "DDZ_RATE_LIMIT_COMMANDS_PER_ADDRESS",
+        "rate_limit_reads": "DDZ_RATE_LIMIT_READS",
+        "rate_limit_reads_per_address": "DDZ_RATE_LIMIT_READS_PER_ADDRESS",
+        "rate_limit_streams": "DDZ_RATE_LIMIT_STREAMS",
+        "rate_limit_streams_per_address": "DDZ_RATE_LIMIT_STREAMS_PER_ADDRESS",
+        "rate_limit_signups_per_address": "DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS",
     }
 
     @classmethod
@@ -51,6 +76,9 @@ class Config:
             name = cls._ENV.get(field.name)
             if name and environ.get(name):
                 kind = type(field.default) if field.default is not None else str
-                values[field.name] = kind(environ[name])
+                if kind is bool:
+                    values[field.name] = environ[name].strip().lower() not in ("0", "false", "off", "no")
+                else:
+                    values[field.name] = kind(environ[name])
         values.update(overrides)
         return cls(**values)

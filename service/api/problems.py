@@ -100,6 +100,7 @@ ERROR_DESCRIPTIONS = {
     413: "The body is larger than the server accepts (`DDZ_MAX_BODY_BYTES`)",
     415: "The body is not sent as `Content-Type: application/json` (a `+json` type, or a charset other than UTF-8, is refused too)",
     422: "The request does not match its schema (see `errors`), or the rules refuse it (see `code`)",
+    429: "Too many requests from this token or address (`rate_limited`; `detail` says which limit); retry after `Retry-After` seconds",
     500: "The server failed; the request may not have been applied",
     503: "PostgreSQL or Redis does not answer (`database_unavailable`: after retries on fresh connections; from /readyz, also: no worker lives, see `checks`)",
 }
@@ -117,6 +118,12 @@ ERROR_HEADERS = {
             "schema": {"type": "string"},
         }
     },
+    429: {
+        "Retry-After": {
+            "description": "Seconds until the limit lets requests through again",
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    },
 }
 _RESPONSE_REF = "#/components/responses/"
 
@@ -125,7 +132,8 @@ class ErrorResponses(BasePlugin):
     """Documents, on every operation, the errors that the stack answers for any operation
     like it, whatever its handler does: 500 when the server fails; 404 when a path
     parameter is not a UUID; 400, 413, 415 and 422 for a body that is not JSON, too large,
-    not sent as JSON or invalid; 401 where a token is required. flask-smorest adds 422
+    not sent as JSON or invalid; 401 where a token is required; 429 on the rate-limited
+    ones (those under ``/v1/``). flask-smorest adds 422
     for invalid parameters; the handlers' own errors come from their ``@bp.doc``.
 
     503 where the database is used (every operation with a token or a body).
@@ -146,6 +154,8 @@ class ErrorResponses(BasePlugin):
                 statuses |= {400, 413, 415, 422}
             if operation.get("security"):
                 statuses.add(401)
+            if (path or "").startswith("/v1/"):
+                statuses.add(429)
             for status in statuses:
                 responses.setdefault(str(status), http.HTTPStatus(status).name)
             for status, response in responses.items():

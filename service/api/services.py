@@ -25,12 +25,13 @@ class Services:
     def open(cls, config: Config) -> Services:
         pool = open_pool(config.database_url, config.db_pool_size, "ddz", config.db_timeout)
         store = EventStore(pool)
+        players = Players(pool)
         return cls(
             config=config,
             pool=pool,
             store=store,
-            players=Players(pool),
-            notifier=Notifier(config.database_url, on_event=store.learn),
+            players=players,
+            notifier=Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget),
             redis=redis.Redis.from_url(config.redis_url, socket_timeout=5, socket_connect_timeout=5),
         )
 

@@ -15,17 +15,25 @@ from typing import Callable, Iterator
 import psycopg
 
 from .events import NOTIFY_CHANNEL
+from .players import REVOKED_CHANNEL
 
 log = logging.getLogger(__name__)
 
 
 class Notifier:
     """One LISTEN connection per process, in a daemon thread, fanning out to waiters and
-    handing the events that notifications carry to ``on_event``."""
+    handing the events that notifications carry to ``on_event``, and revoked tokens (by
+    hash; None after a reconnect, when any may have been missed) to ``on_revoked``."""
 
-    def __init__(self, dsn: str, on_event: Callable[[uuid.UUID, int, str], None] | None = None):
+    def __init__(
+        self,
+        dsn: str,
+        on_event: Callable[[uuid.UUID, int, str], None] | None = None,
+        on_revoked: Callable[[str | None], None] | None = None,
+    ):
         self._dsn = dsn
         self._on_event = on_event
+        self._on_revoked = on_revoked
         self._waiters: dict[uuid.UUID, set[threading.Event]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -78,10 +86,16 @@ class Notifier:
             try:
                 with psycopg.connect(self._dsn, autocommit=True) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    if self._on_revoked is not None:
+                        conn.execute(f"LISTEN {REVOKED_CHANNEL}")
+                        self._on_revoked(None)
                     self._wake(None)
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=1.0):
-                            self._received(note.payload)
+                            if note.channel == REVOKED_CHANNEL:
+                                self._on_revoked(note.payload)
+                            else:
+                                self._received(note.payload)
             except psycopg.Error as exc:
                 log.warning("event listener lost its connection (%s); reconnecting", type(exc).__name__)
                 self._wake(None)

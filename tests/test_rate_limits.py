@@ -1,0 +1,146 @@
+"""Rate limits, on apps with low ones: a flood from one token or one address gets 429
+problems with Retry-After while others are still served; streams and long polls, reads,
+commands and new players are counted apart; operators and health checks are not limited;
+and a Redis that does not answer costs the limits, not the requests."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import socket
+import uuid
+
+import pytest
+
+from service.api import create_app
+
+UNKNOWN = f"/v1/matches/{uuid.uuid4()}"
+LOW = dict(
+    rate_limit_commands="5/minute",
+    rate_limit_commands_per_address="1000/minute",
+    rate_limit_reads="4/minute",
+    rate_limit_reads_per_address="6/minute",
+    rate_limit_streams="2/minute",
+    rate_limit_streams_per_address="1000/minute",
+    rate_limit_signups_per_address="3/minute",
+)
+
+
+@pytest.fixture(scope="module")
+def limited(config):
+    app = create_app(dataclasses.replace(config, **LOW))
+    yield app.test_client()
+    app.extensions["ddz"].close()
+
+
+class Address:
+    """Requests from one client address of their own (a loopback one, so that no test
+    shares its per-address counts)."""
+
+    last = 10
+
+    def __init__(self, client):
+        Address.last += 1
+        self.client, self.environ = client, {"REMOTE_ADDR": f"127.0.0.{Address.last}"}
+
+    def __call__(self, method: str, path: str, token: str | None = None, **kwargs):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return self.client.open(path, method=method, headers=headers, environ_base=self.environ, **kwargs)
+
+    def player(self) -> str:
+        reply = self("POST", "/v1/players", json={"name": "limited"})
+        assert reply.status_code == 201, reply.json
+        return reply.json["token"]
+
+
+def assert_limited(reply, what: str) -> int:
+    assert reply.status_code == 429, reply.json
+    assert reply.content_type == "application/problem+json"
+    assert reply.json["code"] == "rate_limited" and what in reply.json["detail"], reply.json
+    retry = int(reply.headers["Retry-After"])
+    assert 1 <= retry <= 60
+    return retry
+
+
+def test_a_flood_of_commands_from_one_token_gets_429_and_another_token_is_served(limited, client):
+    make_players = Address(client)  # players made on the unlimited app
+    flooder, other = make_players.player(), make_players.player()
+    send = Address(limited)
+    statuses = [send("POST", f"{UNKNOWN}/commands", flooder, json={"action": "pass"}).status_code for _ in range(5)]
+    assert statuses == [404] * 5  # within the limit, answered as ever
+    for _ in range(20):
+        assert_limited(send("POST", f"{UNKNOWN}/commands", flooder, json={"action": "pass"}), "commands from this token")
+    # Commands of every kind share the count; reads are counted apart.
+    assert_limited(send("POST", "/v1/matches", flooder, json={}), "commands")
+    assert send("GET", "/v1/me/tokens", flooder).status_code == 200
+
+    assert send("POST", "/v1/matches", other, json={}).status_code == 201
+
+
+def test_a_flood_from_one_address_gets_429_and_another_address_is_served(limited, client):
+    make_players = Address(client)
+    tokens = [make_players.player() for _ in range(8)]
+    crowd = Address(limited)
+    for token in tokens[:6]:  # one read per token: the address is over, no token is
+        assert crowd("GET", "/v1/me/tokens", token).status_code == 200
+    assert_limited(crowd("GET", "/v1/me/tokens", tokens[6]), "reads from this address")
+    assert Address(limited)("GET", "/v1/me/tokens", tokens[7]).status_code == 200
+
+
+def test_long_polls_and_streams_are_counted_apart_from_reads(limited, client):
+    token = Address(client).player()
+    send = Address(limited)
+    match = send("POST", "/v1/matches", token, json={}).json["match_id"]
+    events = f"/v1/matches/{match}/events"
+    assert send("GET", f"{events}?after=0&wait=0.01", token).status_code == 200
+    assert send("GET", f"/v1/matches/{match}/stream", token).status_code == 200
+    assert_limited(send("GET", f"{events}?after=0&wait=0.01", token), "streams from this token")
+    assert_limited(send("GET", f"/v1/matches/{match}/stream", token), "streams")
+    assert send("GET", f"{events}?after=0", token).status_code == 200  # a read
+
+
+def test_new_players_are_limited_per_address(limited):
+    signups = Address(limited)
+    for _ in range(3):
+        signups.player()
+    assert_limited(signups("POST", "/v1/players", json={"name": "one more"}), "signups from this address")
+    Address(limited).player()
+
+
+def test_operators_and_health_checks_are_not_limited(limited):
+    from servers import OPERATOR_TOKEN
+
+    send = Address(limited)
+    for _ in range(12):
+        assert send("GET", "/v1/matches", OPERATOR_TOKEN).status_code == 200
+        assert send("GET", "/healthz").status_code == 200
+        assert send("GET", "/readyz").status_code == 200
+
+
+def test_without_redis_requests_are_served_and_one_warning_is_logged(config, client, caplog):
+    with socket.socket() as s:  # a port where nothing listens
+        s.bind(("127.0.0.1", 0))
+        dead = f"redis://127.0.0.1:{s.getsockname()[1]}/0"
+    app = create_app(dataclasses.replace(config, redis_url=dead, **LOW))
+    try:
+        token = Address(client).player()
+        send = Address(app.test_client())
+        with caplog.at_level(logging.WARNING):
+            statuses = [send("GET", "/v1/matches", token).status_code for _ in range(4)]
+        assert statuses == [200] * 4
+        warnings = [r for r in caplog.records if r.levelno >= logging.WARNING and "storage unreachable" in r.getMessage()]
+        assert len(warnings) == 1
+        # Counted in memory meanwhile: the limits still hold.
+        assert_limited(send("GET", "/v1/matches", token), "reads from this token")
+    finally:
+        app.extensions["ddz"].close()
+
+
+def test_switched_off_nothing_is_limited(config):
+    app = create_app(dataclasses.replace(config, rate_limits=False, **LOW))
+    try:
+        signups = Address(app.test_client())
+        for _ in range(5):
+            signups.player()
+    finally:
+        app.extensions["ddz"].close()
