@@ -240,7 +240,7 @@ def test_a_bots_command_through_the_store_survives_a_lost_answer(faulty):
         pool.close()
 
 
-def test_reads_and_the_token_lookup_retry_on_a_fresh_connection(faulty):
+def test_reads_and_the_token_lookup_retry_on_a_fresh_connection(faulty, live_worker):
     app, url = faulty
     api = Recorder(app)
     players, match_id = seated_match(api, "reads")

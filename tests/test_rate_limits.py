@@ -107,7 +107,7 @@ def test_new_players_are_limited_per_address(limited):
     Address(limited).player()
 
 
-def test_operators_and_health_checks_are_not_limited(limited):
+def test_operators_and_health_checks_are_not_limited(limited, live_worker):
     from servers import OPERATOR_TOKEN
 
     send = Address(limited)

@@ -47,5 +47,5 @@ def readyz():
         checks["worker"] = "unknown (Redis is unreachable)"
     failed = [name for name, state in checks.items() if state != "ok"]
     if failed:
-        raise ApiError(503, "not_ready", f"not ready: {', '.join(failed)}", members={"checks": checks})
+        raise ApiError(503, "not_ready", f"not ready: {', '.join(failed)}", headers={"Retry-After": "5"}, members={"checks": checks})
     return {"status": "ok", "checks": checks}

@@ -108,7 +108,7 @@ ERROR_DESCRIPTIONS = {
 ERROR_HEADERS = {
     503: {
         "Retry-After": {
-            "description": "Seconds to wait before trying again (with `database_unavailable`)",
+            "description": "Seconds to wait before trying again",
             "schema": {"type": "string"},
         }
     },
