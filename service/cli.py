@@ -148,23 +148,36 @@ def run_migrate(stdout: TextIO) -> int:
 
 
 def run_worker(burst: bool) -> int:
+    import logging
     import threading
 
     from rq import SimpleWorker
 
     from workers.context import context
     from workers.dispatch import WORKER_TTL, queue
-    from workers.sweeper import run_periodically, sweep
+    from workers.sweeper import MAX_BACKOFF_SECONDS, keep_alive, run_periodically, sweep
 
-    ctx = context()  # built once, before the timer thread shares it
-    # Work lost while no worker ran (or with Redis) is found again before anything else;
-    # then deadlines are scanned every second and the sweep runs every 15 s.
-    sweep()
-    stop = threading.Event()
-    run_periodically(stop)
+    # One line per bot turn, turn timeout and settlement (workers.jobs), per lost job
+    # enqueued again, per outage step; RQ's own logger only from WARNING, so that its two
+    # lines per job do not drown them. A lost Redis is told by the sweeper's timer, once
+    # per back-off step: RQ's main loop and its pubsub thread would tell it every retry.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("rq.worker").addFilter(lambda record: "could not connect to Redis" not in str(record.msg))
+    ctx = context()  # built once, before the timer threads share it
     # SimpleWorker runs jobs in this process: no fork per job, so a bot turn takes
     # milliseconds; the job timeout still bounds a stuck one.
     worker = SimpleWorker([queue(ctx.redis)], connection=ctx.redis, worker_ttl=WORKER_TTL)
+    # Back at work as soon as Redis is (RQ waits up to 60 s between its tries).
+    worker.max_connection_wait_time = MAX_BACKOFF_SECONDS
+    stop = threading.Event()
+    # Alive before it takes a job: a started job whose worker's heartbeat lapses is
+    # enqueued again by the other workers' timers.
+    keep_alive(stop, worker.name)
+    # Work lost while no worker ran (or with Redis) is found again before anything else;
+    # then deadlines are scanned every second and the sweep runs every 15 s.
+    sweep()
+    run_periodically(stop)
+    logging.getLogger("workers").info("worker %s: working on queue %s", worker.name, worker.queue_names()[0])
     try:
         worker.work(burst=burst, logging_level="WARNING")
     finally:

@@ -16,7 +16,10 @@ enqueue them, a worker play them).
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import tempfile
 import threading
 import time
 import uuid
@@ -543,30 +546,40 @@ def test_lost_bot_turn_job_is_found_by_the_sweeper(api, db, rconn, jobs_env):
     assert failed_jobs(rconn) == []
 
 
-def start_job_and_die(conn: redis_lib.Redis, job_id: str, started_ago: float) -> None:
-    """What a worker killed while running the job leaves: the job taken off the queue, in
-    the started state since ``started_ago`` seconds, never finished."""
-    from datetime import datetime, timedelta, timezone
-
+def start_job(conn: redis_lib.Redis, job_id: str, alive: bool) -> SimpleWorker:
+    """What a worker leaves while it runs the job (RQ's own steps: dequeue, execution,
+    started): with ``alive`` its heartbeat goes on, as a live worker's does; without, the
+    worker was killed mid-job and its heartbeat lapsed."""
     q = dispatch.queue(conn)
-    job = Job.fetch(job_id, connection=conn)
-    q.remove(job)
-    job.started_at = datetime.now(timezone.utc) - timedelta(seconds=started_ago)
-    job.set_status(JobStatus.STARTED)
-    job.save()
+    worker = SimpleWorker([q], connection=conn)
+    job, _ = type(q).dequeue_any([q], timeout=None, connection=conn)
+    assert job.id == job_id, "the job to start is not the first in the queue"
+    worker.prepare_execution(job)
+    worker.prepare_job_execution(job, remove_from_intermediate_queue=True)
+    assert job.get_status() == JobStatus.STARTED
+    if alive:
+        sweeper.beat(conn, worker.name)
+    return worker
 
 
 def test_bot_turn_started_by_a_worker_that_died_is_run_again(api, db, rconn, jobs_env):
+    """A started job is left alone while its worker's heartbeat lives, however long it
+    takes; once the heartbeat is gone (the worker was killed), the next deadline scan's
+    rescue enqueues it again, without waiting for a sweep."""
     match_id = bot_match(api)
     run_burst(rconn, max_jobs=3)
     (job_id,) = dispatch.queue(rconn).get_job_ids()
 
-    # Started a moment ago: taken for running (a turn takes milliseconds), left alone.
-    start_job_and_die(rconn, job_id, started_ago=1)
+    worker = start_job(rconn, job_id, alive=True)
+    rconn.hset(Job.key_for(job_id), "started_at", "2000-01-01T00:00:00.000000Z")  # a slow one
+    assert sweeper.rescue_started() == 0
     assert sweep_for(rconn, match_id)["bot_turn"] == 0
-    # Started long ago: its worker is taken for dead, and the turn is enqueued again.
-    start_job_and_die(rconn, job_id, started_ago=sweeper.STARTED_TIMEOUT.total_seconds() + 5)
-    assert sweep_for(rconn, match_id) == {**NOTHING, "bot_turn": 1}
+    assert dispatch.queue(rconn).get_job_ids() == []
+
+    rconn.delete(sweeper.heartbeat_key(worker.name))  # killed: its heartbeat lapses
+    assert sweeper.rescue_started() == 1
+    assert dispatch.queue(rconn).get_job_ids() == [job_id]
+    assert sweeper.rescue_started() == 0, "a second scan (another worker's) enqueues it once"
     drain(rconn)
     assert_settled_once(api, db, match_id)
     assert failed_jobs(rconn) == []
@@ -642,7 +655,7 @@ def test_worker_killed_during_settlement(api, db, rconn, jobs_env):
     the sweep enqueues settle_match again, and the hand is settled once."""
     match_id = ended_unsettled_bot_match(api, rconn)
     job_id = f"settle-{match_id}"
-    start_job_and_die(rconn, job_id, started_ago=3600)
+    start_job(rconn, job_id, alive=False)
     run_burst(rconn)
     assert not is_settled(api, match_id)
     assert db.execute("SELECT settled, status FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)).fetchone() == (False, "ended")
@@ -684,6 +697,56 @@ def test_redis_flushed_mid_hand_sweep_finds_the_work(api, db, rconn, jobs_env):
         assert_settled_once(api, db, m)
     assert first_event(api, human, "disconnect")["payload"] == {"seat": 0, "reason": "deadline"}
     assert failed_jobs(rconn) == []
+
+
+def test_a_half_flushed_redis_does_not_end_the_sweep(api, db, rconn, jobs_env, caplog):
+    """Three hands whose bot turn is lost: one started by a worker that died, whose
+    execution record a partial flush took (RQ's own delete of the job raises "Execution …
+    not found"); one whose job record is broken beyond use; one whose job is simply gone.
+    The sweep enqueues the first and the third, tells of the second in one line and skips
+    it; once its record is gone, the next sweep enqueues it, and every hand finishes."""
+    died, broken, lost = bot_match(api), bot_match(api), bot_match(api)
+    q = dispatch.queue(rconn)
+    died_id, broken_id, lost_id = q.get_job_ids()
+    start_job(rconn, died_id, alive=False)
+    assert rconn.delete(*rconn.keys(f"rq:execution:{died_id}:*")) == 1
+    for job_id in (broken_id, lost_id):
+        Job.fetch(job_id, connection=rconn).delete()
+    rconn.set(Job.key_for(broken_id), "not a job")
+
+    caplog.set_level(logging.INFO, logger="workers")
+    assert sweep_for(rconn, died, broken, lost) == {**NOTHING, "bot_turn": 2}
+    assert set(q.get_job_ids()) >= {died_id, lost_id}
+    skipped = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(skipped) == 1 and broken_id in skipped[0].getMessage(), [r.getMessage() for r in caplog.records]
+
+    rconn.delete(Job.key_for(broken_id))
+    assert sweep_for(rconn, died, broken, lost) == {**NOTHING, "bot_turn": 1}
+    drain(rconn, until=lambda: all(is_settled(api, m) for m in (died, broken, lost)))
+    for m in (died, broken, lost):
+        assert_settled_once(api, db, m)
+    assert failed_jobs(rconn) == []
+
+
+def test_the_worker_log_has_one_line_per_bot_turn_and_settlement_and_no_card(api, rconn, jobs_env, caplog):
+    caplog.set_level(logging.INFO, logger="workers")
+    match_id = bot_match(api, unit="1.00")
+    drain(rconn)
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("workers")]
+    found = events(api, match_id)
+    decisions = [e for e in found if e["payload"].get("by") == "bot"]
+    turns = [line for line in lines if line.startswith("bot turn")]
+    assert len(turns) == len(decisions) > 0
+    for line, e in zip(turns, decisions):
+        assert line.startswith(f"bot turn: match {match_id} v{e['version'] - 1} seat {e['payload']['seat']} "), line
+        if e["type"] == "play":
+            count = len(e["payload"]["cards"])
+            assert f" played {e['payload']['combination']} ({count} card" in line, line
+    settled = found[-1]["payload"]
+    assert lines[-1] == f"settled: match {match_id} v{found[-1]['version'] - 1} net {' '.join(settled['net'])} house {settled['house']}"
+    assert len(lines) == len(decisions) + 1, "one line each, nothing else"
+    card = re.compile(r"\b(?:[SHDC][3-9TJQKA2]|[BR]J)\b")
+    assert [line for line in lines if card.search(line)] == []
 
 
 def earliest_deadline(db, match_id: str) -> float:

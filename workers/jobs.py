@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 from service.game import Disconnect, GameError, Settle, seat_view
 from service.game.bot import BotPolicy
+from service.game.events import BidMade, Disconnected, HandEnded, HandShown, Passed, Played, Reported
 from service.game.record import export, verify
 from service.game.state import ENDED
 from service.store import MatchNotFound, VersionConflict, deadline
@@ -24,13 +25,38 @@ POLICY = BotPolicy()
 EARLY_TOLERANCE = 2.0
 
 
-def _act(match_id: str, version: int, command) -> str:
+def describe(events) -> str:
+    """What the system did, for the operator's log: the kind of play and its card count,
+    never a card (a hand's cards are hidden until played, and a log is no place for them)."""
+    first = events[0].event
+    if isinstance(first, Played):
+        count = len(first.cards)
+        said = f"played {first.combination} ({count} card{'s' if count > 1 else ''})"
+    elif isinstance(first, BidMade):
+        said = f"bid {first.value}" if first.value else "passed the bid"
+    elif isinstance(first, HandShown):
+        said = "showed the hand (摊打)" if first.value else "did not show the hand"
+    elif isinstance(first, Reported):
+        said = f"answered 报到 with {first.value}"
+    elif isinstance(first, Passed):
+        said = "passed"
+    elif isinstance(first, Disconnected):
+        said = "missed its deadline: taken over, the system plays the seat from now on (系统代打)"
+    else:
+        said = first.type
+    ended = [e.event for e in events if isinstance(e.event, HandEnded)]
+    return said + (f"; the hand ended, {ended[0].result['winner']} won" if ended else "")
+
+
+def _act(match_id: str, version: int, command, what: str) -> str:
     ctx = context()
     try:
         outcome = ctx.store.execute(uuid.UUID(match_id), lambda _: command, expected_version=version)
     except VersionConflict:
+        log.debug("%s: match %s v%s: someone acted first", what, match_id, version)
         return "someone acted first"
     after_append(ctx.redis, match_id, outcome.state, outcome.last_recorded_at)
+    log.info("%s: match %s v%s seat %s %s", what, match_id, version, command.seat, describe(outcome.events))
     return f"{command.name} at version {version}"
 
 
@@ -45,8 +71,10 @@ def bot_turn(match_id: str, version: int) -> str:
     if state.version != version or work_for(state, loaded.last_recorded_at) != "bot_turn":
         return "stale"
     command = POLICY.act(seat_view(state, state.turn))
+    # A player's seat that the system plays since a disconnect: 系统代打.
+    what = "bot turn" if state.seats[state.turn].bot else "bot turn (系统代打)"
     try:
-        return _act(match_id, version, command)
+        return _act(match_id, version, command, what)
     except GameError as exc:
         # The bot chose an illegal command: a bug worth a loud failure. Only the code is
         # told: the message may name the seat's cards, and logs are no place for them.
@@ -71,7 +99,8 @@ def turn_timeout(match_id: str, version: int) -> str:
     if early > 0:
         # This clock and the database's differ by a little: wait it out.
         time.sleep(early)
-    return _act(match_id, version, Disconnect(state.turn, "deadline"))
+    # The disconnect is the takeover: the system plays the seat from now on (系统代打).
+    return _act(match_id, version, Disconnect(state.turn, "deadline"), "turn timeout")
 
 
 def settle_match(match_id: str) -> str:
@@ -94,9 +123,11 @@ def settle_match(match_id: str) -> str:
             raise GameError("the hand is settled already", "already_settled")
 
     try:
-        ctx.store.execute(key, lambda _: Settle(), within=ledger)
+        outcome = ctx.store.execute(key, lambda _: Settle(), within=ledger)
     except GameError as exc:
         if exc.code == "already_settled":
             return "settled already"
         raise
+    settled = outcome.events[0].event
+    log.info("settled: match %s v%s net %s house %s", match_id, outcome.events[0].version - 1, " ".join(settled.net), settled.house)
     return "settled"

@@ -2,12 +2,18 @@
 truth and Redis only carries work.
 
 - The deadline scan (every ``SCAN_SECONDS``) enqueues a turn timeout for each player
-  whose deadline has passed.
+  whose deadline has passed, and enqueues again each started job whose worker is gone.
 - The sweep (at worker start, then every ``SWEEP_SECONDS``) finds work lost with Redis (a
-  flush, a restart) or with a worker (killed mid-job) and enqueues it again: a bot or
-  disconnected seat to act with no live job, an ended hand with no settlement.
+  flush, a restart) or with a worker and enqueues it again: a bot or disconnected seat to
+  act with no live job, an ended hand with no settlement.
 
-Every worker process runs both on a timer of its own, so they go on while any worker
+A worker is alive while its heartbeat key is: it refreshes the key every
+``BEAT_SECONDS`` from a thread of its own, and the key expires ``HEARTBEAT_SECONDS``
+after the last refresh. So the job of a killed worker is enqueued again within seconds,
+while a job that is merely slow keeps its live worker and is left alone (and even if a
+job ran twice, each acts only at the version it was made for, and settlement pays once).
+
+Every worker process runs all this on timers of its own, so they go on while any worker
 lives, whatever happens to Redis; two workers finding the same work enqueue it once.
 """
 
@@ -16,10 +22,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime, timedelta, timezone
 
+import psycopg
 import redis
+from psycopg_pool import PoolTimeout
 from rq.exceptions import NoSuchJobError
+from rq.executions import Execution, ExecutionRegistry
 from rq.job import Job, JobStatus
 
 from .context import context
@@ -29,8 +37,24 @@ log = logging.getLogger(__name__)
 
 SCAN_SECONDS = 1.0
 SWEEP_SECONDS = 15.0
-#: A job started longer ago than this is taken for lost with its worker (a turn takes ms).
-STARTED_TIMEOUT = timedelta(seconds=60)
+BEAT_SECONDS = 1.0
+#: A worker whose heartbeat is older than this is taken for dead, with its started job.
+HEARTBEAT_SECONDS = 3
+#: After a failed pass the timers wait 1, 2, 4 … up to this many seconds (deadlines wait
+#: as long once the server is back).
+MAX_BACKOFF_SECONDS = 8.0
+
+
+def heartbeat_key(worker_name: str) -> str:
+    return f"ddz:worker-alive:{worker_name}"
+
+
+def beat(connection: redis.Redis, worker_name: str) -> None:
+    connection.set(heartbeat_key(worker_name), 1, ex=HEARTBEAT_SECONDS)
+
+
+def worker_is_alive(connection: redis.Redis, worker_name: str | None) -> bool:
+    return bool(worker_name) and bool(connection.exists(heartbeat_key(worker_name)))
 
 
 def job_is_live(connection: redis.Redis, job_id: str) -> bool:
@@ -44,26 +68,57 @@ def job_is_live(connection: redis.Redis, job_id: str) -> bool:
         # queue that a worker reads.
         return connection.lpos(queue(connection).key, job_id) is not None
     if status == JobStatus.STARTED:
-        started = job.started_at
-        if started is not None and started.tzinfo is None:
-            started = started.replace(tzinfo=timezone.utc)
-        return started is not None and datetime.now(timezone.utc) - started < STARTED_TIMEOUT
+        return worker_is_alive(connection, job.worker_name)
     return False
+
+
+def forget(connection: redis.Redis, job_id: str) -> None:
+    """Deletes what RQ keeps of a job, whole or in part (a partial flush, a killed worker)."""
+    q = queue(connection)
+    # A worker that died holding the job left its id in RQ's intermediate list, where RQ's
+    # cleanup would later report the re-enqueued job failed; and its execution in the
+    # started registry, where RQ's cleanup would report it abandoned.
+    connection.lrem(q.intermediate_queue_key, 0, job_id)
+    started = q.started_job_registry
+    mine = [entry for entry in connection.zrange(started.key, 0, -1) if entry.decode().split(":", 1)[0] == job_id]
+    if mine:
+        connection.zrem(started.key, *mine)
+    # An execution listed without its hash (it expired, or was flushed) makes RQ's own
+    # delete raise "Execution … not found": drop such listings first.
+    executions = ExecutionRegistry(job_id, connection)
+    for execution_id in connection.zrange(executions.key, 0, -1):
+        if not connection.exists(Execution(execution_id.decode(), job_id, connection).key):
+            connection.zrem(executions.key, execution_id)
+    connection.delete(f"ddz:enqueued:{job_id}")
+    try:
+        Job.fetch(job_id, connection=connection).delete()
+    except NoSuchJobError:
+        pass
 
 
 def ensure(connection: redis.Redis, job_id: str, function: str, *args) -> bool:
     """Enqueues the job unless a live one exists; returns whether it enqueued."""
     if job_is_live(connection, job_id):
         return False
-    # A worker that died holding the job left its id in RQ's intermediate list, where RQ's
-    # cleanup would later report the re-enqueued job failed.
-    connection.lrem(f"{queue(connection).key}:intermediate", 0, job_id)
-    connection.delete(f"ddz:enqueued:{job_id}")
-    try:
-        Job.fetch(job_id, connection=connection).delete()
-    except NoSuchJobError:
-        pass
+    forget(connection, job_id)
     return enqueue_once(connection, job_id, function, *args)
+
+
+def ensure_each(connection: redis.Redis, work) -> dict[str, int]:
+    """``ensure`` for each (job id, function, args): one broken job (a half-flushed Redis)
+    is logged and skipped, and the others are still enqueued. Redis itself gone ends the
+    pass: the caller backs off."""
+    enqueued: dict[str, int] = {}
+    for job_id, function, args in work:
+        try:
+            if ensure(connection, job_id, function, *args):
+                enqueued[function] = enqueued.get(function, 0) + 1
+                log.info("enqueued lost work: %s", job_id)
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - one job's trouble is not the pass's
+            log.warning("skipped job %s, which Redis holds in a broken state: %s: %s", job_id, type(exc).__name__, exc)
+    return enqueued
 
 
 def scan_deadlines() -> int:
@@ -74,11 +129,23 @@ def scan_deadlines() -> int:
             "SELECT match_id, version FROM matches"
             " WHERE status = 'playing' AND NOT system_to_act AND deadline <= now()"
         ).fetchall()
-    enqueued = 0
-    for match_id, version in rows:
-        match = str(match_id)
-        enqueued += ensure(ctx.redis, job_ids(match, version)["turn_timeout"], "turn_timeout", match, version)
-    return enqueued
+    work = [(job_ids(str(m), v)["turn_timeout"], "turn_timeout", (str(m), v)) for m, v in rows]
+    return ensure_each(ctx.redis, work).get("turn_timeout", 0)
+
+
+def rescue_started() -> int:
+    """Enqueues again each started job whose worker's heartbeat is gone: a bot turn or a
+    settlement is back on the queue within seconds of its worker's death."""
+    connection = context().redis
+    work = []
+    for job_id, _ in queue(connection).started_job_registry.get_job_and_execution_ids(cleanup=False):
+        try:
+            job = Job.fetch(job_id, connection=connection)
+        except NoSuchJobError:
+            continue  # the sweep finds its work from PostgreSQL
+        if job.get_status(refresh=False) == JobStatus.STARTED and not worker_is_alive(connection, job.worker_name):
+            work.append((job_id, job.func_name.rsplit(".", 1)[1], job.args))
+    return sum(ensure_each(connection, work).values())
 
 
 def sweep() -> dict[str, int]:
@@ -90,21 +157,29 @@ def sweep() -> dict[str, int]:
             "SELECT match_id, version, status FROM matches"
             " WHERE (status = 'playing' AND system_to_act) OR (status = 'ended' AND NOT settled)"
         ).fetchall()
+    work = []
     for match_id, version, status in rows:
         match = str(match_id)
         function, args = ("settle_match", (match,)) if status == "ended" else ("bot_turn", (match, version))
-        found[function] += ensure(ctx.redis, job_ids(match, version)[function], function, *args)
-    if found["bot_turn"] or found["settle_match"]:
-        log.warning("sweeper enqueued lost work: %s", found)
+        work.append((job_ids(match, version)[function], function, args))
+    for function, count in ensure_each(ctx.redis, work).items():
+        found[function] += count
     return found
 
 
+#: What a pass may fail on while a server is away, by the server's name.
+OUTAGES = ((redis.ConnectionError, "Redis"), (redis.TimeoutError, "Redis"), (psycopg.OperationalError, "PostgreSQL"), (PoolTimeout, "PostgreSQL"))
+
+
 def run_periodically(stop: threading.Event) -> threading.Thread:
-    """Runs the deadline scan and the sweep on their timers in a daemon thread until
-    ``stop`` is set. A failure (the database or Redis away) is logged and tried again."""
+    """Runs the deadline scan, the rescue of dead workers' jobs and the sweep on their
+    timers in a daemon thread until ``stop`` is set. A failed pass (a server away) is
+    logged once per back-off step, and its end once."""
 
     def loop() -> None:
         next_sweep = 0.0
+        backoff = 0.0
+        away: str | None = None
         while not stop.is_set():
             try:
                 if time.monotonic() >= next_sweep:
@@ -112,10 +187,45 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
                     next_sweep = time.monotonic() + SWEEP_SECONDS
                 else:
                     scan_deadlines()
-            except Exception:  # noqa: BLE001 - keep the timers alive through outages
-                log.exception("deadline scan or sweep failed; trying again")
+                rescue_started()
+            except Exception as exc:  # noqa: BLE001 - keep the timers alive through outages
+                backoff = min(max(backoff * 2, 1.0), MAX_BACKOFF_SECONDS)
+                away = next((name for kind, name in OUTAGES if isinstance(exc, kind)), None)
+                if away is None:
+                    log.exception("deadline scan or sweep failed; trying again in %.0f s", backoff)
+                else:
+                    log.warning("%s is unreachable (%s); trying again in %.0f s", away, str(exc).strip() or type(exc).__name__, backoff)
+                # What was lost meanwhile is found by the sweep that follows the outage.
+                next_sweep = 0.0
+                stop.wait(backoff)
+                continue
+            if backoff:
+                log.info("%s is back: the deadline scan and the sweep go on", away or "the failing part")
+                backoff, away = 0.0, None
             stop.wait(SCAN_SECONDS)
 
     thread = threading.Thread(target=loop, name="ddz-sweeper", daemon=True)
+    thread.start()
+    return thread
+
+
+def keep_alive(stop: threading.Event, worker_name: str) -> threading.Thread:
+    """Refreshes the worker's heartbeat in a daemon thread of its own (a slow scan must not
+    let it lapse) until ``stop`` is set, then removes it."""
+    connection = context().redis
+    beat(connection, worker_name)
+
+    def loop() -> None:
+        while not stop.wait(BEAT_SECONDS):
+            try:
+                beat(connection, worker_name)
+            except redis.RedisError:
+                pass  # the sweeper's timer reports the outage
+        try:
+            connection.delete(heartbeat_key(worker_name))
+        except redis.RedisError:
+            pass  # it expires on its own
+
+    thread = threading.Thread(target=loop, name="ddz-heartbeat", daemon=True)
     thread.start()
     return thread
