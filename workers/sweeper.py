@@ -30,6 +30,8 @@ from rq.exceptions import NoSuchJobError
 from rq.executions import Execution, ExecutionRegistry
 from rq.job import Job, JobStatus
 
+from service.store import DatabaseUnavailable, retried
+
 from .context import context
 from .dispatch import enqueue_once, job_ids, queue
 
@@ -124,11 +126,13 @@ def ensure_each(connection: redis.Redis, work) -> dict[str, int]:
 def scan_deadlines() -> int:
     """Enqueues a turn timeout for every player whose deadline has passed."""
     ctx = context()
-    with ctx.pool.connection() as conn:
-        rows = conn.execute(
+    rows = retried(
+        ctx.pool,
+        lambda conn: conn.execute(
             "SELECT match_id, version FROM matches"
             " WHERE status = 'playing' AND NOT system_to_act AND deadline <= now()"
-        ).fetchall()
+        ).fetchall(),
+    )
     work = [(job_ids(str(m), v)["turn_timeout"], "turn_timeout", (str(m), v)) for m, v in rows]
     return ensure_each(ctx.redis, work).get("turn_timeout", 0)
 
@@ -152,11 +156,13 @@ def sweep() -> dict[str, int]:
     """Finds lost work and enqueues it; returns how many of each it enqueued."""
     ctx = context()
     found = {"bot_turn": 0, "settle_match": 0, "turn_timeout": scan_deadlines()}
-    with ctx.pool.connection() as conn:
-        rows = conn.execute(
+    rows = retried(
+        ctx.pool,
+        lambda conn: conn.execute(
             "SELECT match_id, version, status FROM matches"
             " WHERE (status = 'playing' AND system_to_act) OR (status = 'ended' AND NOT settled)"
-        ).fetchall()
+        ).fetchall(),
+    )
     work = []
     for match_id, version, status in rows:
         match = str(match_id)
@@ -168,7 +174,13 @@ def sweep() -> dict[str, int]:
 
 
 #: What a pass may fail on while a server is away, by the server's name.
-OUTAGES = ((redis.ConnectionError, "Redis"), (redis.TimeoutError, "Redis"), (psycopg.OperationalError, "PostgreSQL"), (PoolTimeout, "PostgreSQL"))
+OUTAGES = (
+    (redis.ConnectionError, "Redis"),
+    (redis.TimeoutError, "Redis"),
+    (psycopg.OperationalError, "PostgreSQL"),
+    (PoolTimeout, "PostgreSQL"),
+    (DatabaseUnavailable, "PostgreSQL"),
+)
 
 
 def run_periodically(stop: threading.Event) -> threading.Thread:
