@@ -12,7 +12,7 @@ from math import exp
 from typing import AbstractSet
 
 from ...rules import report_units
-from ...rules.cards import BIG_JOKER, SMALL_JOKER, TWO, Counts, counts_of
+from ...rules.cards import ACE, BIG_JOKER, SMALL_JOKER, TWO, Counts, counts_of
 from ..views import SeatView
 from .planning import plan
 
@@ -39,7 +39,7 @@ def _deal_features(counts: Counts, joker_bomb: bool) -> tuple[int, int, int, int
         bombs += 1
     singles = sum(1 for n in counts if n == 1)
     triples = sum(1 for r in range(SMALL_JOKER) if counts[r] == 3)
-    return bombs, counts[BIG_JOKER], counts[TWO] + counts[TWO - 1], singles, triples
+    return bombs, counts[BIG_JOKER], counts[TWO] + counts[ACE], singles, triples
 
 
 #: Logistic models of the landlord's chance to beat three farmers, fitted on 9,000

@@ -15,22 +15,21 @@ from typing import AbstractSet, NamedTuple
 
 from ...rules import Combination
 from ...rules.cards import BIG_JOKER, NUM_RANKS, SMALL_JOKER, Counts
-from ...rules.combinations import (
-    BOMB,
-    FULL_HOUSE,
-    JOKER_BOMB,
-    PAIR,
-    PLANE_WITH_PAIRS,
-    SEQUENCE_BY_WIDTH,
-    SINGLE,
-    TRIPLE,
-    position_rank,
-)
+from ...rules.combinations import PAIR, SEQUENCE_BY_WIDTH, SINGLE, TRIPLE
 
-_WIDTH_TYPE = {width: kind for width, (kind, _) in SEQUENCE_BY_WIDTH.items()}
-_MIN_LENGTH = {1: 5, 2: 3, 3: 2}
-#: Rank index at each sequence position 1…14 (index 0 and 15 unused).
-_POS_RANK = [-1] + [position_rank(p) for p in range(1, 15)] + [-1]
+# The rules' own tables of every combination, so that a plan's plays are the very values
+# legal_plays yields.
+from ...rules.moves import (
+    _BOMBS,
+    _FULL_HOUSES,
+    _JOKER_BOMB,
+    _POSITION_RANK,
+    _SIMPLE,
+    _available,
+    _plane_with_pairs,
+    _run_lengths,
+    _sequence,
+)
 
 
 # --------------------------------------------------------------------------------------
@@ -77,37 +76,16 @@ class Plan(NamedTuple):
         return [c for c in self.combos if not c.type.is_bomb]
 
 
-def _counts(entries) -> Counts:
-    counts = [0] * NUM_RANKS
-    for r, n in entries:
-        counts[r] += n
-    return tuple(counts)
-
-
-def _sequence(width: int, start: int, length: int) -> tuple[Combination, float]:
-    ranks = [_POS_RANK[p] for p in range(start, start + length)]
-    top = start + length - 1
-    return Combination(_WIDTH_TYPE[width], top, _counts((r, width) for r in ranks)), _POS_COST[top]
-
-
-#: _SEQ[width][start][length] -> (combination, cost)
+#: _SEQ[width][start][length] -> (combination, cost). Unlike legal_plays, which keeps
+#: only the stronger of the two windows of all thirteen ranks, the search also tries the
+#: one from A (start 1).
 _SEQ = {
     w: {
-        s: {n: _sequence(w, s, n) for n in range(_MIN_LENGTH[w], 14) if s + n - 1 <= 14 and n <= 13}
+        s: {n: (_sequence(w, s, n), _POS_COST[s + n - 1]) for n in range(shortest, 14) if s + n - 1 <= 14}
         for s in range(1, 15)
     }
-    for w in (1, 2, 3)
+    for w, (_, shortest) in SEQUENCE_BY_WIDTH.items()
 }
-
-
-def _plane_with_pairs(n: int, ts: int, ps: int) -> tuple[Combination, float]:
-    counts = [0] * NUM_RANKS
-    for p in range(ts, ts + n):
-        counts[_POS_RANK[p]] += 3
-    for p in range(ps, ps + n):
-        counts[_POS_RANK[p]] += 2
-    top = ts + n - 1
-    return Combination(PLANE_WITH_PAIRS, top, tuple(counts)), _POS_COST[top]
 
 
 #: Planes with pairs by (number of triples, start position of the triples).
@@ -115,9 +93,9 @@ _PWP: dict[tuple[int, int], list[tuple[Combination, float]]] = {}
 for _n in range(2, 7):
     for _ts in range(1, 16 - _n):
         for _ps in range(1, 16 - _n):
-            _combo, _cost = _plane_with_pairs(_n, _ts, _ps)
+            _combo = _plane_with_pairs(_n, _ts, _ps)[0]
             if max(_combo.counts) <= 8:
-                _PWP.setdefault((_n, _ts), []).append((_combo, _cost))
+                _PWP.setdefault((_n, _ts), []).append((_combo, _POS_COST[_combo.top]))
 
 
 def _split_bomb(n: int) -> tuple[int, int, int]:
@@ -196,10 +174,7 @@ def _leaf(counts: Counts, ctx: _Context, build: bool = False):
         return cost
     combos: list[Combination] = []
     for n, r in bombs:
-        if r == BIG_JOKER:
-            combos.append(Combination(JOKER_BOMB, BIG_JOKER, _counts(((SMALL_JOKER, 2), (BIG_JOKER, 2)))))
-        else:
-            combos.append(Combination(BOMB, r, _counts(((r, n),))))
+        combos.append(_JOKER_BOMB if r == BIG_JOKER else _BOMBS[r][n])
     carried = pairs[: len(triples)]
     # Give the lowest pairs to the lowest triples; a pair of the triple's own rank (a split
     # bomb) cannot go with it, so pair them up avoiding that.
@@ -207,14 +182,14 @@ def _leaf(counts: Counts, ctx: _Context, build: bool = False):
     for t in triples:
         q = next((q for q in carried_left if q != t), None)
         if q is None:
-            combos.append(Combination(TRIPLE, t, _counts(((t, 3),))))
+            combos.append(_SIMPLE[TRIPLE][t])
         else:
             carried_left.remove(q)
-            combos.append(Combination(FULL_HOUSE, t, _counts(((t, 3), (q, 2)))))
+            combos.append(_FULL_HOUSES[t][q])
     for q in carried_left + pairs[len(triples):]:
-        combos.append(Combination(PAIR, q, _counts(((q, 2),))))
+        combos.append(_SIMPLE[PAIR][q])
     for r in singles:
-        combos.append(Combination(SINGLE, r, _counts(((r, 1),))))
+        combos.append(_SIMPLE[SINGLE][r])
     return cost, combos
 
 
@@ -259,24 +234,14 @@ class _Search:
         """The most promising sequences starting at position ``p`` or later, as
         (estimated gain, start, combination, cost)."""
         ctx = self.ctx
-        avail = counts
-        if ctx.locked:
-            avail = tuple(0 if r in ctx.locked else n for r, n in enumerate(counts))
+        avail = _available(counts, ctx.locked)
         out = []
-        pos_rank = _POS_RANK
+        pos_rank = _POSITION_RANK
         group = _GROUP_COST
-        for width in (1, 2, 3):
-            shortest = _MIN_LENGTH[width]
+        for width, (_, shortest) in SEQUENCE_BY_WIDTH.items():
             end_ok = _END_OK[width]
             row_w = _SEQ[width]
-            run = 0
-            runs = [0] * 16
-            for q in range(14, p - 1, -1):
-                if avail[pos_rank[q]] >= width:
-                    run += 1
-                else:
-                    run = 0
-                runs[q] = run
+            runs = _run_lengths(avail, width)
             for q in range(p, 14):
                 run = runs[q]
                 if run < shortest:
