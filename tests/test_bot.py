@@ -1,4 +1,4 @@
-"""The bot policy (service/game/bot.py): always legal, sees only its view, plays sensibly,
+"""The bot policy (service/game/bot/): always legal, sees only its view, plays sensibly,
 beats the random baseline, and decides fast."""
 
 from __future__ import annotations

@@ -93,16 +93,17 @@ def _windows(length: int) -> list[int]:
     return [s for s in range(1, last + 1) if not (s == 1 and length >= 13)]
 
 
+def _sequence(width: int, start: int, length: int) -> Combination:
+    """The sequence of ``width`` cards a rank over the window of ``length`` positions from
+    ``start``."""
+    kind = SEQUENCE_BY_WIDTH[width][0]
+    return Combination(kind, start + length - 1, _counts(dict.fromkeys(_window_ranks(start, length), width)))
+
+
 _WINDOW_STARTS = {length: _windows(length) for length in range(1, HIGHEST_POSITION)}
 _SEQUENCES = {
-    width: {
-        length: {
-            start: Combination(kind, start + length - 1, _counts(dict.fromkeys(_window_ranks(start, length), width)))
-            for start in _windows(length)
-        }
-        for length in range(shortest, 14)
-    }
-    for width, (kind, shortest) in SEQUENCE_BY_WIDTH.items()
+    width: {length: {start: _sequence(width, start, length) for start in _windows(length)} for length in range(shortest, 14)}
+    for width, (_, shortest) in SEQUENCE_BY_WIDTH.items()
 }
 _PLANES_WITH_PAIRS: dict[tuple[int, int, int], tuple[Combination, tuple[int, ...]]] = {}
 
