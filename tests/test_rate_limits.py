@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
+import time
 import uuid
 
 import pytest
@@ -23,6 +24,7 @@ LOW = dict(
     rate_limit_streams="2/minute",
     rate_limit_streams_per_address="1000/minute",
     rate_limit_signups_per_address="3/minute",
+    rate_limit_hold_seconds=0.0,  # see the test of the hold
 )
 
 
@@ -75,6 +77,26 @@ def test_a_flood_of_commands_from_one_token_gets_429_and_another_token_is_served
     assert send("GET", "/v1/me/tokens", flooder).status_code == 200
 
     assert send("POST", "/v1/matches", other, json={}).status_code == 201
+
+
+def test_a_caller_refused_again_gets_its_429_after_a_hold(config, client):
+    app = create_app(dataclasses.replace(config, **{**LOW, "rate_limit_hold_seconds": 0.3}))
+    try:
+        flooder = Address(client).player()
+        send = Address(app.test_client())
+        for _ in range(4):
+            assert send("GET", "/v1/me/tokens", flooder).status_code == 200
+        started = time.monotonic()
+        assert_limited(send("GET", "/v1/me/tokens", flooder), "reads from this token")
+        first = time.monotonic() - started
+        started = time.monotonic()
+        assert_limited(send("GET", "/v1/me/tokens", flooder), "reads from this token")
+        again = time.monotonic() - started
+        # The first refusal is told at once; a caller that comes back before its window
+        # ends waits for its answer, so a flood comes one request per connection per hold.
+        assert first < 0.3 <= again
+    finally:
+        app.extensions["ddz"].close()
 
 
 def test_a_flood_from_one_address_gets_429_and_another_address_is_served(limited, client):

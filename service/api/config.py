@@ -47,6 +47,11 @@ class Config:
     rate_limit_streams_per_address: str = "100/second;3000/minute"
     #: New players per address: DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS.
     rate_limit_signups_per_address: str = "10/minute;100/hour"
+    #: A caller refused again while it is known to be over a limit gets its 429 after this
+    #: many seconds (at most until its window ends): a client that ignores Retry-After
+    #: then sends a request per connection per hold, not thousands a second, and others
+    #: keep the CPU: DDZ_RATE_LIMIT_HOLD_SECONDS.
+    rate_limit_hold_seconds: float = 1.0
 
     _ENV = {
         "database_url": "DATABASE_URL",
@@ -67,6 +72,7 @@ class Config:
         "rate_limit_streams": "DDZ_RATE_LIMIT_STREAMS",
         "rate_limit_streams_per_address": "DDZ_RATE_LIMIT_STREAMS_PER_ADDRESS",
         "rate_limit_signups_per_address": "DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS",
+        "rate_limit_hold_seconds": "DDZ_RATE_LIMIT_HOLD_SECONDS",
     }
 
     @classmethod

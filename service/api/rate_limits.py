@@ -1,24 +1,40 @@
-"""Rate limits, with flask-limiter counting in Redis so that every API process shares the
-counts: per bearer token and, separately, per client address, for four kinds of request
-(commands, reads, streams and long polls, new players). A request over a limit gets 429
-``rate_limited`` with ``Retry-After``, before its token is looked up or anything is read.
+"""Rate limits, counted in Redis so that every API process shares the counts: per bearer
+token and, separately, per client address, for four kinds of request (commands, reads,
+streams and long polls, new players). A request over a limit gets 429 ``rate_limited``
+with ``Retry-After``, before its token is looked up or anything is read.
+
+The limits are fixed windows, written and parsed by the ``limits`` package
+(``10/second;300/minute``). All the windows a request counts against are counted in one
+Redis command (a script): a command counts against four (two per token, two per
+address), and a round trip each, as flask-limiter makes them, took a quarter of an API
+worker's time under load.
 
 Operator requests and the health checks are not limited. When Redis does not answer, each
-process counts in its own memory instead (flask-limiter's fallback: one warning, and Redis
-is tried again now and then), so that requests are still served."""
+process counts in its own memory instead (``limits``' memory storage; one warning, and
+Redis is tried again after a while), so that requests are still served. Each process also
+remembers who is over a limit until the window ends, and refuses them without asking
+Redis, after holding the request a moment: a flood from one caller then costs a dict
+look-up per request, and comes at the pace of one request per connection per hold."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import math
 import time
+from dataclasses import dataclass
 
+import redis
 from flask import Flask, g, request
-from flask_limiter import Limit, Limiter, RateLimitExceeded
+from limits import RateLimitItem, parse_many
+from limits.storage import MemoryStorage
+from limits.strategies import FixedWindowRateLimiter
 
 from .config import Config
 from .problems import problem
+
+log = logging.getLogger(__name__)
 
 COMMANDS, READS, STREAMS, SIGNUPS = "commands", "reads", "streams", "signups"
 
@@ -50,8 +66,21 @@ KIND_OF = {
 UNLIMITED = {"health.healthz", "health.readyz"}
 #: How long a Redis call of the limiter may take before the process counts in memory.
 STORAGE_TIMEOUT = 1.0
+#: After Redis failed, how long the process counts in memory before it tries Redis again.
+RETRY_REDIS_SECONDS = 5.0
 #: Callers over a limit remembered per process (beyond that, forgotten all at once).
 OVER_SIZE = 10_000
+KEY_PREFIX = "ddz:rate"
+#: Counts one request in each of its windows (KEYS, each with its length in ARGV): one
+#: command for Redis to parse and answer, where INCR and EXPIRE per window were eight.
+COUNT_SCRIPT = """
+local counts = {}
+for i, key in ipairs(KEYS) do
+  counts[i] = redis.call('INCR', key)
+  if counts[i] == 1 then redis.call('EXPIRE', key, ARGV[i]) end
+end
+return counts
+"""
 
 
 def kind() -> str | None:
@@ -83,22 +112,85 @@ def address_key() -> str:
     return request.remote_addr or "unknown"
 
 
-def _storage_uri(redis_url: str) -> str:
-    # limits names a Unix socket redis+unix:// (redis-py: unix://).
-    return f"redis+{redis_url}" if redis_url.startswith("unix://") else redis_url
+@dataclass(frozen=True)
+class Limit:
+    """One configured limit: a kind of request, counted per token or per address."""
+
+    category: str
+    per: str
+    windows: tuple[RateLimitItem, ...]
 
 
-def _refusal(category: str, per: str, limit: str, seconds: float):
+@dataclass(frozen=True)
+class Refusal:
+    limit: Limit
+    key: str
+    window: RateLimitItem
+    seconds: float
+
+
+class Counter:
+    """Fixed windows counted in Redis, all of one request's in one round trip; in this
+    process's memory while Redis does not answer."""
+
+    def __init__(self, redis_url: str):
+        self.redis = redis.Redis.from_url(
+            redis_url, socket_timeout=STORAGE_TIMEOUT, socket_connect_timeout=STORAGE_TIMEOUT
+        )
+        self.count = self.redis.register_script(COUNT_SCRIPT)
+        self.memory = FixedWindowRateLimiter(MemoryStorage())
+        self.redis_back_at = 0.0
+
+    def hit(self, counted: list[tuple[Limit, str]]) -> Refusal | None:
+        """Counts the request against every window of each limit (with the caller's key);
+        the first window it goes over, if any."""
+        now = time.time()
+        if now >= self.redis_back_at:
+            try:
+                return self._hit_redis(counted, now)
+            except redis.RedisError as exc:
+                log.warning(
+                    "rate limit storage unreachable (%s): counting in this process for %.0f s",
+                    type(exc).__name__, RETRY_REDIS_SECONDS,
+                )
+                self.redis_back_at = now + RETRY_REDIS_SECONDS
+        return self._hit_memory(counted, now)
+
+    def _hit_redis(self, counted: list[tuple[Limit, str]], now: float) -> Refusal | None:
+        names, lengths, windows = [], [], []
+        for limit, key in counted:
+            for window in limit.windows:
+                length = window.get_expiry()
+                start = int(now // length) * length
+                names.append(f"{KEY_PREFIX}:{limit.category}:{limit.per}:{key}:{length}:{start}")
+                lengths.append(length + 1)
+                windows.append((limit, key, window, start + length))
+        counts = self.count(keys=names, args=lengths)
+        for (limit, key, window, end), count in zip(windows, counts):
+            if count > window.amount:
+                return Refusal(limit, key, window, end - now)
+        return None
+
+    def _hit_memory(self, counted: list[tuple[Limit, str]], now: float) -> Refusal | None:
+        for limit, key in counted:
+            for window in limit.windows:
+                if not self.memory.hit(window, limit.category, limit.per, key):
+                    reset = self.memory.get_window_stats(window, limit.category, limit.per, key).reset_time
+                    return Refusal(limit, key, window, reset - now)
+        return None
+
+
+def _refusal(limit: Limit, window: RateLimitItem, seconds: float):
     retry = max(1, math.ceil(seconds))
     return problem(
         429,
         "rate_limited",
-        f"too many {category} from this {per} (at most {limit}); retry after {retry} s",
+        f"too many {limit.category} from this {limit.per} (at most {window}); retry after {retry} s",
         headers={"Retry-After": str(retry)},
     )
 
 
-def install(app: Flask, config: Config) -> Limiter | None:
+def install(app: Flask, config: Config) -> Counter | None:
     """Limits the app's requests as ``config`` says (nothing when switched off)."""
     if not config.rate_limits:
         return None
@@ -106,66 +198,50 @@ def install(app: Flask, config: Config) -> Limiter | None:
     assert not unknown, f"say which rate limits apply to {sorted(unknown)}"
 
     operator_token = (config.operator_token or "").encode()
-
-    def exempt() -> bool:
-        if kind() is None:
-            return True
-        return bool(operator_token) and hmac.compare_digest(_bearer().encode(), operator_token)
-
-    def of_kind(wanted: str, per_token: bool):
-        return lambda: kind() != wanted or (per_token and not _bearer())
-
-    limits = []
-    for name, per_token, per_address in (
+    limits: dict[str, list[Limit]] = {}
+    for category, per_token, per_address in (
         (COMMANDS, config.rate_limit_commands, config.rate_limit_commands_per_address),
         (READS, config.rate_limit_reads, config.rate_limit_reads_per_address),
         (STREAMS, config.rate_limit_streams, config.rate_limit_streams_per_address),
         (SIGNUPS, None, config.rate_limit_signups_per_address),
     ):
+        limits[category] = [Limit(category, "address", tuple(parse_many(per_address)))]
         if per_token:
-            limits.append(Limit(per_token, key_function=token_key, scope=f"{name}:token", shared=True, exempt_when=of_kind(name, True)))
-        limits.append(Limit(per_address, key_function=address_key, scope=f"{name}:address", shared=True, exempt_when=of_kind(name, False)))
+            limits[category].insert(0, Limit(category, "token", tuple(parse_many(per_token))))
 
-    # Each process remembers who is over a limit until its window ends, and refuses them
-    # without asking Redis: a flood then costs a dict look-up per request. (Registered
-    # before the limiter, so that it runs first.)
-    over: dict[tuple[str, str], tuple[float, str]] = {}
+    counter = Counter(config.redis_url)
+    hold = config.rate_limit_hold_seconds
+    #: (kind, per, key) -> (when the window ends, the window gone over)
+    over: dict[tuple[str, str, str], tuple[float, RateLimitItem]] = {}
 
     @app.before_request
-    def known_to_be_over():
+    def limit():
         category = kind()
-        if category is None or exempt():
+        if category is None:
             return None
+        bearer = _bearer()
+        if bearer and operator_token and hmac.compare_digest(bearer.encode(), operator_token):
+            return None
+        # A request without a token is counted per address only (it gets its 401 after).
+        counted = [
+            (lim, token_key() if lim.per == "token" else address_key())
+            for lim in limits[category]
+            if bearer or lim.per != "token"
+        ]
         now = time.time()
-        for per, key in (("token", token_key() if _bearer() else None), ("address", address_key())):
-            until, limit = over.get((f"{category}:{per}", key), (0.0, ""))
-            if until > now:
-                return _refusal(category, per, limit, until - now)
-        return None
-
-    limiter = Limiter(
-        address_key,
-        app=app,
-        default_limits=limits,
-        storage_uri=_storage_uri(config.redis_url),
-        storage_options={"socket_timeout": STORAGE_TIMEOUT, "socket_connect_timeout": STORAGE_TIMEOUT},
-        strategy="fixed-window",
-        key_prefix="ddz",
-        in_memory_fallback_enabled=True,
-    )
-    limiter.request_filter(exempt)
-
-    def refused(error: RateLimitExceeded):
-        scope, limit = str(error.limit.scope), str(error.limit.limit)
-        try:
-            until = limiter.current_limit.window.reset_time
-        except Exception:  # noqa: BLE001 - Redis went away since the count: the window's length
-            until = time.time() + error.limit.limit.get_expiry()
+        for lim, key in counted:
+            until, window = over.get((category, lim.per, key), (0.0, None))
+            if window is not None and until > now:
+                # Held, then refused: see Config.rate_limit_hold_seconds (a gevent
+                # worker only parks the request meanwhile).
+                time.sleep(min(hold, until - now))
+                return _refusal(lim, window, until - time.time())
+        refused = counter.hit(counted)
+        if refused is None:
+            return None
         if len(over) >= OVER_SIZE:
             over.clear()
-        over[(scope, error.limit.key_func())] = (until, limit)
-        category, _, per = scope.partition(":")
-        return _refusal(category, per, limit, until - time.time())
+        over[(category, refused.limit.per, refused.key)] = (now + refused.seconds, refused.window)
+        return _refusal(refused.limit, refused.window, refused.seconds)
 
-    app.register_error_handler(RateLimitExceeded, refused)
-    return limiter
+    return counter
