@@ -65,11 +65,22 @@ def _check_port(host: str, port: int) -> None:
 
 def serve(host: str, port: int, workers: int | None, data_dir: str) -> int:
     data = Path(data_dir).resolve()
+    created = not data.exists()
     data.mkdir(parents=True, exist_ok=True)
     try:
         lock = _lock(data)
+    except Refused as exc:
+        print(f"ddz serve: {exc}", file=sys.stderr)
+        return 2
+    try:
         _check_port(host, port)
     except Refused as exc:
+        # Refused before anything started: nothing of this run is left, not even its pid.
+        lock.truncate(0)
+        lock.close()
+        if created:
+            (data / "serve.lock").unlink()
+            data.rmdir()
         print(f"ddz serve: {exc}", file=sys.stderr)
         return 2
     stopping = threading.Event()

@@ -50,7 +50,8 @@ def test_a_body_not_sent_as_json_is_a_415_and_changes_nothing(client, content_ty
     headers = {} if content_type is None else {"Content-Type": content_type}
     reply = raw(client, "POST", "/v1/matches", owner.token, data=b'{"unit": "5.00"}', headers=headers)
     problem = assert_problem(reply, 415, "unsupported_media_type")
-    assert "Content-Type: application/json" in problem["detail"]
+    assert "sent with Content-Type: application/json" in problem["detail"]
+    assert f"(it came as {content_type or 'no type'})" in problem["detail"]
     assert match_ids(api, owner) == before
 
     match_id = new_match(owner)
@@ -62,6 +63,26 @@ def test_a_body_not_sent_as_json_is_a_415_and_changes_nothing(client, content_ty
     assert_problem(reply, 415, "unsupported_media_type")
     assert stream_fingerprint(api, match_id) == seated
     assert_problem(raw(client, "POST", "/v1/players", data=b'{"name": "x"}', headers=headers), 415)
+
+
+def test_every_operation_that_takes_a_body_refuses_one_not_sent_as_json(app, client):
+    """Whichever blueprint serves it: a route whose body is read past the JSON check would
+    take a form as no body at all."""
+    spec = app.extensions["ddz_api"].spec.to_dict()
+    owner = new_player(ClientApi(client), "forms")
+    checked = []
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            if not isinstance(operation, dict) or "requestBody" not in operation:
+                continue
+            concrete = path.replace("{match_id}", "00000000-0000-4000-8000-000000000000")
+            concrete = concrete.replace("{token_id}", "00000000-0000-4000-8000-000000000000")
+            reply = raw(client, method.upper(), concrete, owner.token, data=b'{"label": "x"}',
+                        headers={"Content-Type": "text/plain"})
+            assert_problem(reply, 415, "unsupported_media_type")
+            checked.append(f"{method} {path}")
+    assert "post /v1/me/tokens" in checked and len(checked) >= 5, checked
+    assert [t["label"] for t in owner.get("/v1/me/tokens").json["tokens"]] == [None]
 
 
 def test_json_with_its_charset_is_read(client):

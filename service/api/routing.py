@@ -67,7 +67,8 @@ class JsonBodies(FlaskParser):
         if req.mimetype != JSON or req.mimetype_params.get("charset", "utf-8").lower() != "utf-8":
             raise ApiError(
                 415, "unsupported_media_type",
-                f"the body must be JSON, sent with Content-Type: {JSON} (it came as {req.mimetype or 'no type'})",
+                f"the body must be JSON in UTF-8, sent with Content-Type: {JSON}"
+                f" (it came as {req.content_type or 'no type'})",
             )
         return core.parse_json(req.get_data(cache=True))
 

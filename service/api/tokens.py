@@ -7,13 +7,13 @@ from __future__ import annotations
 import uuid
 
 import marshmallow as ma
-from flask_smorest import Blueprint
 from marshmallow import fields as f
 from marshmallow import validate
 
 from .auth import player
 from .matches import documented
 from .problems import ApiError
+from .routing import Blueprint
 from .schemas import STORABLE_TEXT, JsonInteger, Strict
 from .services import services
 
