@@ -106,16 +106,18 @@ def ensure(connection: redis.Redis, job_id: str, function: str, *args) -> bool:
     return enqueue_once(connection, job_id, function, *args)
 
 
-def ensure_each(connection: redis.Redis, work) -> dict[str, int]:
+def ensure_each(connection: redis.Redis, work, lost: bool = True) -> dict[str, int]:
     """``ensure`` for each (job id, function, args): one broken job (a half-flushed Redis)
     is logged and skipped, and the others are still enqueued. Redis itself gone ends the
-    pass: the caller backs off."""
+    pass: the caller backs off. Each job enqueued is logged as lost work unless told
+    otherwise (a passed deadline is no loss)."""
     enqueued: dict[str, int] = {}
     for job_id, function, args in work:
         try:
             if ensure(connection, job_id, function, *args):
                 enqueued[function] = enqueued.get(function, 0) + 1
-                log.info("enqueued lost work: %s", job_id)
+                if lost:
+                    log.info("enqueued lost work: %s", job_id)
         except (redis.ConnectionError, redis.TimeoutError):
             raise
         except Exception as exc:  # noqa: BLE001 - one job's trouble is not the pass's
@@ -134,7 +136,7 @@ def scan_deadlines() -> int:
         ).fetchall(),
     )
     work = [(job_ids(str(m), v)["turn_timeout"], "turn_timeout", (str(m), v)) for m, v in rows]
-    return ensure_each(ctx.redis, work).get("turn_timeout", 0)
+    return ensure_each(ctx.redis, work, lost=False).get("turn_timeout", 0)
 
 
 def rescue_started() -> int:
