@@ -73,7 +73,7 @@ TARGET_P50_ONE_MS = 5.0
 TARGET_RATE = 1000.0
 TARGET_P99_MS = 50.0
 BOMBS = ("bomb", "joker_bomb")
-#: The rate limits (service/api/config.py) that main raises out of the load's way.
+#: The rate limits (service/config.py) that main raises out of the load's way.
 UNLIMITED = [
     f"DDZ_RATE_LIMIT_{name}"
     for name in ("COMMANDS", "COMMANDS_PER_ADDRESS", "READS", "READS_PER_ADDRESS", "STREAMS", "STREAMS_PER_ADDRESS", "SIGNUPS_PER_ADDRESS")

@@ -22,7 +22,7 @@ import psycopg
 import redis
 
 from service.api import create_app
-from service.api.config import Config
+from service.config import Config
 from service.store import migrate
 
 

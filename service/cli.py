@@ -139,7 +139,7 @@ def run_simulate(hands: int, seed: str, ruleset: str | None, out: str | None, st
 
 
 def run_migrate(stdout: TextIO) -> int:
-    from .api.config import Config
+    from .config import Config
     from .store import migrate
 
     applied = migrate(Config.from_env().database_url)
@@ -154,7 +154,7 @@ def run_worker(burst: bool) -> int:
     from rq import SimpleWorker
 
     from workers.context import context
-    from workers.dispatch import WORKER_TTL, queue
+    from .app.work import WORKER_TTL, queue
     from workers.sweeper import MAX_BACKOFF_SECONDS, keep_alive, run_periodically, sweep
 
     # One line per bot turn, turn timeout and settlement (workers.jobs), per lost job

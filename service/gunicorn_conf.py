@@ -4,7 +4,7 @@ Dockerfile and the systemd unit take them from::
     gunicorn -c python:service.gunicorn_conf service.api.wsgi:app
 
 Command-line flags still override these (``--bind``, ``--workers`` ...). This module
-imports nothing of the app (its hooks do, in the worker): gunicorn's master loads it
+imports nothing of the app but its configuration (its hooks do, in the worker): gunicorn's master loads it
 before the gevent worker patches the standard library, and psycopg, redis-py and the pool
 must be imported after that.
 
@@ -15,14 +15,15 @@ once gunicorn has patched the standard library, as do redis-py and the pool."""
 
 import os
 
+from service.config import Config
+
+CONFIG = Config.from_env()
 #: gunicorn's gevent worker, writing the errors gunicorn answers itself (headers too
 #: large ...) as problem documents.
 worker_class = "service.gunicorn_worker.ProblemWorker"
-#: Processes: one per core, since a gevent worker runs on one; WEB_CONCURRENCY is the
-#: usual name on platforms that set it.
-workers = int(os.environ.get("WEB_CONCURRENCY") or os.cpu_count() or 2)
-#: Open connections per process (streams included).
-worker_connections = int(os.environ.get("DDZ_WORKER_CONNECTIONS", "1000"))
+#: Processes: one per core unless WEB_CONCURRENCY says.
+workers = CONFIG.web_concurrency or os.cpu_count() or 2
+worker_connections = CONFIG.worker_connections
 timeout = 120
 #: No control socket (gunicorn 25.1+): its default path is one per user
 #: (``~/.gunicorn/gunicorn.ctl``), so every gunicorn of a user would share it; nothing
@@ -34,7 +35,7 @@ control_socket_disable = True
 #: 24 of 32 connections, its clients waiting twice as long as the other's. New connections
 #: go to the worker that gets to ``accept`` first, the less busy one, so closing now and
 #: then evens the load out. A reconnect costs a local handshake.
-REQUESTS_PER_CONNECTION = int(os.environ.get("DDZ_REQUESTS_PER_CONNECTION", "100"))
+REQUESTS_PER_CONNECTION = CONFIG.requests_per_connection
 
 
 def pre_request(worker, req):

@@ -26,7 +26,7 @@ import redis as redis_lib
 from werkzeug.serving import make_server
 
 from service.api import create_app
-from service.api.config import Config
+from service.config import Config
 from service.store import migrate
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -232,7 +232,7 @@ def beating_worker(redis_url: str):
     other tests' matches are left as they are."""
     from rq import SimpleWorker
 
-    from workers.dispatch import WORKER_TTL, queue
+    from service.app.work import WORKER_TTL, queue
 
     connection = redis_lib.Redis.from_url(redis_url)
     worker = SimpleWorker([queue(connection)], connection=connection, worker_ttl=WORKER_TTL)

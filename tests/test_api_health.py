@@ -11,7 +11,7 @@ import requests
 from rq import SimpleWorker
 
 from service.api import create_app
-from workers.dispatch import WORKER_TTL, queue
+from service.app.work import WORKER_TTL, queue
 from test_api_support import ClientApi
 
 

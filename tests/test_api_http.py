@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from service.api import create_app
-from service.api.config import Config
+from service.config import Config
 from test_api_support import ClientApi, Reply, assert_problem, new_match, new_player, stream_fingerprint
 
 SECURITY = {

@@ -283,10 +283,12 @@ def worker_env(monkeypatch, app, database_url, own_redis_url):
     REDIS_URL) run on it and on the test database."""
     import redis as redis_lib
 
+    from service.app.work import enqueuer
     from workers import context as worker_context
 
     connection = redis_lib.Redis.from_url(own_redis_url)
     monkeypatch.setattr(app.extensions["ddz"], "redis", connection)
+    monkeypatch.setattr(app.extensions["ddz"].commands, "on_appended", enqueuer(connection))
     monkeypatch.setenv("DATABASE_URL", database_url)
     monkeypatch.setenv("REDIS_URL", own_redis_url)
     worker_context.context.cache_clear()

@@ -515,7 +515,7 @@ def run_bots(redis_url: str) -> None:
     import redis as redis_lib
     from rq import SimpleWorker
 
-    from workers.dispatch import queue
+    from service.app.work import queue
 
     connection = redis_lib.Redis.from_url(redis_url)
     try:

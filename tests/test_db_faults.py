@@ -23,6 +23,7 @@ from service.game.state import DEALING
 from service.rules import new_seed
 from service.store import EventStore, open_pool
 from test_api_support import ClientApi, assert_problem, operator_events, seated_match, to_act
+from test_store import execute
 
 #: Every backend of the current database but the caller's.
 TERMINATE = (
@@ -160,7 +161,7 @@ def connection_lost_after_append(store: EventStore, url: str, before: bool = Fal
     """The store's next append's connection dies: right after the append statement
     committed and before its answer is read (as when the backend is terminated between
     the two), or, with ``before``, right before the statement is sent. One time only."""
-    original = store._append
+    original = store.append
     calls = []
 
     def append(conn, *args, **kwargs):
@@ -175,11 +176,11 @@ def connection_lost_after_append(store: EventStore, url: str, before: bool = Fal
         # The next thing read from this connection is the end of it: a real OperationalError.
         return original(conn, *args, **kwargs) if before else conn.execute("SELECT 1")
 
-    store._append = append
+    store.append = append
     try:
         yield calls
     finally:
-        del store._append
+        del store.append
 
 
 @pytest.mark.parametrize("key", [None, "lost-answer"])
@@ -223,16 +224,17 @@ def test_a_bots_command_through_the_store_survives_a_lost_answer(faulty):
     try:
         store = EventStore(pool)
         match_id = uuid.uuid4()
-        store.execute(match_id, lambda _: CreateMatch(str(match_id), Table.build()), new_match=True)
+        execute(store, match_id, lambda _: CreateMatch(str(match_id), Table.build()), new_match=True)
         for seat in range(4):
-            outcome = store.execute(
+            outcome = execute(
+                store,
                 match_id,
                 lambda _, s=seat: TakeSeat(s, None, bot=True),
                 then=lambda state: Deal(new_seed()) if state.phase == DEALING else None,
             )
         state = outcome.state
         with connection_lost_after_append(store, url) as calls:
-            bid = store.execute(match_id, lambda s: Bid(s.turn, 1, BOT), expected_version=state.version)
+            bid = execute(store, match_id, lambda s: Bid(s.turn, 1, BOT), expected_version=state.version)
         assert len(calls) == 1
         assert [e.version for e in bid.events] == [state.version + 1] and not bid.replayed
         assert [e.version for e in store.read(match_id)][-1] == state.version + 1

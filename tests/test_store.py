@@ -16,6 +16,12 @@ from service.rules import new_seed
 from service.store import EventStore, IdempotencyMismatch, Notifier, Players, VersionConflict, open_pool
 from service.store import events as store_events
 from service.store.events import StateCache
+from service.app.commands import CommandRequest, Commands
+
+
+def execute(store: EventStore, match_id: uuid.UUID, decide, **options):
+    """The command path over this store (the application's, as the API and the workers run it)."""
+    return Commands(store).execute(CommandRequest(match_id, decide, **options))
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +39,7 @@ def stores(pool):
 
 def new_match(store: EventStore) -> uuid.UUID:
     match_id = uuid.uuid4()
-    store.execute(match_id, lambda _: CreateMatch(str(match_id), Table.build()), new_match=True)
+    execute(store, match_id, lambda _: CreateMatch(str(match_id), Table.build()), new_match=True)
     return match_id
 
 
@@ -48,9 +54,9 @@ def versions(store: EventStore, match_id: uuid.UUID) -> list[int]:
 def test_a_store_behind_appends_after_the_events_it_missed(stores):
     a, b = stores
     match_id = new_match(a)  # a has the match at version 1 in its cache
-    b.execute(match_id, seat(0))
+    execute(b, match_id, seat(0))
     # Seat 1 is free on a's stale state too: the append must not go in at version 2.
-    outcome = a.execute(match_id, seat(1))
+    outcome = execute(a, match_id, seat(1))
     assert [e.version for e in outcome.events] == [3]
     assert [s.player if s else None for s in outcome.state.seats][:2] == ["player-0", "player-1"]
     assert versions(a, match_id) == [1, 2, 3]
@@ -60,10 +66,10 @@ def test_a_store_behind_appends_after_the_events_it_missed(stores):
 def test_a_store_behind_refuses_on_the_latest_state(stores):
     a, b = stores
     match_id = new_match(a)
-    b.execute(match_id, seat(1))
+    execute(b, match_id, seat(1))
     # On a's stale state player-1 has no seat and seat 2 is free; on the latest it has one.
     with pytest.raises(GameError) as refused:
-        a.execute(match_id, seat(2, "player-1"))
+        execute(a, match_id, seat(2, "player-1"))
     assert refused.value.code == "already_seated"
     assert versions(a, match_id) == [1, 2]
 
@@ -71,7 +77,7 @@ def test_a_store_behind_refuses_on_the_latest_state(stores):
 def dealt(store: EventStore) -> uuid.UUID:
     match_id = new_match(store)
     for n in range(4):
-        store.execute(match_id, seat(n), then=lambda state: Deal(new_seed()) if state.phase == DEALING else None)
+        execute(store, match_id, seat(n), then=lambda state: Deal(new_seed()) if state.phase == DEALING else None)
     return match_id
 
 
@@ -79,9 +85,9 @@ def test_a_store_behind_accepts_what_only_the_latest_state_allows(stores):
     a, b = stores
     match_id = dealt(a)
     first = a.load(match_id).state.turn
-    b.execute(match_id, lambda _: Bid(first, 0))
+    execute(b, match_id, lambda _: Bid(first, 0))
     # On a's stale state it is still the first seat's turn; on the latest, the next's.
-    outcome = a.execute(match_id, lambda _: Bid((first + 1) % 4, 1))
+    outcome = execute(a, match_id, lambda _: Bid((first + 1) % 4, 1))
     assert outcome.events[0].event.payload()["seat"] == (first + 1) % 4
     assert outcome.state.version == b.load(match_id).state.version
 
@@ -89,9 +95,9 @@ def test_a_store_behind_accepts_what_only_the_latest_state_allows(stores):
 def test_an_expected_version_a_store_is_stale_at_is_a_conflict(stores):
     a, b = stores
     match_id = new_match(a)
-    b.execute(match_id, seat(0))
+    execute(b, match_id, seat(0))
     with pytest.raises(VersionConflict):
-        a.execute(match_id, seat(1), expected_version=1)
+        execute(a, match_id, seat(1), expected_version=1)
     assert versions(a, match_id) == [1, 2]
 
 
@@ -104,21 +110,21 @@ def test_a_key_applies_once_even_when_the_repeat_is_legal_again(pool, stores, re
     b.load(match_id)
     player, _ = Players(pool).create("retrier")
     key = (player, f"{match_id}:k", b"digest")
-    first = a.execute(match_id, seat(0), idempotency=key)
-    retry = (a if retried_by == "same store" else b).execute(match_id, seat(1), idempotency=key)
+    first = execute(a, match_id, seat(0), idempotency=key)
+    retry = execute(a if retried_by == "same store" else b, match_id, seat(1), idempotency=key)
     assert retry.replayed
     assert [e.version for e in retry.events] == [e.version for e in first.events] == [2]
     assert retry.state == first.state
     assert versions(a, match_id) == [1, 2]
     with pytest.raises(IdempotencyMismatch):
-        b.execute(match_id, seat(1), idempotency=(key[0], key[1], b"another request"))
+        execute(b, match_id, seat(1), idempotency=(key[0], key[1], b"another request"))
 
 
 def test_since_gives_the_events_after_a_version_and_the_latest_state(stores):
     a, b = stores
     match_id = new_match(a)
-    b.execute(match_id, seat(0))
-    b.execute(match_id, seat(1))
+    execute(b, match_id, seat(0))
+    execute(b, match_id, seat(1))
     found, latest = a.since(match_id, 2)  # a's cache is at 1, the reader at 2
     assert [e.version for e in found] == [3]
     assert latest.state == b.load(match_id).state
@@ -157,8 +163,8 @@ def test_a_store_learns_the_events_another_appended_from_notifications(pool, sto
     a, b = stores
     match_id = new_match(a)
     for n in range(4):  # seats, then the deal (every hand, the commitment) and a bid
-        b.execute(match_id, seat(n), then=lambda state: Deal(new_seed()) if state.phase == DEALING else None)
-    b.execute(match_id, lambda state: Bid(state.turn, 1))
+        execute(b, match_id, seat(n), then=lambda state: Deal(new_seed()) if state.phase == DEALING else None)
+    execute(b, match_id, lambda state: Bid(state.turn, 1))
     heard(listening, pool)
     learned = a.cache.get(match_id)
     fresh = EventStore(pool, StateCache()).load(match_id)
@@ -171,11 +177,11 @@ def test_an_event_too_large_for_a_notification_still_wakes_readers(monkeypatch, 
     match_id = new_match(a)
     monkeypatch.setattr(store_events, "NOTE_ROOM", 10)
     with listening.watch(match_id) as woken:
-        b.execute(match_id, seat(0))
+        execute(b, match_id, seat(0))
         heard(listening, pool)
         assert woken.is_set()
     assert cached_version(a, match_id) == 1  # not learned: a reads what it missed
-    assert [e.version for e in a.execute(match_id, seat(1)).events] == [3]
+    assert [e.version for e in execute(a, match_id, seat(1)).events] == [3]
 
 
 def test_a_notification_with_an_unreadable_event_still_wakes_readers(pool, stores, listening, caplog):
@@ -194,7 +200,7 @@ def test_a_notification_with_an_unreadable_event_still_wakes_readers(pool, store
 def test_load_many_gives_each_match_its_latest_state_from_one_read(stores):
     a, b = stores
     behind, unknown_to_a, current = new_match(a), new_match(b), new_match(a)
-    b.execute(behind, seat(0))  # a's cache has this match at version 1, the table at 2
+    execute(b, behind, seat(0))  # a's cache has this match at version 1, the table at 2
     loaded = a.load_many([behind, unknown_to_a, current, uuid.uuid4()])
     assert set(loaded) == {behind, unknown_to_a, current}  # no events, no match
     for match_id, found in loaded.items():

@@ -36,9 +36,10 @@ from rq.job import Job, JobStatus
 import workers.context
 import workers.jobs
 from service.api import create_app
-from service.api.config import Config
+from service.config import Config
 from servers import OPERATOR_TOKEN, embedded_redis, fresh_database
-from workers import dispatch, sweeper
+from service.app import work
+from workers import sweeper
 
 OP = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 #: The first factors of M, without bombs (docs/rules.md §5).
@@ -191,7 +192,7 @@ def is_settled(api, match_id: str) -> bool:
 
 def run_burst(conn: redis_lib.Redis, max_jobs: int | None = None) -> None:
     """One burst worker: runs the queue until it is empty."""
-    SimpleWorker([dispatch.queue(conn)], connection=conn).work(burst=True, max_jobs=max_jobs, logging_level="WARNING")
+    SimpleWorker([work.queue(conn)], connection=conn).work(burst=True, max_jobs=max_jobs, logging_level="WARNING")
 
 
 def next_deadline() -> float | None:
@@ -206,7 +207,7 @@ def drain(conn: redis_lib.Redis, until=None, timeout: float = 40.0) -> None:
     queued and no player's deadline to come), running the workers' deadline scan as
     their timer would once a deadline has passed."""
     stop_at = time.monotonic() + timeout
-    q = dispatch.queue(conn)
+    q = work.queue(conn)
     while True:
         run_burst(conn)
         if until is not None and until():
@@ -224,7 +225,7 @@ def drain(conn: redis_lib.Redis, until=None, timeout: float = 40.0) -> None:
 
 def step_until(conn: redis_lib.Redis, stop, limit: int = 1000) -> None:
     """Runs queued jobs one at a time, and stops before the job ``stop(job_id)`` names."""
-    q = dispatch.queue(conn)
+    q = work.queue(conn)
     for _ in range(limit):
         ids = q.get_job_ids()
         assert ids, "the queue emptied before the awaited job"
@@ -235,7 +236,7 @@ def step_until(conn: redis_lib.Redis, stop, limit: int = 1000) -> None:
 
 
 def failed_jobs(conn: redis_lib.Redis) -> list[str]:
-    q = dispatch.queue(conn)
+    q = work.queue(conn)
     found = []
     for job_id in q.failed_job_registry.get_job_ids():
         job = Job.fetch(job_id, connection=conn)
@@ -249,7 +250,7 @@ NOTHING = {"bot_turn": 0, "turn_timeout": 0, "settle_match": 0}
 def sweep_for(conn: redis_lib.Redis, *match_ids: str) -> dict[str, int]:
     """``sweeper.sweep()``, counting what it enqueued for these matches; what it enqueued
     for other matches (left unfinished by other tests of this module) is taken back."""
-    q = dispatch.queue(conn)
+    q = work.queue(conn)
     before = set(q.get_job_ids())
     sweeper.sweep()
     found = dict(NOTHING)
@@ -341,7 +342,7 @@ def cents(x: Fraction) -> Decimal:
 
 def test_all_bot_match_plays_to_the_end_and_settles(api, db, rconn, jobs_env):
     match_id = bot_match(api, unit="2.00", rake="0.05")
-    assert len(dispatch.queue(rconn)) == 1, "dealing enqueues the first bot turn"
+    assert len(work.queue(rconn)) == 1, "dealing enqueues the first bot turn"
 
     drain(rconn)
 
@@ -357,7 +358,7 @@ def test_all_bot_match_plays_to_the_end_and_settles(api, db, rconn, jobs_env):
     decisions = [e for e in events(api, match_id) if "by" in e["payload"]]
     assert decisions and all(e["payload"]["by"] == "bot" for e in decisions)
     # Nothing is left to do: no job queued, and the sweeper finds nothing.
-    assert len(dispatch.queue(rconn)) == 0
+    assert len(work.queue(rconn)) == 0
     assert sweep_for(rconn, match_id) == NOTHING
 
 
@@ -475,7 +476,7 @@ def ended_unsettled_bot_match(api, rconn, queued: bool = True) -> str:
     assert phase(api, match_id) == "ended" and not is_settled(api, match_id)
     if queued:
         rconn.delete(mark)
-        assert dispatch.enqueue_once(rconn, f"settle-{match_id}", "settle_match", match_id)
+        assert work.enqueue_once(rconn, f"settle-{match_id}", "settle_match", match_id)
     return match_id
 
 
@@ -484,7 +485,7 @@ def test_settlement_job_run_twice_pays_once(api, db, rconn, jobs_env):
     assert workers.jobs.settle_match(match_id) == "settled"
     assert workers.jobs.settle_match(match_id) == "settled already"
     # The queued job runs too, and a second job under another id (bypassing the mark).
-    dispatch.queue(rconn).enqueue("workers.jobs.settle_match", match_id, job_id=f"again-{match_id}")
+    work.queue(rconn).enqueue("workers.jobs.settle_match", match_id, job_id=f"again-{match_id}")
     drain(rconn)
     assert Job.fetch(f"again-{match_id}", connection=rconn).return_value() == "settled already"
     assert_settled_once(api, db, match_id)
@@ -520,7 +521,7 @@ def test_settlement_jobs_at_once_pay_once(api, db, rconn, jobs_env, runners):
 
 def test_sweep_leaves_live_work_alone(api, rconn, jobs_env):
     match_id = bot_match(api)
-    q = dispatch.queue(rconn)
+    q = work.queue(rconn)
     assert q.get_job_ids() == [f"bot-turn-{match_id}-6"]
     assert sweep_for(rconn, match_id)["bot_turn"] == 0
     assert q.get_job_ids() == [f"bot-turn-{match_id}-6"]
@@ -531,7 +532,7 @@ def test_lost_bot_turn_job_is_found_by_the_sweeper(api, db, rconn, jobs_env):
     would enqueue it again. The sweep does, and the hand finishes."""
     match_id = bot_match(api)
     run_burst(rconn, max_jobs=5)
-    q = dispatch.queue(rconn)
+    q = work.queue(rconn)
     (job_id,) = q.get_job_ids()
     assert job_id.startswith(f"bot-turn-{match_id}-")
     Job.fetch(job_id, connection=rconn).delete()
@@ -550,7 +551,7 @@ def start_job(conn: redis_lib.Redis, job_id: str, alive: bool) -> SimpleWorker:
     """What a worker leaves while it runs the job (RQ's own steps: dequeue, execution,
     started): with ``alive`` its heartbeat goes on, as a live worker's does; without, the
     worker was killed mid-job and its heartbeat lapsed."""
-    q = dispatch.queue(conn)
+    q = work.queue(conn)
     worker = SimpleWorker([q], connection=conn)
     job, _ = type(q).dequeue_any([q], timeout=None, connection=conn)
     assert job.id == job_id, "the job to start is not the first in the queue"
@@ -568,17 +569,17 @@ def test_bot_turn_started_by_a_worker_that_died_is_run_again(api, db, rconn, job
     rescue enqueues it again, without waiting for a sweep."""
     match_id = bot_match(api)
     run_burst(rconn, max_jobs=3)
-    (job_id,) = dispatch.queue(rconn).get_job_ids()
+    (job_id,) = work.queue(rconn).get_job_ids()
 
     worker = start_job(rconn, job_id, alive=True)
     rconn.hset(Job.key_for(job_id), "started_at", "2000-01-01T00:00:00.000000Z")  # a slow one
     assert sweeper.rescue_started() == 0
     assert sweep_for(rconn, match_id)["bot_turn"] == 0
-    assert dispatch.queue(rconn).get_job_ids() == []
+    assert work.queue(rconn).get_job_ids() == []
 
     rconn.delete(sweeper.heartbeat_key(worker.name))  # killed: its heartbeat lapses
     assert sweeper.rescue_started() == 1
-    assert dispatch.queue(rconn).get_job_ids() == [job_id]
+    assert work.queue(rconn).get_job_ids() == [job_id]
     assert sweeper.rescue_started() == 0, "a second scan (another worker's) enqueues it once"
     drain(rconn)
     assert_settled_once(api, db, match_id)
@@ -593,7 +594,7 @@ def test_bot_turn_dequeued_by_a_worker_that_died_is_run_again(api, db, rconn, jo
     every 10 minutes, and only for a job seen there a minute before)."""
     match_id = bot_match(api)
     run_burst(rconn, max_jobs=3)
-    q = dispatch.queue(rconn)
+    q = work.queue(rconn)
     (job_id,) = q.get_job_ids()
     job, _ = type(q).dequeue_any([q], timeout=None, connection=rconn)  # what a worker does first
     assert job.id == job_id and q.get_job_ids() == [] and job.get_status() == JobStatus.QUEUED
@@ -617,7 +618,7 @@ def test_bot_turn_recovered_from_a_dead_workers_hands_is_not_reported_failed_lat
     a minute after a worker first saw it there."""
     match_id = bot_match(api)
     run_burst(rconn, max_jobs=3)
-    q = dispatch.queue(rconn)
+    q = work.queue(rconn)
     (job_id,) = q.get_job_ids()
     type(q).dequeue_any([q], timeout=None, connection=rconn)  # taken, then the worker is killed
     assert sweep_for(rconn, match_id)["bot_turn"] == 1
@@ -639,13 +640,13 @@ def test_a_passed_deadline_is_found_by_the_scan_and_the_seat_taken_over(api, db,
     seat is taken over."""
     match_id, _ = human_match(api, humans=4, turn_seconds=1)
     version = match_view(api, match_id)["version"]
-    assert len(dispatch.queue(rconn)) == 0
+    assert len(work.queue(rconn)) == 0
     assert sweeper.scan_deadlines() == 0, "nothing is due before the deadline"
     time.sleep(max(0.0, earliest_deadline(db, match_id) - time.time()) + 0.1)
 
     assert sweeper.scan_deadlines() == 1
     assert sweeper.scan_deadlines() == 0, "a second scan (another worker's) enqueues it once"
-    assert dispatch.queue(rconn).get_job_ids() == [f"timeout-{match_id}-{version}"]
+    assert work.queue(rconn).get_job_ids() == [f"timeout-{match_id}-{version}"]
     run_burst(rconn)
     assert first_event(api, match_id, "disconnect")["payload"]["reason"] == "deadline"
 
@@ -678,7 +679,7 @@ def test_redis_flushed_mid_hand_sweep_finds_the_work(api, db, rconn, jobs_env):
     PostgreSQL (a bot turn, an overdue deadline, a settlement) and every hand finishes,
     nothing lost or doubled."""
     human, players = human_match(api, humans=1, turn_seconds=1)  # a player to act, deadline to come
-    drain(rconn, until=lambda: match_view(api, human)["turn"] == 0 and not len(dispatch.queue(rconn)))
+    drain(rconn, until=lambda: match_view(api, human)["turn"] == 0 and not len(work.queue(rconn)))
     ended = ended_unsettled_bot_match(api, rconn, queued=False)  # ended, not settled
     bots = bot_match(api)  # mid-play
     step_until(rconn, lambda job_id: job_id.startswith("settle-") or int(job_id.rsplit("-", 1)[1]) > 14)
@@ -706,7 +707,7 @@ def test_a_half_flushed_redis_does_not_end_the_sweep(api, db, rconn, jobs_env, c
     The sweep enqueues the first and the third, tells of the second in one line and skips
     it; once its record is gone, the next sweep enqueues it, and every hand finishes."""
     died, broken, lost = bot_match(api), bot_match(api), bot_match(api)
-    q = dispatch.queue(rconn)
+    q = work.queue(rconn)
     died_id, broken_id, lost_id = q.get_job_ids()
     start_job(rconn, died_id, alive=False)
     assert rconn.delete(*rconn.keys(f"rq:execution:{died_id}:*")) == 1
@@ -765,9 +766,9 @@ def test_same_bot_turn_enqueued_twice_runs_once(api, rconn, jobs_env):
     match_id = bot_match(api)
     version = match_view(api, match_id)["version"]
     job_id = f"bot-turn-{match_id}-{version}"
-    q = dispatch.queue(rconn)
+    q = work.queue(rconn)
     assert q.get_job_ids() == [job_id]
-    assert dispatch.enqueue_once(rconn, job_id, "bot_turn", match_id, version) is False
+    assert work.enqueue_once(rconn, job_id, "bot_turn", match_id, version) is False
     assert q.get_job_ids() == [job_id]
 
     # A copy of the job under another id (past the mark), both run; then the turn directly.
@@ -820,7 +821,7 @@ def test_bot_turn_for_a_players_seat_does_nothing(api, rconn, jobs_env):
     assert workers.jobs.turn_timeout(match_id, view["version"]) == "not due yet"
     assert match_view(api, match_id)["version"] == view["version"]
     # Nothing is queued for a player's turn: its deadline waits in the database.
-    assert len(dispatch.queue(rconn)) == 0
+    assert len(work.queue(rconn)) == 0
 
 
 # --- turn timeouts run a little early -------------------------------------------------

@@ -1,1 +1,1 @@
-"""RQ workers: bot turns (seats the system plays), and the dispatch that enqueues them."""
+"""RQ workers: the jobs (bot turns, turn timeouts, settlement) and the sweeper that finds lost work."""

@@ -1,5 +1,5 @@
-"""What a job needs (database pool, event store, Redis), built once per worker process
-from the environment (DATABASE_URL, REDIS_URL)."""
+"""What a job needs (database pool, event store, the command path, Redis), built once per
+worker process from the configuration."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from dataclasses import dataclass
 import redis
 from psycopg_pool import ConnectionPool
 
-from service.api.config import Config
+from service.app.commands import Commands
+from service.app.work import enqueuer
+from service.config import Config
 from service.store import EventStore, open_pool
 
 
@@ -18,11 +20,15 @@ class Context:
     config: Config
     pool: ConnectionPool
     store: EventStore
+    commands: Commands
     redis: redis.Redis
 
 
 @functools.cache
 def context() -> Context:
     config = Config.from_env()
-    pool = open_pool(config.database_url, 4, "ddz-worker")
-    return Context(config, pool, EventStore(pool), redis.Redis.from_url(config.redis_url))
+    pool = open_pool(config.database_url, config.worker_db_pool_size, "ddz-worker")
+    store = EventStore(pool)
+    connection = redis.Redis.from_url(config.redis_url)
+    # After an append, the work the new state calls for (the next bot turn, the settlement).
+    return Context(config, pool, store, Commands(store, enqueuer(connection)), connection)

@@ -13,11 +13,12 @@ from service.game.bot import BotPolicy
 from service.game.events import BidMade, Disconnected, HandEnded, HandShown, Passed, Played, Reported
 from service.game.record import export, verify
 from service.game.state import ENDED
+from service.app.commands import CommandRequest
 from service.store import MatchNotFound, VersionConflict, deadline
 from service.store.ledger import write_settlement
 
 from .context import context
-from .dispatch import after_append, work_for
+from service.app.work import BOT_TURN, work_for
 
 log = logging.getLogger(__name__)
 POLICY = BotPolicy()
@@ -51,11 +52,10 @@ def describe(events) -> str:
 def _act(match_id: str, version: int, command, what: str) -> str:
     ctx = context()
     try:
-        outcome = ctx.store.execute(uuid.UUID(match_id), lambda _: command, expected_version=version)
+        outcome = ctx.commands.execute(CommandRequest(uuid.UUID(match_id), lambda _: command, expected_version=version))
     except VersionConflict:
         log.debug("%s: match %s v%s: someone acted first", what, match_id, version)
         return "someone acted first"
-    after_append(ctx.redis, match_id, outcome.state, outcome.last_recorded_at)
     log.info("%s: match %s v%s seat %s %s", what, match_id, version, command.seat, describe(outcome.events))
     return f"{command.name} at version {version}"
 
@@ -68,7 +68,7 @@ def bot_turn(match_id: str, version: int) -> str:
     except MatchNotFound:
         return "no such match"
     state = loaded.state
-    if state.version != version or work_for(state, loaded.last_recorded_at) != "bot_turn":
+    if state.version != version or work_for(state, loaded.last_recorded_at) != BOT_TURN:
         return "stale"
     command = POLICY.act(seat_view(state, state.turn))
     # A player's seat that the system plays since a disconnect: 系统代打.
@@ -123,7 +123,7 @@ def settle_match(match_id: str) -> str:
             raise GameError("the hand is settled already", "already_settled")
 
     try:
-        outcome = ctx.store.execute(key, lambda _: Settle(), within=ledger)
+        outcome = ctx.commands.execute(CommandRequest(key, lambda _: Settle(), within=ledger))
     except GameError as exc:
         if exc.code == "already_settled":
             return "settled already"

@@ -30,10 +30,10 @@ from rq.exceptions import NoSuchJobError
 from rq.executions import Execution, ExecutionRegistry
 from rq.job import Job, JobStatus
 
-from service.store import DatabaseUnavailable, retried
+from service.store import DatabaseUnavailable
 
 from .context import context
-from .dispatch import enqueue_once, job_ids, queue
+from service.app.work import BOT_TURN, KIND_OF, SETTLE_MATCH, TURN_TIMEOUT, enqueue_once, id_of_job, job_args, queue
 
 log = logging.getLogger(__name__)
 
@@ -98,24 +98,24 @@ def forget(connection: redis.Redis, job_id: str) -> None:
         pass
 
 
-def ensure(connection: redis.Redis, job_id: str, function: str, *args) -> bool:
+def ensure(connection: redis.Redis, job_id: str, kind: str, *args) -> bool:
     """Enqueues the job unless a live one exists; returns whether it enqueued."""
     if job_is_live(connection, job_id):
         return False
     forget(connection, job_id)
-    return enqueue_once(connection, job_id, function, *args)
+    return enqueue_once(connection, job_id, kind, *args)
 
 
 def ensure_each(connection: redis.Redis, work, lost: bool = True) -> dict[str, int]:
-    """``ensure`` for each (job id, function, args): one broken job (a half-flushed Redis)
+    """``ensure`` for each (job id, kind, args): one broken job (a half-flushed Redis)
     is logged and skipped, and the others are still enqueued. Redis itself gone ends the
     pass: the caller backs off. Each job enqueued is logged as lost work unless told
     otherwise (a passed deadline is no loss)."""
     enqueued: dict[str, int] = {}
-    for job_id, function, args in work:
+    for job_id, kind, args in work:
         try:
-            if ensure(connection, job_id, function, *args):
-                enqueued[function] = enqueued.get(function, 0) + 1
+            if ensure(connection, job_id, kind, *args):
+                enqueued[kind] = enqueued.get(kind, 0) + 1
                 if lost:
                     log.info("enqueued lost work: %s", job_id)
         except (redis.ConnectionError, redis.TimeoutError):
@@ -128,15 +128,9 @@ def ensure_each(connection: redis.Redis, work, lost: bool = True) -> dict[str, i
 def scan_deadlines() -> int:
     """Enqueues a turn timeout for every player whose deadline has passed."""
     ctx = context()
-    rows = retried(
-        ctx.pool,
-        lambda conn: conn.execute(
-            "SELECT match_id, version FROM matches"
-            " WHERE status = 'playing' AND NOT system_to_act AND deadline <= now()"
-        ).fetchall(),
-    )
-    work = [(job_ids(str(m), v)["turn_timeout"], "turn_timeout", (str(m), v)) for m, v in rows]
-    return ensure_each(ctx.redis, work, lost=False).get("turn_timeout", 0)
+    rows = ctx.store.past_deadline()
+    work = [(id_of_job(TURN_TIMEOUT, str(m), v), TURN_TIMEOUT, job_args(TURN_TIMEOUT, str(m), v)) for m, v in rows]
+    return ensure_each(ctx.redis, work, lost=False).get(TURN_TIMEOUT, 0)
 
 
 def rescue_started() -> int:
@@ -149,29 +143,23 @@ def rescue_started() -> int:
             job = Job.fetch(job_id, connection=connection)
         except NoSuchJobError:
             continue  # the sweep finds its work from PostgreSQL
-        if job.get_status(refresh=False) == JobStatus.STARTED and not worker_is_alive(connection, job.worker_name):
-            work.append((job_id, job.func_name.rsplit(".", 1)[1], job.args))
+        kind = KIND_OF.get(job.func_name)
+        if kind and job.get_status(refresh=False) == JobStatus.STARTED and not worker_is_alive(connection, job.worker_name):
+            work.append((job_id, kind, job.args))
     return sum(ensure_each(connection, work).values())
 
 
 def sweep() -> dict[str, int]:
     """Finds lost work and enqueues it; returns how many of each it enqueued."""
     ctx = context()
-    found = {"bot_turn": 0, "settle_match": 0, "turn_timeout": scan_deadlines()}
-    rows = retried(
-        ctx.pool,
-        lambda conn: conn.execute(
-            "SELECT match_id, version, status FROM matches"
-            " WHERE (status = 'playing' AND system_to_act) OR (status = 'ended' AND NOT settled)"
-        ).fetchall(),
-    )
+    found = {BOT_TURN: 0, SETTLE_MATCH: 0, TURN_TIMEOUT: scan_deadlines()}
     work = []
-    for match_id, version, status in rows:
+    for match_id, version, status in ctx.store.awaiting_system():
         match = str(match_id)
-        function, args = ("settle_match", (match,)) if status == "ended" else ("bot_turn", (match, version))
-        work.append((job_ids(match, version)[function], function, args))
-    for function, count in ensure_each(ctx.redis, work).items():
-        found[function] += count
+        kind = SETTLE_MATCH if status == "ended" else BOT_TURN
+        work.append((id_of_job(kind, match, version), kind, job_args(kind, match, version)))
+    for kind, count in ensure_each(ctx.redis, work).items():
+        found[kind] += count
     return found
 
 

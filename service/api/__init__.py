@@ -7,7 +7,7 @@ import logging
 from flask import Flask
 
 from . import admin, health, ledger, matches, players, tokens
-from .config import Config
+from ..config import Config
 from .encoding import JsonProvider
 from .limits import BodyLimit
 from .headers import SecurityHeaders, cors

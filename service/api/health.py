@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.dispatch import worker_alive
+from ..app.work import worker_alive
 
 from . import schemas
 from ..store import retried

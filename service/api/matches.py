@@ -33,8 +33,8 @@ from ..game import (
 from ..game.record import export
 from ..game.state import DEALING, ENDED, PLAYING
 from ..rules import InvalidNotation, new_seed, parse_cards, pick_cards
-from ..store import Loaded, MatchNotFound, Outcome, StoredEvent, deadline, request_hash, retried, status
-from workers.dispatch import after_append
+from ..app.commands import CommandRequest
+from ..store import Loaded, MatchNotFound, Outcome, StoreError, StoredEvent, deadline, request_hash, status
 
 from . import encoding, schemas
 from .auth import BEARER, Caller, caller, player
@@ -44,7 +44,7 @@ from .services import services
 
 bp = Blueprint("matches", __name__, url_prefix="/v1/matches", description="Matches: one hand of four seats each")
 
-#: HTTP status of each decider error code that is not a plain 422.
+#: HTTP status of each decider or store error code that is not a plain 422.
 STATUS_OF = {"match_not_found": 404, "version_conflict": 409, "not_seated": 403}
 ERRORS = {401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND"}
 # Built once: a schema is costly to build, and these dump on every stream event.
@@ -59,7 +59,7 @@ def documented(*statuses: int) -> dict:
     return {"security": BEARER, "responses": {str(s): {"$ref": f"#/components/responses/{names[s]}"} for s in statuses}}
 
 
-def game_error(exc: GameError) -> ApiError:
+def game_error(exc: GameError | StoreError) -> ApiError:
     return ApiError(STATUS_OF.get(exc.code, 422), exc.code, str(exc))
 
 
@@ -136,15 +136,12 @@ def match_document(state: State, created_at, updated_at) -> dict[str, Any]:
     }
 
 
-def execute(match_id: uuid.UUID, command, **kwargs) -> Outcome:
-    """The command path, then the work the new state calls for (a bot turn)."""
+def execute(request: CommandRequest) -> Outcome:
+    """The command path (and the work the new state calls for), its refusals as problems."""
     try:
-        outcome = services().store.execute(match_id, command, **kwargs)
-    except GameError as exc:
+        return services().commands.execute(request)
+    except (GameError, StoreError) as exc:
         raise game_error(exc) from None
-    if outcome.events and not outcome.replayed:
-        after_append(services().redis, str(match_id), outcome.state, outcome.last_recorded_at)
-    return outcome
 
 
 def deal_when_full(state: State) -> Command | None:
@@ -166,7 +163,7 @@ def create_match(body):
     except GameError as exc:
         raise game_error(exc) from None
     match_id = uuid.uuid4()
-    outcome = execute(match_id, lambda state: CreateMatch(str(match_id), table), new_match=True)
+    outcome = execute(CommandRequest(match_id, lambda state: CreateMatch(str(match_id), table), new_match=True))
     at = outcome.last_recorded_at
     return match_document(outcome.state, at, at)
 
@@ -178,20 +175,8 @@ def create_match(body):
 def list_matches(query):
     """List matches, newest first, optionally by status (open, playing, ended)."""
     caller()
-    sql = "SELECT match_id, created_at, updated_at FROM matches"
-    params: list[Any] = []
-    if "status" in query:
-        sql += " WHERE status = %s"
-        params.append(query["status"])
-    sql += " ORDER BY created_at DESC LIMIT %s"
-    params.append(query["limit"])
-
-    def read(conn):
-        rows = conn.execute(sql, params).fetchall()
-        return rows, services().store.load_many([row[0] for row in rows], conn)
-
-    rows, states = retried(services().pool, read)
-    return {"matches": [match_document(states[row[0]].state, row[1], row[2]) for row in rows]}
+    listed = services().store.listed(query.get("status"), query["limit"])
+    return {"matches": [match_document(loaded.state, created_at, updated_at) for loaded, created_at, updated_at in listed]}
 
 
 @bp.route("/<uuid:match_id>/seats", methods=["POST"])
@@ -214,7 +199,7 @@ def take_seat(body, match_id):
             return TakeSeat(seat, None, bot=True)
         return TakeSeat(seat, who.player)
 
-    outcome = execute(match_id, command, then=deal_when_full)
+    outcome = execute(CommandRequest(match_id, command, then=deal_when_full))
     return view_document(Loaded(outcome.state, outcome.last_recorded_at), who)
 
 
@@ -301,10 +286,7 @@ def command(body, match_id, key=None):
     if key is not None:
         idempotency = (who.player_id, f"{match_id}:{key}", request_hash(body))
     outcome = execute(
-        match_id,
-        decide_for_caller,
-        expected_version=body.get("expected_version"),
-        idempotency=idempotency,
+        CommandRequest(match_id, decide_for_caller, expected_version=body.get("expected_version"), idempotency=idempotency)
     )
     # The hot path: plain JSON of a document already in the schema's shape (the contract
     # tests hold it to the schema), which costs a tenth of a schema dump. A retry's outcome
@@ -327,7 +309,7 @@ def leave(match_id):
             raise GameError("the caller has no seat at this match", "not_seated")
         return Disconnect(seat, "left")
 
-    return command_result(execute(match_id, disconnect_caller), who)
+    return command_result(execute(CommandRequest(match_id, disconnect_caller)), who)
 
 
 def viewer(state: State, who: Caller):

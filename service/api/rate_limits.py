@@ -31,7 +31,7 @@ from limits import RateLimitItem, parse_many
 from limits.storage import MemoryStorage
 from limits.strategies import FixedWindowRateLimiter
 
-from .config import Config
+from ..config import Config
 from .problems import problem
 
 log = logging.getLogger(__name__)

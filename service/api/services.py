@@ -8,8 +8,10 @@ import redis
 from flask import current_app
 from psycopg_pool import ConnectionPool
 
+from ..app.commands import Commands
+from ..app.work import enqueuer
+from ..config import Config
 from ..store import EventStore, Notifier, Players, open_pool
-from .config import Config
 
 
 @dataclass
@@ -17,6 +19,7 @@ class Services:
     config: Config
     pool: ConnectionPool
     store: EventStore
+    commands: Commands
     players: Players
     notifier: Notifier
     redis: redis.Redis
@@ -26,13 +29,16 @@ class Services:
         pool = open_pool(config.database_url, config.db_pool_size, "ddz", config.db_timeout)
         store = EventStore(pool)
         players = Players(pool)
+        connection = redis.Redis.from_url(config.redis_url, socket_timeout=5, socket_connect_timeout=5)
         return cls(
             config=config,
             pool=pool,
             store=store,
+            # After an append, the work the new state calls for (a bot turn) goes on the queue.
+            commands=Commands(store, enqueuer(connection)),
             players=players,
             notifier=Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget),
-            redis=redis.Redis.from_url(config.redis_url, socket_timeout=5, socket_connect_timeout=5),
+            redis=connection,
         )
 
     def close(self) -> None:

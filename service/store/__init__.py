@@ -6,6 +6,7 @@ from .events import (
     Loaded,
     MatchNotFound,
     Outcome,
+    StoreError,
     StoredEvent,
     VersionConflict,
     deadline,
@@ -15,6 +16,6 @@ from .events import (
 from .migrate import migrate
 from .notify import Notifier
 from .players import Players
-from .pool import DatabaseUnavailable, open_pool, retried
+from .pool import ATTEMPTS, DatabaseUnavailable, open_pool, pause, retried
 
 __all__ = [name for name in dir() if not name.startswith("_")]

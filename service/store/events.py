@@ -1,7 +1,8 @@
-"""The event store on PostgreSQL: load a match's stream, fold it with ``evolve``, ``decide``,
-append at the expected version. That is the whole command path. "Load" starts from the
-state this process last saw of the match; the append goes in only if nobody appended
-since, and otherwise brings back what was missed."""
+"""The event store on PostgreSQL: a match's stream of events, read and folded with
+``evolve`` into its state (from the state this process last saw of it), and appended to
+at an expected version, with the ``matches`` read model, the idempotency keys and the
+notification written by the same statement. Deciding is the application's
+(``service.app.commands``)."""
 
 from __future__ import annotations
 
@@ -10,53 +11,51 @@ import json
 import threading
 import uuid
 from collections import OrderedDict
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..game import Command, Event, State, decide, initial_state, replay
-from ..game.errors import GameError
+from ..game import Event, State, initial_state, replay
 from ..game.state import DEALING, ENDED, SEATING
-from .pool import ATTEMPTS, DatabaseUnavailable, connection_lost, live_connection, pause, retried
+from .pool import DatabaseUnavailable, connection_lost, live_connection, retried
 
 NOTIFY_CHANNEL = "ddz_events"
 #: Bytes of a notification left for the event after "<match>:<version>:" (PostgreSQL
 #: refuses payloads of 8,000 bytes and more); a larger event is announced without itself.
 NOTE_ROOM = 7900
-#: Appends retried on a version conflict when the caller named no expected version.
-RETRIES = 5
 
 
-class VersionConflict(GameError):
+class StoreError(Exception):
+    """What the store refuses, with a stable machine-readable ``code``."""
+
+    code = "store_error"
+
+
+class VersionConflict(StoreError):
     """Someone appended first: the command was decided on a state that is no longer the last."""
 
     code = "version_conflict"
 
 
-class MatchNotFound(GameError):
+class MatchNotFound(StoreError):
     code = "match_not_found"
 
 
-class IdempotencyMismatch(GameError):
+class IdempotencyMismatch(StoreError):
     code = "idempotency_key_reused"
 
 
-class _Lost(Exception):
-    """The connection broke during a command. ``known`` is the state its last append was
-    decided on, if it got that far: whether that append committed is then unknown."""
-
-    def __init__(self, known: Loaded | None):
-        super().__init__("the database connection broke")
-        self.known = known
+class ConnectionLost(Exception):
+    """The connection broke during a write: whether what was sent on it committed is unknown."""
 
 
-class _Behind(Exception):
-    """The stream had moved past the version a command was decided on: nothing was
+class Behind(Exception):
+    """The stream had moved past the version an append was made for: nothing was
     appended, and these are the events missed."""
 
     def __init__(self, missed: list[StoredEvent]):
@@ -156,9 +155,9 @@ class EventStore:
         known = self.cache.get(match_id) or Loaded(initial_state, None)
         start = known.state.version if after is None else min(after, known.state.version)
         stored = self.read(match_id, start, conn)
-        loaded = self._fold(match_id, known, [s for s in stored if s.version > known.state.version])
+        loaded = self.fold(match_id, known, [s for s in stored if s.version > known.state.version])
         if loaded.state.version == 0:
-            raise MatchNotFound("no such match", "match_not_found")
+            raise MatchNotFound("no such match")
         return ([] if after is None else [s for s in stored if s.version > after]), loaded
 
     def load_many(self, match_ids: Sequence[uuid.UUID], conn: psycopg.Connection | None = None) -> dict[uuid.UUID, Loaded]:
@@ -174,10 +173,10 @@ class EventStore:
         rows = self._run(lambda c: c.execute(query, params).fetchall(), conn)
         for row in rows:
             missed[row[0]].append(_decode(row[1:]))
-        folded = {m: self._fold(m, known[m], missed[m]) for m in known}
+        folded = {m: self.fold(m, known[m], missed[m]) for m in known}
         return {m: loaded for m, loaded in folded.items() if loaded.state.version > 0}
 
-    def _fold(self, match_id: uuid.UUID, known: Loaded, stored: list[StoredEvent]) -> Loaded:
+    def fold(self, match_id: uuid.UUID, known: Loaded, stored: list[StoredEvent]) -> Loaded:
         """``known`` with the events after it folded in (and remembered)."""
         if not stored:
             return known
@@ -187,7 +186,7 @@ class EventStore:
 
     def learn(self, match_id: uuid.UUID, version: int, event: str) -> None:
         """Folds in an event another process appended, from its notification (see
-        :meth:`_append`), if it is the one after the state this process has of the match:
+        :meth:`append`), if it is the one after the state this process has of the match:
         the next command on the match then needs no second round trip. The append still
         checks that the stream is at the state's version, so a wrong guess costs nothing."""
         known = self.cache.get(match_id)
@@ -195,128 +194,84 @@ class EventStore:
             return
         position, type_, schema_version, payload, recorded_at = json.loads(event)
         stored = _decode((version, position, type_, schema_version, payload, datetime.fromisoformat(recorded_at)))
-        self._fold(match_id, known, [stored])
+        self.fold(match_id, known, [stored])
+
+    # The read model: the ``matches`` table, written with the events (see :meth:`append`)
+
+    def listed(self, status: str | None, limit: int) -> list[tuple[Loaded, datetime, datetime]]:
+        """The newest ``limit`` matches (of that status, if given), each with its state and
+        the times it was created and last changed, from one connection."""
+        sql = "SELECT match_id, created_at, updated_at FROM matches"
+        params: list[Any] = []
+        if status is not None:
+            sql += " WHERE status = %s"
+            params.append(status)
+        sql += " ORDER BY created_at DESC LIMIT %s"
+        params.append(limit)
+
+        def read(conn):
+            rows = conn.execute(sql, params).fetchall()
+            return rows, self.load_many([row[0] for row in rows], conn)
+
+        rows, states = self._run(read, None)
+        return [(states[match_id], created_at, updated_at) for match_id, created_at, updated_at in rows]
+
+    def past_deadline(self) -> list[tuple[uuid.UUID, int]]:
+        """(match, version) of each match whose player to act has let the deadline pass."""
+        return self._run(
+            lambda conn: conn.execute(
+                "SELECT match_id, version FROM matches"
+                " WHERE status = 'playing' AND NOT system_to_act AND deadline <= now()"
+            ).fetchall(),
+            None,
+        )
+
+    def awaiting_system(self) -> list[tuple[uuid.UUID, int, str]]:
+        """(match, version, status) of each match waiting for the system: a bot or
+        disconnected seat to act (playing), or a settlement (ended)."""
+        return self._run(
+            lambda conn: conn.execute(
+                "SELECT match_id, version, status FROM matches"
+                " WHERE (status = 'playing' AND system_to_act) OR (status = 'ended' AND NOT settled)"
+            ).fetchall(),
+            None,
+        )
 
     # Writing
 
-    def execute(
-        self,
-        match_id: uuid.UUID,
-        command: Callable[[State], Command],
-        *,
-        expected_version: int | None = None,
-        idempotency: tuple[uuid.UUID, str, bytes] | None = None,
-        new_match: bool = False,
-        then: Callable[[State], Command | None] | None = None,
-        within: Callable[[psycopg.Connection, State], None] | None = None,
-    ) -> Outcome:
-        """Loads the match, decides ``command(state)`` and appends the events at the next
-        version, atomically. With ``expected_version`` a stale state fails with
-        :class:`VersionConflict`; without, a lost race is decided again on the new state,
-        and a refusal is always decided on the latest state.
-
-        ``idempotency`` is (player, key, request hash): the key is written with the events,
-        and a retry with the same key gets the first outcome back without deciding again
-        (the same key with another request: :class:`IdempotencyMismatch`). ``then`` may
-        name a command that follows from the new state (dealing once the fourth seat is
-        taken), appended with the first events; ``within`` writes what must commit with
-        the events (the ledger of a settlement)."""
-        # The command's identity: its events carry it, so that when the connection breaks
-        # after the append was sent, the events say whether it committed.
-        command_id = uuid.uuid4()
-        attempts = 1 if expected_version is not None else RETRIES
-        conflicts = lost = 0
-        while True:
-            try:
-                return self._execute_once(
-                    match_id, command, command_id, expected_version, idempotency, new_match, then, within
-                )
-            except VersionConflict:
-                # A concurrent request with the same key may have won: then this is its retry.
-                replayed = self._replay(match_id, idempotency) if idempotency is not None else None
-                if replayed is not None:
-                    return replayed
-                conflicts += 1
-                if conflicts == attempts:
-                    raise
-            except _Lost as exc:
-                committed = self._committed(match_id, exc.known, command_id) if exc.known is not None else None
-                if committed is not None:
-                    return committed
-                # Not committed: nothing was written, so the command is decided again.
-                lost += 1
-                if lost == ATTEMPTS:
-                    raise DatabaseUnavailable("the database connection broke on every try") from exc.__cause__
-                pause(lost - 1)
-
-    def _execute_once(self, match_id, command, command_id, expected_version, idempotency, new_match, then, within):
-        # The command is decided on the state this process last saw of the match, and the
-        # append (one statement) inserts only if the stream is still at that version. If
-        # it is not, the append answers with the events missed instead: they are folded
-        # in and the command decided again. So a command is one round trip when this
-        # process saw the match's last event, and two when another process appended since.
-        # Only what ``within`` writes needs a transaction around it (it reads first).
-        known = None if new_match or within is not None else self.cache.get(match_id)
+    @contextmanager
+    def connection(self, transaction: bool = False) -> Iterator[psycopg.Connection]:
+        """A live connection from the pool for a write (in a transaction if asked). No
+        connection within the pool's timeout is :class:`DatabaseUnavailable`; a connection
+        that breaks meanwhile is :class:`ConnectionLost` (whether a statement sent on it
+        committed is then unknown: see :meth:`committed`)."""
         try:
-            with live_connection(self.pool) as conn, (conn.transaction() if within is not None else nullcontext()):
-                read = known is None or expected_version not in (None, known.state.version)
-                if read:
-                    known = Loaded(initial_state, None) if new_match else self.load(match_id, conn)
-                for _ in range(RETRIES):
-                    try:
-                        outcome = self._decide_and_append(
-                            conn, match_id, known.state, command, command_id, expected_version, then, within, idempotency
-                        )
-                        break
-                    except _Behind as behind:
-                        if within is not None or expected_version is not None:
-                            raise VersionConflict(
-                                f"the match is at version {behind.missed[-1].version}, not {known.state.version}",
-                                "version_conflict",
-                            ) from None
-                        known, read = self._fold(match_id, known, behind.missed), True
-                    except VersionConflict:
-                        raise
-                    except GameError:
-                        if not read:
-                            # Refused on a state that may be behind: refuse only on the latest.
-                            known, read = self.load(match_id, conn), True
-                            continue
-                        if idempotency is not None:
-                            # A retry of a request whose events are in the state just read
-                            # gets that request's outcome, not a refusal of the repeat.
-                            replayed = self._replay(match_id, idempotency, conn)
-                            if replayed is not None:
-                                return replayed
-                        raise
-                else:
-                    raise VersionConflict("the match kept changing; try again", "version_conflict")
+            with live_connection(self.pool) as conn, (conn.transaction() if transaction else nullcontext()):
+                yield conn
         except PoolTimeout as exc:
             raise DatabaseUnavailable("no database connection could be had") from exc
         except psycopg.OperationalError as exc:
             if not connection_lost(exc):
                 raise
-            # ``known`` is the state the last append (if one was sent) was decided on.
-            raise _Lost(known) from exc
-        self.cache.put(match_id, Loaded(outcome.state, outcome.last_recorded_at))
-        return outcome
+            raise ConnectionLost("the database connection broke") from exc
 
-    def _committed(self, match_id: uuid.UUID, known: Loaded, command_id: uuid.UUID) -> Outcome | None:
+    def committed(self, match_id: uuid.UUID, known: Loaded, command_id: uuid.UUID) -> Outcome | None:
         """After the connection broke: the command's outcome if its append, decided on
         ``known``, committed (the events after ``known`` start with the ones carrying
         ``command_id``), else ``None``."""
         query = f"SELECT command_id, {_COLUMNS} FROM events WHERE stream_id = %s AND version > %s ORDER BY version"
         rows = self._run(lambda c: c.execute(query, (match_id, known.state.version)).fetchall(), None)
         stored = [_decode(row[1:]) for row in rows]
-        self._fold(match_id, known, stored)
+        self.fold(match_id, known, stored)
         ours = [s for row, s in zip(rows, stored) if row[0] == command_id]
         if not ours:
             return None
         return Outcome(ours, replay((s.event for s in ours), known.state), ours[-1].recorded_at)
 
-    def _replay(self, match_id: uuid.UUID, idempotency, conn: psycopg.Connection | None = None) -> Outcome | None:
+    def replayed(self, match_id: uuid.UUID, idempotency, conn: psycopg.Connection | None = None) -> Outcome | None:
         """The first outcome of a request with this key, if there was one: the events it
-        appended and the state right after them."""
+        appended and the state right after them (the same key with another request:
+        :class:`IdempotencyMismatch`)."""
         player, key, digest = idempotency
 
         def first(c: psycopg.Connection) -> tuple[int, list[StoredEvent]] | None:
@@ -328,9 +283,7 @@ class EventStore:
             if row is None:
                 return None
             if bytes(row[0]) != digest:
-                raise IdempotencyMismatch(
-                    "this Idempotency-Key was used with another request", "idempotency_key_reused"
-                )
+                raise IdempotencyMismatch("this Idempotency-Key was used with another request")
             return row[1], [e for e in self.read(match_id, 0, c) if e.version <= row[2]]
 
         found = self._run(first, conn)
@@ -340,24 +293,8 @@ class EventStore:
         state = replay(e.event for e in stored)
         return Outcome([e for e in stored if e.version >= first_version], state, stored[-1].recorded_at, replayed=True)
 
-    def _decide_and_append(self, conn, match_id, state, command, command_id, expected_version, then, within, idempotency) -> Outcome:
-        if expected_version is not None and expected_version != state.version:
-            raise VersionConflict(
-                f"the match is at version {state.version}, not {expected_version}", "version_conflict"
-            )
-        events = decide(state, command(state))
-        after = replay(events, state)
-        follow_up = then(after) if then is not None else None
-        if follow_up is not None:
-            more = decide(after, follow_up)
-            events, after = events + more, replay(more, after)
-        if within is not None:
-            within(conn, state)
-        stored = self._append(conn, match_id, state.version, events, after, command_id, idempotency)
-        return Outcome(stored, after, stored[-1].recorded_at)
-
     @staticmethod
-    def _append(
+    def append(
         conn: psycopg.Connection, match_id, version: int, events: Sequence[Event], after: State, command_id, idempotency
     ) -> list[StoredEvent]:
         """Inserts the events at the versions after ``version`` if the stream is still at
@@ -366,7 +303,7 @@ class EventStore:
         with the versions it produced, and notifies (each event in its notification when
         it fits, for the other processes' caches; see :meth:`learn`): one statement, one round
         trip. If the stream has moved on, nothing is written and the statement returns
-        the events after ``version`` instead (raised as :class:`_Behind`). A unique
+        the events after ``version`` instead (raised as :class:`Behind`). A unique
         violation means someone appended in between, or a request with the same key did."""
         player, key, digest = idempotency if idempotency is not None else (None, None, None)
         seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in after.seats]
@@ -433,9 +370,9 @@ class EventStore:
                 },
             ).fetchall()
         except psycopg.errors.UniqueViolation:
-            raise VersionConflict("someone else acted first; reload and try again", "version_conflict") from None
+            raise VersionConflict("someone else acted first; reload and try again") from None
         if rows and not rows[0][0]:
-            raise _Behind([_decode(row[1:]) for row in rows])
+            raise Behind([_decode(row[1:]) for row in rows])
         return [_decode(row[1:]) for row in rows]
 
 

@@ -15,15 +15,17 @@ append is at the expected version), so nothing can act twice.
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import datetime
+from typing import Callable
 
 import redis
 from rq import Queue, Worker
 from rq.utils import now
 
-from service.game import State
-from service.game.state import ENDED
-from service.store import deadline
+from ..game import State
+from ..game.state import ENDED
+from ..store import Outcome, deadline
 
 log = logging.getLogger(__name__)
 
@@ -47,44 +49,63 @@ def worker_alive(connection: redis.Redis, within: float) -> bool:
     return any(beat is not None and (now() - beat).total_seconds() < within for beat in seen)
 
 
-def job_ids(match_id: str, version: int) -> dict[str, str]:
+#: The kinds of job, each with the function a worker runs for it. The function is named by
+#: its path, as RQ stores it, so that the API enqueues jobs without importing the workers.
+BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH = "bot_turn", "turn_timeout", "settle_match"
+JOBS = {kind: f"workers.jobs.{kind}" for kind in (BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH)}
+KIND_OF = {function: kind for kind, function in JOBS.items()}
+
+
+def id_of_job(kind: str, match_id: str, version: int) -> str:
+    """The id of the job of that kind for that match at that version (a match is settled
+    once, whatever its version)."""
     return {
-        "bot_turn": f"bot-turn-{match_id}-{version}",
-        "turn_timeout": f"timeout-{match_id}-{version}",
-        "settle_match": f"settle-{match_id}",
-    }
+        BOT_TURN: f"bot-turn-{match_id}-{version}",
+        TURN_TIMEOUT: f"timeout-{match_id}-{version}",
+        SETTLE_MATCH: f"settle-{match_id}",
+    }[kind]
 
 
-def enqueue_once(connection: redis.Redis, job_id: str, function: str, *args) -> bool:
+def job_args(kind: str, match_id: str, version: int) -> tuple:
+    """The arguments of the job's function."""
+    return (match_id,) if kind == SETTLE_MATCH else (match_id, version)
+
+
+def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args) -> bool:
     """Enqueues the job unless this job id was enqueued already (one pipelined round trip
     after the mark)."""
     if not connection.set(f"ddz:enqueued:{job_id}", 1, nx=True, ex=MARK_SECONDS):
         return False
     with connection.pipeline() as pipe:
         queue(connection).enqueue(
-            f"workers.jobs.{function}", *args, job_id=job_id, result_ttl=600, failure_ttl=7 * 86400, pipeline=pipe
+            JOBS[kind], *args, job_id=job_id, result_ttl=600, failure_ttl=7 * 86400, pipeline=pipe
         )
         pipe.execute()
     return True
 
 
 def work_for(state: State, last_recorded_at: datetime | None) -> str | None:
-    """The job the state calls for now (its function name), if any."""
+    """The kind of job the state calls for now, if any."""
     if state.phase == ENDED:
-        return None if state.settled else "settle_match"
+        return None if state.settled else SETTLE_MATCH
     if deadline(state, last_recorded_at) is not None and state.is_system(state.turn):
-        return "bot_turn"
+        return BOT_TURN
     return None
+
+
+def enqueuer(connection: redis.Redis) -> Callable[[uuid.UUID, Outcome], None]:
+    """The ``on_appended`` callback of the command path (:class:`~service.app.commands.Commands`)
+    that enqueues on this Redis what each new state calls for."""
+    return lambda match_id, outcome: after_append(connection, str(match_id), outcome.state, outcome.last_recorded_at)
 
 
 def after_append(connection: redis.Redis, match_id: str, state: State, last_recorded_at: datetime | None) -> None:
     """Enqueues what the new state calls for. Redis only carries work: when it is down, the
     events are safe in PostgreSQL and the sweeper enqueues the work later."""
-    function = work_for(state, last_recorded_at)
-    if function is None:
+    kind = work_for(state, last_recorded_at)
+    if kind is None:
         return
-    args = (match_id,) if function == "settle_match" else (match_id, state.version)
     try:
-        enqueue_once(connection, job_ids(match_id, state.version)[function], function, *args)
+        enqueue_once(connection, id_of_job(kind, match_id, state.version), kind, *job_args(kind, match_id, state.version))
     except redis.RedisError as exc:
-        log.warning("could not enqueue %s for match %s at version %s: %s", function, match_id, state.version, exc)
+        log.warning("could not enqueue %s for match %s at version %s: %s", kind, match_id, state.version, exc)

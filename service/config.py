@@ -1,4 +1,7 @@
-"""Configuration from the environment (names below); tests pass a mapping instead."""
+"""The configuration of every process (the API, gunicorn, the workers, the CLI): one field
+per setting, each read from the environment variable named next to it; tests pass a
+mapping instead. Nothing here imports the app: gunicorn's master reads it before gevent
+patches the standard library."""
 
 from __future__ import annotations
 
@@ -52,6 +55,17 @@ class Config:
     #: then sends a request per connection per hold, not thousands a second, and others
     #: keep the CPU: DDZ_RATE_LIMIT_HOLD_SECONDS.
     rate_limit_hold_seconds: float = 1.0
+    #: gunicorn worker processes for the API: WEB_CONCURRENCY (the usual name on platforms
+    #: that set it). 0: one per core, since a gevent worker runs on one.
+    web_concurrency: int = 0
+    #: Open connections per gunicorn worker (streams included): DDZ_WORKER_CONNECTIONS.
+    worker_connections: int = 1000
+    #: Requests one client connection carries before the API closes it (as nginx's
+    #: ``keepalive_requests``; the client opens another): DDZ_REQUESTS_PER_CONNECTION.
+    requests_per_connection: int = 100
+    #: Database connections per RQ worker process (a worker runs one job at a time, plus its
+    #: sweeper's timer): DDZ_WORKER_DB_POOL_SIZE.
+    worker_db_pool_size: int = 4
 
     _ENV = {
         "database_url": "DATABASE_URL",
@@ -73,6 +87,10 @@ class Config:
         "rate_limit_streams_per_address": "DDZ_RATE_LIMIT_STREAMS_PER_ADDRESS",
         "rate_limit_signups_per_address": "DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS",
         "rate_limit_hold_seconds": "DDZ_RATE_LIMIT_HOLD_SECONDS",
+        "web_concurrency": "WEB_CONCURRENCY",
+        "worker_connections": "DDZ_WORKER_CONNECTIONS",
+        "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
+        "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",
     }
 
     @classmethod

@@ -1,0 +1,153 @@
+"""The command path, for the API and the workers alike: load the match, decide the
+command on its state, append the events at the version decided on, and what follows (the
+deal once the fourth seat is taken; then the work the new state calls for, through the
+``on_appended`` callback that the process wires: the API's app factory and the worker's
+context each pass one)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+import psycopg
+
+from ..game import Command, GameError, State, decide, initial_state, replay
+from ..store import ATTEMPTS, DatabaseUnavailable, EventStore, Loaded, Outcome, VersionConflict, pause
+from ..store.events import Behind, ConnectionLost
+
+#: Appends retried on a version conflict when the caller named no expected version.
+RETRIES = 5
+
+
+@dataclass(frozen=True)
+class CommandRequest:
+    """A command on a match. ``decide`` makes the command from the match's state (it may
+    refuse with a :class:`GameError`). With ``expected_version`` a stale state fails with
+    :class:`VersionConflict`; without, a lost race is decided again on the new state, and
+    a refusal is always decided on the latest state.
+
+    ``idempotency`` is (player, key, request hash): the key is written with the events,
+    and a retry with the same key gets the first outcome back without deciding again (the
+    same key with another request: :class:`IdempotencyMismatch`). ``new_match`` starts a
+    stream. ``then`` may name a command that follows from the new state (dealing once the
+    fourth seat is taken), appended with the first events; ``within`` writes what must
+    commit with the events (the ledger of a settlement), in their transaction."""
+
+    match_id: uuid.UUID
+    decide: Callable[[State], Command]
+    expected_version: int | None = None
+    idempotency: tuple[uuid.UUID, str, bytes] | None = None
+    new_match: bool = False
+    then: Callable[[State], Command | None] | None = None
+    within: Callable[[psycopg.Connection, State], None] | None = None
+
+
+class _Lost(Exception):
+    """The connection broke during a command. ``known`` is the state its last append was
+    decided on, if it got that far: whether that append committed is then unknown."""
+
+    def __init__(self, known: Loaded | None):
+        super().__init__("the database connection broke")
+        self.known = known
+
+
+class Commands:
+    def __init__(self, store: EventStore, on_appended: Callable[[uuid.UUID, Outcome], None] | None = None):
+        self.store = store
+        self.on_appended = on_appended
+
+    def execute(self, request: CommandRequest) -> Outcome:
+        """The command's outcome; the work it calls for is handed to ``on_appended`` (a
+        retry's replayed outcome appended nothing, and calls for nothing new)."""
+        outcome = self._execute(request)
+        if outcome.events and not outcome.replayed and self.on_appended is not None:
+            self.on_appended(request.match_id, outcome)
+        return outcome
+
+    def _execute(self, request: CommandRequest) -> Outcome:
+        # The command's identity: its events carry it, so that when the connection breaks
+        # after the append was sent, the events say whether it committed.
+        command_id = uuid.uuid4()
+        attempts = 1 if request.expected_version is not None else RETRIES
+        conflicts = lost = 0
+        while True:
+            try:
+                return self._execute_once(request, command_id)
+            except VersionConflict:
+                # A concurrent request with the same key may have won: then this is its retry.
+                replayed = self.store.replayed(request.match_id, request.idempotency) if request.idempotency else None
+                if replayed is not None:
+                    return replayed
+                conflicts += 1
+                if conflicts == attempts:
+                    raise
+            except _Lost as exc:
+                committed = self.store.committed(request.match_id, exc.known, command_id) if exc.known else None
+                if committed is not None:
+                    return committed
+                # Not committed: nothing was written, so the command is decided again.
+                lost += 1
+                if lost == ATTEMPTS:
+                    raise DatabaseUnavailable("the database connection broke on every try") from exc.__cause__
+                pause(lost - 1)
+
+    def _execute_once(self, request: CommandRequest, command_id: uuid.UUID) -> Outcome:
+        # The command is decided on the state this process last saw of the match, and the
+        # append (one statement) inserts only if the stream is still at that version. If
+        # it is not, the append answers with the events missed instead: they are folded
+        # in and the command decided again. So a command is one round trip when this
+        # process saw the match's last event, and two when another process appended since.
+        # Only what ``within`` writes needs a transaction around it (it reads first).
+        store, match_id, expected = self.store, request.match_id, request.expected_version
+        known = None if request.new_match or request.within is not None else store.cache.get(match_id)
+        try:
+            with store.connection(transaction=request.within is not None) as conn:
+                read = known is None or expected not in (None, known.state.version)
+                if read:
+                    known = Loaded(initial_state, None) if request.new_match else store.load(match_id, conn)
+                for _ in range(RETRIES):
+                    try:
+                        outcome = self._decide_and_append(conn, request, known.state, command_id)
+                        break
+                    except Behind as behind:
+                        if request.within is not None or expected is not None:
+                            raise VersionConflict(
+                                f"the match is at version {behind.missed[-1].version}, not {known.state.version}"
+                            ) from None
+                        known, read = store.fold(match_id, known, behind.missed), True
+                    except GameError:
+                        if not read:
+                            # Refused on a state that may be behind: refuse only on the latest.
+                            known, read = store.load(match_id, conn), True
+                            continue
+                        if request.idempotency is not None:
+                            # A retry of a request whose events are in the state just read
+                            # gets that request's outcome, not a refusal of the repeat.
+                            replayed = store.replayed(match_id, request.idempotency, conn)
+                            if replayed is not None:
+                                return replayed
+                        raise
+                else:
+                    raise VersionConflict("the match kept changing; try again")
+        except ConnectionLost as exc:
+            # ``known`` is the state the last append (if one was sent) was decided on.
+            raise _Lost(known) from exc.__cause__
+        store.cache.put(match_id, Loaded(outcome.state, outcome.last_recorded_at))
+        return outcome
+
+    def _decide_and_append(
+        self, conn: psycopg.Connection, request: CommandRequest, state: State, command_id: uuid.UUID
+    ) -> Outcome:
+        if request.expected_version is not None and request.expected_version != state.version:
+            raise VersionConflict(f"the match is at version {state.version}, not {request.expected_version}")
+        events = decide(state, request.decide(state))
+        after = replay(events, state)
+        follow_up = request.then(after) if request.then is not None else None
+        if follow_up is not None:
+            more = decide(after, follow_up)
+            events, after = events + more, replay(more, after)
+        if request.within is not None:
+            request.within(conn, state)
+        stored = self.store.append(conn, request.match_id, state.version, events, after, command_id, request.idempotency)
+        return Outcome(stored, after, stored[-1].recorded_at)

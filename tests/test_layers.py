@@ -1,0 +1,129 @@
+"""The import layering of docs/architecture.md: rules ← game ← store ← app ← api and
+workers, each package importing only from the layers below it (and the configuration), the
+API and the workers never from each other. Checked on the source (every import statement,
+those inside functions too), so that a new upward import fails here and not in review."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: What each layer may import of ours (itself included). The entry points (the CLI,
+#: ``ddz serve``, gunicorn's settings and worker class) wire everything and may import all.
+ALLOWED = {
+    "config": {"config"},
+    "rules": {"rules"},
+    "game": {"game", "rules"},
+    "store": {"store", "game", "rules", "config"},
+    "app": {"app", "store", "game", "rules", "config"},
+    "api": {"api", "app", "store", "game", "rules", "config"},
+    "workers": {"workers", "app", "store", "game", "rules", "config"},
+}
+ENTRY = "entry"
+
+
+def layer(module: str) -> str | None:
+    """The layer of one of our modules (dotted name), or None for a module not ours."""
+    parts = module.split(".")
+    if parts[0] == "workers":
+        return "workers"
+    if parts[0] != "service":
+        return None
+    if len(parts) == 1:
+        return ENTRY
+    return parts[1] if parts[1] in ALLOWED else ENTRY
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path, root: Path = ROOT) -> set[str]:
+    """The modules (dotted names) ``path`` imports, relative imports resolved; for ``from X
+    import y`` both X and X.y (y may be a module)."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def sources(root: Path = ROOT) -> list[Path]:
+    return sorted([*(root / "service").rglob("*.py"), *(root / "workers").rglob("*.py")])
+
+
+def violations(root: Path = ROOT) -> list[str]:
+    wrong = []
+    for path in sources(root):
+        own = layer(module_name(path, root))
+        if own == ENTRY:
+            continue
+        for target in sorted(imported(path, root)):
+            other = layer(target)
+            if other is None or target == "service":
+                continue
+            if other not in ALLOWED[own]:
+                wrong.append(f"{path.relative_to(root)} ({own}) imports {target} ({other})")
+    return wrong
+
+
+def package_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in sources():
+        own = layer(module_name(path))
+        for target in imported(path):
+            other = layer(target)
+            if other is not None and other != own:
+                graph.setdefault(own, set()).add(other)
+    return graph
+
+
+def test_every_package_imports_only_the_layers_below_it():
+    assert violations() == []
+
+
+def test_no_cycle_between_packages():
+    graph = {k: v for k, v in package_graph().items() if k != ENTRY}
+    seen: dict[str, str] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        assert seen.get(node) != "open", f"import cycle: {' -> '.join(trail + [node])}"
+        if node in seen:
+            return
+        seen[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if nxt != ENTRY:
+                visit(nxt, trail + [node])
+        seen[node] = "done"
+
+    for node in sorted(graph):
+        visit(node, [])
+
+
+def test_the_check_sees_an_upward_import(tmp_path):
+    """A store module importing the API, and the API importing the workers, are reported:
+    the check can fail."""
+    (tmp_path / "service" / "store").mkdir(parents=True)
+    (tmp_path / "service" / "api").mkdir()
+    (tmp_path / "workers").mkdir()
+    (tmp_path / "service" / "store" / "events.py").write_text("from ..api import matches\n")
+    (tmp_path / "service" / "api" / "health.py").write_text("def f():\n    from workers.dispatch import queue\n")
+    assert violations(tmp_path) == [
+        "service/api/health.py (api) imports workers.dispatch (workers)",
+        "service/api/health.py (api) imports workers.dispatch.queue (workers)",
+        "service/store/events.py (store) imports service.api (api)",
+        "service/store/events.py (store) imports service.api.matches (api)",
+    ]
