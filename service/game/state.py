@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from ..rules import Card, Combination, counts_of, report_units
+from collections.abc import Iterator
+
+from ..rules import SEATS, Card, Combination, ReportChoice, counts_of, legal_plays, report_units
 from ..rules.combinations import _readings
 from .events import (
     BidMade,
@@ -24,7 +26,6 @@ from .events import (
     Settled,
 )
 
-SEATS = 4
 NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
     "new", "seating", "dealing", "bidding", "show_hand", "report", "playing", "ended",
 )
@@ -90,6 +91,16 @@ class State:
     def reportable_units(self) -> list[frozenset[int]]:
         """The 报到 units the landlord may report now."""
         return report_units(counts_of(self.hands[self.landlord]), self.table.ruleset)
+
+    def locks(self, seat: int | None) -> frozenset[int]:
+        """The reported ranks that bind ``seat``: they lock only the landlord's cards."""
+        return self.locked if seat is not None and seat == self.landlord else frozenset()
+
+    def plays(self, seat: int) -> Iterator[Combination]:
+        """Every legal play of ``seat`` now, by ranks (it leads when ``lead`` is None)."""
+        return legal_plays(
+            self.hands[seat], self.lead, ruleset=self.table.ruleset, bombs_left=self.bombs_left(seat), locked=self.locks(seat)
+        )
 
     def role(self, seat: int) -> str | None:
         if self.landlord is None:
@@ -209,7 +220,7 @@ def _reported(state: State, e: Reported) -> State:
         report=e.value,
         report_units=e.units,
         reported_cards=e.cards,
-        locked=frozenset(e.locked) if e.value == "play" else frozenset(),
+        locked=frozenset(e.locked) if e.value == ReportChoice.PLAY else frozenset(),
     )
 
 
