@@ -54,7 +54,8 @@ def command_of(action: Mapping[str, Any], seat: int, by: str = PLAYER) -> Comman
         raise GameError("'cards' goes only with play", "invalid_command")
     if cls in _VALUES:
         kind, description = _VALUES[cls]
-        if type(value) is not kind:
+        # A bool is an int to Python, not a bid; a ReportChoice is a str.
+        if not isinstance(value, kind) or (kind is int and type(value) is bool):
             raise GameError(f"{name} needs 'value': {description}", "invalid_command")
         return cls(seat, value, by)  # type: ignore[call-arg]
     if "value" in action:
