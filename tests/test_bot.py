@@ -11,7 +11,7 @@ from dataclasses import fields
 import pytest
 
 from service.game.bot import BotPolicy, plan
-from service.game.commands import Bid, CreateMatch, Deal, Pass, Play, Report, ShowHand, TakeSeat
+from service.game.commands import Bid, CreateMatch, DealHand, Pass, Play, Report, ShowHand, TakeSeat
 from service.game.events import PLAYER
 from service.game.policies import RandomPolicy, acting_party
 from service.game.simulate import apply, play_hand
@@ -194,7 +194,7 @@ def test_hidden_cards_do_not_change_the_decision():
         state = apply(initial_state, CreateMatch("hidden", table), log)
         for s in range(4):
             state = apply(state, TakeSeat(s, None, bot=True), log)
-        state = apply(state, Deal(seed("hidden", i)), log)
+        state = apply(state, DealHand(seed("hidden", i)), log)
         while state.phase != ENDED:
             me = state.turn
             visible_landlord = state.landlord is not None and (state.show_hand or state.locked)

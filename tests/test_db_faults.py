@@ -18,7 +18,7 @@ import pytest
 
 from servers import fresh_database
 from service.api import create_app
-from service.game import BOT, Bid, CreateMatch, Deal, Table, TakeSeat
+from service.game import BOT, Bid, CreateMatch, DealHand, Table, TakeSeat
 from service.game.state import DEALING
 from service.rules import new_seed
 from service.store import EventStore, open_pool
@@ -230,7 +230,7 @@ def test_a_bots_command_through_the_store_survives_a_lost_answer(faulty):
                 store,
                 match_id,
                 lambda _, s=seat: TakeSeat(s, None, bot=True),
-                then=lambda state: Deal(new_seed()) if state.phase == DEALING else None,
+                then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None,
             )
         state = outcome.state
         with connection_lost_after_append(store, url) as calls:

@@ -21,7 +21,7 @@ import pytest
 from service.game import (
     Bid,
     CreateMatch,
-    Deal,
+    DealHand,
     Disconnect,
     Event,
     GameError,
@@ -293,7 +293,7 @@ def test_four_seats_taken_is_the_dealing_phase():
 
 def test_no_deal_before_four_seats():
     state = given(*seated()[:4])
-    assert refused(state, Deal(SEED)) == "wrong_phase"
+    assert refused(state, DealHand(SEED)) == "wrong_phase"
 
 
 # --------------------------------------------------------------------------
@@ -333,7 +333,7 @@ def reference_deal(seed: bytes):
 @pytest.mark.parametrize("seed", [bytes(32), SEED, bytes(range(32)), bytes.fromhex("ff" * 32)])
 def test_the_deal_is_a_function_of_the_seed_with_its_commitment(seed):
     state = given(*seated())
-    [event] = when(state, Deal(seed))
+    [event] = when(state, DealHand(seed))
     assert isinstance(event, HandDealt)
     assert event.commitment == hashlib.sha256(seed).hexdigest()
     assert event.seed == seed.hex()
@@ -350,7 +350,7 @@ def test_the_deal_is_a_function_of_the_seed_with_its_commitment(seed):
 
 def test_after_the_deal_the_marked_card_holder_bids_first():
     state = given(*seated())
-    state = then(state, when(state, Deal(SEED)))
+    state = then(state, when(state, DealHand(SEED)))
     assert state.phase == "bidding"
     assert state.turn == state.marked_seat
     other = (state.marked_seat + 1) % 4
@@ -360,10 +360,10 @@ def test_after_the_deal_the_marked_card_holder_bids_first():
 
 def test_a_seed_is_32_bytes_and_a_hand_is_dealt_once():
     state = given(*seated())
-    assert refused(state, Deal(b"short")) == "invalid_command"
-    assert refused(state, Deal(SEED.hex())) == "invalid_command"
-    state = then(state, when(state, Deal(SEED)))
-    assert refused(state, Deal(SEED)) == "wrong_phase"
+    assert refused(state, DealHand(b"short")) == "invalid_command"
+    assert refused(state, DealHand(SEED.hex())) == "invalid_command"
+    state = then(state, when(state, DealHand(SEED)))
+    assert refused(state, DealHand(SEED)) == "wrong_phase"
 
 
 # --------------------------------------------------------------------------
@@ -1082,7 +1082,7 @@ def ended_a(**options) -> tuple[State, HandEnded]:
     "command",
     [
         Bid(0, 1), Bid(1, 0), ShowHand(0, True), Report(0, "play"), Pass(1), Pass(0),
-        Play(0, parse_cards("S3")), Disconnect(1), Resume(1), TakeSeat(0, "erin"), Deal(SEED),
+        Play(0, parse_cards("S3")), Disconnect(1), Resume(1), TakeSeat(0, "erin"), DealHand(SEED),
     ],
     ids=lambda c: c.name,
 )
@@ -1176,7 +1176,7 @@ def simulated_hands(count: int = 24):
                        rake=rng.choice(["0.00", "0.05"]), bombs_double=rng.random() < 0.7)
         bots = tuple(s for s in range(4) if rng.random() < 0.4)
         log = seated(ruleset, bots=bots, **options)
-        log += decide(replay(log), Deal(rng.randbytes(32)))
+        log += decide(replay(log), DealHand(rng.randbytes(32)))
         yield play_out(log, rng, disconnects=0.05)
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.game.settlement import Factors, Outcome, Settlement, SettlementError, multiplier, settle
+from service.game.settlement import Factors, HandOutcome, Settlement, SettlementError, multiplier, settle
 
 D = Decimal
 
@@ -28,7 +28,7 @@ def as_cents(values):
 
 def test_hand_record_example():
     # given: landlord seat 1, bid 2, two bombs, 5 % system cut, seat 3 disconnected first
-    outcome = Outcome(landlord=1, bid=2, winner="landlord", factors=Factors(bombs=2), first_disconnect=3)
+    outcome = HandOutcome(landlord=1, bid=2, winner="landlord", factors=Factors(bombs=2), first_disconnect=3)
     # when
     s = settle(outcome, unit=D("1.00"), cap=None, rake=D("0.05"), bombs_double=True)
     # then: exactly the `result` block of docs/hand-record.md
@@ -51,7 +51,7 @@ def test_hand_record_example():
 
 def test_farmers_win():
     # given: landlord seat 0 bid 3, marked joker (×2) and one bomb (×2): M = 4, S = 12
-    outcome = Outcome(landlord=0, bid=3, winner="farmers", factors=Factors(marked_joker=True, bombs=1))
+    outcome = HandOutcome(landlord=0, bid=3, winner="farmers", factors=Factors(marked_joker=True, bombs=1))
     # when
     s = settle(outcome, rake=D("0.05"))
     # then: the landlord pays S to each farmer; each farmer gives 5 % of 12 to the house
@@ -66,7 +66,7 @@ def test_farmers_win():
 
 def test_unit_scales_every_stake():
     # given: the same hand at a table with 底分 2.50
-    outcome = Outcome(landlord=3, bid=1, winner="landlord", factors=Factors())
+    outcome = HandOutcome(landlord=3, bid=1, winner="landlord", factors=Factors())
     # when
     s = settle(outcome, unit=D("2.50"))
     # then
@@ -81,7 +81,7 @@ def test_unit_scales_every_stake():
 def test_report_play_lost_by_the_landlord_pays_nothing_but_the_penalty_stands():
     # given: 报到 then 打 (×2), three bombs, and the farmers win; the landlord disconnected first
     factors = Factors(report="play", report_units=1, bombs=3)
-    outcome = Outcome(landlord=2, bid=2, winner="farmers", factors=factors, first_disconnect=2)
+    outcome = HandOutcome(landlord=2, bid=2, winner="farmers", factors=factors, first_disconnect=2)
     # when
     s = settle(outcome, rake=D("0.05"))
     # then: nobody gains or loses, no rake; the penalty is 3 × 1 × 2 × 2 (打 counts, bombs don't)
@@ -94,7 +94,7 @@ def test_report_play_lost_by_the_landlord_pays_nothing_but_the_penalty_stands():
 
 def test_report_play_won_by_the_landlord_doubles():
     # given: 报到 then 打 (×2) with one bomb (×2), bid 1, the landlord wins
-    outcome = Outcome(landlord=0, bid=1, winner="landlord", factors=Factors(report="play", report_units=2, bombs=1))
+    outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors(report="play", report_units=2, bombs=1))
     # when
     s = settle(outcome)
     # then: S = 4 (N does not matter when the hand is played)
@@ -103,7 +103,7 @@ def test_report_play_won_by_the_landlord_doubles():
 
 def test_report_no_play_with_two_units():
     # given: 报到 then 不打 with N = 2, bid 1, no other factor
-    outcome = Outcome(landlord=0, bid=1, winner="landlord", factors=Factors(report="no_play", report_units=2))
+    outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors(report="no_play", report_units=2))
     # when
     s = settle(outcome, rake=D("0.05"))
     # then: each farmer loses 1 × 1 × 1 × 2, the landlord wins 3 × that
@@ -117,7 +117,7 @@ def test_report_no_play_with_two_units():
 def test_report_no_play_with_marked_joker_first_bid_three_and_show_hand():
     # given: 明王 ×2, 头撂 ×4/3 (bid 3), 摊打 ×2 → M = 16/3; 报到 不打 with N = 2; seat 1 disconnected
     factors = Factors(marked_joker=True, first_bid_three=True, show_hand=True, report="no_play", report_units=2)
-    outcome = Outcome(landlord=3, bid=3, winner="landlord", factors=factors, first_disconnect=1)
+    outcome = HandOutcome(landlord=3, bid=3, winner="landlord", factors=factors, first_disconnect=1)
     # when
     s = settle(outcome)
     # then: each farmer loses 3 × 16/3 × 2 = 32, the landlord wins 96; the penalty is 3 × 3 × 16/3 = 48
@@ -130,7 +130,7 @@ def test_report_no_play_with_marked_joker_first_bid_three_and_show_hand():
 
 def test_report_no_play_ignores_report_play_factor_and_bombs_double_option():
     # given: the same 不打 hand with and without bomb doubling
-    outcome = Outcome(landlord=1, bid=2, winner="landlord", factors=Factors(report="no_play", report_units=3))
+    outcome = HandOutcome(landlord=1, bid=2, winner="landlord", factors=Factors(report="no_play", report_units=3))
     # when
     with_bombs, without = settle(outcome), settle(outcome, bombs_double=False)
     # then: each farmer loses 1 × 2 × 1 × 3 = 6 either way
@@ -144,7 +144,7 @@ def test_report_no_play_ignores_report_play_factor_and_bombs_double_option():
 
 def test_first_bid_three_gives_exact_stakes():
     # given: 头撂 (×4/3) always comes with bid 3, so unit × 3 × 4/3 = 4 × unit
-    outcome = Outcome(landlord=2, bid=3, winner="landlord", factors=Factors(first_bid_three=True))
+    outcome = HandOutcome(landlord=2, bid=3, winner="landlord", factors=Factors(first_bid_three=True))
     # when / then
     assert settle(outcome).gross == amounts("-4.00", "-4.00", "12.00", "-4.00")
     assert settle(outcome, unit=D("0.35")).gross == amounts("-1.40", "-1.40", "4.20", "-1.40")
@@ -155,7 +155,7 @@ def test_first_bid_three_gives_exact_stakes():
 def test_multiplier_text_sixteen_thirds():
     # given: 头撂 ×4/3, 明王 ×2, 摊打 ×2, farmers win
     factors = Factors(marked_joker=True, first_bid_three=True, show_hand=True)
-    outcome = Outcome(landlord=0, bid=3, winner="farmers", factors=factors)
+    outcome = HandOutcome(landlord=0, bid=3, winner="farmers", factors=factors)
     # when
     s = settle(outcome)
     # then: M = 16/3 and S = 3 × 16/3 = 16
@@ -179,7 +179,7 @@ def test_multiplier_factors():
 
 def test_bombs_double_off():
     # given: three bombs, bid 2, at a table where bombs do not double
-    outcome = Outcome(landlord=1, bid=2, winner="landlord", factors=Factors(bombs=3))
+    outcome = HandOutcome(landlord=1, bid=2, winner="landlord", factors=Factors(bombs=3))
     # when
     s = settle(outcome, bombs_double=False)
     # then: S = 2, not 16
@@ -194,7 +194,7 @@ def test_bombs_double_off():
 
 def test_cap_scales_and_rounds_toward_zero_when_the_landlord_wins():
     # given: S = 7, so the landlord would win 21, over a cap of 10
-    outcome = Outcome(landlord=0, bid=1, winner="landlord", factors=Factors())
+    outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors())
     # when
     s = settle(outcome, unit=D("7"), cap=D("10"))
     # then: each farmer pays 7 × 10/21 = 3.333… → 3.33; the landlord gets their exact sum
@@ -207,7 +207,7 @@ def test_cap_scales_and_rounds_toward_zero_when_the_landlord_wins():
 
 def test_cap_scales_and_rounds_toward_zero_when_the_farmers_win():
     # given: S = 7, farmers win, cap 10, system cut 5 %
-    outcome = Outcome(landlord=2, bid=1, winner="farmers", factors=Factors())
+    outcome = HandOutcome(landlord=2, bid=1, winner="farmers", factors=Factors())
     # when
     s = settle(outcome, unit=D("7"), cap=D("10"), rake=D("0.05"))
     # then: each farmer gets 3.33 (toward zero, not 3.34); cut 3.33 × 0.05 = 0.1665 → 0.17
@@ -219,7 +219,7 @@ def test_cap_scales_and_rounds_toward_zero_when_the_farmers_win():
 
 def test_cap_not_reached_changes_nothing():
     # given: the winners' total is exactly the cap
-    outcome = Outcome(landlord=0, bid=2, winner="landlord", factors=Factors())
+    outcome = HandOutcome(landlord=0, bid=2, winner="landlord", factors=Factors())
     # when
     s = settle(outcome, cap=D("6"))
     # then
@@ -228,7 +228,7 @@ def test_cap_not_reached_changes_nothing():
 
 def test_cap_zero_cancels_every_transfer_but_not_the_penalty():
     # given: a cap of 0 and a disconnected farmer
-    outcome = Outcome(landlord=0, bid=2, winner="landlord", factors=Factors(bombs=1), first_disconnect=1)
+    outcome = HandOutcome(landlord=0, bid=2, winner="landlord", factors=Factors(bombs=1), first_disconnect=1)
     # when
     s = settle(outcome, cap=D("0"))
     # then: the penalty is outside the cap
@@ -239,7 +239,7 @@ def test_cap_zero_cancels_every_transfer_but_not_the_penalty():
 
 def test_cap_with_report_no_play():
     # given: 报到 不打 N = 5, bid 3, would move 45; cap 20
-    outcome = Outcome(landlord=1, bid=3, winner="landlord", factors=Factors(report="no_play", report_units=5))
+    outcome = HandOutcome(landlord=1, bid=3, winner="landlord", factors=Factors(report="no_play", report_units=5))
     # when
     s = settle(outcome, cap=D("20"))
     # then: 15 × 20/45 = 6.666… → 6.66 per farmer
@@ -253,7 +253,7 @@ def test_cap_with_report_no_play():
 
 def test_rake_rounds_half_up_per_winner_when_the_landlord_wins():
     # given: the landlord wins 0.90 (unit 0.10, bid 3), cut 5 %: 0.045
-    outcome = Outcome(landlord=0, bid=3, winner="landlord", factors=Factors())
+    outcome = HandOutcome(landlord=0, bid=3, winner="landlord", factors=Factors())
     # when
     s = settle(outcome, unit=D("0.10"), rake=D("0.05"))
     # then: half-up gives 0.05, where banker's rounding would give 0.04
@@ -266,7 +266,7 @@ def test_rake_rounds_half_up_per_winner_when_the_landlord_wins():
 
 def test_rake_rounds_half_up_per_winner_when_the_farmers_win():
     # given: each farmer wins 0.50, cut 5 %: 0.025 each
-    outcome = Outcome(landlord=3, bid=1, winner="farmers", factors=Factors())
+    outcome = HandOutcome(landlord=3, bid=1, winner="farmers", factors=Factors())
     # when
     s = settle(outcome, unit=D("0.50"), rake=D("0.05"))
     # then: rounded per winner (0.03 each, 0.09 in all), not on the total (0.075 → 0.08)
@@ -276,7 +276,7 @@ def test_rake_rounds_half_up_per_winner_when_the_farmers_win():
 
 
 def test_rake_of_one_gives_the_whole_gain_to_the_house():
-    outcome = Outcome(landlord=0, bid=1, winner="landlord", factors=Factors())
+    outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors())
     s = settle(outcome, rake=D("1"))
     assert s.rake == amounts("3.00", "0.00", "0.00", "0.00")
     assert s.net == amounts("0.00", "-1.00", "-1.00", "-1.00")
@@ -288,7 +288,7 @@ def test_rake_of_one_gives_the_whole_gain_to_the_house():
 
 def test_penalty_on_the_first_of_two_disconnects_only():
     # given: seats 2 then 0 disconnected; the outcome carries only the first (seat 2)
-    outcome = Outcome(landlord=1, bid=2, winner="farmers", factors=Factors(), first_disconnect=2)
+    outcome = HandOutcome(landlord=1, bid=2, winner="farmers", factors=Factors(), first_disconnect=2)
     # when
     s = settle(outcome)
     # then: seat 2 pays 3 × 1 × 2 × 1 = 6 and nobody else pays
@@ -298,7 +298,7 @@ def test_penalty_on_the_first_of_two_disconnects_only():
 
 
 def test_no_disconnect_no_penalty():
-    s = settle(Outcome(landlord=1, bid=2, winner="farmers", factors=Factors(bombs=2)))
+    s = settle(HandOutcome(landlord=1, bid=2, winner="farmers", factors=Factors(bombs=2)))
     assert s.penalty == amounts("0.00", "0.00", "0.00", "0.00")
     assert s.house == D("0.00")
 
@@ -306,7 +306,7 @@ def test_no_disconnect_no_penalty():
 def test_penalty_ignores_bombs_but_not_the_other_factors():
     # given: five bombs, 明王, bid 1, the disconnected farmer wins
     factors = Factors(marked_joker=True, bombs=5)
-    outcome = Outcome(landlord=0, bid=1, winner="farmers", factors=factors, first_disconnect=3)
+    outcome = HandOutcome(landlord=0, bid=1, winner="farmers", factors=factors, first_disconnect=3)
     # when
     s, s_off = settle(outcome), settle(outcome, bombs_double=False)
     # then: the stake counts the bombs (2 × 32 = 64), the penalty does not (3 × 2 = 6)
@@ -316,7 +316,7 @@ def test_penalty_ignores_bombs_but_not_the_other_factors():
 
 
 def test_penalty_is_outside_the_cap():
-    outcome = Outcome(landlord=0, bid=3, winner="landlord", factors=Factors(bombs=4), first_disconnect=0)
+    outcome = HandOutcome(landlord=0, bid=3, winner="landlord", factors=Factors(bombs=4), first_disconnect=0)
     s = settle(outcome, cap=D("5"))
     assert s.after_cap == amounts("4.98", "-1.66", "-1.66", "-1.66")
     assert s.penalty == amounts("9.00", "0.00", "0.00", "0.00")
@@ -325,7 +325,7 @@ def test_penalty_is_outside_the_cap():
 
 def test_inexact_uncapped_stake_rounds_toward_zero_and_stays_zero_sum():
     # given: a unit of 0.015 (not a whole cent): S = 0.015
-    outcome = Outcome(landlord=0, bid=1, winner="landlord", factors=Factors(), first_disconnect=1)
+    outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors(), first_disconnect=1)
     # when
     s = settle(outcome, unit=D("0.015"))
     # then: farmers pay 0.01 each, the landlord gets their sum; the penalty 0.045 → 0.04
@@ -341,7 +341,7 @@ def test_inexact_uncapped_stake_rounds_toward_zero_and_stays_zero_sum():
 def test_json_round_trip_of_factors_and_settlement():
     # given
     factors = Factors(marked_joker=True, first_bid_three=True, show_hand=True, report="play", report_units=2, bombs=1)
-    outcome = Outcome(landlord=1, bid=3, winner="landlord", factors=factors, first_disconnect=0)
+    outcome = HandOutcome(landlord=1, bid=3, winner="landlord", factors=factors, first_disconnect=0)
     s = settle(outcome, unit=D("0.50"), cap=D("50"), rake=D("0.03"))
     # when: through real JSON text
     f_json = json.loads(json.dumps(factors.to_json()))
@@ -354,7 +354,7 @@ def test_json_round_trip_of_factors_and_settlement():
 
 
 def test_amounts_never_print_negative_zero():
-    outcome = Outcome(landlord=0, bid=1, winner="farmers", factors=Factors(report="play", report_units=1))
+    outcome = HandOutcome(landlord=0, bid=1, winner="farmers", factors=Factors(report="play", report_units=1))
     text = json.dumps(settle(outcome).to_json())
     assert "-0.00" not in text
     assert settle(outcome).to_json()["gross"] == ["0.00", "0.00", "0.00", "0.00"]
@@ -379,7 +379,7 @@ def test_amounts_never_print_negative_zero():
 def test_settlement_from_json_rejects_bad_records(patch, multiplier_text):
     # given: the hand-record example, spoiled
     good = settle(
-        Outcome(landlord=1, bid=2, winner="landlord", factors=Factors(bombs=2), first_disconnect=3),
+        HandOutcome(landlord=1, bid=2, winner="landlord", factors=Factors(bombs=2), first_disconnect=3),
         rake=D("0.05"),
     ).to_json()
     assert Settlement.from_json(good, "4").to_json() == good
@@ -449,7 +449,7 @@ def test_bad_factors_raise_value_error(kwargs):
 def test_bad_outcomes_raise_value_error(kwargs):
     base = {"landlord": 0, "bid": 3, "winner": "landlord", "factors": Factors(), "first_disconnect": None}
     with pytest.raises(ValueError):
-        Outcome(**{**base, **kwargs})
+        HandOutcome(**{**base, **kwargs})
 
 
 @pytest.mark.parametrize(
@@ -469,7 +469,7 @@ def test_bad_outcomes_raise_value_error(kwargs):
     ],
 )
 def test_bad_options_raise_value_error(kwargs):
-    outcome = Outcome(landlord=0, bid=1, winner="landlord", factors=Factors())
+    outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors())
     with pytest.raises(ValueError, match=r"unit|cap|rake|bombs_double"):
         settle(outcome, **kwargs)
 
@@ -499,7 +499,7 @@ def outcomes(draw):
         report_units=draw(st.integers(1, 5)) if report in ("play", "no_play") else 0,
         bombs=0 if report == "no_play" else draw(st.integers(0, 12)),
     )
-    return Outcome(
+    return HandOutcome(
         landlord=draw(st.integers(0, 3)),
         bid=3 if first_bid_three else draw(st.integers(1, 3)),
         winner="landlord" if report == "no_play" else draw(st.sampled_from(["landlord", "farmers"])),

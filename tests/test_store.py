@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from service.game import Bid, CreateMatch, Deal, GameError, Table, TakeSeat
+from service.game import Bid, CreateMatch, DealHand, GameError, Table, TakeSeat
 from service.game.state import DEALING
 from service.rules import new_seed
 from service.store import EventStore, IdempotencyMismatch, Notifier, Players, VersionConflict, open_pool
@@ -77,7 +77,7 @@ def test_a_store_behind_refuses_on_the_latest_state(stores):
 def dealt(store: EventStore) -> uuid.UUID:
     match_id = new_match(store)
     for n in range(4):
-        execute(store, match_id, seat(n), then=lambda state: Deal(new_seed()) if state.phase == DEALING else None)
+        execute(store, match_id, seat(n), then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None)
     return match_id
 
 
@@ -163,7 +163,7 @@ def test_a_store_learns_the_events_another_appended_from_notifications(pool, sto
     a, b = stores
     match_id = new_match(a)
     for n in range(4):  # seats, then the deal (every hand, the commitment) and a bid
-        execute(b, match_id, seat(n), then=lambda state: Deal(new_seed()) if state.phase == DEALING else None)
+        execute(b, match_id, seat(n), then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None)
     execute(b, match_id, lambda state: Bid(state.turn, 1))
     heard(listening, pool)
     learned = a.cache.get(match_id)

@@ -20,7 +20,7 @@ import pytest
 from service.game import (
     OPERATOR,
     Bid,
-    Deal,
+    DealHand,
     Disconnect,
     Event,
     Pass,
@@ -31,6 +31,7 @@ from service.game import (
     State,
     Table,
     can,
+    offered,
     decide,
     evolve,
     initial_state,
@@ -174,12 +175,12 @@ def play_out(events: list[Event], rng: random.Random, *, first=(), disconnects: 
 
 
 def dealt_hands(ruleset: str, count: int):
-    """Whole hands from real deals (``Deal`` command), some seats bots."""
+    """Whole hands from real deals (``DealHand`` command), some seats bots."""
     for i in range(count):
         rng = random.Random(f"{ruleset}-{i}")
         bots = tuple(s for s in range(4) if rng.random() < 0.3)
         events = seated(ruleset, bots=bots)
-        events += decide(replay(events), Deal(rng.randbytes(32)))
+        events += decide(replay(events), DealHand(rng.randbytes(32)))
         yield play_out(events, rng)
 
 
@@ -370,7 +371,7 @@ def dealt(deal: HandDealt = REPORT_DEAL, ruleset=None) -> tuple[list[Event], Sta
 
 def test_the_deal_shows_a_seat_its_own_hand_and_every_card_count():
     state = replay(seated())
-    [event] = decide(state, Deal(SEED))
+    [event] = decide(state, DealHand(SEED))
     state = evolve(state, event)
     for seat in range(4):
         e = visible(event, seat)
@@ -538,7 +539,7 @@ def test_error_messages_show_no_hidden_card():
 
 def check_actions(state: State) -> None:
     for seat in range(4):
-        actions = seat_view(state, seat).actions()
+        actions = offered(state, seat)
         assert view(state, seat)["actions"] == actions
         if state.phase == "ended" or state.seats[seat] is None:
             assert actions == []
@@ -585,20 +586,20 @@ def test_actions_list_what_the_seat_may_do(ruleset):
 def test_actions_in_bidding():
     events, state = dealt(craft({}))
     state = after(state, Bid(0, 2))
-    assert seat_view(state, 1).actions() == [{"action": "bid", "choices": [0, 3]}]
-    assert seat_view(state, 0).actions() == []
+    assert offered(state, 1) == [{"action": "bid", "choices": [0, 3]}]
+    assert offered(state, 0) == []
     state = after(state, Disconnect(1))
-    assert seat_view(state, 1).actions() == [{"action": "resume"}]
+    assert offered(state, 1) == [{"action": "resume"}]
 
 
 def test_actions_of_the_leader_and_of_a_follower():
     events, state = dealt(craft({}))
     state = after(state, Bid(0, 1), Bid(1, 0), Bid(2, 0), Bid(3, 0))
     assert state.phase == "playing"
-    assert seat_view(state, 0).actions() == [{"action": "play"}]
+    assert offered(state, 0) == [{"action": "play"}]
     state = after(state, Play(0, (min(state.hands[0]),)))
-    assert seat_view(state, 1).actions() == [{"action": "play"}, {"action": "pass"}]
-    assert [seat_view(state, s).actions() for s in (0, 2, 3)] == [[], [], []]
+    assert offered(state, 1) == [{"action": "play"}, {"action": "pass"}]
+    assert [offered(state, s) for s in (0, 2, 3)] == [[], [], []]
 
 
 # --------------------------------------------------------------------------
@@ -649,4 +650,4 @@ def test_a_follower_that_beats_nothing_is_offered_only_pass():
     state = after(state, Bid(0, 1), Bid(1, 0), Bid(2, 0), Bid(3, 0), Report(0, "decline"))
     state = after(state, play(state, "BBRR"))
     assert state.turn == 1 and legal(state, 1) == []
-    assert seat_view(state, 1).actions() == [{"action": "pass"}]
+    assert offered(state, 1) == [{"action": "pass"}]

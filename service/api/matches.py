@@ -12,27 +12,24 @@ from flask import Response, request, stream_with_context
 from ..game import (
     OPERATOR,
     PLAYER,
-    Bid,
     Command,
     CreateMatch,
-    Deal,
+    DealHand,
     Disconnect,
     GameError,
     Pass,
     Play,
-    Report,
-    Resume,
-    ShowHand,
     State,
     Table,
     TakeSeat,
-    seat_view,
     view,
     visible,
 )
+from ..game.actions import command_of
+from ..game.actions import offered as offered_actions
 from ..game.record import export
-from ..game.state import DEALING, ENDED, PLAYING
-from ..rules import InvalidNotation, new_seed, parse_cards, pick_cards
+from ..game.state import DEALING, ENDED
+from ..rules import new_seed, pick_cards
 from ..app.commands import CommandRequest
 from ..store import Loaded, MatchNotFound, Outcome, StoreError, StoredEvent, deadline, request_hash, status
 
@@ -146,7 +143,7 @@ def execute(request: CommandRequest) -> Outcome:
 
 def deal_when_full(state: State) -> Command | None:
     """The four seats are taken: deal, appended with the seat, from a fresh secret seed."""
-    return Deal(new_seed()) if state.phase == DEALING else None
+    return DealHand(new_seed()) if state.phase == DEALING else None
 
 
 @bp.route("", methods=["POST"])
@@ -223,45 +220,19 @@ def legal(match_id):
     seat = seat_of(state, who)
     if seat is None:
         raise ApiError(403, "not_seated", "the caller has no seat at this match")
+    offered = {action["action"] for action in offered_actions(state, seat)}
     plays: list[dict] = []
-    if state.phase == PLAYING and state.turn == seat:
-        mine = seat_view(state, seat)
+    if Play.name in offered:
         plays = [
-            {"cards": [c.code for c in pick_cards(mine.hand, play.counts)], "type": play.type.value, "rank": play.rank}
-            for play in mine.plays()
+            {"cards": [c.code for c in pick_cards(state.hands[seat], play.counts)], "type": play.type.value, "rank": play.rank}
+            for play in state.plays(seat)
         ]
-    can_pass = state.phase == PLAYING and state.turn == seat and state.lead is not None
+    can_pass = Pass.name in offered
     return {"version": state.version, "seat": seat, "plays": plays, "can_pass": can_pass}
 
 
 def to_command(body: dict, seat: int) -> Command:
-    action, value = body["action"], body.get("value")
-
-    def need(kind, description):
-        if type(value) is not kind:
-            raise GameError(f"{action} needs 'value': {description}", "invalid_command")
-        return value
-
-    if action != "play" and "cards" in body:
-        raise GameError("'cards' goes only with play", "invalid_command")
-    if action in ("play", "pass", "resume") and "value" in body:
-        raise GameError(f"{action} takes no 'value'", "invalid_command")
-    if action == "bid":
-        return Bid(seat, need(int, "0 (pass), 1, 2 or 3"), PLAYER)
-    if action == "show_hand":
-        return ShowHand(seat, need(bool, "true or false"), PLAYER)
-    if action == "report":
-        return Report(seat, need(str, "play, no_play or decline"), PLAYER)
-    if action == "play":
-        if "cards" not in body:
-            raise GameError("play needs 'cards'", "invalid_command")
-        try:
-            return Play(seat, parse_cards(body["cards"]), PLAYER)
-        except InvalidNotation as exc:
-            raise GameError(str(exc), "invalid_command") from None
-    if action == "pass":
-        return Pass(seat, PLAYER)
-    return Resume(seat)
+    return command_of(body, seat, PLAYER)
 
 
 @bp.route("/<uuid:match_id>/commands", methods=["POST"])

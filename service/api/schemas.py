@@ -9,6 +9,7 @@ from marshmallow import validate
 
 from ..rules import RULESETS
 from ..game import EVENT_TYPES
+from ..game.actions import PLAYER_ACTIONS
 from ..game.table import MAX_TURN_SECONDS
 
 SEAT = validate.Range(0, 3)
@@ -137,7 +138,7 @@ class Lead(ma.Schema):
 
 
 class Action(ma.Schema):
-    action = f.String(required=True, validate=validate.OneOf(["bid", "show_hand", "report", "play", "pass", "resume"]))
+    action = f.String(required=True, validate=validate.OneOf(PLAYER_ACTIONS))
     choices = f.List(
         f.Raw(metadata={"type": ["integer", "boolean", "string"]}),
         metadata={"description": "The values the action may take, where it takes one"},
@@ -236,7 +237,7 @@ class Legal(ma.Schema):
 
 
 class CommandRequest(Strict):
-    action = f.String(required=True, validate=validate.OneOf(["bid", "show_hand", "report", "play", "pass", "resume"]))
+    action = f.String(required=True, validate=validate.OneOf(PLAYER_ACTIONS))
     value = f.Raw(
         metadata={
             "description": "bid: 0 (pass), 1, 2 or 3; show_hand: true or false; report: play, no_play or decline",

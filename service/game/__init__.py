@@ -2,11 +2,12 @@
 ``decide(state, command) -> events``, ``evolve(state, event) -> state``, ``initial_state``.
 No I/O: the store and the API stay thin around it."""
 
-from .commands import Bid, Command, CreateMatch, Deal, Disconnect, Pass, Play, Report, Resume, Settle, ShowHand, TakeSeat
+from .actions import offered
+from .commands import Bid, Command, CreateMatch, DealHand, Disconnect, Pass, Play, Report, Resume, Settle, ShowHand, TakeSeat
 from .decider import can, decide, outcome
 from .errors import GameError
 from .events import EVENT_TYPES, PLAYER, BOT, Event
-from .settlement import Factors, Outcome, Settlement, settle
+from .settlement import Factors, HandOutcome, Settlement, settle
 from .state import State, evolve, initial_state, replay
 from .table import Table
 from .views import OPERATOR, SeatView, seat_view, view, visible

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..rules import Card
+from ..rules import Card, ReportChoice
 from .events import PLAYER
 from .table import Table
 
@@ -37,7 +37,7 @@ class TakeSeat(Command):
 
 
 @dataclass(frozen=True, slots=True)
-class Deal(Command):
+class DealHand(Command):
     """Deals the hand from ``seed`` (32 bytes from a secure source, drawn by the caller
     so that the decider stays pure)."""
 
@@ -65,7 +65,7 @@ class ShowHand(Command):
 class Report(Command):
     name = "report"
     seat: int
-    value: str  # "play", "no_play" or "decline"
+    value: ReportChoice
     by: str = PLAYER
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..rules import Combination, RulesError, commitment, deal, verify_play
+from ..rules import Combination, ReportChoice, RulesError, commitment, deal, locked_ranks, verify_play
 from ..rules.deal import SEED_BYTES
 from .commands import (
     Bid,
     Command,
     CreateMatch,
-    Deal,
+    DealHand,
     Disconnect,
     Pass,
     Play,
@@ -44,7 +44,7 @@ from .events import (
     SeatTaken,
     Settled,
 )
-from .settlement import Factors, Outcome, settle
+from .settlement import Factors, HandOutcome, settle
 from .state import (
     BIDDING,
     DEALING,
@@ -62,7 +62,6 @@ from .state import (
     evolve,
 )
 
-REPORT_VALUES = ("play", "no_play", "decline")
 DISCONNECT_REASONS = ("deadline", "left")
 
 
@@ -118,7 +117,7 @@ def verify_take_seat(state: State, command: TakeSeat) -> None:
         raise GameError("this player already has a seat at this match", "already_seated")
 
 
-def verify_deal(state: State, command: Deal) -> None:
+def verify_deal(state: State, command: DealHand) -> None:
     _phase(state, DEALING)
     if not isinstance(command.seed, bytes) or len(command.seed) != SEED_BYTES:
         raise GameError("a seed is 32 bytes", "invalid_command")
@@ -145,8 +144,8 @@ def verify_report(state: State, command: Report) -> None:
     _phase(state, REPORT)
     _turn(state, command.seat, command.by)
     _landlord(state, command.seat)
-    if command.value not in REPORT_VALUES:
-        raise GameError(f"report takes one of {', '.join(REPORT_VALUES)}", "invalid_report")
+    if command.value not in tuple(ReportChoice):
+        raise GameError(f"report takes one of {', '.join(ReportChoice)}", "invalid_report")
 
 
 def verify_play_command(state: State, command: Play) -> Combination:
@@ -160,7 +159,7 @@ def verify_play_command(state: State, command: Play) -> Combination:
             state.lead,
             ruleset=state.table.ruleset,
             bombs_left=state.bombs_left(command.seat),
-            locked=state.locked if command.seat == state.landlord else frozenset(),
+            locked=state.locks(command.seat),
         )
     except RulesError as exc:
         raise GameError(str(exc), exc.code) from None
@@ -208,7 +207,7 @@ def _decide_take_seat(state: State, c: TakeSeat) -> list[Event]:
     return [SeatTaken(c.seat, c.player, c.bot)]
 
 
-def _decide_deal(state: State, c: Deal) -> list[Event]:
+def _decide_deal(state: State, c: DealHand) -> list[Event]:
     verify_deal(state, c)
     d = deal(c.seed)
     return [HandDealt(commitment(c.seed), c.seed.hex(), d.hands, d.bottom, d.marked_card, d.marked_seat)]
@@ -235,11 +234,11 @@ def _decide_show_hand(state: State, c: ShowHand) -> list[Event]:
 
 def _decide_report(state: State, c: Report) -> list[Event]:
     verify_report(state, c)
-    units = state.reportable_units() if c.value != "decline" else []
-    locked = tuple(sorted(r for unit in units for r in unit))
+    units = state.reportable_units() if c.value != ReportChoice.DECLINE else []
+    locked = tuple(sorted(locked_ranks(units)))
     cards = tuple(card for card in state.hands[c.seat] if card.rank in locked)
     event = Reported(c.seat, c.value, len(units), cards, locked, c.by)
-    if c.value != "no_play":
+    if c.value != ReportChoice.NO_PLAY:
         return [event]
     # 不打: the hand ends at once, a landlord win by the 报到 formula.
     return [event, _hand_ended(evolve(state, event), LANDLORD)]
@@ -275,17 +274,17 @@ def _decide_settle(state: State, c: Settle) -> list[Event]:
     return [Settled(tuple(settlement["net"]), settlement["house"])]
 
 
-def outcome(state: State, winner: str) -> Outcome:
+def outcome(state: State, winner: str) -> HandOutcome:
     """What settlement needs to know of a hand that ends with ``winner``."""
     factors = Factors(
         marked_joker=state.marked_card.is_joker,
         first_bid_three=state.first_bid_three,
         show_hand=bool(state.show_hand),
-        report=None if state.report == "decline" else state.report,
+        report=None if state.report == ReportChoice.DECLINE else state.report,
         report_units=state.report_units,
         bombs=state.bombs,
     )
-    return Outcome(state.landlord, state.bid, winner, factors, state.first_disconnect)
+    return HandOutcome(state.landlord, state.bid, winner, factors, state.first_disconnect)
 
 
 def _hand_ended(state: State, winner: str) -> HandEnded:
@@ -307,7 +306,7 @@ def _hand_ended(state: State, winner: str) -> HandEnded:
 _DECIDE: dict[type[Command], Callable[[State, Command], list[Event]]] = {
     CreateMatch: _decide_create_match,
     TakeSeat: _decide_take_seat,
-    Deal: _decide_deal,
+    DealHand: _decide_deal,
     Bid: _decide_bid,
     ShowHand: _decide_show_hand,
     Report: _decide_report,
@@ -321,7 +320,7 @@ _DECIDE: dict[type[Command], Callable[[State, Command], list[Event]]] = {
 _VERIFY: dict[type[Command], Callable[[State, Command], object]] = {
     CreateMatch: verify_create_match,
     TakeSeat: verify_take_seat,
-    Deal: verify_deal,
+    DealHand: verify_deal,
     Bid: verify_bid,
     ShowHand: verify_show_hand,
     Report: verify_report,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from typing import Protocol
 
-from ..rules import Combination, pick_cards
+from ..rules import Combination, ReportChoice, pick_cards
 from .commands import Bid, Command, Pass, Play, Report, ShowHand
 from .events import PLAYER, BOT
 from .state import BIDDING, PLAYING, REPORT, SHOW_HAND
@@ -42,7 +42,7 @@ class RandomPolicy:
         if view.phase == SHOW_HAND:
             return ShowHand(seat, rng.random() < 0.5, by)
         if view.phase == REPORT:
-            return Report(seat, rng.choice(("play", "no_play", "decline")), by)
+            return Report(seat, rng.choice(tuple(ReportChoice)), by)
         if view.phase != PLAYING:
             raise ValueError(f"nothing to decide in phase {view.phase!r}")
         options: list[Combination | None] = list(view.plays())

@@ -12,22 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from ..rules import RulesError, commitment, deal, parse_cards, parse_seed
-from .commands import Bid, Command, CreateMatch, Deal, Disconnect, Pass, Play, Report, Resume, ShowHand, TakeSeat
+from ..rules import SEATS, RulesError, commitment, deal, parse_seed
+from .actions import action_of, command_of, command_of_event
+from .commands import Command, CreateMatch, DealHand, TakeSeat
 from .decider import decide
-from .events import (
-    BidMade,
-    Disconnected,
-    Event,
-    HandDealt,
-    HandShown,
-    MatchCreated,
-    Passed,
-    Played,
-    Reported,
-    Resumed,
-    SeatTaken,
-)
+from .events import BOT, PLAYER, Event, HandDealt, MatchCreated, SeatTaken
 from .state import ENDED, State, evolve, initial_state, replay
 from .table import Table
 
@@ -37,29 +26,10 @@ FORMAT = "ddz-hand/1"
 ADDITIONS = frozenset({"options.turn_seconds", "result.first_disconnect"})
 
 
-def _action(event: Event) -> dict[str, Any] | None:
-    """The record's action for an event; ``None`` for events that are no action."""
-    if isinstance(event, BidMade):
-        return {"seat": event.seat, "action": "bid", "value": event.value, "by": event.by}
-    if isinstance(event, HandShown):
-        return {"seat": event.seat, "action": "show_hand", "value": event.value, "by": event.by}
-    if isinstance(event, Reported):
-        return {"seat": event.seat, "action": "report", "value": event.value, "by": event.by}
-    if isinstance(event, Played):
-        return {"seat": event.seat, "action": "play", "cards": [c.code for c in event.cards], "by": event.by}
-    if isinstance(event, Passed):
-        return {"seat": event.seat, "action": "pass", "by": event.by}
-    if isinstance(event, Disconnected):
-        return {"seat": event.seat, "action": "disconnect", "reason": event.reason}
-    if isinstance(event, Resumed):
-        return {"seat": event.seat, "action": "resume"}
-    return None
-
-
 def export(events: Iterable[Event]) -> dict[str, Any]:
     """The hand record of a match's events. Meant for a finished hand; for one under way
     (operators only) ``result`` is ``None``."""
-    document: dict[str, Any] = {"format": FORMAT, "seats": [None] * 4, "actions": [], "result": None}
+    document: dict[str, Any] = {"format": FORMAT, "seats": [None] * SEATS, "actions": [], "result": None}
     state = initial_state
     for event in events:
         state = evolve(state, event)
@@ -79,9 +49,9 @@ def export(events: Iterable[Event]) -> dict[str, Any]:
                 },
             )
         else:
-            action = _action(event)
-            if action is not None:
-                document["actions"].append(action)
+            command = command_of_event(event)
+            if command is not None:
+                document["actions"].append(action_of(command))
     if state.phase == ENDED:
         document["result"] = state.result
     return document
@@ -128,24 +98,8 @@ def _require_record(document: Any) -> None:
 
 def _command(action: dict[str, Any], state: State) -> Command:
     seat = action["seat"]
-    kind = action["action"]
-    default_by = "bot" if isinstance(seat, int) and 0 <= seat < 4 and state.is_system(seat) else "player"
-    by = action.get("by", default_by)
-    if kind == "bid":
-        return Bid(seat, action["value"], by)
-    if kind == "show_hand":
-        return ShowHand(seat, action["value"], by)
-    if kind == "report":
-        return Report(seat, action["value"], by)
-    if kind == "play":
-        return Play(seat, parse_cards(action["cards"]), by)
-    if kind == "pass":
-        return Pass(seat, by)
-    if kind == "disconnect":
-        return Disconnect(seat, action.get("reason", "left"))
-    if kind == "resume":
-        return Resume(seat)
-    raise ValueError(f"unknown action {kind!r}")
+    system = isinstance(seat, int) and 0 <= seat < SEATS and state.is_system(seat)
+    return command_of(action, seat, action.get("by", BOT if system else PLAYER))
 
 
 def _check(where: str, recorded, recomputed) -> None:
@@ -196,7 +150,7 @@ def _verify(document: dict[str, Any]) -> State:
     setup: list[Command] = [CreateMatch(document.get("match_id") or "record", table)]
     for seat, info in enumerate(document["seats"]):
         setup.append(TakeSeat(seat, info["player"], bool(info["bot"])))
-    setup.append(Deal(seed))
+    setup.append(DealHand(seed))
     for command in setup:
         try:
             state = _apply(state, command)

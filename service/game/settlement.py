@@ -37,9 +37,11 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
+from ..rules import SEATS, ReportChoice
+
 __all__ = [
     "Factors",
-    "Outcome",
+    "HandOutcome",
     "Settlement",
     "SettlementError",
     "multiplier",
@@ -49,11 +51,10 @@ __all__ = [
     "WINNERS",
 ]
 
-SEATS = 4
 MIN_BID, MAX_BID = 1, 3
 WINNERS = ("landlord", "farmers")
 #: Values of ``Factors.report`` when the landlord declared 报到 (None otherwise, a decline included).
-REPORT_CHOICES = ("play", "no_play")
+REPORT_CHOICES = (ReportChoice.PLAY, ReportChoice.NO_PLAY)
 MAX_REPORT_UNITS = 5
 
 MARKED_JOKER_FACTOR = Fraction(2)      # 明王
@@ -191,7 +192,7 @@ class Factors:
             raise SettlementError(f"factors.bombs must be a non-negative integer, got {self.bombs!r}")
         if self.show_hand and not self.first_bid_three:
             raise SettlementError("factors.show_hand (摊打) is only possible after first_bid_three (头撂)")
-        if self.report in ("play", "no_play"):
+        if self.report in REPORT_CHOICES:
             if not 1 <= self.report_units <= MAX_REPORT_UNITS:
                 raise SettlementError(
                     f"factors.report_units must be 1..{MAX_REPORT_UNITS} after 报到 ({self.report}), "
@@ -202,7 +203,7 @@ class Factors:
                 f"factors.report_units must be 0 when there was no 报到 (report={self.report!r}), "
                 f"got {self.report_units}"
             )
-        if self.report == "no_play" and self.bombs:
+        if self.report == ReportChoice.NO_PLAY and self.bombs:
             raise SettlementError("factors.bombs must be 0 after 报到 不打: no cards are played")
 
     def to_json(self) -> dict[str, Any]:
@@ -237,7 +238,7 @@ def multiplier(factors: Factors, bombs_double: bool = True, with_bombs: bool = T
         m *= FIRST_BID_THREE_FACTOR
     if factors.show_hand:
         m *= SHOW_HAND_FACTOR
-    if factors.report == "play":
+    if factors.report == ReportChoice.PLAY:
         m *= REPORT_PLAY_FACTOR
     if bombs_double and with_bombs:
         m *= BOMB_FACTOR ** factors.bombs
@@ -258,11 +259,11 @@ def _parse_multiplier(text: Any) -> Fraction:
 
 
 # --------------------------------------------------------------------------
-# Outcome and Settlement
+# HandOutcome and Settlement
 # --------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Outcome:
+class HandOutcome:
     """What settlement needs to know about a finished hand."""
 
     landlord: int
@@ -288,7 +289,7 @@ class Outcome:
             )
         if self.factors.first_bid_three and self.bid != MAX_BID:
             raise SettlementError(f"first_bid_three (头撂) means a bid of {MAX_BID}, got bid {self.bid}")
-        if self.factors.report == "no_play" and self.winner != "landlord":
+        if self.factors.report == ReportChoice.NO_PLAY and self.winner != "landlord":
             raise SettlementError("报到 不打 (report no_play) is settled as a landlord win: winner must be \"landlord\"")
 
 
@@ -376,7 +377,7 @@ def _with_landlord(landlord: int, farmer_cents: list[int]) -> list[int]:
 
 
 def settle(
-    outcome: Outcome,
+    outcome: HandOutcome,
     *,
     unit: Decimal = Decimal("1"),
     cap: Decimal | None = None,
@@ -386,8 +387,8 @@ def settle(
     """Settle one hand (docs/rules.md §5). ``rake`` is the system-cut share (``Decimal("0.05")``
     for 5 %), ``cap`` the per-hand cap (None: no cap). Raises :class:`SettlementError`
     (a ``ValueError``) on invalid input."""
-    if not isinstance(outcome, Outcome):
-        raise SettlementError(f"outcome must be an Outcome, got {type(outcome).__name__}")
+    if not isinstance(outcome, HandOutcome):
+        raise SettlementError(f"outcome must be an HandOutcome, got {type(outcome).__name__}")
     unit_x = _option(unit, "unit")
     cap_x = None if cap is None else _option(cap, "cap")
     rake_x = _option(rake, "rake")
@@ -404,14 +405,14 @@ def settle(
     base = unit_x * outcome.bid  # unit × bid, exact
 
     # 1. Gross, in cents. Farmers' amounts round toward zero when not exact to the cent.
-    if factors.report == "no_play":
+    if factors.report == ReportChoice.NO_PLAY:
         applied_m = m_plain  # 报到 不打: no bomb factor (and no cards were played)
         farmer = -_trunc_cents(base * applied_m * factors.report_units)
     else:
         applied_m = m_full
         if outcome.winner == "landlord":
             farmer = -_trunc_cents(base * applied_m)
-        elif factors.report == "play":
+        elif factors.report == ReportChoice.PLAY:
             farmer = 0  # 报到 then 打, and the landlord lost: the landlord pays nothing
         else:
             farmer = _trunc_cents(base * applied_m)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Sequence
 
-from .commands import Command, CreateMatch, Deal, TakeSeat
+from .commands import Command, CreateMatch, DealHand, TakeSeat
 from .decider import decide
 from .events import BidMade, Event, HandShown, Passed, Played, Reported
 from .bot import BotPolicy
@@ -47,7 +47,7 @@ def play_hand(
     state = apply(initial_state, CreateMatch(match_id, table), log)
     for seat, player in enumerate(players):
         state = apply(state, TakeSeat(seat, player, bot=player is None), log)
-    state = apply(state, Deal(seed), log)
+    state = apply(state, DealHand(seed), log)
     while state.phase != ENDED:
         if interrupt is not None:
             for command in interrupt(state):

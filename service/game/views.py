@@ -15,7 +15,8 @@ from typing import Any, Iterator
 from ..rules import Card, Combination, legal_plays
 from ..rules.cards import ONE_DECK
 from .events import Event, HandDealt, LandlordChosen
-from .state import BIDDING, ENDED, PLAYING, REPORT, SHOW_HAND, State
+from .actions import offered
+from .state import ENDED, State
 
 #: Pass as ``seat`` to see everything, as an operator does.
 OPERATOR = "operator"
@@ -53,7 +54,7 @@ class SeatView:
     landlord_hand: tuple[Card, ...] | None  # after 摊打
     report: str | None
     reported_cards: tuple[Card, ...]
-    locked: frozenset[int]
+    locked: frozenset[int]  # the reported ranks that bind the viewing seat
     turn: int | None
     lead: Combination | None  # the play to beat; None when the seat to act leads
     lead_seat: int | None
@@ -75,28 +76,6 @@ class SeatView:
         highest = max((b or 0) for b in self.bids)
         return [0] + [v for v in (1, 2, 3) if v > highest]
 
-    def actions(self) -> list[dict[str, Any]]:
-        """What the viewing seat may do now (the API offers exactly these)."""
-        seat = self.seat
-        if seat is None or self.phase == ENDED or self.seats[seat] is None:
-            return []
-        info = self.seats[seat]
-        if info.disconnected:
-            return [{"action": "resume"}]
-        if self.turn != seat or info.bot:
-            return []
-        if self.phase == BIDDING:
-            return [{"action": "bid", "choices": self.bid_choices()}]
-        if self.phase == SHOW_HAND:
-            return [{"action": "show_hand", "choices": [True, False]}]
-        if self.phase == REPORT:
-            return [{"action": "report", "choices": ["play", "no_play", "decline"]}]
-        if self.phase == PLAYING:
-            # A seat that can beat nothing may only pass; the first legal play found is enough.
-            can_play = next(iter(self.plays()), None) is not None
-            return ([{"action": "play"}] if can_play else []) + ([{"action": "pass"}] if self.lead is not None else [])
-        return []
-
     def plays(self) -> Iterator[Combination]:
         """Every legal play of the viewing seat now, by ranks (it leads when ``lead`` is
         None); :func:`~service.rules.pick_cards` gives the cards of the chosen one."""
@@ -105,11 +84,11 @@ class SeatView:
             self.lead,
             ruleset=self.table.ruleset,
             bombs_left=self.bombs_left,
-            locked=self.locked if self.seat == self.landlord else frozenset(),
+            locked=self.locked,
         )
 
-    def to_json(self) -> dict[str, Any]:
-        """The view as the API shows it."""
+    def to_json(self, actions: list[dict[str, Any]]) -> dict[str, Any]:
+        """The view as the API shows it, with the ``actions`` the seat is offered."""
         return {
             "match_id": self.match_id,
             "phase": self.phase,
@@ -156,7 +135,7 @@ class SeatView:
             "passes": self.passes,
             "bombs": self.bombs,
             "bombs_left": self.bombs_left,
-            "actions": self.actions(),
+            "actions": actions,
             "result": self.result,
             "seed": self.seed,
         }
@@ -207,7 +186,7 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
         landlord_hand=state.hands[landlord] if state.show_hand or (operator and landlord is not None) else None,
         report=state.report,
         reported_cards=state.reported_cards,
-        locked=state.locked,
+        locked=state.locks(seat if seated else None),
         turn=state.turn,
         lead=state.lead,
         lead_seat=state.lead_seat if state.lead is not None else None,
@@ -222,7 +201,7 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
 
 def view(state: State, seat: int | str | None) -> dict[str, Any]:
     """The JSON view of ``seat`` (see :func:`seat_view`); the operator's adds every hand."""
-    document = seat_view(state, seat).to_json()
+    document = seat_view(state, seat).to_json(offered(state, seat if isinstance(seat, int) else None))
     if seat == OPERATOR:
         document["hands"] = [_codes(hand) for hand in state.hands]
     return document

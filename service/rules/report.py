@@ -3,6 +3,8 @@ seven or eight times."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from .cards import BIG_JOKER, SMALL_JOKER, SUITED_RANKS, Counts
 from .rulesets import Ruleset
 
@@ -17,3 +19,17 @@ def report_units(counts: Counts, ruleset: Ruleset) -> list[frozenset[int]]:
     if ruleset.joker_bomb and counts[SMALL_JOKER] == 2 and counts[BIG_JOKER] == 2:
         units.append(JOKER_UNIT)
     return units
+
+
+class ReportChoice(StrEnum):
+    """The landlord's 报到 decision: report and play on (打), report and end the hand at
+    once (不打), or report nothing."""
+
+    PLAY = "play"
+    NO_PLAY = "no_play"
+    DECLINE = "decline"
+
+
+def locked_ranks(units: list[frozenset[int]]) -> frozenset[int]:
+    """The ranks the reported units lock."""
+    return frozenset(r for unit in units for r in unit)

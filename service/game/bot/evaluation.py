@@ -11,7 +11,7 @@ from __future__ import annotations
 from math import exp
 from typing import AbstractSet
 
-from ...rules import report_units
+from ...rules import ReportChoice, locked_ranks, report_units
 from ...rules.cards import ACE, BIG_JOKER, SMALL_JOKER, TWO, Counts, counts_of
 from ..views import SeatView
 from .planning import plan
@@ -106,7 +106,7 @@ def show_hand(view: SeatView) -> bool:
     return chance >= SHOW_HAND_THRESHOLD
 
 
-def report(view: SeatView) -> str:
+def report(view: SeatView) -> ReportChoice:
     """不打 wins ``3 × N`` stakes for sure; 打 doubles the stake and costs nothing when
     lost, and every reported unit is played as a bomb when we win (×2 each when bombs
     double); 不报 (decline) keeps the cards free but risks paying."""
@@ -114,7 +114,7 @@ def report(view: SeatView) -> str:
     counts = counts_of(view.hand)
     units = report_units(counts, ruleset)
     n = len(units)
-    locked = frozenset(r for unit in units for r in unit)
+    locked = locked_ranks(units)
     bomb_factor = 2 if ruleset.bombs_double else 1
     unlimited = _unlimited_share(view)
     chance_play = landlord_chance(counts, ruleset.joker_bomb, with_bottom=True, locked=locked, unlimited=unlimited)
@@ -126,8 +126,8 @@ def report(view: SeatView) -> str:
     value_decline = (2 * chance_free - 1) * 3.0 * bomb_factor ** bombs_free
     best = max(value_no_play, value_play, value_decline)
     if best == value_no_play:
-        return "no_play"
-    return "play" if best == value_play else "decline"
+        return ReportChoice.NO_PLAY
+    return ReportChoice.PLAY if best == value_play else ReportChoice.DECLINE
 
 
 def _unlimited_share(view: SeatView) -> float:

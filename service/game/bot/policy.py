@@ -64,7 +64,7 @@ class _Seat:
         self.opponents = others if self.is_landlord else [self.landlord]
         self.partners = [] if self.is_landlord else [s for s in others if s != self.landlord]
         self.ruleset = view.table.ruleset
-        self.locked = view.locked if self.is_landlord else frozenset()
+        self.locked = view.locked
         self.bombs_left = view.bombs_left
         self.counts = counts_of(view.hand)
         self.size = len(view.hand)
