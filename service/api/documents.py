@@ -7,8 +7,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..game import GameError, State, view, visible
-from ..store import Loaded, MatchNotFound, StoreError, StoredEvent, deadline
+from ..game import GameError, State, deadline, view, visible
+from ..store import Loaded, MatchNotFound, StoreError, StoredEvent
 from .auth import BEARER, Caller
 from .problems import ApiError
 from .services import services
