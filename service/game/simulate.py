@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Sequence
 
+from ..rules import SEATS
 from .commands import Command, CreateMatch, DealHand, TakeSeat
 from .decider import decide
 from .events import BidMade, Event, HandShown, Passed, Played, Reported
@@ -109,9 +110,9 @@ def win_rates(hands: int, seed: str, table: Table) -> dict[str, tuple[float, int
     bidding), bot farmers against a random landlord (three bot seats), and the baseline
     of random landlords against random farmers."""
     bot = BotPolicy()
-    baseline = matchup(hands, seed, table, lambda i: [_random(seed, i, s) for s in range(4)])
-    one_bot = matchup(hands, seed, table, lambda i: [bot if s == i % 4 else _random(seed, i, s) for s in range(4)])
-    three_bots = matchup(hands, seed, table, lambda i: [_random(seed, i, s) if s == i % 4 else bot for s in range(4)])
+    baseline = matchup(hands, seed, table, lambda i: [_random(seed, i, s) for s in range(SEATS)])
+    one_bot = matchup(hands, seed, table, lambda i: [bot if s == i % SEATS else _random(seed, i, s) for s in range(SEATS)])
+    three_bots = matchup(hands, seed, table, lambda i: [_random(seed, i, s) if s == i % SEATS else bot for s in range(SEATS)])
 
     def rate(played, keep, won) -> tuple[float, int]:
         kept = [(state, seats) for _, state, seats in played if keep(state, seats)]

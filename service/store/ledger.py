@@ -12,6 +12,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from ..game import State
+from ..rules import SEATS
 from ..game.record import Discrepancy, export, verify
 from .events import EventStore
 from .pool import retried
@@ -33,7 +34,7 @@ def movements(state: State) -> list[list[tuple[str, int | None, str, Decimal]]]:
     settlement = result["settlement"]
     landlord = result["landlord"]
     moves = []
-    for seat in range(4):
+    for seat in range(SEATS):
         amount = Decimal(settlement["after_cap"][seat])
         if seat != landlord and amount:
             moves.append([(account(state, seat), seat, "stake", amount), (account(state, landlord), landlord, "stake", -amount)])
