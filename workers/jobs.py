@@ -46,7 +46,7 @@ def describe(events) -> str:
     else:
         said = first.type
     ended = [e.event for e in events if isinstance(e.event, HandEnded)]
-    return said + (f"; the hand ended, {ended[0].result['winner']} won" if ended else "")
+    return said + (f"; the hand ended, {ended[0].result.outcome.winner} won" if ended else "")
 
 
 def _act(match_id: str, version: int, command, what: str) -> str:

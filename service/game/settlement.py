@@ -44,6 +44,7 @@ from .table import amount, share
 __all__ = [
     "Factors",
     "HandOutcome",
+    "HandResult",
     "Settlement",
     "SettlementError",
     "multiplier",
@@ -344,6 +345,39 @@ class Settlement:
             house=_parse_amount(d["house"], "settlement.house"),
             **fields,
         )
+
+
+@dataclass(frozen=True)
+class HandResult:
+    """The hand record's ``result`` block (docs/hand-record.md): how the hand ended and its
+    settlement. Its JSON is what the ``hand_ended`` event stores, the record shows, the
+    API answers and the ledger keeps."""
+
+    outcome: HandOutcome
+    settlement: Settlement
+
+    def to_json(self) -> dict[str, Any]:
+        outcome = self.outcome
+        return {
+            "landlord": outcome.landlord,
+            "bid": outcome.bid,
+            "winner": outcome.winner,
+            "factors": outcome.factors.to_json(),
+            "multiplier": self.settlement.multiplier_text(),
+            "first_disconnect": outcome.first_disconnect,
+            "settlement": self.settlement.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, d: Any) -> "HandResult":
+        if not isinstance(d, dict):
+            raise SettlementError(f"result must be an object, got {type(d).__name__}")
+        missing = [k for k in ("landlord", "bid", "winner", "factors", "multiplier", "first_disconnect", "settlement") if k not in d]
+        if missing:
+            raise SettlementError(f"result is missing {', '.join(missing)}")
+        factors = Factors.from_json(d["factors"])
+        outcome = HandOutcome(d["landlord"], d["bid"], d["winner"], factors, d["first_disconnect"])
+        return cls(outcome, Settlement.from_json(d["settlement"], d["multiplier"]))
 
 
 # --------------------------------------------------------------------------

@@ -80,11 +80,12 @@ class Tally:
     def add(self, events: Sequence[Event], state: State) -> None:
         result = state.result
         self.hands += 1
-        self.landlord_wins += result["winner"] == LANDLORD
-        self.multiplier_total += Fraction(result["multiplier"])
-        self.bombs += result["factors"]["bombs"]
-        self.reports += result["factors"]["report"] in ("play", "no_play")
-        self.first_bid_threes += result["factors"]["first_bid_three"]
+        factors = result.outcome.factors
+        self.landlord_wins += result.outcome.winner == LANDLORD
+        self.multiplier_total += result.settlement.multiplier
+        self.bombs += factors.bombs
+        self.reports += factors.report is not None
+        self.first_bid_threes += factors.first_bid_three
         self.turns += sum(isinstance(e, DECISIONS) for e in events)
 
 
@@ -118,8 +119,8 @@ def win_rates(hands: int, seed: str, table: Table) -> dict[str, tuple[float, int
         kept = [(state, seats) for _, state, seats in played if keep(state, seats)]
         return (sum(won(state) for state, _ in kept) / len(kept) if kept else float("nan"), len(kept))
 
-    landlord_won = lambda state: state.result["winner"] == LANDLORD  # noqa: E731
-    farmers_won = lambda state: state.result["winner"] != LANDLORD  # noqa: E731
+    landlord_won = lambda state: state.result.outcome.winner == LANDLORD  # noqa: E731
+    farmers_won = lambda state: state.result.outcome.winner != LANDLORD  # noqa: E731
     return {
         "random landlord vs random farmers": rate(baseline, lambda s, p: True, landlord_won),
         "bot landlord vs random farmers": rate(one_bot, lambda s, p: p[s.landlord] is bot, landlord_won),

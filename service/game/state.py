@@ -27,6 +27,7 @@ from .events import (
     SeatTaken,
     Settled,
 )
+from .settlement import HandResult
 from .table import Table
 
 NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
@@ -88,7 +89,7 @@ class State:
     disconnected: tuple[bool, ...] = (False,) * SEATS
     first_disconnect: int | None = None
     winner: str | None = None
-    result: dict[str, Any] | None = None
+    result: HandResult | None = None
     settled: bool = False
 
     def replace(self, **changes: Any) -> State:
@@ -252,7 +253,7 @@ def _resumed(state: State, e: Resumed) -> State:
 
 
 def _hand_ended(state: State, e: HandEnded) -> State:
-    return state.replace(phase=ENDED, seed=e.seed, result=e.result, winner=e.result["winner"], turn=None)
+    return state.replace(phase=ENDED, seed=e.seed, result=e.result, winner=e.result.outcome.winner, turn=None)
 
 
 def _settled(state: State, e: Settled) -> State:
