@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any, BinaryIO, TextIO
 
-from .rules import Ruleset, RulesError, beats, classify, deal, new_seed, parse_seed
+from .rules import SEATS, Ruleset, RulesError, beats, classify, deal, new_seed, parse_seed
 
 
 def answer_rules_query(line: bytes) -> dict[str, Any]:
@@ -106,7 +106,7 @@ def run_simulate(hands: int, seed: str, ruleset: str | None, out: str | None, st
     bot = BotPolicy()
     tally = Tally()
     started = time.perf_counter()
-    played = matchup(hands, seed, table, lambda i: [bot] * 4)
+    played = matchup(hands, seed, table, lambda i: [bot] * SEATS)
     tally.seconds = time.perf_counter() - started
     for i, (events, state, _) in enumerate(played):
         tally.add(events, state)

@@ -575,7 +575,7 @@ def test_report_no_play_ends_the_hand_as_a_landlord_win(unit, landlord_gain):
     assert Counter(c.rank_char for c in reported.cards) == Counter({"3": 8, "4": 7})
     assert isinstance(ended, HandEnded)
     assert ended.seed == DEAL_REPORT.seed
-    result = ended.result
+    result = ended.result.to_json()
     assert result["winner"] == "landlord" and result["landlord"] == 0 and result["bid"] == 3
     assert result["factors"] == {
         "marked_joker": True, "first_bid_three": True, "show_hand": True,
@@ -647,10 +647,10 @@ def test_a_declined_report_is_no_factor_of_the_result():
     _, ended = when(state, play(state, "4", 1))
     # then: the result's factors say no 报到 (null, as docs/hand-record.md has it), and
     # the landlord pays as after any loss
-    factors = ended.result["factors"]
+    factors = ended.result.to_json()["factors"]
     assert (factors["report"], factors["report_units"]) == (None, 0)
-    assert ended.result["multiplier"] == "2"
-    assert ended.result["settlement"]["gross"] == amounts(-6, 2, 2, 2)
+    assert ended.result.to_json()["multiplier"] == "2"
+    assert ended.result.to_json()["settlement"]["gross"] == amounts(-6, 2, 2, 2)
 
 
 def test_a_hand_ended_stored_before_version_2_reads_a_decline_as_no_report():
@@ -666,8 +666,8 @@ def test_a_hand_ended_stored_before_version_2_reads_a_decline_as_no_report():
     assert read == ended and read.version == 2
     # and an old event of a hand with a real 报到 is read unchanged
     played = json.loads(json.dumps(ended.payload()))
-    played["result"]["factors"]["report"] = "play"
-    assert Event.from_payload("hand_ended", 1, played).result["factors"]["report"] == "play"
+    played["result"]["factors"].update(report="play", report_units=2)
+    assert Event.from_payload("hand_ended", 1, played).result.to_json() == played["result"]
 
 
 def test_report_play_lost_by_the_landlord_costs_the_landlord_nothing():
@@ -677,7 +677,7 @@ def test_report_play_lost_by_the_landlord_costs_the_landlord_nothing():
     played, ended = when(state, play(state, "4", 1))
     # then: the farmers win, and the landlord pays nothing
     assert played.seat == 1
-    result = ended.result
+    result = ended.result.to_json()
     assert result["winner"] == "farmers"
     assert result["factors"]["report"] == "play" and result["factors"]["report_units"] == 2
     assert result["multiplier"] == "4"
@@ -773,7 +773,7 @@ def test_the_landlord_emptying_its_hand_wins():
     played, ended = events
     assert played.combination == "straight" and isinstance(ended, HandEnded)
     assert ended.seed == DEAL_A.seed
-    result = ended.result
+    result = ended.result.to_json()
     assert result["winner"] == "landlord" and result["landlord"] == 0 and result["bid"] == 1
     assert result["factors"] == {
         "marked_joker": False, "first_bid_three": False, "show_hand": False,
@@ -793,7 +793,7 @@ def test_a_farmer_emptying_its_hand_wins_for_all_farmers():
     state = pass_until(state, 1)
     played, ended = when(state, play(state, PC))
     assert played.seat == 1
-    result = ended.result
+    result = ended.result.to_json()
     assert result["winner"] == "farmers"
     assert result["settlement"]["gross"] == amounts(-6, 2, 2, 2)
     assert ended.seed == DEAL_A.seed
@@ -807,7 +807,7 @@ def test_each_bomb_doubles_when_bombs_double(bombs_double, multiplier, landlord_
     for ranks in ("3333", "445566778899TTJJQQKKAA", "789TJ"):
         state = pass_until(after(state, play(state, ranks)), 0)
     _, ended = when(state, play(state, "22"))
-    result = ended.result
+    result = ended.result.to_json()
     assert result["factors"]["bombs"] == 1
     assert result["multiplier"] == multiplier
     gain = Decimal(landlord_gain)
@@ -822,7 +822,7 @@ def test_toulia_show_hand_and_marked_joker_multiply():
     state = after(state, play(state, "3"), Play(1, cards(state, 1, "2")))
     state = pass_until(state, 1)
     _, ended = when(state, play(state, PC))
-    result = ended.result
+    result = ended.result.to_json()
     # 明王 ×2, 头撂 ×4/3, 摊打 ×2 = 16/3; S = 1 × 3 × 16/3 = 16
     assert result["multiplier"] == "16/3"
     assert result["settlement"]["gross"] == amounts(-48, 16, 16, 16)
@@ -1028,7 +1028,7 @@ def test_the_first_seat_to_disconnect_pays_the_penalty_and_a_later_one_none():
     # when
     _, ended = when(state, play(state, "22"))
     # then: one bomb (M = 2, S = 2); the penalty is 3 × unit × bid × M without bombs = 3
-    result = ended.result
+    result = ended.result.to_json()
     assert result["first_disconnect"] == 2
     s = result["settlement"]
     assert s["gross"] == amounts(6, -2, -2, -2)
@@ -1044,8 +1044,8 @@ def test_the_penalty_stands_when_the_disconnected_seat_wins():
     state = after(state, Resume(1))
     state = pass_until(state, 1)
     _, ended = when(state, play(state, PC, 1))
-    s = ended.result["settlement"]
-    assert ended.result["winner"] == "farmers"
+    s = ended.result.to_json()["settlement"]
+    assert ended.result.to_json()["winner"] == "farmers"
     assert s["gross"] == amounts(-3, 1, 1, 1)
     assert s["penalty"] == amounts(0, 3, 0, 0)
     assert s["net"] == amounts(-3, -2, 1, 1)
@@ -1059,8 +1059,8 @@ def test_the_penalty_counts_every_factor_but_bombs():
     state = after(state, play(state, "3"), Play(1, cards(state, 1, "2")))
     state = pass_until(state, 1)
     _, ended = when(state, play(state, PC))
-    s = ended.result["settlement"]
-    assert ended.result["multiplier"] == "8/3"
+    s = ended.result.to_json()["settlement"]
+    assert ended.result.to_json()["multiplier"] == "8/3"
     assert s["gross"] == amounts(-24, 8, 8, 8)
     assert s["penalty"] == amounts(0, 0, 24, 0)
     assert_zero_sum(s)
@@ -1100,7 +1100,7 @@ def test_create_match_after_the_end():
 def test_the_cap_scales_every_transfer_rounding_toward_zero():
     # S = 1, the landlord would win 3.00; cap 2.00 scales by 2/3: each farmer −0.666… → −0.66
     _, ended = ended_a(cap="2.00", rake="0.05")
-    s = ended.result["settlement"]
+    s = ended.result.to_json()["settlement"]
     assert s["gross"] == amounts(3, -1, -1, -1)
     assert s["after_cap"] == amounts("1.98", "-0.66", "-0.66", "-0.66")
     assert s["rake"] == amounts("0.10", 0, 0, 0)  # 5 % of 1.98 = 0.099, half-up
@@ -1114,14 +1114,14 @@ def test_the_cap_when_the_farmers_win():
     state = after(state, play(state, "3"), Play(1, cards(state, 1, "2")))
     state = pass_until(state, 1)
     _, ended = when(state, play(state, PC))
-    s = ended.result["settlement"]
+    s = ended.result.to_json()["settlement"]
     assert s["after_cap"] == amounts("-1.98", "0.66", "0.66", "0.66")
     assert_zero_sum(s)
 
 
 def test_no_scaling_under_the_cap():
     _, ended = ended_a(cap="3.00")
-    assert ended.result["settlement"]["after_cap"] == amounts(3, -1, -1, -1)
+    assert ended.result.to_json()["settlement"]["after_cap"] == amounts(3, -1, -1, -1)
 
 
 # --------------------------------------------------------------------------
@@ -1231,7 +1231,7 @@ def test_every_hand_ends_with_a_zero_sum_settlement_and_its_seed(hands):
         assert ended.seed == dealt_event.seed
         assert hashlib.sha256(bytes.fromhex(ended.seed)).hexdigest() == dealt_event.commitment
         assert sum(isinstance(e, HandEnded) for e in log) == 1
-        s = ended.result["settlement"]
+        s = ended.result.to_json()["settlement"]
         assert_zero_sum(s)
         for i in range(4):
             assert Decimal(s["net"][i]) == Decimal(s["after_cap"][i]) - Decimal(s["rake"][i]) - Decimal(s["penalty"][i])
@@ -1239,14 +1239,14 @@ def test_every_hand_ends_with_a_zero_sum_settlement_and_its_seed(hands):
         if cap is not None:
             assert sum(Decimal(v) for v in s["after_cap"] if Decimal(v) > 0) <= cap
         first = next((e.seat for e in log if isinstance(e, Disconnected)), None)
-        assert ended.result["first_disconnect"] == first
+        assert ended.result.to_json()["first_disconnect"] == first
         assert [Decimal(p) > 0 for p in s["penalty"]] == [seat == first for seat in range(4)]
         # the hand ended because a seat played its last card, or by 报到 不打
         if final.report != "no_play":
             last_play = log[-2]
             assert isinstance(last_play, Played) and final.hands[last_play.seat] == ()
             winner = "landlord" if last_play.seat == final.landlord else "farmers"
-            assert ended.result["winner"] == winner
+            assert ended.result.to_json()["winner"] == winner
 
 
 def test_refused_commands_leave_the_state_unchanged(hands):

@@ -127,3 +127,38 @@ def test_the_check_sees_an_upward_import(tmp_path):
         "service/store/events.py (store) imports service.api (api)",
         "service/store/events.py (store) imports service.api.matches (api)",
     ]
+
+
+def blueprints(root: Path = ROOT) -> set[str]:
+    """The API's blueprint modules: those that define a module-level ``bp``."""
+    found = set()
+    for path in sorted((root / "service" / "api").glob("*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "bp" for t in node.targets):
+                found.add(module_name(path, root))
+    return found
+
+
+def blueprint_imports(root: Path = ROOT) -> list[str]:
+    """Each import of one blueprint module by another: what blueprints share lives in a
+    module of its own, so that a resource's routes change without touching another's."""
+    modules = blueprints(root)
+    return [
+        f"{module} imports {target}"
+        for module in sorted(modules)
+        for target in sorted(imported(Path(root, *module.split(".")).with_suffix(".py"), root) & modules)
+        if target != module
+    ]
+
+
+def test_no_blueprint_imports_another():
+    assert blueprint_imports() == []
+
+
+def test_the_check_sees_a_blueprint_importing_another(tmp_path):
+    api = tmp_path / "service" / "api"
+    api.mkdir(parents=True)
+    (api / "matches.py").write_text("bp = Blueprint('matches', __name__)\n")
+    (api / "ledger.py").write_text("from .matches import load\nbp = Blueprint('ledger', __name__)\n")
+    (api / "documents.py").write_text("from .matches import load\n")
+    assert blueprint_imports(tmp_path) == ["service.api.ledger imports service.api.matches"]

@@ -2,6 +2,7 @@
 dropping and coming back): replay rebuilds the state, the 108 cards are conserved at every
 step, every settlement is zero-sum, and every exported hand record verifies."""
 
+import json
 import random
 from collections import Counter
 from decimal import Decimal
@@ -13,6 +14,7 @@ from service.game.bot import BotPolicy
 from service.game.events import HandDealt, LandlordChosen, Played
 from service.game.policies import RandomPolicy
 from service.game.record import export, verify
+from service.game.settlement import HandResult
 from service.game.simulate import play_hand
 from service.rules import DECK
 
@@ -63,10 +65,20 @@ def hands():
 
 def test_enough_hands_of_every_kind(hands):
     assert len(hands) >= 1000
-    results = [state.result for _, state in hands]
+    results = [state.result.to_json() for _, state in hands]
     assert {r["winner"] for r in results} == {"landlord", "farmers"}
     assert any(r["first_disconnect"] is not None for r in results)
     assert any(r["factors"]["bombs"] for r in results)
+
+
+def test_a_hand_result_reads_back_to_the_same_json_byte_for_byte(hands):
+    """The hand_ended event stores the result's JSON, and records and answers show it:
+    read back, it writes the same bytes (key order, amounts, the multiplier's fraction)."""
+    for events, state in hands:
+        ended = next(e for e in events if e.type == "hand_ended")
+        stored = json.dumps(ended.payload()["result"], ensure_ascii=False)
+        assert json.dumps(state.result.to_json(), ensure_ascii=False) == stored
+        assert json.dumps(HandResult.from_json(json.loads(stored)).to_json(), ensure_ascii=False) == stored
 
 
 def test_replay_rebuilds_the_same_state(hands):
@@ -90,7 +102,7 @@ def test_the_108_cards_are_conserved_at_every_step(hands):
 
 def test_every_settlement_is_zero_sum_to_the_cent(hands):
     for _, state in hands:
-        settlement = state.result["settlement"]
+        settlement = state.result.to_json()["settlement"]
         net = [Decimal(x) for x in settlement["net"]]
         assert sum(net) + Decimal(settlement["house"]) == 0
         for key in ("gross", "after_cap", "rake", "penalty", "net"):
@@ -102,8 +114,8 @@ def test_every_settlement_is_zero_sum_to_the_cent(hands):
 
 def test_only_the_first_disconnect_pays_the_penalty(hands):
     for _, state in hands:
-        penalty = [Decimal(x) for x in state.result["settlement"]["penalty"]]
-        first = state.result["first_disconnect"]
+        penalty = [Decimal(x) for x in state.result.to_json()["settlement"]["penalty"]]
+        first = state.result.to_json()["first_disconnect"]
         assert [seat for seat, p in enumerate(penalty) if p] == ([] if first is None else [first])
 
 

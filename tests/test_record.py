@@ -75,7 +75,7 @@ def test_hands_of_every_kind_written_to_the_format_alone_verify():
     kinds = set()
     for index in range(40):
         events, state = play_hand(Table.build(rake="0.05"), hand_seed("kinds", index), [BOT] * 4)
-        factors = state.result["factors"]
+        factors = state.result.to_json()["factors"]
         kinds |= {key for key in ("first_bid_three", "show_hand") if factors[key]} | {factors["report"]}
         verify(to_the_format_alone(export(events)))
     assert {"first_bid_three", None} <= kinds

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.game import GameError, Table
 from service.game.settlement import Factors, HandOutcome, Settlement, SettlementError, multiplier, settle
 
 D = Decimal
@@ -575,3 +576,17 @@ def test_settlement_properties(outcome, unit, cap, rake, bombs_double):
     # and the JSON round-trips
     assert Settlement.from_json(json.loads(json.dumps(s.to_json())), s.multiplier_text()) == s
     assert Factors.from_json(json.loads(json.dumps(outcome.factors.to_json()))) == outcome.factors
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"unit": "abc"}, {"unit": 1.5}, {"unit": D("-1")}, {"cap": D("NaN")}, {"rake": D("1.01")}, {"rake": True}]
+)
+def test_a_table_and_settle_refuse_an_option_in_the_same_words(kwargs):
+    """One check of the money options: what a table refuses, settle refuses with the same message."""
+    outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors())
+    with pytest.raises(GameError) as table_refusal:
+        Table.build(**kwargs)
+    with pytest.raises(SettlementError) as settle_refusal:
+        settle(outcome, **kwargs)
+    assert table_refusal.value.code == "invalid_table"
+    assert str(settle_refusal.value) == str(table_refusal.value)

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from service.game import Bid, CreateMatch, DealHand, GameError, Table, TakeSeat
+from service.game import Bid, CreateMatch, DealHand, Disconnect, GameError, Table, TakeSeat, deadline
 from service.game.state import DEALING
 from service.rules import new_seed
 from service.store import EventStore, IdempotencyMismatch, Notifier, Players, VersionConflict, open_pool
@@ -206,3 +206,32 @@ def test_load_many_gives_each_match_its_latest_state_from_one_read(stores):
     for match_id, found in loaded.items():
         assert found == b.load(match_id)
     assert a.load_many([]) == {}
+
+
+def test_the_deadline_the_append_writes_is_the_games_deadline(pool, stores):
+    """The append statement computes the deadline in SQL, for the deadline scan; the API
+    and the workers compute it with game.state.deadline: both give the same instant, for
+    no seat to act, a player to act, and the system to act."""
+    store, _ = stores
+    match_id = uuid.uuid4()
+    table = Table.build(turn_seconds=7)
+    execute(store, match_id, lambda _: CreateMatch(str(match_id), table), new_match=True)
+
+    def both() -> tuple:
+        loaded = store.load(match_id)
+        with pool.connection() as conn:
+            (written,) = conn.execute("SELECT deadline FROM matches WHERE match_id = %s", (match_id,)).fetchone()
+        return written, deadline(loaded.state, loaded.last_recorded_at)
+
+    assert both() == (None, None)
+    for n in range(4):
+        execute(store, match_id, seat(n), then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None)
+    written, computed = both()
+    assert written is not None and written == computed
+    execute(store, match_id, lambda state: Bid(state.turn, 1))
+    written, computed = both()
+    assert written is not None and written == computed
+    execute(store, match_id, lambda state: Disconnect(state.turn, "left"))
+    assert store.load(match_id).state.is_system(store.load(match_id).state.turn)
+    written, computed = both()
+    assert written == computed

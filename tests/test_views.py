@@ -326,7 +326,7 @@ def check_view_fields(state: State, viewer, v: dict) -> None:
     if state.lead is not None:
         assert v["lead"]["cards"] == as_shown(state.lead_cards) and v["lead"]["seat"] == state.lead_seat
     assert v["seed"] == (state.seed if ended else None)
-    assert v["result"] == (state.result if ended else None)
+    assert v["result"] == (state.result.to_json() if ended else None)
 
 
 def check_operator(state: State, event: Event) -> None:
@@ -498,7 +498,7 @@ def test_the_seed_only_after_the_end():
     for viewer in VIEWERS:
         assert visible(ended, viewer)["seed"] == seed
         assert view(state, viewer)["seed"] == seed
-        assert view(state, viewer)["result"] == ended.result
+        assert view(state, viewer)["result"] == ended.result.to_json()
     assert hashlib.sha256(bytes.fromhex(seed)).hexdigest() == view(state, 0)["commitment"]
 
 

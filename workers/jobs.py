@@ -8,13 +8,13 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from service.game import Disconnect, GameError, Settle, seat_view
+from service.game import Disconnect, GameError, Settle, deadline, seat_view
 from service.game.bot import BotPolicy
 from service.game.events import BidMade, Disconnected, HandEnded, HandShown, Passed, Played, Reported
 from service.game.record import export, verify
 from service.game.state import ENDED
 from service.app.commands import CommandRequest
-from service.store import MatchNotFound, VersionConflict, deadline
+from service.store import MatchNotFound, VersionConflict
 from service.store.ledger import write_settlement
 
 from .context import context
@@ -46,7 +46,7 @@ def describe(events) -> str:
     else:
         said = first.type
     ended = [e.event for e in events if isinstance(e.event, HandEnded)]
-    return said + (f"; the hand ended, {ended[0].result['winner']} won" if ended else "")
+    return said + (f"; the hand ended, {ended[0].result.outcome.winner} won" if ended else "")
 
 
 def _act(match_id: str, version: int, command, what: str) -> str:

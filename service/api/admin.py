@@ -8,7 +8,7 @@ from ..game import OPERATOR
 from ..game.record import Discrepancy, export, verify
 from . import schemas
 from .auth import operator
-from .matches import documented, event_documents, since
+from .documents import documented, event_documents, since
 from .routing import Blueprint
 
 bp = Blueprint("admin", __name__, url_prefix="/v1/admin", description="Operators: everything, and audits")

@@ -10,7 +10,7 @@ from marshmallow import fields as f
 
 from ..store import ledger
 from .auth import caller, operator
-from .matches import documented, load, seat_of
+from .documents import documented, load, seat_of
 from .problems import ApiError
 from .routing import Blueprint
 from .schemas import Factors

@@ -22,8 +22,6 @@ from ..game import (
     State,
     Table,
     TakeSeat,
-    view,
-    visible,
 )
 from ..game.actions import command_of
 from ..game.actions import offered as offered_actions
@@ -31,81 +29,20 @@ from ..game.record import export
 from ..game.state import DEALING, ENDED
 from ..rules import new_seed, pick_cards
 from ..app.commands import CommandRequest
-from ..store import Loaded, MatchNotFound, Outcome, StoreError, StoredEvent, deadline, request_hash, status
+from ..store import Loaded, Outcome, StoreError, request_hash, status
 
 from . import encoding, schemas
 from .auth import BEARER, Caller, caller, player
+from .documents import documented, event_documents, game_error, load, seat_of, since, view_document
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
 
 bp = Blueprint("matches", __name__, url_prefix="/v1/matches", description="Matches: one hand of four seats each")
 
-#: HTTP status of each decider or store error code that is not a plain 422.
-STATUS_OF = {"match_not_found": 404, "version_conflict": 409, "not_seated": 403}
-ERRORS = {401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND"}
 # Built once: a schema is costly to build, and these dump on every stream event.
 VIEW = schemas.View()
 EVENT_DOCUMENT = schemas.EventDocument()
-
-
-def documented(*statuses: int) -> dict:
-    """The error responses an operation documents (all are problems)."""
-    names = {400: "BAD_REQUEST", 409: "CONFLICT", 413: "REQUEST_ENTITY_TOO_LARGE", 422: "UNPROCESSABLE_ENTITY", 503: "SERVICE_UNAVAILABLE"}
-    names.update(ERRORS)
-    return {"security": BEARER, "responses": {str(s): {"$ref": f"#/components/responses/{names[s]}"} for s in statuses}}
-
-
-def game_error(exc: GameError | StoreError) -> ApiError:
-    return ApiError(STATUS_OF.get(exc.code, 422), exc.code, str(exc))
-
-
-def seat_of(state: State, who: Caller) -> int | None:
-    if who.player is None:
-        return None
-    for seat, taken in enumerate(state.seats):
-        if taken is not None and taken.player == who.player:
-            return seat
-    return None
-
-
-def since(match_id: uuid.UUID, after: int | None) -> tuple[list[StoredEvent], Loaded]:
-    """The match's events after version ``after`` and its current state, from one read."""
-    try:
-        return services().store.since(match_id, after)
-    except MatchNotFound as exc:
-        raise game_error(exc) from None
-
-
-def load(match_id: uuid.UUID) -> Loaded:
-    return since(match_id, None)[1]
-
-
-def view_document(loaded: Loaded, who: Caller) -> dict[str, Any]:
-    document = view(loaded.state, seat_of(loaded.state, who))
-    document["deadline"] = deadline(loaded.state, loaded.last_recorded_at)
-    return document
-
-
-def event_documents(found: list[StoredEvent], seat, latest: Loaded) -> list[dict[str, Any]]:
-    """The events as ``seat`` may see them; the match's latest one carries the deadline
-    of the seat to act (earlier ones are superseded)."""
-    documents = []
-    for stored in found:
-        payload = visible(stored.event, seat)
-        del payload["type"], payload["version"]
-        latest_event = stored.version == latest.state.version
-        documents.append(
-            {
-                "type": stored.event.type,
-                "version": stored.version,
-                "schema_version": stored.event.version,
-                "recorded_at": stored.recorded_at,
-                "payload": payload,
-                "deadline": deadline(latest.state, latest.last_recorded_at) if latest_event else None,
-            }
-        )
-    return documents
 
 
 def command_result(outcome: Outcome, who: Caller) -> dict[str, Any]:

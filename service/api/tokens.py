@@ -11,7 +11,7 @@ from marshmallow import fields as f
 from marshmallow import validate
 
 from .auth import player
-from .matches import documented
+from .documents import documented
 from .problems import ApiError
 from .routing import Blueprint
 from .schemas import STORABLE_TEXT, JsonInteger, Strict

@@ -23,9 +23,9 @@ import redis
 from rq import Queue, Worker
 from rq.utils import now
 
-from ..game import State
+from ..game import State, deadline
 from ..game.state import ENDED
-from ..store import Outcome, deadline
+from ..store import Outcome
 
 log = logging.getLogger(__name__)
 

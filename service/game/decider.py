@@ -44,7 +44,7 @@ from .events import (
     SeatTaken,
     Settled,
 )
-from .settlement import Factors, HandOutcome, settle
+from .settlement import Factors, HandOutcome, HandResult, settle
 from .state import (
     BIDDING,
     DEALING,
@@ -270,7 +270,7 @@ def _decide_resume(state: State, c: Resume) -> list[Event]:
 
 def _decide_settle(state: State, c: Settle) -> list[Event]:
     verify_settle(state, c)
-    settlement = state.result["settlement"]
+    settlement = state.result.settlement.to_json()
     return [Settled(tuple(settlement["net"]), settlement["house"])]
 
 
@@ -291,16 +291,7 @@ def _hand_ended(state: State, winner: str) -> HandEnded:
     table = state.table
     result = outcome(state, winner)
     settlement = settle(result, unit=table.unit, cap=table.cap, rake=table.rake, bombs_double=table.ruleset.bombs_double)
-    document = {
-        "landlord": state.landlord,
-        "bid": state.bid,
-        "winner": winner,
-        "factors": result.factors.to_json(),
-        "multiplier": settlement.multiplier_text(),
-        "first_disconnect": state.first_disconnect,
-        "settlement": settlement.to_json(),
-    }
-    return HandEnded(state.seed, document)
+    return HandEnded(state.seed, HandResult(result, settlement))
 
 
 _DECIDE: dict[type[Command], Callable[[State, Command], list[Event]]] = {

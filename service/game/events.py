@@ -12,6 +12,7 @@ from typing import Any, Callable, ClassVar
 
 from ..rules import Card, parse_cards
 from .errors import GameError
+from .settlement import HandResult
 from .table import Table
 
 #: Who took a decision: the seat's player, or the bot policy (a bot seat, or 系统代打 for a
@@ -54,7 +55,7 @@ def _dump(value):
         return value.code
     if isinstance(value, tuple):
         return [_dump(v) for v in value]
-    if isinstance(value, Table):
+    if isinstance(value, (Table, HandResult)):
         return value.to_json()
     return value
 
@@ -69,6 +70,7 @@ def _cards(codes) -> tuple[Card, ...]:
 
 _LOADERS = {
     "table": Table.from_json,
+    "result": HandResult.from_json,
     "cards": _cards,
     "bottom": _cards,
     "hands": lambda hands: tuple(_cards(hand) for hand in hands),
@@ -193,7 +195,7 @@ class HandEnded(Event):
     #: (version 1 wrote "decline" there).
     version = 2
     seed: str
-    result: dict
+    result: HandResult
 
 
 @dataclass(frozen=True, slots=True)

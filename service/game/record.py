@@ -53,7 +53,7 @@ def export(events: Iterable[Event]) -> dict[str, Any]:
             if command is not None:
                 document["actions"].append(action_of(command))
     if state.phase == ENDED:
-        document["result"] = state.result
+        document["result"] = state.result.to_json()
     return document
 
 
@@ -168,7 +168,7 @@ def _verify(document: dict[str, Any]) -> State:
 
     if state.phase != ENDED:
         raise Discrepancy("actions", f"the hand has not ended (phase {state.phase})")
-    _compare("result", document["result"], state.result)
+    _compare("result", document["result"], state.result.to_json())
     return state
 
 

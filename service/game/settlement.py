@@ -33,15 +33,18 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 from ..rules import SEATS, ReportChoice
+from .errors import GameError
+from .table import amount, share
 
 __all__ = [
     "Factors",
     "HandOutcome",
+    "HandResult",
     "Settlement",
     "SettlementError",
     "multiplier",
@@ -128,24 +131,6 @@ def _parse_amount(text: Any, what: str) -> Decimal:
     if text == "-0.00":
         raise SettlementError(f"{what} must not be \"-0.00\"")
     return Decimal(text)
-
-
-def _option(value: Any, name: str) -> Fraction:
-    """A table option (unit, cap, rake) as an exact, finite, non-negative Fraction."""
-    if isinstance(value, bool) or not isinstance(value, (Decimal, int, str)):
-        raise SettlementError(
-            f"{name} must be a Decimal (or an int or a decimal string), got {type(value).__name__} {value!r}"
-        )
-    try:
-        dec = value if isinstance(value, Decimal) else Decimal(value)
-    except InvalidOperation:
-        raise SettlementError(f"{name} is not a decimal number: {value!r}") from None
-    if not dec.is_finite():
-        raise SettlementError(f"{name} must be finite, got {value!r}")
-    exact = Fraction(dec)
-    if exact < 0:
-        raise SettlementError(f"{name} must not be negative, got {value!r}")
-    return exact
 
 
 def _seat_tuple(values: Iterable[Any], what: str) -> tuple:
@@ -362,6 +347,39 @@ class Settlement:
         )
 
 
+@dataclass(frozen=True)
+class HandResult:
+    """The hand record's ``result`` block (docs/hand-record.md): how the hand ended and its
+    settlement. Its JSON is what the ``hand_ended`` event stores, the record shows, the
+    API answers and the ledger keeps."""
+
+    outcome: HandOutcome
+    settlement: Settlement
+
+    def to_json(self) -> dict[str, Any]:
+        outcome = self.outcome
+        return {
+            "landlord": outcome.landlord,
+            "bid": outcome.bid,
+            "winner": outcome.winner,
+            "factors": outcome.factors.to_json(),
+            "multiplier": self.settlement.multiplier_text(),
+            "first_disconnect": outcome.first_disconnect,
+            "settlement": self.settlement.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, d: Any) -> "HandResult":
+        if not isinstance(d, dict):
+            raise SettlementError(f"result must be an object, got {type(d).__name__}")
+        missing = [k for k in ("landlord", "bid", "winner", "factors", "multiplier", "first_disconnect", "settlement") if k not in d]
+        if missing:
+            raise SettlementError(f"result is missing {', '.join(missing)}")
+        factors = Factors.from_json(d["factors"])
+        outcome = HandOutcome(d["landlord"], d["bid"], d["winner"], factors, d["first_disconnect"])
+        return cls(outcome, Settlement.from_json(d["settlement"], d["multiplier"]))
+
+
 # --------------------------------------------------------------------------
 # Settling a hand
 # --------------------------------------------------------------------------
@@ -389,11 +407,12 @@ def settle(
     (a ``ValueError``) on invalid input."""
     if not isinstance(outcome, HandOutcome):
         raise SettlementError(f"outcome must be an HandOutcome, got {type(outcome).__name__}")
-    unit_x = _option(unit, "unit")
-    cap_x = None if cap is None else _option(cap, "cap")
-    rake_x = _option(rake, "rake")
-    if rake_x > 1:
-        raise SettlementError(f"rake is a share of the winners' gain and must be at most 1, got {rake!r}")
+    try:
+        unit_x = Fraction(amount(unit, "unit"))
+        cap_x = None if cap is None else Fraction(amount(cap, "cap"))
+        rake_x = Fraction(share(rake, "rake"))
+    except GameError as exc:
+        raise SettlementError(str(exc)) from None
     if not isinstance(bombs_double, bool):
         raise SettlementError(f"bombs_double must be a bool, got {bombs_double!r}")
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Sequence
 
+from ..rules import SEATS
 from .commands import Command, CreateMatch, DealHand, TakeSeat
 from .decider import decide
 from .events import BidMade, Event, HandShown, Passed, Played, Reported
@@ -79,11 +80,12 @@ class Tally:
     def add(self, events: Sequence[Event], state: State) -> None:
         result = state.result
         self.hands += 1
-        self.landlord_wins += result["winner"] == LANDLORD
-        self.multiplier_total += Fraction(result["multiplier"])
-        self.bombs += result["factors"]["bombs"]
-        self.reports += result["factors"]["report"] in ("play", "no_play")
-        self.first_bid_threes += result["factors"]["first_bid_three"]
+        factors = result.outcome.factors
+        self.landlord_wins += result.outcome.winner == LANDLORD
+        self.multiplier_total += result.settlement.multiplier
+        self.bombs += factors.bombs
+        self.reports += factors.report is not None
+        self.first_bid_threes += factors.first_bid_three
         self.turns += sum(isinstance(e, DECISIONS) for e in events)
 
 
@@ -109,16 +111,16 @@ def win_rates(hands: int, seed: str, table: Table) -> dict[str, tuple[float, int
     bidding), bot farmers against a random landlord (three bot seats), and the baseline
     of random landlords against random farmers."""
     bot = BotPolicy()
-    baseline = matchup(hands, seed, table, lambda i: [_random(seed, i, s) for s in range(4)])
-    one_bot = matchup(hands, seed, table, lambda i: [bot if s == i % 4 else _random(seed, i, s) for s in range(4)])
-    three_bots = matchup(hands, seed, table, lambda i: [_random(seed, i, s) if s == i % 4 else bot for s in range(4)])
+    baseline = matchup(hands, seed, table, lambda i: [_random(seed, i, s) for s in range(SEATS)])
+    one_bot = matchup(hands, seed, table, lambda i: [bot if s == i % SEATS else _random(seed, i, s) for s in range(SEATS)])
+    three_bots = matchup(hands, seed, table, lambda i: [_random(seed, i, s) if s == i % SEATS else bot for s in range(SEATS)])
 
     def rate(played, keep, won) -> tuple[float, int]:
         kept = [(state, seats) for _, state, seats in played if keep(state, seats)]
         return (sum(won(state) for state, _ in kept) / len(kept) if kept else float("nan"), len(kept))
 
-    landlord_won = lambda state: state.result["winner"] == LANDLORD  # noqa: E731
-    farmers_won = lambda state: state.result["winner"] != LANDLORD  # noqa: E731
+    landlord_won = lambda state: state.result.outcome.winner == LANDLORD  # noqa: E731
+    farmers_won = lambda state: state.result.outcome.winner != LANDLORD  # noqa: E731
     return {
         "random landlord vs random farmers": rate(baseline, lambda s, p: True, landlord_won),
         "bot landlord vs random farmers": rate(one_bot, lambda s, p: p[s.landlord] is bot, landlord_won),

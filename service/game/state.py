@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from dataclasses import dataclass
 
 from ..rules import SEATS, Card, Combination, ReportChoice, counts_of, legal_plays, report_units
@@ -26,6 +27,7 @@ from .events import (
     SeatTaken,
     Settled,
 )
+from .settlement import HandResult
 from .table import Table
 
 NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
@@ -87,7 +89,7 @@ class State:
     disconnected: tuple[bool, ...] = (False,) * SEATS
     first_disconnect: int | None = None
     winner: str | None = None
-    result: dict[str, Any] | None = None
+    result: HandResult | None = None
     settled: bool = False
 
     def replace(self, **changes: Any) -> State:
@@ -251,7 +253,7 @@ def _resumed(state: State, e: Resumed) -> State:
 
 
 def _hand_ended(state: State, e: HandEnded) -> State:
-    return state.replace(phase=ENDED, seed=e.seed, result=e.result, winner=e.result["winner"], turn=None)
+    return state.replace(phase=ENDED, seed=e.seed, result=e.result, winner=e.result.outcome.winner, turn=None)
 
 
 def _settled(state: State, e: Settled) -> State:
@@ -287,3 +289,12 @@ def replay(events, state: State = initial_state) -> State:
     for event in events:
         state = evolve(state, event)
     return state
+
+
+def deadline(state: State, last_recorded_at: datetime | None) -> datetime | None:
+    """When the seat to act loses its turn to the system: ``turn_seconds`` after the last
+    event; None when no seat is to act (or nothing is recorded yet). The store writes the
+    same instant to the ``matches`` table in its append statement, for the deadline scan."""
+    if not state.awaits_decision() or last_recorded_at is None:
+        return None
+    return last_recorded_at + timedelta(seconds=state.table.turn_seconds)

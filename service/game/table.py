@@ -13,16 +13,27 @@ DEFAULT_TURN_SECONDS = 30
 MAX_TURN_SECONDS = 3600
 
 
-def _amount(value, name: str, *, allow_none: bool = False) -> Decimal | None:
-    if value is None and allow_none:
-        return None
+def amount(value, name: str) -> Decimal:
+    """A money option of a table (``unit``, ``cap``, ``rake``): a finite decimal of at least
+    0, given as a Decimal, an int or a decimal string (a float is no exact amount). The one
+    check of these options, for a table and for :func:`~.settlement.settle`."""
+    if isinstance(value, bool) or not isinstance(value, (Decimal, int, str)):
+        raise GameError(f"{name} must be a decimal amount, not {value!r}", "invalid_table")
     try:
-        amount = Decimal(str(value))
-    except (InvalidOperation, ValueError, TypeError):
+        exact = Decimal(value)
+    except (InvalidOperation, ValueError):
         raise GameError(f"{name} must be a decimal amount, not {value!r}", "invalid_table") from None
-    if not amount.is_finite() or amount < 0:
+    if not exact.is_finite() or exact < 0:
         raise GameError(f"{name} must be a finite amount of at least 0, not {value!r}", "invalid_table")
-    return amount
+    return exact
+
+
+def share(value, name: str) -> Decimal:
+    """The ``rake``: an amount from 0 to 1, the share of each winner's gain."""
+    exact = amount(value, name)
+    if exact > 1:
+        raise GameError(f"{name} is a share between 0 and 1, not {value!r}", "invalid_table")
+    return exact
 
 
 @dataclass(frozen=True)
@@ -51,15 +62,13 @@ class Table:
         base = Ruleset.by_name(ruleset)
         if bombs_double is not None and bombs_double != base.bombs_double:
             base = base.with_options(bombs_double=bool(bombs_double))
-        unit_ = _amount(unit, "unit")
+        unit_ = amount(unit, "unit")
         if unit_ == 0 or unit_ != unit_.quantize(CENT):
             raise GameError(f"unit must be a positive amount in cents, not {unit!r}", "invalid_table")
-        cap_ = _amount(cap, "cap", allow_none=True)
+        cap_ = None if cap is None else amount(cap, "cap")
         if cap_ is not None and (cap_ == 0 or cap_ != cap_.quantize(CENT)):
             raise GameError(f"cap must be a positive amount in cents, not {cap!r}", "invalid_table")
-        rake_ = _amount(rake, "rake")
-        if rake_ > 1:
-            raise GameError(f"rake is a share between 0 and 1, not {rake!r}", "invalid_table")
+        rake_ = share(rake, "rake")
         if type(turn_seconds) is not int or not 1 <= turn_seconds <= MAX_TURN_SECONDS:
             raise GameError(f"turn_seconds must be a whole number from 1 to {MAX_TURN_SECONDS}", "invalid_table")
         cap_ = None if cap_ is None else cap_.quantize(CENT)

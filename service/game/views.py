@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from ..rules import Card, Combination, legal_plays
 from ..rules.cards import ONE_DECK
 from .events import Event, HandDealt, LandlordChosen
+from .settlement import HandResult
 from .actions import offered
 from .state import ENDED, State
 
@@ -62,7 +63,7 @@ class SeatView:
     passes: int
     bombs: int
     bombs_left: int | None
-    result: dict | None
+    result: HandResult | None
     seed: str | None  # revealed when the hand has ended
 
     @property
@@ -136,7 +137,7 @@ class SeatView:
             "bombs": self.bombs,
             "bombs_left": self.bombs_left,
             "actions": actions,
-            "result": self.result,
+            "result": None if self.result is None else self.result.to_json(),
             "seed": self.seed,
         }
 

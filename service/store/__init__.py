@@ -9,7 +9,6 @@ from .events import (
     StoreError,
     StoredEvent,
     VersionConflict,
-    deadline,
     request_hash,
     status,
 )

@@ -13,7 +13,7 @@ import uuid
 from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Callable, Iterator, Sequence
 
 import psycopg
@@ -324,6 +324,8 @@ class EventStore:
                 " turn_seat, system_to_act, deadline, settled)"
                 " SELECT %(stream)s, %(ruleset)s, %(turn_seconds)s, %(status)s, %(phase)s, %(version)s, %(seats)s,"
                 " %(turn_seat)s, %(system)s,"
+                # The rule of game.state.deadline, on the time PostgreSQL records (the tests
+                # hold the two equal).
                 " CASE WHEN %(timed)s THEN max(recorded_at) + make_interval(secs => %(turn_seconds)s) END,"
                 " %(settled)s FROM inserted HAVING count(*) > 0"
                 " ON CONFLICT (match_id) DO UPDATE SET status = EXCLUDED.status, phase = EXCLUDED.phase,"
@@ -381,13 +383,6 @@ def status(state: State) -> str:
     if state.phase in (SEATING, DEALING):
         return "open"
     return "ended" if state.phase == ENDED else "playing"
-
-
-def deadline(state: State, last_recorded_at: datetime | None) -> datetime | None:
-    """When the seat to act loses its turn to the system: turn_seconds after the last event."""
-    if not state.awaits_decision() or last_recorded_at is None:
-        return None
-    return last_recorded_at + timedelta(seconds=state.table.turn_seconds)
 
 
 def request_hash(body: Any) -> bytes:

@@ -12,6 +12,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from ..game import State
+from ..rules import SEATS
 from ..game.record import Discrepancy, export, verify
 from .events import EventStore
 from .pool import retried
@@ -29,17 +30,15 @@ def movements(state: State) -> list[list[tuple[str, int | None, str, Decimal]]]:
     """The movements of an ended hand, each as its entries (account, seat, kind, amount),
     which add to zero: the stakes between each farmer and the landlord (after the cap),
     then each winner's system cut and the disconnect penalty, to the house."""
-    result = state.result
-    settlement = result["settlement"]
-    landlord = result["landlord"]
+    settlement = state.result.settlement
+    landlord = state.result.outcome.landlord
     moves = []
-    for seat in range(4):
-        amount = Decimal(settlement["after_cap"][seat])
+    for seat in range(SEATS):
+        amount = settlement.after_cap[seat]
         if seat != landlord and amount:
             moves.append([(account(state, seat), seat, "stake", amount), (account(state, landlord), landlord, "stake", -amount)])
     for kind in ("rake", "penalty"):
-        for seat, text in enumerate(settlement[kind]):
-            amount = Decimal(text)
+        for seat, amount in enumerate(getattr(settlement, kind)):
             if amount:
                 moves.append([(account(state, seat), seat, kind, -amount), (HOUSE, None, kind, amount)])
     return moves
@@ -50,7 +49,7 @@ def write_settlement(conn: psycopg.Connection, match_id: uuid.UUID, state: State
     (the primary key of ``settlements`` lets one settlement in, whoever runs the job)."""
     inserted = conn.execute(
         "INSERT INTO settlements (match_id, result) VALUES (%s, %s) ON CONFLICT (match_id) DO NOTHING RETURNING match_id",
-        (match_id, Jsonb(state.result)),
+        (match_id, Jsonb(state.result.to_json())),
     ).fetchone()
     if inserted is None:
         return False
@@ -149,9 +148,9 @@ def _recompute(store: EventStore, match_id: uuid.UUID, booked: dict[Any, Decimal
         state = verify(export(e.event for e in store.read(match_id)))
     except Discrepancy as exc:
         return [f"match {match_id}: its events do not verify: {exc}"]
-    settlement = state.result["settlement"]
-    expected: dict[Any, Decimal] = {seat: Decimal(net) for seat, net in enumerate(settlement["net"])}
-    expected["house"] = Decimal(settlement["house"])
+    settlement = state.result.settlement
+    expected: dict[Any, Decimal] = dict(enumerate(settlement.net))
+    expected["house"] = settlement.house
     found = []
     for key, amount in expected.items():
         if booked.get(key, Decimal(0)) != amount:

@@ -1,0 +1,78 @@
+"""What the blueprints share, so that none imports another: the error responses an
+operation documents, a decider's or the store's refusal as a problem, and a match read
+and shown as the caller may see it (its seat, its view, its events with the deadline)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ..game import GameError, State, deadline, view, visible
+from ..store import Loaded, MatchNotFound, StoreError, StoredEvent
+from .auth import BEARER, Caller
+from .problems import ApiError
+from .services import services
+
+#: HTTP status of each decider or store error code that is not a plain 422.
+STATUS_OF = {"match_not_found": 404, "version_conflict": 409, "not_seated": 403}
+
+
+def documented(*statuses: int) -> dict:
+    """The error responses an operation documents (all are problems)."""
+    names = {
+        400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT",
+        413: "REQUEST_ENTITY_TOO_LARGE", 422: "UNPROCESSABLE_ENTITY", 503: "SERVICE_UNAVAILABLE",
+    }
+    return {"security": BEARER, "responses": {str(s): {"$ref": f"#/components/responses/{names[s]}"} for s in statuses}}
+
+
+def game_error(exc: GameError | StoreError) -> ApiError:
+    return ApiError(STATUS_OF.get(exc.code, 422), exc.code, str(exc))
+
+
+def seat_of(state: State, who: Caller) -> int | None:
+    if who.player is None:
+        return None
+    for seat, taken in enumerate(state.seats):
+        if taken is not None and taken.player == who.player:
+            return seat
+    return None
+
+
+def since(match_id: uuid.UUID, after: int | None) -> tuple[list[StoredEvent], Loaded]:
+    """The match's events after version ``after`` and its current state, from one read."""
+    try:
+        return services().store.since(match_id, after)
+    except MatchNotFound as exc:
+        raise game_error(exc) from None
+
+
+def load(match_id: uuid.UUID) -> Loaded:
+    return since(match_id, None)[1]
+
+
+def view_document(loaded: Loaded, who: Caller) -> dict[str, Any]:
+    document = view(loaded.state, seat_of(loaded.state, who))
+    document["deadline"] = deadline(loaded.state, loaded.last_recorded_at)
+    return document
+
+
+def event_documents(found: list[StoredEvent], seat, latest: Loaded) -> list[dict[str, Any]]:
+    """The events as ``seat`` may see them; the match's latest one carries the deadline
+    of the seat to act (earlier ones are superseded)."""
+    documents = []
+    for stored in found:
+        payload = visible(stored.event, seat)
+        del payload["type"], payload["version"]
+        latest_event = stored.version == latest.state.version
+        documents.append(
+            {
+                "type": stored.event.type,
+                "version": stored.version,
+                "schema_version": stored.event.version,
+                "recorded_at": stored.recorded_at,
+                "payload": payload,
+                "deadline": deadline(latest.state, latest.last_recorded_at) if latest_event else None,
+            }
+        )
+    return documents
