@@ -9,7 +9,7 @@ other type the rank index (``3`` = 0 … ``R`` = 14) of the rank that decides st
 from __future__ import annotations
 
 from enum import Enum
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Sequence, cast
 
 from .cards import (
     ACE,
@@ -223,8 +223,8 @@ def as_counts(cards: str | Counts | Sequence[Card]) -> Counts:
     if isinstance(cards, str):
         return parse_ranks(cards)
     if type(cards) is tuple and len(cards) == NUM_RANKS and type(cards[0]) is int:
-        return cards
-    return counts_of(cards)
+        return cast(Counts, cards)
+    return counts_of(cast("Sequence[Card]", cards))
 
 
 def readings(cards: str | Counts | Sequence[Card], ruleset: Ruleset = DEFAULT_RULESET) -> list[Combination]:
@@ -244,7 +244,11 @@ def classify(cards: str | Counts | Sequence[Card], ruleset: Ruleset = DEFAULT_RU
     return found[-1]
 
 
-def beats(cards, over, ruleset: Ruleset = DEFAULT_RULESET) -> bool:
+def beats(
+    cards: str | Counts | Sequence[Card],
+    over: str | Counts | Sequence[Card] | Combination,
+    ruleset: Ruleset = DEFAULT_RULESET,
+) -> bool:
     """Whether ``cards`` beat ``over``: ``over`` is read at its strongest, ``cards`` in
     whichever reading beats it. Raises :class:`InvalidCombination` if either is none."""
     lead = over if isinstance(over, Combination) else classify(over, ruleset)

@@ -13,7 +13,7 @@ concrete cards of the hand. Two constraints of a seat are inputs:
 from __future__ import annotations
 
 from collections import Counter
-from typing import AbstractSet, Iterator, NamedTuple, Sequence
+from typing import AbstractSet, Any, Iterator, NamedTuple, Sequence, cast
 
 from .cards import BIG_JOKER, NUM_RANKS, SMALL_JOKER, TWO, Card, Counts, check_possible, format_ranks
 from .combinations import (
@@ -29,6 +29,7 @@ from .combinations import (
     SINGLE,
     TRIPLE,
     Combination,
+    CombinationType,
     _readings,
     as_counts,
     position_rank,
@@ -220,11 +221,12 @@ def _leads(available: Counts) -> Iterator[Combination]:
     yield from _planes_with_pairs(available)
 
 
-def _simple(available: Counts, kind, need: int, above: int = -1) -> Iterator[Combination]:
+def _simple(available: Counts, kind: CombinationType, need: int, above: int = -1) -> Iterator[Combination]:
     row = _SIMPLE[kind]
     for r in range(above + 1, NUM_RANKS):
-        if available[r] >= need and row[r] is not None:
-            yield row[r]
+        play = row[r]
+        if available[r] >= need and play is not None:
+            yield play
 
 
 def _full_houses(available: Counts, above: int = -1) -> Iterator[Combination]:
@@ -233,8 +235,9 @@ def _full_houses(available: Counts, above: int = -1) -> Iterator[Combination]:
         if available[t] >= 3:
             row = _FULL_HOUSES[t]
             for q in pairs:
-                if q != t:
-                    yield row[q]
+                play = row[q]
+                if play is not None:  # q == t
+                    yield play
 
 
 def _replies(available: Counts, lead: Combination) -> Iterator[Combination]:
@@ -320,13 +323,15 @@ def verify_play(
     return combination
 
 
-def _not_held(hand, cards, held: Counts, played: Counts) -> str:
+def _not_held(
+    hand: str | Counts | Sequence[Card], cards: str | Counts | Sequence[Card], held: Counts, played: Counts
+) -> str:
     """The cards of the play the hand lacks, in the play's order ("S3, S3"): with concrete
     cards on both sides suits count too (S3 is not C3); else the ranks ("33")."""
     if hand and cards and isinstance(hand[0], Card) and isinstance(cards[0], Card):
-        remaining = Counter(hand)
+        remaining = Counter(cast("Sequence[Card]", hand))
         missing = []
-        for card in cards:
+        for card in cast("Sequence[Card]", cards):
             if remaining[card]:
                 remaining[card] -= 1
             else:
@@ -335,7 +340,12 @@ def _not_held(hand, cards, held: Counts, played: Counts) -> str:
     return format_ranks([max(p - h, 0) for p, h in zip(played, held)])
 
 
-def can_play(hand, cards, lead: Combination | None = None, **constraints) -> bool:
+def can_play(
+    hand: str | Counts | Sequence[Card],
+    cards: str | Counts | Sequence[Card],
+    lead: Combination | None = None,
+    **constraints: Any,
+) -> bool:
     """Whether :func:`verify_play` accepts the play."""
     try:
         verify_play(hand, cards, lead, **constraints)

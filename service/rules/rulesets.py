@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Literal, Mapping
+from typing import Any, Literal, Mapping
 
 from .errors import UnknownRuleset
 
@@ -58,7 +58,7 @@ class Ruleset:
         except (KeyError, TypeError):
             raise UnknownRuleset(f"unknown ruleset {name!r}; known: {', '.join(RULESETS)}") from None
 
-    def with_options(self, **changes) -> Ruleset:
+    def with_options(self, **changes: Any) -> Ruleset:
         """A copy with some options changed, e.g. ``bombs_double=False`` for a table."""
         return replace(self, **changes)
 
