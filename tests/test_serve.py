@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -24,6 +23,8 @@ import pytest
 import requests
 
 from service import embedded
+
+from servers import wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,16 +55,8 @@ class Serve:
     def wait_ready(self, timeout: float = 90) -> list[psutil.Process]:
         """Waits for /readyz (PostgreSQL, Redis and the worker); returns every process
         ``serve`` started, theirs included."""
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.proc.poll() is None, f"serve exited ({self.proc.returncode}):\n{self.output()}"
-            try:
-                if requests.get(f"{self.base}/readyz", timeout=5).status_code == 200:
-                    return psutil.Process(self.proc.pid).children(recursive=True)
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, f"not ready:\n{self.output()}"
-            time.sleep(0.2)
+        wait_until_ready(self.base, self.proc, self.log, timeout)
+        return psutil.Process(self.proc.pid).children(recursive=True)
 
     def signal(self, sig: int) -> None:
         os.killpg(self.proc.pid, sig)
