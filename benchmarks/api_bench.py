@@ -76,7 +76,15 @@ BOMBS = ("bomb", "joker_bomb")
 #: The rate limits (service/config.py) that main raises out of the load's way.
 UNLIMITED = [
     f"DDZ_RATE_LIMIT_{name}"
-    for name in ("COMMANDS", "COMMANDS_PER_ADDRESS", "READS", "READS_PER_ADDRESS", "STREAMS", "STREAMS_PER_ADDRESS", "SIGNUPS_PER_ADDRESS")
+    for name in (
+        "COMMANDS",
+        "COMMANDS_PER_ADDRESS",
+        "READS",
+        "READS_PER_ADDRESS",
+        "STREAMS",
+        "STREAMS_PER_ADDRESS",
+        "SIGNUPS_PER_ADDRESS",
+    )
 ]
 
 
@@ -136,22 +144,33 @@ class Environment:
         fd, self.log_path = tempfile.mkstemp(prefix="ddz-api-bench-", suffix=".log")
         os.close(fd)
         command = [
-            sys.executable, "-m", "gunicorn",
-            "-c", "python:service.gunicorn_conf",
-            "--bind", f"127.0.0.1:{self.port}",
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            "python:service.gunicorn_conf",
+            "--bind",
+            f"127.0.0.1:{self.port}",
             *(["--workers", str(self.args.workers)] if self.args.workers else []),
-            "--worker-class", self.args.worker_class,
+            "--worker-class",
+            self.args.worker_class,
             *(["--threads", str(self.args.threads)] if self.args.worker_class == "gthread" else []),
             # Longer than gunicorn's 2 s default so that a client's connection is never
             # closed under it between phases (a command is never re-sent).
-            "--keep-alive", "60",
+            "--keep-alive",
+            "60",
         ]
         if self.args.access_log:
             command += ["--access-logfile", "-"]
         command.append(self.args.app)
         with open(self.log_path, "ab") as log:
             self.gunicorn = subprocess.Popen(
-                command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                command,
+                env=env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self._wait_ready()
         print(
@@ -165,7 +184,9 @@ class Environment:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.gunicorn.poll() is not None:
-                raise RuntimeError(f"gunicorn exited with {self.gunicorn.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"gunicorn exited with {self.gunicorn.returncode}:\n{self.log_tail()}"
+                )
             http = Http(self.port)
             try:
                 if http.send("GET", "/healthz")[0] == 200:
@@ -175,7 +196,9 @@ class Environment:
             finally:
                 http.close()
             time.sleep(0.2)
-        raise RuntimeError(f"/healthz did not answer 200 within {timeout:.0f} s:\n{self.log_tail()}")
+        raise RuntimeError(
+            f"/healthz did not answer 200 within {timeout:.0f} s:\n{self.log_tail()}"
+        )
 
     def log_tail(self, lines: int = 30) -> str:
         if not self.log_path:
@@ -197,7 +220,11 @@ class Environment:
         if self.db_created:
             try:
                 with psycopg.connect(self.args.admin_url, autocommit=True) as conn:
-                    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.db_name)))
+                    conn.execute(
+                        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                            sql.Identifier(self.db_name)
+                        )
+                    )
                 self.db_created = False
                 print(f"dropped database {self.db_name}", flush=True)
             except psycopg.Error as exc:
@@ -243,7 +270,9 @@ class CpuMeter:
             # Client backends of other databases ("... db 127.0.0.1(port) ...") are not ours.
             if self.env.db_name in title or ("(" not in title and "[local]" not in title):
                 return "postgres"
-        elif name.startswith("redis-server") and self.redis_port in " ".join(proc.info["cmdline"] or []):
+        elif name.startswith("redis-server") and self.redis_port in " ".join(
+            proc.info["cmdline"] or []
+        ):
             return "redis"
         return None
 
@@ -261,8 +290,19 @@ class CpuMeter:
             if category is not None:
                 per_process[(category, proc.pid, proc.info["create_time"])] = t.user + t.system
         total = psutil.cpu_times()
-        busy = total.user + total.system + getattr(total, "nice", 0) + getattr(total, "irq", 0) + getattr(total, "softirq", 0)
-        return {"client": own.user + own.system, "processes": per_process, "busy": busy, "all": sum(total)}
+        busy = (
+            total.user
+            + total.system
+            + getattr(total, "nice", 0)
+            + getattr(total, "irq", 0)
+            + getattr(total, "softirq", 0)
+        )
+        return {
+            "client": own.user + own.system,
+            "processes": per_process,
+            "busy": busy,
+            "all": sum(total),
+        }
 
     def start(self) -> None:
         self.before = self._sample()
@@ -324,10 +364,16 @@ class Http:
             self.sock.close()
             self.sock = None
 
-    def send(self, method: str, path: str, token: str | None = None, body=None, extra: dict | None = None) -> tuple[int, bytes, float]:
+    def send(
+        self, method: str, path: str, token: str | None = None, body=None, extra: dict | None = None
+    ) -> tuple[int, bytes, float]:
         """(status, raw body, seconds from sending to the last byte of the answer)."""
         self.open()
-        lines = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{self.port}", "Accept: application/json"]
+        lines = [
+            f"{method} {path} HTTP/1.1",
+            f"Host: 127.0.0.1:{self.port}",
+            "Accept: application/json",
+        ]
         lines += [f"{name}: {value}" for name, value in (extra or {}).items()]
         payload = b""
         if token is not None:
@@ -356,7 +402,9 @@ class Http:
             self.close()
         return parser.get_status_code(), b"".join(answer.body), elapsed
 
-    def call(self, method: str, path: str, token: str | None = None, body=None, expect=(200, 201)) -> dict:
+    def call(
+        self, method: str, path: str, token: str | None = None, body=None, expect=(200, 201)
+    ) -> dict:
         """An untimed request that must succeed (retried once on a dropped connection: only
         reads and setup go through here, never a command)."""
         for attempt in range(2):
@@ -389,7 +437,14 @@ class Game:
     """What a client knows of its match: each seat's hand and the public state, from the
     answers it got. The seat to act picks a legal command from that."""
 
-    def __init__(self, connections: list[Http], tokens: list[str], rng: random.Random, stats: ClientStats, idempotency: bool):
+    def __init__(
+        self,
+        connections: list[Http],
+        tokens: list[str],
+        rng: random.Random,
+        stats: ClientStats,
+        idempotency: bool,
+    ):
         self.connections, self.tokens, self.rng, self.stats = connections, tokens, rng, stats
         self.idempotency = idempotency
 
@@ -432,7 +487,10 @@ class Game:
         if phase == "bidding":
             highest = max((b or 0) for b in self.bids)
             higher = [v for v in (1, 2, 3) if v > highest]
-            return {"action": "bid", "value": rng.choice(higher) if higher and rng.random() < 0.4 else 0}
+            return {
+                "action": "bid",
+                "value": rng.choice(higher) if higher and rng.random() < 0.4 else 0,
+            }
         if phase == "show_hand":
             return {"action": "show_hand", "value": rng.random() < 0.2}
         if phase == "report":
@@ -445,7 +503,11 @@ class Game:
         lead = None
         if self.lead is not None:
             options = readings(parse_cards(self.lead["cards"]), self.ruleset)
-            matching = [c for c in options if c.type.value == self.lead["type"] and c.rank == self.lead["rank"]]
+            matching = [
+                c
+                for c in options
+                if c.type.value == self.lead["type"] and c.rank == self.lead["rank"]
+            ]
             lead = (matching or options)[-1]
         moves = legal_moves(hand, lead, ruleset=self.ruleset, bombs_left=self.bombs_left[seat])
         if lead is None:
@@ -456,7 +518,9 @@ class Game:
             move = rng.choice(plain or first)
         else:
             # Follow with the lowest plain reply most of the time, otherwise pass.
-            replies = [m for m in itertools.islice(moves, 6) if m.combination.type.value not in BOMBS]
+            replies = [
+                m for m in itertools.islice(moves, 6) if m.combination.type.value not in BOMBS
+            ]
             if not replies or rng.random() < 0.3:
                 return {"action": "pass"}
             move = replies[0]
@@ -500,14 +564,18 @@ class Game:
 
     def _command(self, seat: int, body: dict, key: str | None):
         extra = {"Idempotency-Key": key} if key is not None else None
-        return self.connections[seat].send("POST", f"{self.path}/commands", self.tokens[seat], body, extra)
+        return self.connections[seat].send(
+            "POST", f"{self.path}/commands", self.tokens[seat], body, extra
+        )
 
 
 class Client(threading.Thread):
     def __init__(self, index: int, port: int, seed: int, options: argparse.Namespace):
         super().__init__(name=f"client-{index}", daemon=True)
         # One connection for the four seats, or one each (as four phones would).
-        self.connections = [Http(port) for _ in range(4)] if options.connection_per_seat else [Http(port)] * 4
+        self.connections = (
+            [Http(port) for _ in range(4)] if options.connection_per_seat else [Http(port)] * 4
+        )
         self.rng = random.Random(seed)
         self.stats = ClientStats()
         self.idempotency = options.idempotency
@@ -520,7 +588,9 @@ class Client(threading.Thread):
     def prepare(self) -> None:
         """Players and a first match, before the clock starts."""
         tokens = [
-            self.connections[seat].call("POST", "/v1/players", body={"name": f"{self.name}-seat{seat}"})["token"]
+            self.connections[seat].call(
+                "POST", "/v1/players", body={"name": f"{self.name}-seat{seat}"}
+            )["token"]
             for seat in range(4)
         ]
         self.game = Game(self.connections, tokens, self.rng, self.stats, self.idempotency)
@@ -558,7 +628,15 @@ class RunResult:
         return len(self.latencies) / self.seconds
 
 
-def run_clients(env: Environment, count: int, seconds: float, seed: int, options: argparse.Namespace, stop: threading.Event, cpu: CpuMeter | None) -> RunResult:
+def run_clients(
+    env: Environment,
+    count: int,
+    seconds: float,
+    seed: int,
+    options: argparse.Namespace,
+    stop: threading.Event,
+    cpu: CpuMeter | None,
+) -> RunResult:
     clients = [Client(i, env.port, seed * 1000 + i, options) for i in range(count)]
     go = threading.Event()
     for client in clients:
@@ -570,7 +648,9 @@ def run_clients(env: Environment, count: int, seconds: float, seed: int, options
                 raise KeyboardInterrupt
         if client.error is not None:
             stop.set()
-            raise RuntimeError(f"{client.name} failed to set up: {client.error!r}") from client.error
+            raise RuntimeError(
+                f"{client.name} failed to set up: {client.error!r}"
+            ) from client.error
     untimed_before = sum(c.stats.untimed_requests for c in clients)
     if cpu:
         cpu.start()
@@ -609,7 +689,9 @@ def run_clients(env: Environment, count: int, seconds: float, seed: int, options
 # The database's own commit rate
 
 
-def commit_loop(dsn: str, connections: int, seconds: float, stop: threading.Event) -> tuple[int, float, list[float]]:
+def commit_loop(
+    dsn: str, connections: int, seconds: float, stop: threading.Event
+) -> tuple[int, float, list[float]]:
     """``INSERT`` one small row, ``COMMIT``, again, on ``connections`` connections at once."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
@@ -667,7 +749,11 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def report(runs: list[RunResult], commits: list[tuple[int, int, float, list[float]]], settings: dict[str, str]) -> None:
+def report(
+    runs: list[RunResult],
+    commits: list[tuple[int, int, float, list[float]]],
+    settings: dict[str, str],
+) -> None:
     print()
     print(f"{'figure':<44} {'measured':>14}   {'target':<12} ")
     print("-" * 80)
@@ -678,14 +764,18 @@ def report(runs: list[RunResult], commits: list[tuple[int, int, float, list[floa
         if run.clients == 1:
             target50 = f"<= {TARGET_P50_ONE_MS:g} ms   {verdict(p50 * 1e3 <= TARGET_P50_ONE_MS)}"
         print(f"{'command round-trip p50, ' + label:<44} {ms(p50):>14}   {target50}")
-        print(f"{'command round-trip p99, ' + label:<44} {ms(p99):>14}   <= {TARGET_P99_MS:g} ms  {verdict(p99 * 1e3 <= TARGET_P99_MS)}")
+        print(
+            f"{'command round-trip p99, ' + label:<44} {ms(p99):>14}   <= {TARGET_P99_MS:g} ms  {verdict(p99 * 1e3 <= TARGET_P99_MS)}"
+        )
         target_rate = ""
         if run.clients >= 32:
             target_rate = f">= {TARGET_RATE:,.0f}/s   {verdict(run.rate >= TARGET_RATE)}"
         print(f"{'commands/s, ' + label:<44} {run.rate:>12,.0f}/s   {target_rate}")
     for connections, count, elapsed, lat in commits:
         label = f"INSERT+COMMIT, {connections} connection{'s' if connections != 1 else ''}"
-        print(f"{label + ' (tx/s)':<44} {count / elapsed:>12,.0f}/s   (p50 {ms(percentile(lat, 0.5))}, p99 {ms(percentile(lat, 0.99))})")
+        print(
+            f"{label + ' (tx/s)':<44} {count / elapsed:>12,.0f}/s   (p50 {ms(percentile(lat, 0.5))}, p99 {ms(percentile(lat, 0.99))})"
+        )
     print("-" * 80)
 
     print()
@@ -700,12 +790,16 @@ def report(runs: list[RunResult], commits: list[tuple[int, int, float, list[floa
             for action, values in sorted(run.by_action.items(), key=lambda kv: -len(kv[1]))
         )
         print(f"      mix: {mix}")
-        print(f"      p90 {ms(percentile(run.latencies, 0.9))}, p99.9 {ms(percentile(run.latencies, 0.999))}, max {ms(max(run.latencies, default=float('nan')))}")
+        print(
+            f"      p90 {ms(percentile(run.latencies, 0.9))}, p99.9 {ms(percentile(run.latencies, 0.999))}, max {ms(max(run.latencies, default=float('nan')))}"
+        )
         if run.cpu and run.latencies:
             n = len(run.latencies)
             cores = psutil.cpu_count() if psutil else os.cpu_count()
             busy = run.cpu["busy"] / run.cpu["all"] if run.cpu["all"] else float("nan")
-            other = run.cpu["busy"] - sum(run.cpu[k] for k in ("client", "gunicorn", "postgres", "redis"))
+            other = run.cpu["busy"] - sum(
+                run.cpu[k] for k in ("client", "gunicorn", "postgres", "redis")
+            )
             print(
                 f"      CPU per command: gunicorn {run.cpu['gunicorn'] / n * 1e3:.2f} ms, postgres {run.cpu['postgres'] / n * 1e3:.2f} ms, "
                 f"redis {run.cpu['redis'] / n * 1e3:.2f} ms, bench client {run.cpu['client'] / n * 1e3:.2f} ms, "
@@ -724,20 +818,51 @@ def report(runs: list[RunResult], commits: list[tuple[int, int, float, list[floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
-    parser.add_argument("--seconds", type=float, default=15.0, help="length of each measured phase (default 15)")
-    parser.add_argument("--clients", default="1,32", help="client counts, comma-separated (default 1,32)")
-    parser.add_argument("--commit-connections", default="1,32", help="connections of the INSERT+COMMIT loop (default 1,32)")
-    parser.add_argument("--warmup", type=float, default=3.0, help="seconds of untimed play first, with the most clients")
-    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12", help="a Redis DB of its own; flushed")
-    parser.add_argument("--workers", type=int, default=None, help="gunicorn workers (default as ddz serve: one per core)")
-    parser.add_argument("--worker-class", default="gevent", help="gevent (as ddz serve), or gthread to compare")
-    parser.add_argument("--threads", type=int, default=32, help="threads per gthread worker")
-    parser.add_argument("--access-log", action="store_true", help="gunicorn access log on (as ddz serve has it)")
-    parser.add_argument("--app", default="service.api.wsgi:app", help="the WSGI app gunicorn serves (to compare a variant)")
-    parser.add_argument("--idempotency", action="store_true", help="send an Idempotency-Key with every command")
     parser.add_argument(
-        "--connection-per-seat", action="store_true",
+        "--seconds", type=float, default=15.0, help="length of each measured phase (default 15)"
+    )
+    parser.add_argument(
+        "--clients", default="1,32", help="client counts, comma-separated (default 1,32)"
+    )
+    parser.add_argument(
+        "--commit-connections",
+        default="1,32",
+        help="connections of the INSERT+COMMIT loop (default 1,32)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=3.0,
+        help="seconds of untimed play first, with the most clients",
+    )
+    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument(
+        "--redis-url", default="redis://127.0.0.1:6379/12", help="a Redis DB of its own; flushed"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="gunicorn workers (default as ddz serve: one per core)",
+    )
+    parser.add_argument(
+        "--worker-class", default="gevent", help="gevent (as ddz serve), or gthread to compare"
+    )
+    parser.add_argument("--threads", type=int, default=32, help="threads per gthread worker")
+    parser.add_argument(
+        "--access-log", action="store_true", help="gunicorn access log on (as ddz serve has it)"
+    )
+    parser.add_argument(
+        "--app",
+        default="service.api.wsgi:app",
+        help="the WSGI app gunicorn serves (to compare a variant)",
+    )
+    parser.add_argument(
+        "--idempotency", action="store_true", help="send an Idempotency-Key with every command"
+    )
+    parser.add_argument(
+        "--connection-per-seat",
+        action="store_true",
         help="each seat of a match on its own connection (so its commands reach several workers)",
     )
     parser.add_argument("--seed", type=int, default=7)
@@ -755,7 +880,13 @@ def main() -> int:
         with psycopg.connect(env.dsn) as conn:
             settings = {
                 name: conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]
-                for name in ("fsync", "synchronous_commit", "wal_sync_method", "commit_delay", "shared_buffers")
+                for name in (
+                    "fsync",
+                    "synchronous_commit",
+                    "wal_sync_method",
+                    "commit_delay",
+                    "shared_buffers",
+                )
             }
         if args.warmup > 0 and counts:
             print(f"warm-up: {max(counts)} clients for {args.warmup:g} s", flush=True)
@@ -766,7 +897,10 @@ def main() -> int:
             runs.append(run_clients(env, count, args.seconds, args.seed + count, args, stop, cpu))
         commits = []
         for connections in commit_connections:
-            print(f"measuring: INSERT+COMMIT on {connections} connection(s) for {args.seconds:g} s", flush=True)
+            print(
+                f"measuring: INSERT+COMMIT on {connections} connection(s) for {args.seconds:g} s",
+                flush=True,
+            )
             done, elapsed, lat = commit_loop(env.dsn, connections, args.seconds, stop)
             commits.append((connections, done, elapsed, lat))
         report(runs, commits, settings)
@@ -808,6 +942,7 @@ def serve(args, server_env: dict[str, str], body) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         env.close()
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -42,7 +42,9 @@ class HttpFrom(Http):
 
     def open(self) -> None:
         if self.sock is None:
-            self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=60, source_address=(self.source, 0))
+            self.sock = socket.create_connection(
+                ("127.0.0.1", self.port), timeout=60, source_address=(self.source, 0)
+            )
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
@@ -57,7 +59,9 @@ def play(game: Game, seconds: float, interval: float, stop: threading.Event) -> 
     return list(game.stats.latencies)
 
 
-def flood(port: int, token: str, path: str, threads: int, seconds: float, most: int, stop: threading.Event) -> Counter:
+def flood(
+    port: int, token: str, path: str, threads: int, seconds: float, most: int, stop: threading.Event
+) -> Counter:
     """Commands from one token, as fast as ``threads`` connections send them; the count of
     each status answered."""
     answered: Counter = Counter()
@@ -90,33 +94,79 @@ def flood(port: int, token: str, path: str, threads: int, seconds: float, most: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="length of each phase (default 5)")
-    parser.add_argument("--flooders", type=int, default=8, help="connections of the flood (default 8)")
-    parser.add_argument("--max-flood", type=int, default=50_000, help="at most this many flood requests")
-    parser.add_argument("--interval", type=float, default=0.1, help="the player's pace: seconds per command (default 0.1)")
-    parser.add_argument("--limits", choices=("on", "off"), default="on", help="the server's rate limits (default on, as configured)")
+    parser.add_argument(
+        "--seconds", type=float, default=5.0, help="length of each phase (default 5)"
+    )
+    parser.add_argument(
+        "--flooders", type=int, default=8, help="connections of the flood (default 8)"
+    )
+    parser.add_argument(
+        "--max-flood", type=int, default=50_000, help="at most this many flood requests"
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.1,
+        help="the player's pace: seconds per command (default 0.1)",
+    )
+    parser.add_argument(
+        "--limits",
+        choices=("on", "off"),
+        default="on",
+        help="the server's rate limits (default on, as configured)",
+    )
     parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12", help="a Redis DB of its own; flushed")
-    parser.add_argument("--workers", type=int, default=None, help="gunicorn workers (default as ddz serve: one per core)")
+    parser.add_argument(
+        "--redis-url", default="redis://127.0.0.1:6379/12", help="a Redis DB of its own; flushed"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="gunicorn workers (default as ddz serve: one per core)",
+    )
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
     args = parser.parse_args()
-    args.worker_class, args.threads, args.access_log, args.app = "gevent", 0, False, "service.api.wsgi:app"
+    args.worker_class, args.threads, args.access_log, args.app = (
+        "gevent",
+        0,
+        False,
+        "service.api.wsgi:app",
+    )
 
     def measure(env: Environment, stop: threading.Event) -> int:
         http = HttpFrom(env.port, PLAYER_ADDRESS)
-        tokens = [http.call("POST", "/v1/players", body={"name": f"player{seat}"})["token"] for seat in range(4)]
+        tokens = [
+            http.call("POST", "/v1/players", body={"name": f"player{seat}"})["token"]
+            for seat in range(4)
+        ]
         game = Game([http] * 4, tokens, random.Random(7), ClientStats(), idempotency=False)
         game.new_match()
         flooder = HttpFrom(env.port, FLOODER_ADDRESS)
         flooder_token = flooder.call("POST", "/v1/players", body={"name": "flooder"})["token"]
         flooder.close()
 
-        print(f"the player alone: {args.seconds:g} s, a command every {args.interval:g} s", flush=True)
+        print(
+            f"the player alone: {args.seconds:g} s, a command every {args.interval:g} s", flush=True
+        )
         alone = play(game, args.seconds, args.interval, stop)
-        print(f"the player with a flood from one token on {args.flooders} connections (limits {args.limits})", flush=True)
+        print(
+            f"the player with a flood from one token on {args.flooders} connections (limits {args.limits})",
+            flush=True,
+        )
         answered: Counter = Counter()
         flooding = threading.Thread(
-            target=lambda: answered.update(flood(env.port, flooder_token, f"{game.path}/commands", args.flooders, args.seconds, args.max_flood, stop)),
+            target=lambda: answered.update(
+                flood(
+                    env.port,
+                    flooder_token,
+                    f"{game.path}/commands",
+                    args.flooders,
+                    args.seconds,
+                    args.max_flood,
+                    stop,
+                )
+            ),
             daemon=True,
         )
         flooding.start()
@@ -127,9 +177,14 @@ def main() -> int:
         print()
         print(f"{'the player':<28}{'commands':>10}{'p50':>12}{'p99':>12}")
         for name, latencies in (("alone", alone), ("during the flood", during)):
-            print(f"  {name:<26}{len(latencies):>10}{ms(percentile(latencies, 0.5)):>12}{ms(percentile(latencies, 0.99)):>12}")
+            print(
+                f"  {name:<26}{len(latencies):>10}{ms(percentile(latencies, 0.5)):>12}{ms(percentile(latencies, 0.99)):>12}"
+            )
         total = sum(answered.values())
-        print(f"the flood: {total} requests in {args.seconds:g} s, answered " + ", ".join(f"{k}: {v}" for k, v in sorted(answered.items(), key=str)))
+        print(
+            f"the flood: {total} requests in {args.seconds:g} s, answered "
+            + ", ".join(f"{k}: {v}" for k, v in sorted(answered.items(), key=str))
+        )
         print(f"  429 (rate_limited): {answered.get(429, 0)}")
         if game.stats.rejected:
             print(f"the player's refused commands: {dict(game.stats.rejected)}")
@@ -139,6 +194,7 @@ def main() -> int:
         return 0
 
     return serve(args, {"DDZ_RATE_LIMITS": args.limits}, measure)
+
 
 if __name__ == "__main__":
     sys.exit(main())

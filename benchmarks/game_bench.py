@@ -52,7 +52,9 @@ def main() -> None:
         turns += sum(isinstance(e, DECISIONS) for e in events)
         finished.append(events)
     elapsed = time.perf_counter() - started
-    print(f"{'random-legal turns per second':<40} {turns / elapsed:12,.0f}   ({turns:,} turns, {args.hands} hands)")
+    print(
+        f"{'random-legal turns per second':<40} {turns / elapsed:12,.0f}   ({turns:,} turns, {args.hands} hands)"
+    )
 
     rebuild = []
     for events in finished:

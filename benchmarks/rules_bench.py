@@ -71,7 +71,10 @@ def main() -> None:
         lead_times = [timed(lambda c: list(legal_plays(c)), c) for c in counts]
         n_leads = statistics.mean(len(list(legal_plays(c))) for c in counts[:200])
         report("all leads (ranks)", lead_times, f"   ({n_leads:.0f} plays on average)")
-        report("all leads (with concrete cards)", [timed(lambda h: list(legal_moves(h)), h) for h in hands])
+        report(
+            "all leads (with concrete cards)",
+            [timed(lambda h: list(legal_moves(h)), h) for h in hands],
+        )
         reply_times = [timed(lambda c: list(legal_plays(c, rng.choice(leads))), c) for c in counts]
         report("all replies to a play (ranks)", reply_times)
         report(

@@ -44,7 +44,12 @@ def fresh_database(admin_url: str) -> tuple[str, str]:
 
 def start_workers(count: int, env: dict) -> list[subprocess.Popen]:
     return [
-        subprocess.Popen([sys.executable, "-m", "service.cli", "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "worker"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for _ in range(count)
     ]
 
@@ -55,7 +60,9 @@ def create_bot_matches(client, token: str, count: int) -> list[str]:
     for _ in range(count):
         match = client.post("/v1/matches", json={}, headers=auth).json["match_id"]
         for seat in range(4):
-            client.post(f"/v1/matches/{match}/seats", json={"seat": seat, "bot": True}, headers=auth)
+            client.post(
+                f"/v1/matches/{match}/seats", json={"seat": seat, "bot": True}, headers=auth
+            )
         ids.append(match)
     return ids
 
@@ -64,7 +71,10 @@ def wait_settled(url: str, ids: list[str], timeout: float) -> float:
     start = time.perf_counter()
     with psycopg.connect(url) as conn:
         while time.perf_counter() - start < timeout:
-            done = conn.execute("SELECT count(*) FROM matches WHERE settled AND match_id = ANY(%s)", ([uuid.UUID(i) for i in ids],)).fetchone()[0]
+            done = conn.execute(
+                "SELECT count(*) FROM matches WHERE settled AND match_id = ANY(%s)",
+                ([uuid.UUID(i) for i in ids],),
+            ).fetchone()[0]
             if done == len(ids):
                 return time.perf_counter() - start
             time.sleep(0.05)
@@ -110,8 +120,12 @@ def run(matches: int, workers: int, admin_url: str, redis_db: int, timeout: floa
             one += create_bot_matches(client, token, 1)
             wait_settled(url, one[-1:], timeout)
         bot_one, settle_one = latencies(url, one)
-        print(f"{'bot turn, 1 worker, 1 match at a time':<44} p50 {statistics.median(bot_one) * 1e3:7.1f} ms   p99 {percentile(bot_one, 0.99) * 1e3:7.1f} ms   ({len(bot_one)} turns)")
-        print(f"{'settlement, 1 worker (hand_ended to settled)':<44} p50 {statistics.median(settle_one) * 1e3:7.1f} ms   max {max(settle_one) * 1e3:7.1f} ms   ({len(settle_one)} hands)")
+        print(
+            f"{'bot turn, 1 worker, 1 match at a time':<44} p50 {statistics.median(bot_one) * 1e3:7.1f} ms   p99 {percentile(bot_one, 0.99) * 1e3:7.1f} ms   ({len(bot_one)} turns)"
+        )
+        print(
+            f"{'settlement, 1 worker (hand_ended to settled)':<44} p50 {statistics.median(settle_one) * 1e3:7.1f} ms   max {max(settle_one) * 1e3:7.1f} ms   ({len(settle_one)} hands)"
+        )
 
         procs += start_workers(workers - 1, env)
         time.sleep(1.5)
@@ -120,9 +134,15 @@ def run(matches: int, workers: int, admin_url: str, redis_db: int, timeout: floa
         wait_settled(url, many, timeout)
         total = time.perf_counter() - started
         bot_many, settle = latencies(url, many)
-        print(f"{f'all-bot hands, {matches} concurrent, {workers} workers':<44} {matches / total * 60:9,.0f} hands/min   ({total:.1f} s for {matches} hands)")
-        print(f"{'bot turn under that load':<44} p50 {statistics.median(bot_many) * 1e3:7.1f} ms   p99 {percentile(bot_many, 0.99) * 1e3:7.1f} ms")
-        print(f"{'settlement (hand_ended to settled)':<44} p50 {statistics.median(settle) * 1e3:7.1f} ms   p99 {percentile(settle, 0.99) * 1e3:7.1f} ms")
+        print(
+            f"{f'all-bot hands, {matches} concurrent, {workers} workers':<44} {matches / total * 60:9,.0f} hands/min   ({total:.1f} s for {matches} hands)"
+        )
+        print(
+            f"{'bot turn under that load':<44} p50 {statistics.median(bot_many) * 1e3:7.1f} ms   p99 {percentile(bot_many, 0.99) * 1e3:7.1f} ms"
+        )
+        print(
+            f"{'settlement (hand_ended to settled)':<44} p50 {statistics.median(settle) * 1e3:7.1f} ms   p99 {percentile(settle, 0.99) * 1e3:7.1f} ms"
+        )
     finally:
         for proc in procs:
             proc.terminate()

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any, BinaryIO, TextIO
 
-from .rules import SEATS, Ruleset, RulesError, beats, classify, deal, new_seed, parse_seed
+from .rules import SEATS, RulesError, Ruleset, beats, classify, deal, new_seed, parse_seed
 
 
 def answer_rules_query(line: bytes) -> dict[str, Any]:
@@ -88,7 +88,9 @@ def run_verify(paths: list[str], stdout: TextIO) -> int:
     return 1 if failed else 0
 
 
-def run_simulate(hands: int, seed: str, ruleset: str | None, out: str | None, stdout: TextIO) -> int:
+def run_simulate(
+    hands: int, seed: str, ruleset: str | None, out: str | None, stdout: TextIO
+) -> int:
     """``seed``: 64 hex characters, as ``ddz deal`` takes; hand i is dealt from a seed
     derived from it and i (its record has it)."""
     import time
@@ -120,16 +122,27 @@ def run_simulate(hands: int, seed: str, ruleset: str | None, out: str | None, st
         ("seed", seed),
         ("hands", n),
         ("decisions", f"{tally.turns}  (bids, 摊打, 报到, plays and passes)"),
-        ("landlord win rate", f"{tally.landlord_wins / n:.1%}  ({tally.landlord_wins} of {n} hands)"),
+        (
+            "landlord win rate",
+            f"{tally.landlord_wins / n:.1%}  ({tally.landlord_wins} of {n} hands)",
+        ),
         ("mean multiplier", f"{float(tally.multiplier_total / n):.2f}  (over {n} hands)"),
         ("bombs per hand", f"{tally.bombs / n:.2f}  ({tally.bombs} bombs in {n} hands)"),
         ("报到 (report)", f"{tally.reports} of {n} hands"),
         ("头撂 (first bid 3)", f"{tally.first_bid_threes} of {n} hands"),
-        ("decisions per second", f"{tally.turns / tally.seconds:,.0f}  (bot policy, {tally.turns} decisions)"),
+        (
+            "decisions per second",
+            f"{tally.turns / tally.seconds:,.0f}  (bot policy, {tally.turns} decisions)",
+        ),
     ]
     # The CJK labels take two columns per character.
-    lines = [f"{label}{' ' * (22 - len(label) - sum(ord(c) > 0x2E80 for c in label))}{value}" for label, value in figures]
-    lines.append("bot against random-legal play, win rates (each over the hands where the matchup arose):")
+    lines = [
+        f"{label}{' ' * (22 - len(label) - sum(ord(c) > 0x2E80 for c in label))}{value}"
+        for label, value in figures
+    ]
+    lines.append(
+        "bot against random-legal play, win rates (each over the hands where the matchup arose):"
+    )
     for label, (rate, count) in win_rates(hands, seed, table).items():
         lines.append(f"  {label:<34} {f'{rate:.1%}' if count else 'n/a'}  ({count} hands)")
     if directory is not None:
@@ -154,15 +167,20 @@ def run_worker(burst: bool) -> int:
     from rq import SimpleWorker
 
     from workers.context import context
-    from .app.work import WORKER_TTL, queue
     from workers.sweeper import MAX_BACKOFF_SECONDS, keep_alive, run_periodically, sweep
+
+    from .app.work import WORKER_TTL, queue
 
     # One line per bot turn, turn timeout and settlement (workers.jobs), per lost job
     # enqueued again, per outage step; RQ's own logger only from WARNING, so that its two
     # lines per job do not drown them. A lost Redis is told by the sweeper's timer, once
     # per back-off step: RQ's main loop and its pubsub thread would tell it every retry.
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("rq.worker").addFilter(lambda record: "could not connect to Redis" not in str(record.msg))
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("rq.worker").addFilter(
+        lambda record: "could not connect to Redis" not in str(record.msg)
+    )
     ctx = context()  # built once, before the timer threads share it
     # SimpleWorker runs jobs in this process: no fork per job, so a bot turn takes
     # milliseconds; the job timeout still bounds a stuck one.
@@ -177,7 +195,9 @@ def run_worker(burst: bool) -> int:
     # then deadlines are scanned every second and the sweep runs every 15 s.
     sweep()
     run_periodically(stop)
-    logging.getLogger("workers").info("worker %s: working on queue %s", worker.name, worker.queue_names()[0])
+    logging.getLogger("workers").info(
+        "worker %s: working on queue %s", worker.name, worker.queue_names()[0]
+    )
     try:
         worker.work(burst=burst, logging_level="WARNING")
     finally:
@@ -198,7 +218,9 @@ SEED_HELP = "32-byte seed as 64 hex characters, as ddz deal and ddz simulate pri
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ddz", description="Shanghai Dou Dizhu (上海斗地主) game server tools")
+    parser = argparse.ArgumentParser(
+        prog="ddz", description="Shanghai Dou Dizhu (上海斗地主) game server tools"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser(
         "rules",
@@ -206,7 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
         description='Reads JSON lines such as {"cards": "TJQKA"} or {"cards": "KKKK", "over": "AA", '
         '"ruleset": "shanghai-local"} and answers each with one JSON line, until EOF.',
     )
-    deal_parser = commands.add_parser("deal", help="print the deal of a seed as JSON (docs/hand-record.md)")
+    deal_parser = commands.add_parser(
+        "deal", help="print the deal of a seed as JSON (docs/hand-record.md)"
+    )
     deal_parser.add_argument("--seed", metavar="HEX", help=SEED_HELP)
     verify_parser = commands.add_parser(
         "verify",
@@ -225,12 +249,21 @@ def build_parser() -> argparse.ArgumentParser:
         "against the random-legal baseline.",
     )
     simulate_parser.add_argument("--hands", type=int, default=100, metavar="N")
-    simulate_parser.add_argument("--seed", metavar="HEX", help=SEED_HELP + "; the hands' seeds derive from it")
-    simulate_parser.add_argument("--ruleset", default=None, metavar="R", help="shanghai-platform (default) or shanghai-local")
-    simulate_parser.add_argument("--out", default=None, metavar="DIR", help="write hand records (.json) here")
-    commands.add_parser("migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)")
+    simulate_parser.add_argument(
+        "--seed", metavar="HEX", help=SEED_HELP + "; the hands' seeds derive from it"
+    )
+    simulate_parser.add_argument(
+        "--ruleset", default=None, metavar="R", help="shanghai-platform (default) or shanghai-local"
+    )
+    simulate_parser.add_argument(
+        "--out", default=None, metavar="DIR", help="write hand records (.json) here"
+    )
+    commands.add_parser(
+        "migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)"
+    )
     worker_parser = commands.add_parser(
-        "worker", help="run an RQ worker (bot turns, turn timers, settlement, the sweeper) on REDIS_URL"
+        "worker",
+        help="run an RQ worker (bot turns, turn timers, settlement, the sweeper) on REDIS_URL",
     )
     worker_parser.add_argument("--burst", action="store_true", help="quit when the queue is empty")
     serve_parser = commands.add_parser(
@@ -241,8 +274,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve_parser.add_argument("--host", default="127.0.0.1")
     serve_parser.add_argument("--port", type=int, default=8000)
-    serve_parser.add_argument("--workers", type=int, default=None, help="gunicorn worker processes (default: one per core)")
-    serve_parser.add_argument("--data", default=".ddz-data", help="where embedded servers keep their data")
+    serve_parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="gunicorn worker processes (default: one per core)",
+    )
+    serve_parser.add_argument(
+        "--data", default=".ddz-data", help="where embedded servers keep their data"
+    )
     commands.add_parser("openapi", help="print the OpenAPI document generated from the app")
     return parser
 

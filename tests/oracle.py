@@ -31,30 +31,31 @@ A *reading* is a tuple (type, rank_char, strength_key, extra):
 from collections import Counter
 from itertools import product
 
-ORDER = "3456789TJQKA2BR"          # single-card order, weakest first
+ORDER = "3456789TJQKA2BR"  # single-card order, weakest first
 JOKERS = "BR"
-RANKS = "3456789TJQKA2"             # non-joker ranks
+RANKS = "3456789TJQKA2"  # non-joker ranks
 RULESETS = ("shanghai-platform", "shanghai-local")
 
-MAX_PER_RANK = 8                    # 4 suits x 2 decks
-MAX_PER_JOKER = 2                   # two decks, one of each joker per deck
+MAX_PER_RANK = 8  # 4 suits x 2 decks
+MAX_PER_JOKER = 2  # two decks, one of each joker per deck
 
 
 # --------------------------------------------------------------------------
 # Basic helpers
 # --------------------------------------------------------------------------
 
+
 def _check(cards):
     if not isinstance(cards, str):
         raise TypeError("cards must be a rank string")
     for c in cards:
         if c not in ORDER:
-            raise ValueError("unknown rank character %r in %r" % (c, cards))
+            raise ValueError(f"unknown rank character {c!r} in {cards!r}")
 
 
 def _check_ruleset(ruleset):
     if ruleset not in RULESETS:
-        raise ValueError("unknown ruleset %r" % (ruleset,))
+        raise ValueError(f"unknown ruleset {ruleset!r}")
 
 
 def canonical(cards: str) -> str:
@@ -100,6 +101,7 @@ def _impossible(counts):
 # Readings
 # --------------------------------------------------------------------------
 
+
 def readings(cards: str, ruleset: str = "shanghai-platform") -> list:
     """Every legal reading of the multiset `cards` per docs/rules.md §2."""
     _check(cards)
@@ -122,7 +124,7 @@ def readings(cards: str, ruleset: str = "shanghai-platform") -> list:
             # BB and RR are pairs (BR has two ranks and is handled below: nothing)
             found.append(("pair", rank, _order(rank), ()))
         elif total == 3:
-            if rank not in JOKERS:              # jokers never form a triple
+            if rank not in JOKERS:  # jokers never form a triple
                 found.append(("triple", rank, _order(rank), ()))
         else:
             # 4 or more of one rank is always a bomb and nothing else
@@ -137,9 +139,7 @@ def readings(cards: str, ruleset: str = "shanghai-platform") -> list:
         return _dedupe(found)
 
     # --- sequences: straight (unit 1), pair_chain (unit 2), plane (unit 3) --
-    for seq_type, unit, min_len in (("straight", 1, 5),
-                                    ("pair_chain", 2, 3),
-                                    ("plane", 3, 2)):
+    for seq_type, unit, min_len in (("straight", 1, 5), ("pair_chain", 2, 3), ("plane", 3, 2)):
         if total % unit:
             continue
         length = total // unit
@@ -155,14 +155,13 @@ def readings(cards: str, ruleset: str = "shanghai-platform") -> list:
 
     # --- full house: a triple + a pair of another rank ----------------------
     if total == 5:
-        for triple_rank in RANKS:                    # no joker triple
-            for pair_rank in ORDER:                  # joker pairs allowed
+        for triple_rank in RANKS:  # no joker triple
+            for pair_rank in ORDER:  # joker pairs allowed
                 if pair_rank == triple_rank:
                     continue
                 wanted = Counter({triple_rank: 3, pair_rank: 2})
                 if wanted == counts:
-                    found.append(("full_house", triple_rank,
-                                  _order(triple_rank), (pair_rank,)))
+                    found.append(("full_house", triple_rank, _order(triple_rank), (pair_rank,)))
 
     # --- plane with pairs: n>=2 consecutive triples + n consecutive pairs ---
     if total % 5 == 0 and total // 5 >= 2:
@@ -176,8 +175,9 @@ def readings(cards: str, ruleset: str = "shanghai-platform") -> list:
                     wanted[_rank_at(p)] += 2
                 if wanted == counts:
                     top = triple_positions[-1]
-                    found.append(("plane_with_pairs", _rank_at(top), top,
-                                  (triple_positions, pair_positions)))
+                    found.append(
+                        ("plane_with_pairs", _rank_at(top), top, (triple_positions, pair_positions))
+                    )
 
     return _dedupe(found)
 
@@ -193,6 +193,7 @@ def _dedupe(found):
 # --------------------------------------------------------------------------
 # Strongest reading, classification, beating
 # --------------------------------------------------------------------------
+
 
 def _power(reading):
     """Sort key used to pick the strongest reading of one multiset.  (Different
@@ -225,18 +226,16 @@ def _reading_beats(mine, my_count, theirs, their_count):
     """docs/rules.md §3, for one reading of each side."""
     mine_type, theirs_type = mine[0], theirs[0]
     if theirs_type == "joker_bomb":
-        return False                       # nothing beats the joker bomb
+        return False  # nothing beats the joker bomb
     if mine_type == "joker_bomb":
-        return True                        # it beats everything else
+        return True  # it beats everything else
     if mine_type == "bomb" and theirs_type == "bomb":
-        return mine[2] > theirs[2]         # (count, rank): more cards, then rank
+        return mine[2] > theirs[2]  # (count, rank): more cards, then rank
     if mine_type == "bomb":
-        return True                        # any bomb beats any non-bomb
+        return True  # any bomb beats any non-bomb
     if theirs_type == "bomb":
-        return False                       # a non-bomb never beats a bomb
-    return (mine_type == theirs_type
-            and my_count == their_count
-            and mine[2] > theirs[2])
+        return False  # a non-bomb never beats a bomb
+    return mine_type == theirs_type and my_count == their_count and mine[2] > theirs[2]
 
 
 def beats(cards: str, over: str, ruleset: str = "shanghai-platform"):
@@ -253,13 +252,14 @@ def beats(cards: str, over: str, ruleset: str = "shanghai-platform"):
 # Brute-force enumeration over sub-multisets of a hand
 # --------------------------------------------------------------------------
 
+
 def _sub_multisets(hand):
     counts = Counter(hand)
     ranks = sorted(counts, key=_order)
     for choice in product(*(range(counts[r] + 1) for r in ranks)):
         sub = "".join(r * k for r, k in zip(ranks, choice))
         if sub:
-            yield sub                      # already canonical (ranks sorted)
+            yield sub  # already canonical (ranks sorted)
 
 
 def all_plays(hand: str, ruleset: str = "shanghai-platform") -> set:

@@ -17,8 +17,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -39,8 +39,13 @@ CLAIM_SECONDS = 6 * 3600
 TEST_DATA_MARK = "ddz-test:data"
 OPERATOR_TOKEN = "test-operator-token"
 UNLIMITED_RATES = [
-    "commands", "commands_per_address", "reads", "reads_per_address",
-    "streams", "streams_per_address", "signups_per_address",
+    "commands",
+    "commands_per_address",
+    "reads",
+    "reads_per_address",
+    "streams",
+    "streams_per_address",
+    "signups_per_address",
 ]
 
 
@@ -105,7 +110,9 @@ def redis_db_url(server_url: str, db: int) -> str:
     """The URL of database ``db`` on the Redis server of ``server_url`` (TCP or unix socket)."""
     parts = urlsplit(server_url)
     if parts.scheme == "unix":
-        return urlunsplit(parts._replace(query=urlencode({**dict(parse_qsl(parts.query)), "db": str(db)})))
+        return urlunsplit(
+            parts._replace(query=urlencode({**dict(parse_qsl(parts.query)), "db": str(db)}))
+        )
     return urlunsplit(parts._replace(path=f"/{db}"))
 
 
@@ -141,7 +148,9 @@ def claimed_redis_db(server_url: str) -> Iterator[str]:
                     claim.release()
                 except redis_lib.exceptions.LockError:
                     pass  # lapsed: another run may hold it now
-        raise RuntimeError(f"no free Redis database on {server_url}: every one is claimed or holds other data")
+        raise RuntimeError(
+            f"no free Redis database on {server_url}: every one is claimed or holds other data"
+        )
     finally:
         admin.close()
 
@@ -172,20 +181,26 @@ def redis_server():
         yield url
 
 
-def wait_until_ready(base: str, process, log_path, timeout: float = 60, path: str = "/readyz") -> None:
+def wait_until_ready(
+    base: str, process, log_path, timeout: float = 60, path: str = "/readyz"
+) -> None:
     """Waits until the server ``process`` (logging to ``log_path``) answers ``path``:
     ``/readyz`` needs a worker too, ``/healthz`` only the API."""
     import requests
 
     deadline = time.monotonic() + timeout
     while True:
-        assert process.poll() is None, f"the server exited:\n{log_path.read_text(errors='replace')[-3000:]}"
+        assert process.poll() is None, (
+            f"the server exited:\n{log_path.read_text(errors='replace')[-3000:]}"
+        )
         try:
             if requests.get(f"{base}{path}", timeout=5).status_code == 200:
                 return
         except requests.RequestException:
             pass
-        assert time.monotonic() < deadline, f"not ready:\n{log_path.read_text(errors='replace')[-3000:]}"
+        assert time.monotonic() < deadline, (
+            f"not ready:\n{log_path.read_text(errors='replace')[-3000:]}"
+        )
         time.sleep(0.2)
 
 

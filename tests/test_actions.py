@@ -9,7 +9,15 @@ import pytest
 
 from service.api import schemas
 from service.game import commands, decider
-from service.game.actions import CANDIDATES, COMMANDS, DECISIONS, PLAYER_ACTIONS, action_of, command_of, command_of_event
+from service.game.actions import (
+    CANDIDATES,
+    COMMANDS,
+    DECISIONS,
+    PLAYER_ACTIONS,
+    action_of,
+    command_of,
+    command_of_event,
+)
 from service.game.commands import Command
 from service.game.events import EVENT_TYPES
 from service.rules import parse_cards
@@ -17,12 +25,22 @@ from service.rules import parse_cards
 
 def test_every_command_a_seat_decides_by_is_a_decision():
     # A command with a ``by`` field is decided by a seat's player or the bot for it.
-    every = [c for c in vars(commands).values() if isinstance(c, type) and issubclass(c, Command) and c is not Command]
+    every = [
+        c
+        for c in vars(commands).values()
+        if isinstance(c, type) and issubclass(c, Command) and c is not Command
+    ]
     decided = {c for c in every if "by" in {f.name for f in fields(c)}}
     assert decided == set(DECISIONS)
 
 
-SAMPLES = {"bid": {"value": 2}, "show_hand": {"value": True}, "report": {"value": "play"}, "play": {"cards": ["S3", "H3"]}, "pass": {}}
+SAMPLES = {
+    "bid": {"value": 2},
+    "show_hand": {"value": True},
+    "report": {"value": "play"},
+    "play": {"cards": ["S3", "H3"]},
+    "pass": {},
+}
 
 
 @pytest.mark.parametrize("cls", DECISIONS, ids=lambda c: c.name)

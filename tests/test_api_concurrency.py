@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from test_api_support import (
     HttpApi,
-    new_match,
-    new_player,
     Knowledge,
     StreamReader,
     assert_problem,
     leaks,
+    new_match,
+    new_player,
     operator_events,
     seated_match,
     to_act,
@@ -119,11 +119,14 @@ def test_racing_seats_at_one_version(live_server):
         version = view["version"]
         barrier = threading.Barrier(THREADS)
 
-        def send(i):
+        def send(i, barrier=barrier, version=version):
             sender = players[i % 4]
             barrier.wait()
-            return sender, sender.post(f"/v1/matches/{match_id}/commands",
-                                       {"action": "bid", "value": 0, "expected_version": version}, at=version)
+            return sender, sender.post(
+                f"/v1/matches/{match_id}/commands",
+                {"action": "bid", "value": 0, "expected_version": version},
+                at=version,
+            )
 
         with ThreadPoolExecutor(THREADS) as pool:
             results = list(pool.map(send, range(THREADS)))
@@ -180,10 +183,17 @@ def test_racing_for_seats_deals_once(live_server):
         if reply.status != 201:
             assert reply.status in (409, 422), reply.text
             assert_problem(reply, reply.status)
-            assert reply.json["code"] in ("match_full", "seat_taken", "wrong_phase", "version_conflict")
+            assert reply.json["code"] in (
+                "match_full",
+                "seat_taken",
+                "wrong_phase",
+                "version_conflict",
+            )
     document = operator_events(api, match_id)
     types = [e["type"] for e in document["events"]]
     assert [e["version"] for e in document["events"]] == list(range(1, document["version"] + 1))
     assert types.count("seat_taken") == 4 and types.count("hand_dealt") == 1
-    players_seated = [e["payload"]["player"] for e in document["events"] if e["type"] == "seat_taken"]
+    players_seated = [
+        e["payload"]["player"] for e in document["events"] if e["type"] == "seat_taken"
+    ]
     assert len(set(players_seated)) == 4

@@ -9,10 +9,10 @@ import time
 
 import requests
 from rq import SimpleWorker
+from test_api_support import ClientApi
 
 from service.api import create_app
 from service.app.work import WORKER_TTL, queue
-from test_api_support import ClientApi
 
 
 def test_healthz_and_readyz_answer_200(client, live_worker):

@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import pytest
 import requests
+from test_api_support import (
+    ClientApi,
+    Reply,
+    assert_problem,
+    new_match,
+    new_player,
+    stream_fingerprint,
+)
 
 from service.api import create_app
 from service.config import Config
-from test_api_support import ClientApi, Reply, assert_problem, new_match, new_player, stream_fingerprint
 
 SECURITY = {
     "X-Content-Type-Options": "nosniff",
@@ -38,8 +45,13 @@ def match_ids(api, owner) -> list[str]:
 
 @pytest.mark.parametrize(
     "content_type",
-    [None, "application/x-www-form-urlencoded", "text/plain", "application/merge-patch+json",
-     "application/json; charset=latin-1"],
+    [
+        None,
+        "application/x-www-form-urlencoded",
+        "text/plain",
+        "application/merge-patch+json",
+        "application/json; charset=latin-1",
+    ],
 )
 def test_a_body_not_sent_as_json_is_a_415_and_changes_nothing(client, content_type):
     """``curl -d`` sends a form: the stake it names must not be read as no body at all (a
@@ -48,7 +60,9 @@ def test_a_body_not_sent_as_json_is_a_415_and_changes_nothing(client, content_ty
     owner = new_player(api, "form")
     before = match_ids(api, owner)
     headers = {} if content_type is None else {"Content-Type": content_type}
-    reply = raw(client, "POST", "/v1/matches", owner.token, data=b'{"unit": "5.00"}', headers=headers)
+    reply = raw(
+        client, "POST", "/v1/matches", owner.token, data=b'{"unit": "5.00"}', headers=headers
+    )
     problem = assert_problem(reply, 415, "unsupported_media_type")
     assert "sent with Content-Type: application/json" in problem["detail"]
     assert f"(it came as {content_type or 'no type'})" in problem["detail"]
@@ -56,10 +70,23 @@ def test_a_body_not_sent_as_json_is_a_415_and_changes_nothing(client, content_ty
 
     match_id = new_match(owner)
     seated = stream_fingerprint(api, match_id)
-    reply = raw(client, "POST", f"/v1/matches/{match_id}/seats", owner.token, data=b'{"seat": 2}', headers=headers)
+    reply = raw(
+        client,
+        "POST",
+        f"/v1/matches/{match_id}/seats",
+        owner.token,
+        data=b'{"seat": 2}',
+        headers=headers,
+    )
     assert_problem(reply, 415, "unsupported_media_type")
-    reply = raw(client, "POST", f"/v1/matches/{match_id}/commands", owner.token, data=b'{"action": "pass"}',
-                headers=headers)
+    reply = raw(
+        client,
+        "POST",
+        f"/v1/matches/{match_id}/commands",
+        owner.token,
+        data=b'{"action": "pass"}',
+        headers=headers,
+    )
     assert_problem(reply, 415, "unsupported_media_type")
     assert stream_fingerprint(api, match_id) == seated
     assert_problem(raw(client, "POST", "/v1/players", data=b'{"name": "x"}', headers=headers), 415)
@@ -77,8 +104,14 @@ def test_every_operation_that_takes_a_body_refuses_one_not_sent_as_json(app, cli
                 continue
             concrete = path.replace("{match_id}", "00000000-0000-4000-8000-000000000000")
             concrete = concrete.replace("{token_id}", "00000000-0000-4000-8000-000000000000")
-            reply = raw(client, method.upper(), concrete, owner.token, data=b'{"label": "x"}',
-                        headers={"Content-Type": "text/plain"})
+            reply = raw(
+                client,
+                method.upper(),
+                concrete,
+                owner.token,
+                data=b'{"label": "x"}',
+                headers={"Content-Type": "text/plain"},
+            )
             assert_problem(reply, 415, "unsupported_media_type")
             checked.append(f"{method} {path}")
     assert "post /v1/me/tokens" in checked and len(checked) >= 5, checked
@@ -88,8 +121,14 @@ def test_every_operation_that_takes_a_body_refuses_one_not_sent_as_json(app, cli
 def test_json_with_its_charset_is_read(client):
     api = ClientApi(client)
     owner = new_player(api, "charset")
-    reply = raw(client, "POST", "/v1/matches", owner.token, data=b'{"unit": "5.00"}',
-                headers={"Content-Type": "application/json; charset=UTF-8"})
+    reply = raw(
+        client,
+        "POST",
+        "/v1/matches",
+        owner.token,
+        data=b'{"unit": "5.00"}',
+        headers={"Content-Type": "application/json; charset=UTF-8"},
+    )
     assert reply.status == 201, reply.text
     assert reply.json["options"]["unit"] == "5.00"
 
@@ -98,7 +137,11 @@ def test_no_body_still_takes_the_defaults(client):
     """``curl -X POST`` with no ``-d``: no body, whatever the Content-Type, where the body is optional."""
     api = ClientApi(client)
     owner = new_player(api, "nobody")
-    for headers in ({}, {"Content-Type": "application/x-www-form-urlencoded"}, {"Content-Length": "0"}):
+    for headers in (
+        {},
+        {"Content-Type": "application/x-www-form-urlencoded"},
+        {"Content-Length": "0"},
+    ):
         reply = raw(client, "POST", "/v1/matches", owner.token, headers=headers)
         assert reply.status == 201, reply.text
         match_id = reply.json["match_id"]
@@ -142,12 +185,21 @@ def test_a_body_over_the_limit_is_a_413_naming_it(client, live_server):
     api = ClientApi(client)
     owner = new_player(api, "large")
     body = b'{"name": "' + b"x" * 17000 + b'"}'
-    problem = assert_problem(raw(client, "POST", "/v1/players", data=body, headers={"Content-Type": "application/json"}),
-                             413, "body_too_large")
+    problem = assert_problem(
+        raw(client, "POST", "/v1/players", data=body, headers={"Content-Type": "application/json"}),
+        413,
+        "body_too_large",
+    )
     assert problem["detail"] == "the request body is over 16384 bytes"
-    chunked = requests.post(f"{live_server}/v1/matches", data=iter([body[:9000], body[9000:]]), timeout=30,
-                            headers={"Authorization": f"Bearer {owner.token}", "Content-Type": "application/json"})
-    problem = assert_problem(Reply(chunked.status_code, chunked.headers, chunked.content), 413, "body_too_large")
+    chunked = requests.post(
+        f"{live_server}/v1/matches",
+        data=iter([body[:9000], body[9000:]]),
+        timeout=30,
+        headers={"Authorization": f"Bearer {owner.token}", "Content-Type": "application/json"},
+    )
+    problem = assert_problem(
+        Reply(chunked.status_code, chunked.headers, chunked.content), 413, "body_too_large"
+    )
     assert problem["detail"] == "the request body is over 16384 bytes"
     for name, value in SECURITY.items():
         assert chunked.headers.get(name) == value, name
@@ -173,8 +225,12 @@ def test_every_answer_carries_the_security_headers(client, live_server):
         for name, value in SECURITY.items():
             assert reply.headers.get(name) == value, (what, name, dict(reply.headers))
         assert reply.headers.get("Cache-Control") == "no-store", (what, dict(reply.headers))
-    with requests.get(f"{live_server}/v1/matches/{match_id}/stream", stream=True, timeout=30,
-                      headers={"Authorization": f"Bearer {owner.token}"}) as stream:
+    with requests.get(
+        f"{live_server}/v1/matches/{match_id}/stream",
+        stream=True,
+        timeout=30,
+        headers={"Authorization": f"Bearer {owner.token}"},
+    ) as stream:
         assert stream.status_code == 200
         assert stream.headers["Cache-Control"] == "no-cache"
         for name, value in SECURITY.items():
@@ -201,23 +257,39 @@ def test_no_cors_headers_unless_configured(client):
 
 @pytest.fixture(scope="module")
 def cors_client(app):
-    config = Config.from_env({"DDZ_CORS_ORIGINS": f"{ORIGIN}, https://admin.example"}, database_url="unused")
+    config = Config.from_env(
+        {"DDZ_CORS_ORIGINS": f"{ORIGIN}, https://admin.example"}, database_url="unused"
+    )
     cors_app = create_app(config, services=app.extensions["ddz"])
     return cors_app.test_client()
 
 
 def test_configured_origins_may_call_from_a_browser(cors_client):
-    reply = raw(cors_client, "OPTIONS", "/v1/matches/00000000-0000-4000-8000-000000000000/commands", headers=PREFLIGHT)
+    reply = raw(
+        cors_client,
+        "OPTIONS",
+        "/v1/matches/00000000-0000-4000-8000-000000000000/commands",
+        headers=PREFLIGHT,
+    )
     assert reply.status == 200
     assert reply.headers["Access-Control-Allow-Origin"] == ORIGIN
-    assert {"GET", "POST"} <= {m.strip() for m in reply.headers["Access-Control-Allow-Methods"].split(",")}
+    assert {"GET", "POST"} <= {
+        m.strip() for m in reply.headers["Access-Control-Allow-Methods"].split(",")
+    }
     allowed = {h.strip().lower() for h in reply.headers["Access-Control-Allow-Headers"].split(",")}
     assert {"authorization", "content-type", "idempotency-key"} <= allowed
     assert "Access-Control-Allow-Credentials" not in reply.headers
 
-    reply = raw(cors_client, "OPTIONS", "/v1/matches/00000000-0000-4000-8000-000000000000/stream",
-                headers={**PREFLIGHT, "Access-Control-Request-Method": "GET",
-                         "Access-Control-Request-Headers": "authorization, last-event-id"})
+    reply = raw(
+        cors_client,
+        "OPTIONS",
+        "/v1/matches/00000000-0000-4000-8000-000000000000/stream",
+        headers={
+            **PREFLIGHT,
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "authorization, last-event-id",
+        },
+    )
     assert reply.headers["Access-Control-Allow-Origin"] == ORIGIN
     assert "last-event-id" in reply.headers["Access-Control-Allow-Headers"].lower()
 
@@ -229,5 +301,10 @@ def test_configured_origins_may_call_from_a_browser(cors_client):
 
 
 def test_other_origins_get_no_cors_headers(cors_client):
-    reply = raw(cors_client, "OPTIONS", "/v1/matches", headers={**PREFLIGHT, "Origin": "https://evil.example"})
+    reply = raw(
+        cors_client,
+        "OPTIONS",
+        "/v1/matches",
+        headers={**PREFLIGHT, "Origin": "https://evil.example"},
+    )
     assert "Access-Control-Allow-Origin" not in reply.headers

@@ -54,7 +54,15 @@ def test_retry_changes_nothing_and_answers_the_first_document(client):
     after_first = stream_fingerprint(api, match_id)
     # The match moves on (the next seat acts); the retry is still the first answer, not a 409.
     nxt, nxt_view = to_act(players, match_id)
-    assert send(nxt, match_id, {"action": "bid", "value": 0, "expected_version": nxt_view["version"]}, None).status == 200
+    assert (
+        send(
+            nxt,
+            match_id,
+            {"action": "bid", "value": 0, "expected_version": nxt_view["version"]},
+            None,
+        ).status
+        == 200
+    )
     moved = stream_fingerprint(api, match_id)
     assert moved != after_first
     for _ in range(2):
@@ -70,9 +78,11 @@ def test_same_key_with_another_body_is_refused(client):
     body = {"action": "bid", "value": 1, "expected_version": view["version"]}
     assert send(player, match_id, body, "reused").status == 200
     before = stream_fingerprint(api, match_id)
-    for other in ({"action": "bid", "value": 2, "expected_version": view["version"]},
-                  {"action": "bid", "value": 1},
-                  {"action": "pass"}):
+    for other in (
+        {"action": "bid", "value": 2, "expected_version": view["version"]},
+        {"action": "bid", "value": 1},
+        {"action": "pass"},
+    ):
         reply = send(player, match_id, other, "reused", at=before[0])
         problem = assert_problem(reply, 422, "idempotency_key_reused")
         assert "Idempotency-Key" in problem["detail"] or "key" in problem["detail"].lower()
@@ -83,9 +93,22 @@ def test_keys_belong_to_one_player_and_one_match(client):
     """The same key string from another player, or at another match, is another request."""
     api = ClientApi(client)
     players, match_id, player, view = first_bid(api, "idem-scope")
-    assert send(player, match_id, {"action": "bid", "value": 1, "expected_version": view["version"]}, "shared").status == 200
+    assert (
+        send(
+            player,
+            match_id,
+            {"action": "bid", "value": 1, "expected_version": view["version"]},
+            "shared",
+        ).status
+        == 200
+    )
     nxt, nxt_view = to_act(players, match_id)
-    reply = send(nxt, match_id, {"action": "bid", "value": 2, "expected_version": nxt_view["version"]}, "shared")
+    reply = send(
+        nxt,
+        match_id,
+        {"action": "bid", "value": 2, "expected_version": nxt_view["version"]},
+        "shared",
+    )
     assert reply.status == 200, reply.text
     assert reply.json["events"][0]["payload"] == {"seat": nxt.seat, "value": 2, "by": "player"}
 
@@ -117,7 +140,10 @@ def test_a_refused_command_is_not_remembered(client):
 def test_concurrent_duplicates_with_one_key_apply_once(live_server):
     api = HttpApi(live_server)
     players, match_id, player, view = first_bid(api, "idem-race")
-    body = {"action": "bid", "value": 2}  # no expected_version: only the key prevents a double apply
+    body = {
+        "action": "bid",
+        "value": 2,
+    }  # no expected_version: only the key prevents a double apply
     barrier = threading.Barrier(8)
 
     def go(_):

@@ -14,11 +14,6 @@ import random
 from collections import Counter
 
 import pytest
-
-from service.api import matches as matches_module
-from service.game.record import verify
-from service.rules import counts_of, report_units
-
 from servers import OPERATOR_TOKEN
 from test_api_support import (
     ClientApi,
@@ -39,6 +34,10 @@ from test_api_support import (
     zero_sum,
 )
 
+from service.api import matches as matches_module
+from service.game.record import verify
+from service.rules import counts_of, report_units
+
 
 def landlord_can_report(d, ruleset) -> bool:
     """The first bidder (the marked card's holder) with the bottom holds a 报到 unit."""
@@ -47,7 +46,9 @@ def landlord_can_report(d, ruleset) -> bool:
 
 def use_seed(monkeypatch, seed: bytes) -> None:
     """The next deal of the app (in this process) uses ``seed`` instead of a fresh one."""
-    assert hasattr(matches_module, "new_seed"), "the API no longer draws the deal's seed with matches.new_seed"
+    assert hasattr(matches_module, "new_seed"), (
+        "the API no longer draws the deal's seed with matches.new_seed"
+    )
     monkeypatch.setattr(matches_module, "new_seed", lambda: seed)
 
 
@@ -55,7 +56,13 @@ class Hand:
     """Drives one match from its seats' own views; keeps what the test checks afterwards."""
 
     def __init__(self, match_id: str, seats, onlooker, rng: random.Random, script: dict):
-        self.match_id, self.seats, self.onlooker, self.rng, self.script = match_id, seats, onlooker, rng, script
+        self.match_id, self.seats, self.onlooker, self.rng, self.script = (
+            match_id,
+            seats,
+            onlooker,
+            rng,
+            script,
+        )
         self.path = f"/v1/matches/{match_id}"
         self.phases_seen: list[str] = []
         self.events_after = {id(o): 0 for o in [*seats, onlooker]}
@@ -68,7 +75,9 @@ class Hand:
             views[player.seat] = reply.json
         reply = self.onlooker.get(self.path)
         assert reply.status == 200, reply.text
-        assert reply.json["seat"] is None and reply.json["hand"] == [] and reply.json["actions"] == []
+        assert (
+            reply.json["seat"] is None and reply.json["hand"] == [] and reply.json["actions"] == []
+        )
         return views
 
     def poll_events(self) -> None:
@@ -111,7 +120,11 @@ class Hand:
         if legal["can_pass"] and (not legal["plays"] or self.rng.random() < 0.2):
             return {"action": "pass"}
         plays = legal["plays"]
-        play = max(plays, key=lambda p: len(p["cards"])) if self.rng.random() < 0.6 else self.rng.choice(plays)
+        play = (
+            max(plays, key=lambda p: len(p["cards"]))
+            if self.rng.random() < 0.6
+            else self.rng.choice(plays)
+        )
         return {"action": "play", "cards": play["cards"]}
 
     def play(self, max_steps: int = 500) -> dict[int, dict]:
@@ -130,7 +143,11 @@ class Hand:
                 self.poll_events()
                 idle = self.seats[(turn + 1) % 4]
                 reply = idle.get(f"{self.path}/legal")
-                assert reply.status == 200 and reply.json["plays"] == [] and reply.json["can_pass"] is False
+                assert (
+                    reply.status == 200
+                    and reply.json["plays"] == []
+                    and reply.json["can_pass"] is False
+                )
             player = self.seats[turn]
             view = views[turn]
             body = {**self.choose(player, view), "expected_version": view["version"]}
@@ -173,10 +190,16 @@ def play_full_hand(api, base_url: str, ruleset: str, rng: random.Random, script:
     assert knowledge.end_version is not None
     ended = next(e for e in events if e["type"] == "hand_ended")
     assert ended["payload"]["result"] == results[0]
-    last_play = [e for e in events if e["type"] == "play"][-1] if script.get("report") != "no_play" else None
+    last_play = (
+        [e for e in events if e["type"] == "play"][-1]
+        if script.get("report") != "no_play"
+        else None
+    )
     if last_play is not None:
         landlord = results[0]["landlord"]
-        assert results[0]["winner"] == ("landlord" if last_play["payload"]["seat"] == landlord else "farmers")
+        assert results[0]["winner"] == (
+            "landlord" if last_play["payload"]["seat"] == landlord else "farmers"
+        )
 
     # The hand record: for each seated player, verified on its own; not for the onlooker.
     for player in players:
@@ -188,7 +211,9 @@ def play_full_hand(api, base_url: str, ruleset: str, rng: random.Random, script:
         verify(record)
     assert_problem(onlooker.get(f"/v1/matches/{match_id}/record", at=knowledge.end_version), 403)
     audit = api.request("GET", f"/v1/admin/matches/{match_id}/audit", OPERATOR_TOKEN)
-    assert audit.status == 200 and audit.json["ok"] is True and audit.json["discrepancy"] is None, audit.text
+    assert audit.status == 200 and audit.json["ok"] is True and audit.json["discrepancy"] is None, (
+        audit.text
+    )
 
     # The streams: a snapshot first, then every event once, in order, across reconnections.
     for reader in readers:
@@ -196,17 +221,27 @@ def play_full_hand(api, base_url: str, ruleset: str, rng: random.Random, script:
         assert first[0].kind == "retry"
         snapshot = next(m for m in first if m.kind == "message")
         assert snapshot.event == "snapshot" and int(snapshot.id) == snapshot.json["version"]
-        assert all(m.event != "snapshot" for c in reader.connections[1:] for m in c), "snapshot on a resumed stream"
+        assert all(m.event != "snapshot" for c in reader.connections[1:] for m in c), (
+            "snapshot on a resumed stream"
+        )
         ids = reader.event_ids()
         start = int(snapshot.id)
         assert ids == list(range(start + 1, knowledge.end_version + 1)), f"stream ids {ids}"
         for message in reader.messages()[1:]:
-            assert message.event == message.json["type"] and int(message.id) == message.json["version"]
+            assert (
+                message.event == message.json["type"] and int(message.id) == message.json["version"]
+            )
 
     # Nobody ever received a card it could not see at that moment.
     found = [problem for player in [*players, onlooker] for problem in leaks(player, knowledge)]
     assert not found, "\n".join(found[:30])
-    return {"hand": hand, "events": events, "result": results[0], "readers": readers, "players": players}
+    return {
+        "hand": hand,
+        "events": events,
+        "result": results[0],
+        "readers": readers,
+        "players": players,
+    }
 
 
 def test_full_hand_platform_with_show_hand_and_report(live_server, monkeypatch):
@@ -214,8 +249,13 @@ def test_full_hand_platform_with_show_hand_and_report(live_server, monkeypatch):
     and plays on (打): the landlord's hand and the reported cards become public."""
     use_seed(monkeypatch, seed_where(landlord_can_report, "shanghai-platform"))
     api = HttpApi(live_server)
-    played = play_full_hand(api, live_server, "shanghai-platform", random.Random(1),
-                            {"first_bid": 3, "show_hand": True, "report": "play"})
+    played = play_full_hand(
+        api,
+        live_server,
+        "shanghai-platform",
+        random.Random(1),
+        {"first_bid": 3, "show_hand": True, "report": "play"},
+    )
     phases = played["hand"].phases_seen
     assert {"bidding", "show_hand", "report", "playing", "ended"} <= set(phases)
     factors = played["result"]["factors"]
@@ -224,22 +264,34 @@ def test_full_hand_platform_with_show_hand_and_report(live_server, monkeypatch):
     assert report["payload"]["cards"], "报到 shows the reported cards"
     # Each seat saw the reported cards and the shown hand in its view once they were public.
     for player in played["players"]:
-        views = [r.body for r in player.received if r.what.startswith("GET /v1/matches/") and isinstance(r.body, dict)
-                 and r.body.get("phase") == "playing"]
+        views = [
+            r.body
+            for r in player.received
+            if r.what.startswith("GET /v1/matches/")
+            and isinstance(r.body, dict)
+            and r.body.get("phase") == "playing"
+        ]
         assert views and all(v["landlord_hand"] is not None and v["reported_cards"] for v in views)
 
 
 def test_full_hand_local_ruleset(live_server, monkeypatch):
     """shanghai-local, bids chosen at random among the offered ones, the marked card a joker (明王)."""
-    use_seed(monkeypatch, seed_where(lambda d, r: d.marked_card.is_joker and not landlord_can_report(d, r),
-                                     "shanghai-local"))
+    use_seed(
+        monkeypatch,
+        seed_where(
+            lambda d, r: d.marked_card.is_joker and not landlord_can_report(d, r), "shanghai-local"
+        ),
+    )
     api = HttpApi(live_server)
     played = play_full_hand(api, live_server, "shanghai-local", random.Random(7), {})
     assert played["result"]["factors"]["marked_joker"] is True
     assert all(e["payload"].get("by", "player") == "player" for e in played["events"])
     farmers_saw_bottom = [
-        r for p in played["players"] if p.seat != played["result"]["landlord"]
-        for r in p.received if isinstance(r.body, dict) and r.body.get("bottom")
+        r
+        for p in played["players"]
+        if p.seat != played["result"]["landlord"]
+        for r in p.received
+        if isinstance(r.body, dict) and r.body.get("bottom")
     ]
     assert not farmers_saw_bottom
 
@@ -253,15 +305,22 @@ def test_report_then_no_play_ends_the_hand_at_once(client, monkeypatch):
     match_id = new_match(players[0])
     for seat, player in enumerate(players):
         take_seat(player, match_id, seat)
-    hand = Hand(match_id, players, new_player(api, "np-onlooker"), random.Random(3),
-                {"first_bid": 3, "show_hand": False, "report": "no_play"})
+    hand = Hand(
+        match_id,
+        players,
+        new_player(api, "np-onlooker"),
+        random.Random(3),
+        {"first_bid": 3, "show_hand": False, "report": "no_play"},
+    )
     final = hand.play()
     result = final[0]["result"]
     assert result["winner"] == "landlord" and result["factors"]["report"] == "no_play"
     assert result["factors"]["report_units"] >= 1
     zero_sum(result)
     net = [float(x) for x in result["settlement"]["net"]]
-    assert net[result["landlord"]] > 0 and all(net[s] < 0 for s in range(4) if s != result["landlord"])
+    assert net[result["landlord"]] > 0 and all(
+        net[s] < 0 for s in range(4) if s != result["landlord"]
+    )
     assert all(v["reported_cards"] for v in final.values())
     events = operator_events(api, match_id)["events"]
     knowledge = Knowledge(events)
@@ -272,7 +331,9 @@ def test_report_then_no_play_ends_the_hand_at_once(client, monkeypatch):
         verify(reply.json)
     audit = api.request("GET", f"/v1/admin/matches/{match_id}/audit", OPERATOR_TOKEN)
     assert audit.status == 200 and audit.json["ok"] is True, audit.text
-    found = [problem for player in [*players, hand.onlooker] for problem in leaks(player, knowledge)]
+    found = [
+        problem for player in [*players, hand.onlooker] for problem in leaks(player, knowledge)
+    ]
     assert not found, "\n".join(found[:30])
 
 
@@ -320,7 +381,9 @@ def test_three_bot_seats_play_a_hand_to_the_end(client, worker_env):
         view = reply.json
         if view["phase"] == "ended":
             break
-        assert view["turn"] == 2 and view["actions"], f"after the worker ran, a bot still has the turn: {view['turn']}"
+        assert view["turn"] == 2 and view["actions"], (
+            f"after the worker ran, a bot still has the turn: {view['turn']}"
+        )
         human_turns += 1
         kinds = {a["action"]: a for a in view["actions"]}
         if "bid" in kinds:
@@ -334,7 +397,10 @@ def test_three_bot_seats_play_a_hand_to_the_end(client, worker_env):
             if legal["can_pass"] and (not legal["plays"] or rng.random() < 0.2):
                 body = {"action": "pass"}
             else:
-                body = {"action": "play", "cards": max(legal["plays"], key=lambda p: len(p["cards"]))["cards"]}
+                body = {
+                    "action": "play",
+                    "cards": max(legal["plays"], key=lambda p: len(p["cards"]))["cards"],
+                }
         reply = human.post(f"{path}/commands", {**body, "expected_version": view["version"]})
         assert reply.status == 200, reply.text
     else:
@@ -364,15 +430,26 @@ def test_the_list_shows_each_match_as_it_is_now(client):
     open_id = new_match(owner)
     players, playing_id = seated_match(api, "listed")
     bidder, _ = to_act(players, playing_id)
-    assert bidder.post(f"/v1/matches/{playing_id}/commands", {"action": "bid", "value": 1}).status == 200
+    assert (
+        bidder.post(f"/v1/matches/{playing_id}/commands", {"action": "bid", "value": 1}).status
+        == 200
+    )
     now = view_of(players[0], playing_id)
 
     listed = owner.get("/v1/matches?limit=200").json["matches"]
     by_id = {m["match_id"]: m for m in listed}
-    assert [m["match_id"] for m in listed].index(playing_id) < [m["match_id"] for m in listed].index(open_id)
+    assert [m["match_id"] for m in listed].index(playing_id) < [
+        m["match_id"] for m in listed
+    ].index(open_id)
     assert by_id[open_id]["status"] == "open" and by_id[open_id]["seats"] == [None] * 4
     entry = by_id[playing_id]
-    assert (entry["status"], entry["phase"], entry["version"]) == ("playing", now["phase"], now["version"])
+    assert (entry["status"], entry["phase"], entry["version"]) == (
+        "playing",
+        now["phase"],
+        now["version"],
+    )
     assert [s["player"] for s in entry["seats"]] == [p.player_id for p in players]
-    playing = [m["match_id"] for m in owner.get("/v1/matches?status=playing&limit=200").json["matches"]]
+    playing = [
+        m["match_id"] for m in owner.get("/v1/matches?status=playing&limit=200").json["matches"]
+    ]
     assert playing_id in playing and open_id not in playing

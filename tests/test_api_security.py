@@ -10,7 +10,6 @@ import uuid
 from collections import Counter
 
 import pytest
-
 from servers import OPERATOR_TOKEN
 from test_api_support import (
     ClientApi,
@@ -62,7 +61,9 @@ class Table:
         raise AssertionError("no hidden card")
 
     def command(self, player: Observer, body=None, *, data=None, headers=None):
-        return player.call("POST", f"{self.path}/commands", body, data=data, headers=headers, at=self.version)
+        return player.call(
+            "POST", f"{self.path}/commands", body, data=data, headers=headers, at=self.version
+        )
 
     def refused(self, reply, status: int, code: str | None = None) -> dict:
         return assert_problem(reply, status, code)
@@ -87,7 +88,9 @@ def unchanged(table: Table):
 
         def __exit__(self, *exc):
             if exc[0] is None:
-                assert stream_fingerprint(table.api, table.match_id) == self.before, "a refused request changed the match"
+                assert stream_fingerprint(table.api, table.match_id) == self.before, (
+                    "a refused request changed the match"
+                )
 
     return Guard()
 
@@ -150,11 +153,17 @@ def test_deeply_nested_json_is_a_4xx_problem(table):
     for data in (b"[" * 6000 + b"]" * 6000, b'{"action": ' + b"[" * 6000 + b"]" * 6000 + b"}"):
         with unchanged(table):
             reply = table.command(table.landlord, data=data)
-            assert 400 <= reply.status < 500, f"nested JSON to /commands got {reply.status}: {reply.text[:200]}"
+            assert 400 <= reply.status < 500, (
+                f"nested JSON to /commands got {reply.status}: {reply.text[:200]}"
+            )
             table.refused(reply, reply.status)
     # The same without any token, at the one endpoint that needs none.
-    reply = table.api.request("POST", "/v1/players", data=b'{"name": ' + b"[" * 6000 + b"]" * 6000 + b"}")
-    assert 400 <= reply.status < 500, f"nested JSON to /v1/players got {reply.status}: {reply.text[:200]}"
+    reply = table.api.request(
+        "POST", "/v1/players", data=b'{"name": ' + b"[" * 6000 + b"]" * 6000 + b"}"
+    )
+    assert 400 <= reply.status < 500, (
+        f"nested JSON to /v1/players got {reply.status}: {reply.text[:200]}"
+    )
 
 
 def test_a_body_that_is_not_an_object_is_refused(table):
@@ -168,7 +177,9 @@ def test_a_body_that_is_not_an_object_is_refused(table):
 def test_oversized_bodies_are_a_413(table):
     padding = "x" * (17 * 1024)
     with unchanged(table):
-        table.refused(table.command(table.landlord, {"action": "pass", "pad": padding}), 413, "body_too_large")
+        table.refused(
+            table.command(table.landlord, {"action": "pass", "pad": padding}), 413, "body_too_large"
+        )
     with unchanged(table):
         reply = table.api.request("POST", "/v1/players", json_body={"name": padding})
         table.refused(reply, 413, "body_too_large")
@@ -180,11 +191,14 @@ def test_oversized_bodies_are_a_413(table):
 def chunked_post(live_server: str, path: str, token: str, parts):
     """POST with ``Transfer-Encoding: chunked`` (no Content-Length), as streaming clients do."""
     import requests
-
     from test_api_support import Reply
 
-    response = requests.post(f"{live_server}{path}", data=iter(parts), timeout=30,
-                             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    response = requests.post(
+        f"{live_server}{path}",
+        data=iter(parts),
+        timeout=30,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     return Reply(response.status_code, response.headers, response.content)
 
 
@@ -208,10 +222,14 @@ def test_oversized_chunked_body_is_not_applied(live_server):
     view = view_of(players[0], match_id)
     player = players[view["turn"]]
     before = stream_fingerprint(api, match_id)
-    command = json.dumps({"action": "bid", "value": 1, "expected_version": view["version"]}).encode()
+    command = json.dumps(
+        {"action": "bid", "value": 1, "expected_version": view["version"]}
+    ).encode()
     parts = [command] + [b" " * 1024] * 20
     reply = chunked_post(live_server, f"/v1/matches/{match_id}/commands", player.token, parts)
-    assert reply.status == 413, f"a {sum(map(len, parts))}-byte body got {reply.status}: {reply.text[:200]}"
+    assert reply.status == 413, (
+        f"a {sum(map(len, parts))}-byte body got {reply.status}: {reply.text[:200]}"
+    )
     assert_problem(reply, 413)
     assert stream_fingerprint(api, match_id) == before
 
@@ -226,13 +244,19 @@ def test_cards_not_in_the_hand_are_named_from_the_request_alone(table):
     hand = Counter(table.landlord_view["hand"])
     held = next(iter(hand))
     with unchanged(table):
-        problem = table.refused(table.command(table.landlord, {"action": "play", "cards": [held, hidden[0]]}), 422,
-                                "cards_not_in_hand")
+        problem = table.refused(
+            table.command(table.landlord, {"action": "play", "cards": [held, hidden[0]]}),
+            422,
+            "cards_not_in_hand",
+        )
     assert problem["detail"] == f"the hand does not hold: {hidden[0]}"
     once = next(c for c in hand if hand[c] == 1)
     with unchanged(table):
-        problem = table.refused(table.command(table.landlord, {"action": "play", "cards": [once, once]}), 422,
-                                "cards_not_in_hand")
+        problem = table.refused(
+            table.command(table.landlord, {"action": "play", "cards": [once, once]}),
+            422,
+            "cards_not_in_hand",
+        )
     assert problem["detail"] == f"the hand does not hold: {once}"
     table.no_leaks()
 
@@ -242,7 +266,9 @@ def test_rule_refusals(table):
     with unchanged(table):
         table.refused(table.command(table.landlord, {"action": "pass"}), 422, "leader_cannot_pass")
     with unchanged(table):
-        table.refused(table.command(table.landlord, {"action": "bid", "value": 1}), 422, "wrong_phase")
+        table.refused(
+            table.command(table.landlord, {"action": "bid", "value": 1}), 422, "wrong_phase"
+        )
     with unchanged(table):  # out of turn, with a legal-looking play of its own cards
         own = view_of(farmer, table.match_id)["hand"][:1]
         table.refused(table.command(farmer, {"action": "play", "cards": own}), 422, "not_your_turn")
@@ -258,11 +284,23 @@ def test_stale_expected_version_is_a_409(table):
     legal = table.landlord.get(f"{table.path}/legal").json
     stale = table.version - 1
     with unchanged(table):
-        table.refused(table.command(table.landlord, {"action": "play", "cards": legal["plays"][0]["cards"],
-                                                     "expected_version": stale}), 409, "version_conflict")
+        table.refused(
+            table.command(
+                table.landlord,
+                {"action": "play", "cards": legal["plays"][0]["cards"], "expected_version": stale},
+            ),
+            409,
+            "version_conflict",
+        )
     with unchanged(table):
-        table.refused(table.command(table.landlord, {"action": "play", "cards": hand[:1],
-                                                     "expected_version": table.version + 5}), 409, "version_conflict")
+        table.refused(
+            table.command(
+                table.landlord,
+                {"action": "play", "cards": hand[:1], "expected_version": table.version + 5},
+            ),
+            409,
+            "version_conflict",
+        )
     table.no_leaks()
 
 
@@ -271,12 +309,24 @@ def test_stale_expected_version_is_a_409(table):
 
 def test_a_player_with_no_seat_may_not_act_or_see_legal_plays(table):
     with unchanged(table):
-        table.refused(table.command(table.onlooker, {"action": "play", "cards": table.landlord_view["hand"][:1]}), 403,
-                      "not_seated")
+        table.refused(
+            table.command(
+                table.onlooker, {"action": "play", "cards": table.landlord_view["hand"][:1]}
+            ),
+            403,
+            "not_seated",
+        )
     with unchanged(table):
-        table.refused(table.onlooker.get(f"{table.path}/legal", at=table.version), 403, "not_seated")
+        table.refused(
+            table.onlooker.get(f"{table.path}/legal", at=table.version), 403, "not_seated"
+        )
     view = view_of(table.onlooker, table.match_id)
-    assert view["seat"] is None and view["hand"] == [] and view["bottom"] is None and view["actions"] == []
+    assert (
+        view["seat"] is None
+        and view["hand"] == []
+        and view["bottom"] is None
+        and view["actions"] == []
+    )
     table.no_leaks()
 
 
@@ -286,7 +336,9 @@ def test_another_seats_token_acts_only_for_its_own_seat(table):
     farmer = table.farmer(2)
     landlord_cards = table.landlord_view["hand"][:1]
     with unchanged(table):
-        problem = table.refused(table.command(farmer, {"action": "play", "cards": landlord_cards}), 422)
+        problem = table.refused(
+            table.command(farmer, {"action": "play", "cards": landlord_cards}), 422
+        )
     assert problem["code"] in ("not_your_turn", "cards_not_in_hand")
     legal = farmer.get(f"{table.path}/legal").json
     assert legal["seat"] == farmer.seat and legal["plays"] == [] and legal["can_pass"] is False
@@ -295,13 +347,22 @@ def test_another_seats_token_acts_only_for_its_own_seat(table):
 
 def test_taking_seats_is_guarded(table):
     with unchanged(table):
-        table.refused(table.onlooker.post(f"{table.path}/seats", {"seat": 0}, at=table.version), 422)
+        table.refused(
+            table.onlooker.post(f"{table.path}/seats", {"seat": 0}, at=table.version), 422
+        )
     with unchanged(table):
-        table.refused(table.onlooker.post(f"{table.path}/seats", {"seat": 9}, at=table.version), 422)
+        table.refused(
+            table.onlooker.post(f"{table.path}/seats", {"seat": 9}, at=table.version), 422
+        )
     with unchanged(table):
-        table.refused(table.onlooker.post(f"{table.path}/seats", {"seat": 0, "x": 1}, at=table.version), 422)
+        table.refused(
+            table.onlooker.post(f"{table.path}/seats", {"seat": 0, "x": 1}, at=table.version), 422
+        )
     with unchanged(table):
-        table.refused(table.api.request("POST", f"{table.path}/seats", OPERATOR_TOKEN, json_body={"seat": 0}), 403)
+        table.refused(
+            table.api.request("POST", f"{table.path}/seats", OPERATOR_TOKEN, json_body={"seat": 0}),
+            403,
+        )
 
 
 def test_seating_rules(client):
@@ -311,8 +372,14 @@ def test_seating_rules(client):
     other = new_player(api, "other")
     assert owner.post(f"/v1/matches/{match_id}/seats", {"seat": 0}).status == 201
     before = stream_fingerprint(api, match_id)
-    assert_problem(other.post(f"/v1/matches/{match_id}/seats", {"seat": 0}, at=before[0]), 422, "seat_taken")
-    assert_problem(owner.post(f"/v1/matches/{match_id}/seats", {"seat": 1}, at=before[0]), 422, "already_seated")
+    assert_problem(
+        other.post(f"/v1/matches/{match_id}/seats", {"seat": 0}, at=before[0]), 422, "seat_taken"
+    )
+    assert_problem(
+        owner.post(f"/v1/matches/{match_id}/seats", {"seat": 1}, at=before[0]),
+        422,
+        "already_seated",
+    )
     assert stream_fingerprint(api, match_id) == before
 
 
@@ -328,11 +395,22 @@ def test_seating_rules(client):
     ],
 )
 def test_missing_or_forged_tokens_are_a_401_with_a_challenge(table, method, suffix):
-    body = {"action": "pass"} if suffix == "/commands" else ({"seat": 0} if suffix == "/seats" else None)
-    for headers in ({}, {"Authorization": "Bearer forged-token"}, {"Authorization": "Basic dXNlcjpwYXNz"},
-                    {"Authorization": "Bearer"}, {"Authorization": OPERATOR_TOKEN}):
+    body = (
+        {"action": "pass"}
+        if suffix == "/commands"
+        else ({"seat": 0} if suffix == "/seats" else None)
+    )
+    for headers in (
+        {},
+        {"Authorization": "Bearer forged-token"},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        {"Authorization": "Bearer"},
+        {"Authorization": OPERATOR_TOKEN},
+    ):
         with unchanged(table):
-            reply = table.api.request(method, f"{table.path}{suffix}", json_body=body, headers=headers)
+            reply = table.api.request(
+                method, f"{table.path}{suffix}", json_body=body, headers=headers
+            )
             table.refused(reply, 401)
             assert reply.headers.get("WWW-Authenticate", "").startswith("Bearer"), reply.headers
             assert reply.json["code"] in ("unauthorized", "invalid_token")
@@ -348,8 +426,11 @@ def test_player_tokens_may_not_use_operator_endpoints(table):
     for suffix in ("events", "audit"):
         for player in (table.landlord, table.onlooker):
             with unchanged(table):
-                table.refused(player.get(f"/v1/admin/matches/{table.match_id}/{suffix}", at=table.version), 403,
-                              "operator_required")
+                table.refused(
+                    player.get(f"/v1/admin/matches/{table.match_id}/{suffix}", at=table.version),
+                    403,
+                    "operator_required",
+                )
         reply = table.api.request("GET", f"/v1/admin/matches/{table.match_id}/{suffix}")
         table.refused(reply, 401)
         assert reply.headers.get("WWW-Authenticate", "").startswith("Bearer")
@@ -358,19 +439,30 @@ def test_player_tokens_may_not_use_operator_endpoints(table):
 
 def test_the_operator_may_not_act_for_a_seat(table):
     with unchanged(table):
-        reply = table.api.request("POST", f"{table.path}/commands", OPERATOR_TOKEN, json_body={"action": "pass"})
+        reply = table.api.request(
+            "POST", f"{table.path}/commands", OPERATOR_TOKEN, json_body={"action": "pass"}
+        )
         table.refused(reply, 403, "player_required")
 
 
 def test_the_record_is_not_available_before_the_end(table):
     for player in (*table.players, table.onlooker):
         with unchanged(table):
-            table.refused(player.get(f"{table.path}/record", at=table.version), 403, "record_not_available")
+            table.refused(
+                player.get(f"{table.path}/record", at=table.version), 403, "record_not_available"
+            )
     table.no_leaks()
 
 
-@pytest.mark.parametrize("target, code", [(UNKNOWN, "match_not_found"), ("not-a-uuid", "malformed_id"),
-                                          ("1234", "malformed_id"), (UNKNOWN.upper() + "0", "malformed_id")])
+@pytest.mark.parametrize(
+    "target, code",
+    [
+        (UNKNOWN, "match_not_found"),
+        ("not-a-uuid", "malformed_id"),
+        ("1234", "malformed_id"),
+        (UNKNOWN.upper() + "0", "malformed_id"),
+    ],
+)
 def test_unknown_or_malformed_match_ids_are_a_404(table, target, code):
     player = table.landlord
     for method, suffix, body in [
@@ -418,7 +510,13 @@ def test_bad_match_options_are_422(client, body):
 
 def test_bad_player_names_are_422(client):
     api = ClientApi(client)
-    for body in ({"name": ""}, {"name": "x" * 65}, {"name": 5}, {"name": "a", "admin": True}, {"name": "nul\u0000"}):
+    for body in (
+        {"name": ""},
+        {"name": "x" * 65},
+        {"name": 5},
+        {"name": "a", "admin": True},
+        {"name": "nul\u0000"},
+    ):
         assert_problem(api.request("POST", "/v1/players", json_body=body), 422)
 
 
@@ -439,7 +537,14 @@ def test_leak_check_flags_a_hidden_card(table):
     assert len(leaks(probe, knowledge)) == 2
     # A card the farmer named in its own request may come back in the answer; another may not.
     echo = Observer(table.api, farmer.token, farmer.player_id, "echo", seat=farmer.seat)
-    echo.record("echoed", table.version, f"the hand does not hold: {hidden[0]}", sent=Counter([hidden[0]]))
+    echo.record(
+        "echoed", table.version, f"the hand does not hold: {hidden[0]}", sent=Counter([hidden[0]])
+    )
     assert leaks(echo, knowledge) == []
-    echo.record("not sent", table.version, f"the hand does not hold: {hidden[0]}, {hidden[1]}", sent=Counter([hidden[0]]))
+    echo.record(
+        "not sent",
+        table.version,
+        f"the hand does not hold: {hidden[0]}, {hidden[1]}",
+        sent=Counter([hidden[0]]),
+    )
     assert len(leaks(echo, knowledge)) == 1

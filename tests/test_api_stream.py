@@ -12,7 +12,6 @@ import threading
 import time
 
 import pytest
-
 from test_api_support import (
     HttpApi,
     Knowledge,
@@ -39,10 +38,16 @@ def act_once(players, match_id: str) -> dict:
         body = {"action": "bid", "value": 0}
     elif kinds & {"play", "pass"}:
         legal = player.get(f"/v1/matches/{match_id}/legal").json
-        body = {"action": "pass"} if legal["can_pass"] else {"action": "play", "cards": legal["plays"][0]["cards"]}
+        body = (
+            {"action": "pass"}
+            if legal["can_pass"]
+            else {"action": "play", "cards": legal["plays"][0]["cards"]}
+        )
     else:
         raise AssertionError(view["actions"])
-    reply = player.post(f"/v1/matches/{match_id}/commands", {**body, "expected_version": view["version"]})
+    reply = player.post(
+        f"/v1/matches/{match_id}/commands", {**body, "expected_version": view["version"]}
+    )
     assert reply.status == 200, reply.text
     return reply.json
 
@@ -124,7 +129,9 @@ def test_reconnecting_with_last_event_id_loses_and_repeats_nothing(live_server, 
     page = me.get(f"/v1/matches/{match_id}/events?after={start}").json
     # The same events as the page; only the deadline differs, carried by whichever event
     # was the match's latest when it was read.
-    assert [without_deadline(m.json) for m in seen + resumed] == [without_deadline(e) for e in page["events"]]
+    assert [without_deadline(m.json) for m in seen + resumed] == [
+        without_deadline(e) for e in page["events"]
+    ]
     found = leaks(me, Knowledge(operator_events(api, match_id)["events"]))
     assert not found, "\n".join(found)
 
@@ -150,7 +157,11 @@ def test_malformed_last_event_id_is_a_400_problem(live_server, playing, value):
     before = stream_fingerprint(api, match_id)
     conn, response = open_stream(live_server, match_id, players[0].token, last_event_id=value)
     try:
-        reply = Reply(response.status, {"Content-Type": response.getheader("Content-Type", "")}, response.read())
+        reply = Reply(
+            response.status,
+            {"Content-Type": response.getheader("Content-Type", "")},
+            response.read(),
+        )
     finally:
         conn.close()
     assert_problem(reply, 400, "invalid_last_event_id")

@@ -20,13 +20,13 @@ import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-
 from servers import OPERATOR_TOKEN
 
 #: A card code anywhere in a text (S3, HT, BJ ...).
@@ -68,8 +68,15 @@ class ClientApi:
     def __init__(self, client):
         self.client = client
 
-    def request(self, method: str, path: str, token: str | None = None, json_body: Any = None,
-                data: bytes | str | None = None, headers: dict | None = None) -> Reply:
+    def request(
+        self,
+        method: str,
+        path: str,
+        token: str | None = None,
+        json_body: Any = None,
+        data: bytes | str | None = None,
+        headers: dict | None = None,
+    ) -> Reply:
         all_headers = {**bearer(token), **(headers or {})}
         kwargs: dict[str, Any] = {"headers": all_headers}
         if json_body is not None:
@@ -94,15 +101,24 @@ class HttpApi:
             session = self._local.session = requests.Session()
         return session
 
-    def request(self, method: str, path: str, token: str | None = None, json_body: Any = None,
-                data: bytes | str | None = None, headers: dict | None = None) -> Reply:
+    def request(
+        self,
+        method: str,
+        path: str,
+        token: str | None = None,
+        json_body: Any = None,
+        data: bytes | str | None = None,
+        headers: dict | None = None,
+    ) -> Reply:
         all_headers = {**bearer(token), **(headers or {})}
         if json_body is not None:
             data = json.dumps(json_body)
             all_headers.setdefault("Content-Type", "application/json")
         elif data is not None:
             all_headers.setdefault("Content-Type", "application/json")
-        response = self._session().request(method, self.base + path, data=data, headers=all_headers, timeout=30)
+        response = self._session().request(
+            method, self.base + path, data=data, headers=all_headers, timeout=30
+        )
         return Reply(response.status_code, response.headers, response.content)
 
 
@@ -131,15 +147,27 @@ class Observer:
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, what: str, version: int | None, body: Any, sent: Counter | None = None) -> None:
+    def record(
+        self, what: str, version: int | None, body: Any, sent: Counter | None = None
+    ) -> None:
         with self.lock:
             self.received.append(Received(what, version, body, sent or Counter()))
 
-    def call(self, method: str, path: str, json_body: Any = None, *, at: int | None = None,
-             headers: dict | None = None, data=None) -> Reply:
+    def call(
+        self,
+        method: str,
+        path: str,
+        json_body: Any = None,
+        *,
+        at: int | None = None,
+        headers: dict | None = None,
+        data=None,
+    ) -> Reply:
         """A request with this player's token; the reply body is recorded (``at``: the match
         version it describes when the body does not say, e.g. for problems)."""
-        reply = self.api.request(method, path, self.token, json_body=json_body, data=data, headers=headers)
+        reply = self.api.request(
+            method, path, self.token, json_body=json_body, data=data, headers=headers
+        )
         try:
             body = reply.json
         except ValueError:
@@ -147,7 +175,12 @@ class Observer:
         request = json.dumps(json_body) if json_body is not None else data
         if isinstance(request, bytes):
             request = request.decode("utf-8", "replace")
-        self.record(f"{method} {path} -> {reply.status}", at, body, Counter(CARD_IN_TEXT.findall(request or "")))
+        self.record(
+            f"{method} {path} -> {reply.status}",
+            at,
+            body,
+            Counter(CARD_IN_TEXT.findall(request or "")),
+        )
         return reply
 
     def get(self, path: str, **kwargs) -> Reply:
@@ -195,7 +228,9 @@ def assert_problem(reply: Reply, status: int, code: str | None = None) -> dict:
     assert reply.content_type.split(";")[0].strip() == PROBLEM_JSON, reply.content_type
     body = reply.json
     assert body["status"] == status
-    assert isinstance(body.get("code"), str) and re.fullmatch(r"[a-z][a-z0-9_]*", body["code"]), body
+    assert isinstance(body.get("code"), str) and re.fullmatch(r"[a-z][a-z0-9_]*", body["code"]), (
+        body
+    )
     if code is not None:
         assert body["code"] == code, body
     assert isinstance(body.get("detail"), str) and body["detail"].strip(), body
@@ -243,9 +278,18 @@ class Snap:
     ended: bool
 
     def copy(self) -> Snap:
-        return Snap([Counter(h) for h in self.hands], Counter(self.bottom), Counter(self.original_bottom),
-                    Counter(self.played), self.landlord, self.shown, Counter(self.reported), self.marked,
-                    self.marked_seat, self.ended)
+        return Snap(
+            [Counter(h) for h in self.hands],
+            Counter(self.bottom),
+            Counter(self.original_bottom),
+            Counter(self.played),
+            self.landlord,
+            self.shown,
+            Counter(self.reported),
+            self.marked,
+            self.marked_seat,
+            self.ended,
+        )
 
     def allowed(self, seat: int | None) -> Counter | None:
         """How many copies of each code ``seat`` (None: a player with no seat) may know of;
@@ -261,7 +305,11 @@ class Snap:
             n = self.played[code]
             if seat is not None:
                 n += self.hands[seat][code]
-            if self.landlord is not None and self.landlord != seat and (self.shown or self.reported[code]):
+            if (
+                self.landlord is not None
+                and self.landlord != seat
+                and (self.shown or self.reported[code])
+            ):
                 n += self.hands[self.landlord][code]
             if code == self.marked and seat != self.marked_seat:
                 n += 1  # the marked card is public, wherever it is now
@@ -274,9 +322,21 @@ class Knowledge:
     """Replays the operator's events into one ``Snap`` per version."""
 
     def __init__(self, events: list[dict]):
-        assert [e["version"] for e in events] == list(range(1, len(events) + 1)), "events are not gapless"
-        snap = Snap([Counter() for _ in range(4)], Counter(), Counter(), Counter(), None, False, Counter(), None,
-                    None, False)
+        assert [e["version"] for e in events] == list(range(1, len(events) + 1)), (
+            "events are not gapless"
+        )
+        snap = Snap(
+            [Counter() for _ in range(4)],
+            Counter(),
+            Counter(),
+            Counter(),
+            None,
+            False,
+            Counter(),
+            None,
+            None,
+            False,
+        )
         self.snaps = [snap]
         self.seed: str | None = None
         self.end_version: int | None = None
@@ -342,8 +402,15 @@ def _is_event(node: dict) -> bool:
     return {"type", "version", "payload"} <= node.keys()
 
 
-def _scan(node: Any, version: int, seat: int | None, k: Knowledge, where: str, problems: list[str],
-          sent: Counter) -> None:
+def _scan(
+    node: Any,
+    version: int,
+    seat: int | None,
+    k: Knowledge,
+    where: str,
+    problems: list[str],
+    sent: Counter,
+) -> None:
     if isinstance(node, dict):
         if isinstance(node.get("version"), int) and (_is_view(node) or _is_event(node)):
             version = node["version"]
@@ -365,8 +432,9 @@ def _scan(node: Any, version: int, seat: int | None, k: Knowledge, where: str, p
             _check_codes(Counter(codes), version, seat, k, where, problems, sent)
 
 
-def _check_codes(codes: Counter, version: int, seat, k: Knowledge, where: str, problems: list[str],
-                 sent: Counter) -> None:
+def _check_codes(
+    codes: Counter, version: int, seat, k: Knowledge, where: str, problems: list[str], sent: Counter
+) -> None:
     allowed = k.at(version).allowed(seat)
     if allowed is None:
         return
@@ -382,14 +450,20 @@ def _check_view(view: dict, seat, k: Knowledge, where: str, problems: list[str])
         return
     expected_hand = snap.hands[seat] if seat is not None else Counter()
     if Counter(view["hand"]) != expected_hand:
-        problems.append(f"{where}: hand {sorted(view['hand'])} is not the seat's hand {sorted(expected_hand.elements())}")
+        problems.append(
+            f"{where}: hand {sorted(view['hand'])} is not the seat's hand {sorted(expected_hand.elements())}"
+        )
     if snap.ended:
         return
     if view.get("seed") is not None:
         problems.append(f"{where}: seed before the end")
     if view.get("bottom") is not None and (seat is None or seat != snap.landlord):
         problems.append(f"{where}: the bottom shown to a seat that is not the landlord")
-    if seat is not None and seat == snap.landlord and Counter(view.get("bottom") or []) != snap.original_bottom:
+    if (
+        seat is not None
+        and seat == snap.landlord
+        and Counter(view.get("bottom") or []) != snap.original_bottom
+    ):
         problems.append(f"{where}: the landlord's view lacks its bottom")
     if view.get("landlord_hand") is not None and not snap.shown:
         problems.append(f"{where}: the landlord's hand without 摊打")
@@ -411,8 +485,13 @@ class SSE:
         return json.loads(self.data)
 
 
-def open_stream(base: str, match_id: str, token: str | None, last_event_id: str | None = None,
-                timeout: float = 10.0) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+def open_stream(
+    base: str,
+    match_id: str,
+    token: str | None,
+    last_event_id: str | None = None,
+    timeout: float = 10.0,
+) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
     parts = urlsplit(base)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     headers = {"Accept": "text/event-stream", **bearer(token)}
@@ -451,15 +530,26 @@ def sse_messages(response: http.client.HTTPResponse) -> Iterator[SSE]:
 def _message(fields: dict[str, str]) -> SSE:
     if set(fields) == {"retry"}:
         return SSE("retry", data=fields["retry"])
-    return SSE("message", event=fields.get("event", "message"), id=fields.get("id"), data=fields.get("data"))
+    return SSE(
+        "message",
+        event=fields.get("event", "message"),
+        id=fields.get("id"),
+        data=fields.get("data"),
+    )
 
 
 class StreamReader(threading.Thread):
     """Follows a match's stream for ``observer`` like a browser's EventSource: reconnects
     with ``Last-Event-ID`` whenever the server closes it, until ``hand_ended`` (or stop)."""
 
-    def __init__(self, base: str, match_id: str, observer: Observer, deadline_seconds: float = 120.0,
-                 until: str = "hand_ended"):
+    def __init__(
+        self,
+        base: str,
+        match_id: str,
+        observer: Observer,
+        deadline_seconds: float = 120.0,
+        until: str = "hand_ended",
+    ):
         super().__init__(daemon=True)
         self.base, self.match_id, self.observer = base, match_id, observer
         self.deadline = time.monotonic() + deadline_seconds
@@ -477,7 +567,9 @@ class StreamReader(threading.Thread):
                 try:
                     self.statuses.append(response.status)
                     if response.status != 200:
-                        self.observer.record(f"sse status {response.status}", None, response.read().decode())
+                        self.observer.record(
+                            f"sse status {response.status}", None, response.read().decode()
+                        )
                         return
                     messages: list[SSE] = []
                     self.connections.append(messages)
@@ -485,7 +577,9 @@ class StreamReader(threading.Thread):
                         messages.append(message)
                         if message.kind != "message":
                             continue
-                        self.observer.record(f"sse {message.event} id={message.id}", int(message.id), message.json)
+                        self.observer.record(
+                            f"sse {message.event} id={message.id}", int(message.id), message.json
+                        )
                         last_id = message.id
                         if message.event == self.until or self.stop_event.is_set():
                             return
@@ -562,6 +656,8 @@ def advance_to_playing(players: list[Observer], match_id: str) -> dict:
             body = {"action": "show_hand", "value": False}
         else:
             body = {"action": "report", "value": "decline"}
-        reply = player.post(f"/v1/matches/{match_id}/commands", {**body, "expected_version": view["version"]})
+        reply = player.post(
+            f"/v1/matches/{match_id}/commands", {**body, "expected_version": view["version"]}
+        )
         assert reply.status == 200, reply.text
     raise AssertionError("did not reach the playing phase")

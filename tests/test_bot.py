@@ -18,7 +18,16 @@ from service.game.simulate import apply, play_hand
 from service.game.state import BIDDING, ENDED, PLAYING, REPORT, SHOW_HAND, initial_state
 from service.game.table import Table
 from service.game.views import SeatInfo, SeatView, seat_view
-from service.rules import RULESETS, Card, classify, counts_of, parse_ranks, rank_index, report_units, verify_play
+from service.rules import (
+    RULESETS,
+    Card,
+    classify,
+    counts_of,
+    parse_ranks,
+    rank_index,
+    report_units,
+    verify_play,
+)
 from service.rules.cards import COPIES
 
 RULESET_NAMES = sorted(RULESETS)
@@ -143,7 +152,10 @@ def test_plan_splits_the_hand_into_legal_plays():
         bomb_cap = rng.choice([None, 0, 1, 2])
         locked = frozenset()
         if rng.random() < 0.3:
-            locked, bomb_cap = frozenset(r for unit in report_units(counts, ruleset) for r in unit), None
+            locked, bomb_cap = (
+                frozenset(r for unit in report_units(counts, ruleset) for r in unit),
+                None,
+            )
         p = plan(counts, bomb_cap, locked, ruleset.joker_bomb)
         total = [0] * 15
         for combo in p.combos:
@@ -179,7 +191,9 @@ def test_the_bot_reads_only_its_seat_view():
     # 摊打; the reported cards and the play on the table, which everyone sees.
     card_fields = {"hand", "bottom", "landlord_hand", "reported_cards", "lead_cards", "marked_card"}
     assert "hands" not in names
-    assert {n for n in names if "hand" in n or "card" in n or n == "bottom"} <= card_fields | {"show_hand"}
+    assert {n for n in names if "hand" in n or "card" in n or n == "bottom"} <= card_fields | {
+        "show_hand"
+    }
 
 
 def test_hidden_cards_do_not_change_the_decision():
@@ -198,7 +212,9 @@ def test_hidden_cards_do_not_change_the_decision():
         while state.phase != ENDED:
             me = state.turn
             visible_landlord = state.landlord is not None and (state.show_hand or state.locked)
-            hidden = [s for s in range(4) if s != me and not (visible_landlord and s == state.landlord)]
+            hidden = [
+                s for s in range(4) if s != me and not (visible_landlord and s == state.landlord)
+            ]
             pool = [card for s in hidden for card in state.hands[s]]
             rng.shuffle(pool)
             hands = list(state.hands)
@@ -258,17 +274,40 @@ def test_leads_the_whole_hand_when_it_is_one_play():
 
 
 def test_bids_by_hand_strength():
-    strong = make_view("3333444455556666BR22AAKKQ", seat=0, phase=BIDDING, bids=(None,) * 4, bid=None, landlord=None)
-    weak = make_view("3456789TJQKA23579J468TQKA", seat=0, phase=BIDDING, bids=(None,) * 4, bid=None, landlord=None)
+    strong = make_view(
+        "3333444455556666BR22AAKKQ",
+        seat=0,
+        phase=BIDDING,
+        bids=(None,) * 4,
+        bid=None,
+        landlord=None,
+    )
+    weak = make_view(
+        "3456789TJQKA23579J468TQKA",
+        seat=0,
+        phase=BIDDING,
+        bids=(None,) * 4,
+        bid=None,
+        landlord=None,
+    )
     assert BotPolicy().act(strong) == Bid(0, 3, acting_party(strong))
     assert BotPolicy().act(weak) == Bid(0, 0, acting_party(weak))
     # Only bids above the highest so far are legal.
-    outbid = make_view("3456789TJQKA23579J468TQKA", seat=1, phase=BIDDING, bids=(2, None, None, None), bid=None, landlord=None)
+    outbid = make_view(
+        "3456789TJQKA23579J468TQKA",
+        seat=1,
+        phase=BIDDING,
+        bids=(2, None, None, None),
+        bid=None,
+        landlord=None,
+    )
     assert BotPolicy().act(outbid).value in (0, 3)
 
 
 def test_show_hand_only_with_an_overwhelming_hand():
-    kwargs = dict(seat=0, landlord=0, phase=SHOW_HAND, bids=(3, None, None, None), bid=3, first_bid_three=True)
+    kwargs = dict(
+        seat=0, landlord=0, phase=SHOW_HAND, bids=(3, None, None, None), bid=3, first_bid_three=True
+    )
     overwhelming = make_view("333344445555666677778888BBRR22AAA", **kwargs)
     ordinary = make_view("33445566778899TTJJQQKKAA2BR34567", **kwargs)
     assert BotPolicy().act(overwhelming) == ShowHand(0, True, acting_party(overwhelming))
@@ -292,12 +331,26 @@ def test_report_weighs_the_sure_win_against_playing_on():
 
 def test_plays_the_reported_bomb_whole():
     """After 报到 then 打, the reported rank leaves the hand only as its whole bomb."""
-    view = make_view("777777734", seat=0, landlord=0, cards_left=(9, 20, 20, 20), locked=frozenset({rank_index("7")}),
-                     lead="K", lead_seat=1)
+    view = make_view(
+        "777777734",
+        seat=0,
+        landlord=0,
+        cards_left=(9, 20, 20, 20),
+        locked=frozenset({rank_index("7")}),
+        lead="K",
+        lead_seat=1,
+    )
     command = BotPolicy().act(view)
     assert isinstance(command, Pass) or played_ranks(command) == "7777777"
-    view = make_view("777777734", seat=0, landlord=0, cards_left=(9, 1, 20, 20), locked=frozenset({rank_index("7")}),
-                     lead="K", lead_seat=1)
+    view = make_view(
+        "777777734",
+        seat=0,
+        landlord=0,
+        cards_left=(9, 1, 20, 20),
+        locked=frozenset({rank_index("7")}),
+        lead="K",
+        lead_seat=1,
+    )
     assert played_ranks(BotPolicy().act(view)) == "7777777"
 
 
@@ -319,7 +372,9 @@ class ByRole:
         return (self.landlord if view.seat == view.landlord else self.farmers).act(view)
 
 
-def landlord_win_rate(ruleset: str, landlord_bot: bool, farmers_bot: bool, hands: int = 300) -> float:
+def landlord_win_rate(
+    ruleset: str, landlord_bot: bool, farmers_bot: bool, hands: int = 300
+) -> float:
     table = Table.build(ruleset)
     bot = BotPolicy()
     wins = 0

@@ -1,4 +1,5 @@
 import pytest
+from conftest import rank_strings
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,8 +13,6 @@ from service.rules import (
     parse_ranks,
 )
 from service.rules.cards import ONE_DECK
-
-from conftest import rank_strings
 
 
 def test_card_codes_round_trip_for_every_card():
@@ -34,7 +33,9 @@ def test_jokers():
     assert Card.from_code("RJ").rank > Card.from_code("BJ").rank > Card.from_code("S2").rank
 
 
-@pytest.mark.parametrize("code", ["", "S", "S1", "s3", "X3", "S10", "BJJ", "JB", "SJ ", "HB", "SR", None, 3])
+@pytest.mark.parametrize(
+    "code", ["", "S", "S1", "s3", "X3", "S10", "BJJ", "JB", "SJ ", "HB", "SR", None, 3]
+)
 def test_malformed_card_codes_say_what_is_wrong(code):
     with pytest.raises(InvalidNotation, match="card code") as exc:
         Card.from_code(code)

@@ -10,7 +10,9 @@ DDZ = shutil.which("ddz", path=str(Path(sys.executable).parent))
 
 
 def ddz(*args, stdin=b""):
-    assert DDZ is not None, "the ddz console script is missing: install the project with `pip install -e .`"
+    assert DDZ is not None, (
+        "the ddz console script is missing: install the project with `pip install -e .`"
+    )
     return subprocess.run([DDZ, *args], input=stdin, capture_output=True)
 
 
@@ -20,15 +22,15 @@ def test_rules_answers_every_line_in_order_and_never_crashes():
         b'{"cards": "BR"}',
         b'{"cards": "KKKK", "over": "AA"}',
         b'{"cards": "KKKK", "over": "BR"}',
-        b'not json',
-        b'',
-        b'\xff\xfe',
-        b'[1, 2]',
+        b"not json",
+        b"",
+        b"\xff\xfe",
+        b"[1, 2]",
         b'{"cards": 5}',
         b'{"cards": "33", "ruleset": "nope"}',
         b'{"cards": "33", "extra": 1}',
         b'{"cards": "3X"}',
-        b'[' * 50000,
+        b"[" * 50000,
         b'{"cards": "BBRR", "ruleset": "shanghai-local"}',
     ]
     result = ddz("rules", stdin=b"\n".join(lines) + b"\n")
@@ -74,7 +76,10 @@ def test_deal_and_simulate_take_a_seed_written_the_same_way():
     assert f"seed                  {seed}" in simulated.stdout.decode()
     for command in ("deal", "simulate"):
         refused = ddz(command, "--seed", "7")
-        assert refused.returncode == 2 and b"64 hex characters" in refused.stderr, (command, refused.stderr)
+        assert refused.returncode == 2 and b"64 hex characters" in refused.stderr, (
+            command,
+            refused.stderr,
+        )
     # Without --seed, a fresh one, printed so that the run can be repeated.
     fresh = ddz("simulate", "--hands", "1").stdout.decode()
     printed = next(line.split()[1] for line in fresh.splitlines() if line.startswith("seed "))
@@ -89,7 +94,9 @@ def test_simulate_says_what_each_figure_is_measured_on():
     assert "of 5 hands)" in lines["landlord win rate"]
     assert "(over 5 hands)" in lines["mean multiplier"]
     assert "in 5 hands)" in lines["bombs per hand"]
-    assert lines["报到 (report)"].endswith("of 5 hands") and lines["头撂 (first bid 3)"].endswith("of 5 hands")
+    assert lines["报到 (report)"].endswith("of 5 hands") and lines["头撂 (first bid 3)"].endswith(
+        "of 5 hands"
+    )
     assert f", {decisions} decisions)" in lines["decisions per second"]
     rates = [line for line in summary.splitlines() if " vs " in line]
     assert len(rates) == 3 and all(line.rstrip().endswith("hands)") for line in rates)
@@ -97,20 +104,51 @@ def test_simulate_says_what_each_figure_is_measured_on():
 
 def test_simulate_writes_records_that_verify(tmp_path):
     out = tmp_path / "hands"
-    result = ddz("simulate", "--hands", "6", "--seed", SEED_7, "--ruleset", "shanghai-local", "--out", str(out))
+    result = ddz(
+        "simulate",
+        "--hands",
+        "6",
+        "--seed",
+        SEED_7,
+        "--ruleset",
+        "shanghai-local",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     summary = result.stdout.decode()
-    for figure in ("hands                 6", "landlord win rate", "mean multiplier", "bombs per hand", "报到", "头撂",
-                   "decisions per second", "bot landlord vs random farmers", "bot farmers vs random landlord"):
+    for figure in (
+        "hands                 6",
+        "landlord win rate",
+        "mean multiplier",
+        "bombs per hand",
+        "报到",
+        "头撂",
+        "decisions per second",
+        "bot landlord vs random farmers",
+        "bot farmers vs random landlord",
+    ):
         assert figure in summary
     records = sorted(out.glob("*.json"))
     assert len(records) == 6
     assert json.loads(records[0].read_text())["ruleset"] == "shanghai-local"
     verified = ddz("verify", *map(str, records))
     assert verified.returncode == 0 and verified.stdout.decode().count(": OK") == 6
-    again = ddz("simulate", "--hands", "6", "--seed", SEED_7, "--ruleset", "shanghai-local", "--out", str(tmp_path / "again"))
+    again = ddz(
+        "simulate",
+        "--hands",
+        "6",
+        "--seed",
+        SEED_7,
+        "--ruleset",
+        "shanghai-local",
+        "--out",
+        str(tmp_path / "again"),
+    )
     assert again.returncode == 0
-    assert [p.read_text() for p in records] == [p.read_text() for p in sorted((tmp_path / "again").glob("*.json"))]
+    assert [p.read_text() for p in records] == [
+        p.read_text() for p in sorted((tmp_path / "again").glob("*.json"))
+    ]
 
 
 def test_verify_names_the_first_discrepancy(tmp_path):

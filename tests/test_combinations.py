@@ -1,12 +1,12 @@
 """Classification and comparison (docs/rules.md §2-3), by example and against the independent
 oracle in tests/oracle.py."""
 
+import oracle
 import pytest
+from conftest import POOL, rank_strings, rulesets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import oracle
-from conftest import POOL, rank_strings, rulesets
 from service.rules import (
     SHANGHAI_LOCAL,
     SHANGHAI_PLATFORM,

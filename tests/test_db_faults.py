@@ -15,15 +15,15 @@ from dataclasses import replace
 
 import psycopg
 import pytest
-
 from servers import fresh_database
+from test_api_support import ClientApi, assert_problem, operator_events, seated_match, to_act
+from test_store import execute
+
 from service.api import create_app
 from service.game import BOT, Bid, CreateMatch, DealHand, Table, TakeSeat
 from service.game.state import DEALING
 from service.rules import new_seed
 from service.store import EventStore, open_pool
-from test_api_support import ClientApi, assert_problem, operator_events, seated_match, to_act
-from test_store import execute
 
 #: Every backend of the current database but the caller's.
 TERMINATE = (
@@ -71,7 +71,9 @@ class Recorder:
             self.local.api = ClientApi(self.app.test_client())
         reply = self.local.api.request(method, path, token, **kwargs)
         with self.lock:
-            self.statuses.append((method, path, reply.status, reply.text[:300] if reply.status >= 400 else ""))
+            self.statuses.append(
+                (method, path, reply.status, reply.text[:300] if reply.status >= 400 else "")
+            )
         return reply
 
 
@@ -92,7 +94,9 @@ def next_command(player, match_id: str, view: dict) -> dict:
     return {"action": "play", "cards": plays[-1]["cards"]}
 
 
-def play_match(players, match_id: str, deadline: float, acknowledged: list, lock: threading.Lock) -> None:
+def play_match(
+    players, match_id: str, deadline: float, acknowledged: list, lock: threading.Lock
+) -> None:
     """Plays the match to its end (or the deadline), one command at a time, in three ways in
     turn: at an expected version with an Idempotency-Key, at an expected version, and bare."""
     for step in range(10_000):
@@ -133,7 +137,9 @@ def test_commands_and_reads_while_backends_are_terminated_get_no_5xx_and_true_an
     deadline = time.monotonic() + 25
     try:
         with ThreadPoolExecutor(len(matches)) as threads:
-            for done in [threads.submit(play_match, p, m, deadline, acknowledged, lock) for p, m in matches]:
+            for done in [
+                threads.submit(play_match, p, m, deadline, acknowledged, lock) for p, m in matches
+            ]:
                 done.result()
     finally:
         stop.set()
@@ -142,9 +148,11 @@ def test_commands_and_reads_while_backends_are_terminated_get_no_5xx_and_true_an
     failed = [s for s in api.statuses if s[2] >= 500]
     assert failed == [], failed[:5]
     killed = sum(terminations)
-    print(f"\n{len(acknowledged)} commands, {len(api.statuses)} requests, {killed} backends terminated in {len(terminations)} rounds, 5xx: {len(failed)}")
+    print(
+        f"\n{len(acknowledged)} commands, {len(api.statuses)} requests, {killed} backends terminated in {len(terminations)} rounds, 5xx: {len(failed)}"
+    )
     assert len(acknowledged) >= 100 and killed >= 50, (len(acknowledged), killed)
-    for players, match_id in matches:
+    for _players, match_id in matches:
         log = operator_events(ClientApi(app.test_client()), match_id)["events"]
         answers = [a for m, _, a in acknowledged if m == match_id]
         start = answers[0]["events"][0]["version"] - 1
@@ -224,7 +232,9 @@ def test_a_bots_command_through_the_store_survives_a_lost_answer(faulty):
     try:
         store = EventStore(pool)
         match_id = uuid.uuid4()
-        execute(store, match_id, lambda _: CreateMatch(str(match_id), Table.build()), new_match=True)
+        execute(
+            store, match_id, lambda _: CreateMatch(str(match_id), Table.build()), new_match=True
+        )
         for seat in range(4):
             outcome = execute(
                 store,
@@ -234,7 +244,9 @@ def test_a_bots_command_through_the_store_survives_a_lost_answer(faulty):
             )
         state = outcome.state
         with connection_lost_after_append(store, url) as calls:
-            bid = execute(store, match_id, lambda s: Bid(s.turn, 1, BOT), expected_version=state.version)
+            bid = execute(
+                store, match_id, lambda s: Bid(s.turn, 1, BOT), expected_version=state.version
+            )
         assert len(calls) == 1
         assert [e.version for e in bid.events] == [state.version + 1] and not bid.replayed
         assert [e.version for e in store.read(match_id)][-1] == state.version + 1
@@ -246,7 +258,13 @@ def test_reads_and_the_token_lookup_retry_on_a_fresh_connection(faulty, live_wor
     app, url = faulty
     api = Recorder(app)
     players, match_id = seated_match(api, "reads")
-    paths = [f"/v1/matches/{match_id}", f"/v1/matches/{match_id}/legal", f"/v1/matches/{match_id}/events?after=0", "/v1/matches", "/readyz"]
+    paths = [
+        f"/v1/matches/{match_id}",
+        f"/v1/matches/{match_id}/legal",
+        f"/v1/matches/{match_id}/events?after=0",
+        "/v1/matches",
+        "/readyz",
+    ]
     for _ in range(3):
         # Every pooled connection dies; the cached tokens are forgotten so that each
         # request looks its token up too.
@@ -264,13 +282,17 @@ def test_a_database_that_stays_away_gets_503_problems(postgres_admin_url, config
         name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
         with psycopg.connect(postgres_admin_url, autocommit=True) as admin:
             admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
+            )
             app.extensions["ddz"].players._known.clear()
             try:
                 view = players[0].get(f"/v1/matches/{match_id}")
                 assert_problem(view, 503, "database_unavailable")
                 assert view.headers["Retry-After"] == "1"
-                command = players[1].post(f"/v1/matches/{match_id}/commands", {"action": "bid", "value": 1})
+                command = players[1].post(
+                    f"/v1/matches/{match_id}/commands", {"action": "bid", "value": 1}
+                )
                 assert_problem(command, 503, "database_unavailable")
                 assert_problem(api.request("GET", "/readyz"), 503, "not_ready")
             finally:

@@ -110,11 +110,20 @@ def seated(ruleset=None, *, bots=(), **options) -> list[Event]:
     """A match with four seats taken: players, or bots at the seats in ``bots``."""
     events: list[Event] = [MatchCreated("match-1", table(ruleset, **options))]
     for seat in range(4):
-        events.append(SeatTaken(seat, None, True) if seat in bots else SeatTaken(seat, PLAYERS[seat], False))
+        events.append(
+            SeatTaken(seat, None, True) if seat in bots else SeatTaken(seat, PLAYERS[seat], False)
+        )
     return events
 
 
-def craft(hands: dict[int, str], bottom: str = "", *, marked_seat: int = 0, marked: str | None = None, seed: bytes = SEED) -> HandDealt:
+def craft(
+    hands: dict[int, str],
+    bottom: str = "",
+    *,
+    marked_seat: int = 0,
+    marked: str | None = None,
+    seed: bytes = SEED,
+) -> HandDealt:
     """A deal with the given ranks in the given hands (and bottom), the rest of the two decks
     spread round-robin, rank by rank, so that no filler builds up a bomb or a 报到.
     ``marked`` is the rank of the marked card in ``marked_seat``'s hand (default: its first
@@ -143,7 +152,12 @@ def craft(hands: dict[int, str], bottom: str = "", *, marked_seat: int = 0, mark
     holder = dest[marked_seat]
     card = next(c for c in holder if (c.rank_char == marked if marked else not c.is_joker))
     return HandDealt(
-        hashlib.sha256(seed).hexdigest(), seed.hex(), tuple(tuple(d) for d in dest[:4]), tuple(dest[4]), card, marked_seat
+        hashlib.sha256(seed).hexdigest(),
+        seed.hex(),
+        tuple(tuple(d) for d in dest[:4]),
+        tuple(dest[4]),
+        card,
+        marked_seat,
     )
 
 
@@ -178,7 +192,11 @@ def pass_until(state: State, seat: int) -> State:
 def lead_lowest(state: State) -> State:
     """The seat to act leads its lowest card that is not locked by 报到."""
     seat = state.turn
-    card = min(c for c in state.hands[seat] if c.rank not in (state.locked if seat == state.landlord else ()))
+    card = min(
+        c
+        for c in state.hands[seat]
+        if c.rank not in (state.locked if seat == state.landlord else ())
+    )
     return after(state, Play(seat, (card,), by_for(state, seat)))
 
 
@@ -213,7 +231,9 @@ _C_HAND, _C_BOTTOM = split33("3333" + "445566778899TTJJQQKKAA" + "789TJ" + "22")
 DEAL_C = craft({0: _C_HAND}, bottom=_C_BOTTOM)
 
 #: Three bombs for every seat, and the four jokers with seat 1.
-DEAL_BOMBS = craft({0: "3333 4444 5555", 1: "6666 7777 8888 BBRR", 2: "9999 TTTT JJJJ", 3: "QQQQ KKKK AAAA"})
+DEAL_BOMBS = craft(
+    {0: "3333 4444 5555", 1: "6666 7777 8888 BBRR", 2: "9999 TTTT JJJJ", 3: "QQQQ KKKK AAAA"}
+)
 
 #: Seat 0 (marked, the marked card a small joker: 明王) holds eight 3s and seven 4s (N = 2).
 #: Seat 1 wins after 报到 打 with 2, a pair chain 5…A, 222 and 4.
@@ -345,7 +365,12 @@ def test_the_deal_is_a_function_of_the_seed_with_its_commitment(seed):
     assert [len(h) for h in event.hands] == [25, 25, 25, 25] and len(event.bottom) == 8
     assert Counter(c for h in event.hands for c in h) + Counter(event.bottom) == Counter(DECK)
     d = rules_deal(seed)
-    assert (event.hands, event.bottom, event.marked_card, event.marked_seat) == (d.hands, d.bottom, d.marked_card, d.marked_seat)
+    assert (event.hands, event.bottom, event.marked_card, event.marked_seat) == (
+        d.hands,
+        d.bottom,
+        d.marked_card,
+        d.marked_seat,
+    )
 
 
 def test_after_the_deal_the_marked_card_holder_bids_first():
@@ -578,8 +603,12 @@ def test_report_no_play_ends_the_hand_as_a_landlord_win(unit, landlord_gain):
     result = ended.result.to_json()
     assert result["winner"] == "landlord" and result["landlord"] == 0 and result["bid"] == 3
     assert result["factors"] == {
-        "marked_joker": True, "first_bid_three": True, "show_hand": True,
-        "report": "no_play", "report_units": 2, "bombs": 0,
+        "marked_joker": True,
+        "first_bid_three": True,
+        "show_hand": True,
+        "report": "no_play",
+        "report_units": 2,
+        "bombs": 0,
     }
     assert result["multiplier"] == "16/3"
     # landlord wins unit × bid × M × 3 × N; each farmer loses unit × bid × M × N
@@ -597,7 +626,9 @@ def report_play(state: State) -> State:
     return state
 
 
-@pytest.mark.parametrize("ranks", ["3", "33", "333", "3333", "3333333", "33344", "44", "4444", "444444"])
+@pytest.mark.parametrize(
+    "ranks", ["3", "33", "333", "3333", "3333333", "33344", "44", "4444", "444444"]
+)
 def test_report_play_reported_ranks_only_as_whole_bombs(ranks):
     state = report_play(chosen_landlord(DEAL_REPORT))
     assert refused(state, play(state, ranks)) == "must_play_whole_reported_bomb"
@@ -707,7 +738,9 @@ def test_cards_not_in_hand():
     state = landlord_a()
     assert refused(state, Play(0, parse_cards("S2"))) == "cards_not_in_hand"  # no 2 held
     # three 3s held, four played
-    assert refused(state, Play(0, cards(state, 0, "333") + parse_cards("S3"))) == "cards_not_in_hand"
+    assert (
+        refused(state, Play(0, cards(state, 0, "333") + parse_cards("S3"))) == "cards_not_in_hand"
+    )
 
 
 def test_cards_not_in_hand_by_card_code():
@@ -719,7 +752,9 @@ def test_cards_not_in_hand_by_card_code():
     assert refused(state, Play(0, (missing,))) == "cards_not_in_hand"
 
 
-@pytest.mark.parametrize("ranks", ["3334", "34", "3345", "3456", "44556", "QQKKAA3", "333444"[:5] + "5"])
+@pytest.mark.parametrize(
+    "ranks", ["3334", "34", "3345", "3456", "44556", "QQKKAA3", "333444"[:5] + "5"]
+)
 def test_invalid_combination(ranks):
     state = landlord_a()
     assert refused(state, play(state, ranks)) == "invalid_combination"
@@ -776,8 +811,12 @@ def test_the_landlord_emptying_its_hand_wins():
     result = ended.result.to_json()
     assert result["winner"] == "landlord" and result["landlord"] == 0 and result["bid"] == 1
     assert result["factors"] == {
-        "marked_joker": False, "first_bid_three": False, "show_hand": False,
-        "report": None, "report_units": 0, "bombs": 0,
+        "marked_joker": False,
+        "first_bid_three": False,
+        "show_hand": False,
+        "report": None,
+        "report_units": 0,
+        "bombs": 0,
     }
     assert result["multiplier"] == "1"
     assert result["settlement"]["gross"] == amounts(3, -1, -1, -1)
@@ -800,7 +839,9 @@ def test_a_farmer_emptying_its_hand_wins_for_all_farmers():
     assert_zero_sum(result["settlement"])
 
 
-@pytest.mark.parametrize("bombs_double, multiplier, landlord_gain", [(True, "2", 6), (False, "1", 3)])
+@pytest.mark.parametrize(
+    "bombs_double, multiplier, landlord_gain", [(True, "2", 6), (False, "1", 3)]
+)
 def test_each_bomb_doubles_when_bombs_double(bombs_double, multiplier, landlord_gain):
     state = chosen_landlord(DEAL_C, bombs_double=bombs_double)
     assert state.phase == "playing" and len(state.hands[0]) == 33
@@ -854,14 +895,24 @@ def bombs_in_a_row(state: State, seat: int, bombs: list[str], limit: int | None)
 
 def platform_bids_1_2_3() -> State:
     """Seat 0 bids 1, seat 1 bids 2, seat 2 bids 3: seat 3 never gets a turn."""
-    state = given(*seated("shanghai-platform"), DEAL_BOMBS, *bids((0, 1), (1, 2), (2, 3)), LandlordChosen(2, 3, DEAL_BOMBS.bottom))
+    state = given(
+        *seated("shanghai-platform"),
+        DEAL_BOMBS,
+        *bids((0, 1), (1, 2), (2, 3)),
+        LandlordChosen(2, 3, DEAL_BOMBS.bottom),
+    )
     assert state.phase == "playing" and state.landlord == 2 and state.bids == (1, 2, 3, None)
     return state
 
 
 def platform_passed() -> State:
     """Seats 0 and 1 pass, seat 2 bids 3: seat 3 never gets a turn."""
-    state = given(*seated("shanghai-platform"), DEAL_BOMBS, *bids((0, 0), (1, 0), (2, 3)), LandlordChosen(2, 3, DEAL_BOMBS.bottom))
+    state = given(
+        *seated("shanghai-platform"),
+        DEAL_BOMBS,
+        *bids((0, 0), (1, 0), (2, 3)),
+        LandlordChosen(2, 3, DEAL_BOMBS.bottom),
+    )
     assert state.phase == "playing" and state.bids == (0, 0, 3, None)
     return state
 
@@ -894,7 +945,7 @@ def test_platform_joker_bomb_counts_towards_the_limit():
 def test_the_landlord_has_no_bomb_limit():
     state = platform_bids_1_2_3()
     bombs = ["9999", "TTTT", "JJJJ"]
-    for n, bomb in enumerate(bombs):
+    for bomb in bombs:
         assert state.bombs_left(2) is None
         state = pass_until(after(state, play(state, bomb, 2)), 2)
     assert state.bombs_played[2] == 3
@@ -908,7 +959,12 @@ def test_bomb_limits_count_per_seat():
     state = after(state, play(state, "6666", 1), Pass(2))
     state = after(state, play(state, "QQQQ", 3))
     assert state.bombs_played == (1, 1, 0, 1) and state.bombs == 3
-    assert (state.bombs_left(0), state.bombs_left(1), state.bombs_left(2), state.bombs_left(3)) == (0, 1, None, None)
+    assert (state.bombs_left(0), state.bombs_left(1), state.bombs_left(2), state.bombs_left(3)) == (
+        0,
+        1,
+        None,
+        None,
+    )
     state = after(state, Pass(0), Pass(1), Pass(2))
     state = after(state, play(state, "A", 3))
     # when / then: seat 0 is at its limit, seat 1 is not
@@ -920,7 +976,9 @@ def test_bomb_limits_count_per_seat():
 
 def local_landlord(bid: int) -> State:
     events = [BidMade(0, bid)] + ([] if bid == 3 else bids((1, 0), (2, 0), (3, 0)))
-    state = given(*seated("shanghai-local"), DEAL_BOMBS, *events, LandlordChosen(0, bid, DEAL_BOMBS.bottom))
+    state = given(
+        *seated("shanghai-local"), DEAL_BOMBS, *events, LandlordChosen(0, bid, DEAL_BOMBS.bottom)
+    )
     if bid == 3:
         state = after(state, ShowHand(0, False))
     assert state.phase == "playing" and state.landlord == 0
@@ -936,7 +994,12 @@ def test_local_bomb_limit_by_the_landlord_bid(bid, limit):
 def test_local_passed_farmer_after_bid_three_has_no_limit():
     # under shanghai-platform a farmer who passed bombs once; under shanghai-local the
     # landlord's bid of 3 lifts every limit
-    state = given(*seated("shanghai-local"), DEAL_BOMBS, *bids((0, 0), (1, 0), (2, 3)), LandlordChosen(2, 3, DEAL_BOMBS.bottom))
+    state = given(
+        *seated("shanghai-local"),
+        DEAL_BOMBS,
+        *bids((0, 0), (1, 0), (2, 3)),
+        LandlordChosen(2, 3, DEAL_BOMBS.bottom),
+    )
     bombs_in_a_row(state, 0, ["3333", "4444", "5555"], None)
 
 
@@ -1081,8 +1144,17 @@ def ended_a(**options) -> tuple[State, HandEnded]:
 @pytest.mark.parametrize(
     "command",
     [
-        Bid(0, 1), Bid(1, 0), ShowHand(0, True), Report(0, "play"), Pass(1), Pass(0),
-        Play(0, parse_cards("S3")), Disconnect(1), Resume(1), TakeSeat(0, "erin"), DealHand(SEED),
+        Bid(0, 1),
+        Bid(1, 0),
+        ShowHand(0, True),
+        Report(0, "play"),
+        Pass(1),
+        Pass(0),
+        Play(0, parse_cards("S3")),
+        Disconnect(1),
+        Resume(1),
+        TakeSeat(0, "erin"),
+        DealHand(SEED),
     ],
     ids=lambda c: c.name,
 )
@@ -1139,17 +1211,28 @@ def random_command(state: State, rng: random.Random):
         return ShowHand(seat, rng.random() < 0.5, by)
     if state.phase == "report":
         return Report(seat, rng.choice(["play", "no_play", "decline"]), by)
-    options = list(legal_plays(
-        state.hands[seat], state.lead, ruleset=state.table.ruleset, bombs_left=state.bombs_left(seat),
-        locked=state.locked if seat == state.landlord else frozenset(),
-    ))
+    options = list(
+        legal_plays(
+            state.hands[seat],
+            state.lead,
+            ruleset=state.table.ruleset,
+            bombs_left=state.bombs_left(seat),
+            locked=state.locked if seat == state.landlord else frozenset(),
+        )
+    )
     if state.lead is not None:
         options.append(None)
     choice = rng.choice(options)
-    return Pass(seat, by) if choice is None else Play(seat, pick_cards(state.hands[seat], choice.counts), by)
+    return (
+        Pass(seat, by)
+        if choice is None
+        else Play(seat, pick_cards(state.hands[seat], choice.counts), by)
+    )
 
 
-def play_out(events: list[Event], rng: random.Random, disconnects: float = 0.0) -> tuple[list[Event], State]:
+def play_out(
+    events: list[Event], rng: random.Random, disconnects: float = 0.0
+) -> tuple[list[Event], State]:
     """Plays a hand from these events to its end with random legal decisions; before each
     turn a player's seat disconnects or resumes with probability ``disconnects``."""
     log = list(events)
@@ -1157,7 +1240,11 @@ def play_out(events: list[Event], rng: random.Random, disconnects: float = 0.0) 
     while state.phase != "ended":
         seat = rng.randrange(4)
         if rng.random() < disconnects and not state.seats[seat].bot:
-            command = Resume(seat) if state.disconnected[seat] else Disconnect(seat, rng.choice(["left", "deadline"]))
+            command = (
+                Resume(seat)
+                if state.disconnected[seat]
+                else Disconnect(seat, rng.choice(["left", "deadline"]))
+            )
         else:
             command = random_command(state, rng)
         for event in decide(state, command):
@@ -1172,8 +1259,12 @@ def simulated_hands(count: int = 24):
     for i in range(count):
         rng = random.Random(i)
         ruleset = RULESETS[i % 2]
-        options = dict(unit=rng.choice(["1.00", "0.50", "2.00"]), cap=rng.choice([None, "5.00"]),
-                       rake=rng.choice(["0.00", "0.05"]), bombs_double=rng.random() < 0.7)
+        options = dict(
+            unit=rng.choice(["1.00", "0.50", "2.00"]),
+            cap=rng.choice([None, "5.00"]),
+            rake=rng.choice(["0.00", "0.05"]),
+            bombs_double=rng.random() < 0.7,
+        )
         bots = tuple(s for s in range(4) if rng.random() < 0.4)
         log = seated(ruleset, bots=bots, **options)
         log += decide(replay(log), DealHand(rng.randbytes(32)))
@@ -1234,7 +1325,9 @@ def test_every_hand_ends_with_a_zero_sum_settlement_and_its_seed(hands):
         s = ended.result.to_json()["settlement"]
         assert_zero_sum(s)
         for i in range(4):
-            assert Decimal(s["net"][i]) == Decimal(s["after_cap"][i]) - Decimal(s["rake"][i]) - Decimal(s["penalty"][i])
+            assert Decimal(s["net"][i]) == Decimal(s["after_cap"][i]) - Decimal(
+                s["rake"][i]
+            ) - Decimal(s["penalty"][i])
         cap = final.table.cap
         if cap is not None:
             assert sum(Decimal(v) for v in s["after_cap"] if Decimal(v) > 0) <= cap
@@ -1264,15 +1357,17 @@ def test_refused_commands_leave_the_state_unchanged(hands):
                 seat = rng.randrange(4)
                 by = rng.choice([PLAYER, BOT])
                 own = list(state.hands[seat])
-                command = rng.choice([
-                    Bid(seat, rng.randrange(-1, 5), by),
-                    ShowHand(seat, rng.random() < 0.5, by),
-                    Report(seat, rng.choice(["play", "no_play", "decline", "later"]), by),
-                    Play(seat, tuple(rng.sample(own, min(len(own), rng.randrange(1, 6)))), by),
-                    Pass(seat, by),
-                    Disconnect(seat),
-                    Resume(seat),
-                ])
+                command = rng.choice(
+                    [
+                        Bid(seat, rng.randrange(-1, 5), by),
+                        ShowHand(seat, rng.random() < 0.5, by),
+                        Report(seat, rng.choice(["play", "no_play", "decline", "later"]), by),
+                        Play(seat, tuple(rng.sample(own, min(len(own), rng.randrange(1, 6)))), by),
+                        Pass(seat, by),
+                        Disconnect(seat),
+                        Resume(seat),
+                    ]
+                )
                 before = dict(state.__dict__)
                 try:
                     events = decide(state, command)

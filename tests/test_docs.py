@@ -30,7 +30,9 @@ def texts():
 
 
 def headings() -> set[str]:
-    return set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", RULES.read_text(encoding="utf-8"), re.MULTILINE))
+    return set(
+        re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", RULES.read_text(encoding="utf-8"), re.MULTILINE)
+    )
 
 
 def cited_sections(text: str):
@@ -42,7 +44,9 @@ def cited_sections(text: str):
 
 
 def test_the_worked_scoring_example_is_what_settle_computes():
-    result = doctest.testfile(str(RULES), module_relative=False, optionflags=doctest.NORMALIZE_WHITESPACE)
+    result = doctest.testfile(
+        str(RULES), module_relative=False, optionflags=doctest.NORMALIZE_WHITESPACE
+    )
     assert result.attempted >= 5 and result.failed == 0
 
 

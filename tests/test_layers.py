@@ -120,7 +120,9 @@ def test_the_check_sees_an_upward_import(tmp_path):
     (tmp_path / "service" / "api").mkdir()
     (tmp_path / "workers").mkdir()
     (tmp_path / "service" / "store" / "events.py").write_text("from ..api import matches\n")
-    (tmp_path / "service" / "api" / "health.py").write_text("def f():\n    from workers.dispatch import queue\n")
+    (tmp_path / "service" / "api" / "health.py").write_text(
+        "def f():\n    from workers.dispatch import queue\n"
+    )
     assert violations(tmp_path) == [
         "service/api/health.py (api) imports workers.dispatch (workers)",
         "service/api/health.py (api) imports workers.dispatch.queue (workers)",
@@ -134,7 +136,9 @@ def blueprints(root: Path = ROOT) -> set[str]:
     found = set()
     for path in sorted((root / "service" / "api").glob("*.py")):
         for node in ast.parse(path.read_text(), str(path)).body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "bp" for t in node.targets):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "bp" for t in node.targets
+            ):
                 found.add(module_name(path, root))
     return found
 
@@ -146,7 +150,9 @@ def blueprint_imports(root: Path = ROOT) -> list[str]:
     return [
         f"{module} imports {target}"
         for module in sorted(modules)
-        for target in sorted(imported(Path(root, *module.split(".")).with_suffix(".py"), root) & modules)
+        for target in sorted(
+            imported(Path(root, *module.split(".")).with_suffix(".py"), root) & modules
+        )
         if target != module
     ]
 
@@ -159,6 +165,8 @@ def test_the_check_sees_a_blueprint_importing_another(tmp_path):
     api = tmp_path / "service" / "api"
     api.mkdir(parents=True)
     (api / "matches.py").write_text("bp = Blueprint('matches', __name__)\n")
-    (api / "ledger.py").write_text("from .matches import load\nbp = Blueprint('ledger', __name__)\n")
+    (api / "ledger.py").write_text(
+        "from .matches import load\nbp = Blueprint('ledger', __name__)\n"
+    )
     (api / "documents.py").write_text("from .matches import load\n")
     assert blueprint_imports(tmp_path) == ["service.api.ledger imports service.api.matches"]

@@ -6,10 +6,10 @@ import json
 import uuid
 
 import psycopg
+from servers import fresh_database
 from yoyo import get_backend, read_migrations
 from yoyo.migrations import MigrationList
 
-from servers import fresh_database
 from service.store import Players, open_pool
 from service.store.migrate import MIGRATIONS, migrate, yoyo_url
 from service.store.players import token_hash
@@ -18,7 +18,9 @@ from service.store.players import token_hash
 def migrate_before(url: str, first_not_applied: str) -> None:
     """Applies the migrations before ``first_not_applied`` only, as earlier code did."""
     backend = get_backend(yoyo_url(url))
-    earlier = MigrationList([m for m in read_migrations(str(MIGRATIONS)) if m.id < first_not_applied])
+    earlier = MigrationList(
+        [m for m in read_migrations(str(MIGRATIONS)) if m.id < first_not_applied]
+    )
     with backend.lock():
         backend.apply_migrations(backend.to_apply(earlier))
 
@@ -28,9 +30,16 @@ def test_idempotency_keys_written_before_0003_keep_their_versions(postgres_admin
         migrate_before(url, "0003")
         player, match = uuid.uuid4(), uuid.uuid4()
         # A command's first response as 0001 stored it: two events, versions 7 and 8.
-        body = {"version": 8, "events": [{"version": 7, "type": "played"}, {"version": 8, "type": "hand_ended"}], "view": {}}
+        body = {
+            "version": 8,
+            "events": [{"version": 7, "type": "played"}, {"version": 8, "type": "hand_ended"}],
+            "view": {},
+        }
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("INSERT INTO players (player_id, name, token_hash) VALUES (%s, 'old', %s)", (player, b"h"))
+            conn.execute(
+                "INSERT INTO players (player_id, name, token_hash) VALUES (%s, 'old', %s)",
+                (player, b"h"),
+            )
             conn.execute(
                 "INSERT INTO idempotency_keys (player_id, key, match_id, request_hash, status, body)"
                 " VALUES (%s, 'k1', %s, %s, 200, %s)",
@@ -50,7 +59,10 @@ def test_a_token_made_before_0005_still_works_and_0005_can_run_again(postgres_ad
         migrate_before(url, "0005")
         player, token = uuid.uuid4(), "an-old-token"
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("INSERT INTO players (player_id, name, token_hash) VALUES (%s, 'old', %s)", (player, token_hash(token)))
+            conn.execute(
+                "INSERT INTO players (player_id, name, token_hash) VALUES (%s, 'old', %s)",
+                (player, token_hash(token)),
+            )
         assert migrate(url) == ["0005_tokens"]
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute((MIGRATIONS / "0005_tokens.sql").read_text())  # idempotent

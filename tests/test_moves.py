@@ -1,19 +1,19 @@
 """Legal plays: generation against brute force, and the seat constraints (bomb limits, 报到 locks)."""
 
+import oracle
 import pytest
+from conftest import POOL, rank_strings, rulesets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import oracle
-from conftest import POOL, rank_strings, rulesets
 from service.rules import (
+    DECK,
     JOKER_UNIT,
     SHANGHAI_LOCAL,
     SHANGHAI_PLATFORM,
-    DECK,
     IllegalPlay,
-    InvalidNotation,
     InvalidCombination,
+    InvalidNotation,
     Ruleset,
     can_play,
     classify,
@@ -27,8 +27,28 @@ from service.rules import (
     verify_play,
 )
 
-LEADS = ["3", "K", "2", "B", "44", "AA", "BB", "555", "34567", "A2345", "TJQKA", "334455", "333444",
-         "33344", "KKK22", "3334445566", "4444", "55555", "22222222", "BBRR"]
+LEADS = [
+    "3",
+    "K",
+    "2",
+    "B",
+    "44",
+    "AA",
+    "BB",
+    "555",
+    "34567",
+    "A2345",
+    "TJQKA",
+    "334455",
+    "333444",
+    "33344",
+    "KKK22",
+    "3334445566",
+    "4444",
+    "55555",
+    "22222222",
+    "BBRR",
+]
 
 
 def ranks_of(plays):
@@ -125,7 +145,11 @@ def test_nothing_beats_the_joker_bomb_and_it_beats_eight():
 
 def test_verify_play_names_each_broken_rule():
     hand = "33445566"
-    cases = [("333", None, "cards_not_in_hand"), ("34", None, "invalid_combination"), ("44", classify("55"), "does_not_beat")]
+    cases = [
+        ("333", None, "cards_not_in_hand"),
+        ("34", None, "invalid_combination"),
+        ("44", classify("55"), "does_not_beat"),
+    ]
     for cards, lead, code in cases:
         with pytest.raises(ValueError) as exc:
             verify_play(hand, cards, lead)

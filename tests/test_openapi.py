@@ -22,9 +22,9 @@ import requests
 import yaml
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import OpenAPIV31SpecValidator, validate
+from servers import OPERATOR_TOKEN
 
 from service.api import openapi_document
-from servers import OPERATOR_TOKEN
 
 SPEC_PATH = Path(__file__).resolve().parent.parent / "openapi.yaml"
 REGENERATE = "regenerate it: .venv/bin/python -m service.cli openapi > openapi.yaml"
@@ -126,7 +126,10 @@ def test_path_parameters_are_documented_as_their_converters_accept_them(app, spe
     for rule in app.url_map.iter_rules():
         item = spec["paths"][rule_to_path(rule.rule)]
         for method in rule.methods - {"HEAD", "OPTIONS"}:
-            parameters = [resolve(spec, p) for p in item.get("parameters", []) + item[method.lower()].get("parameters", [])]
+            parameters = [
+                resolve(spec, p)
+                for p in item.get("parameters", []) + item[method.lower()].get("parameters", [])
+            ]
             in_path = {p["name"]: p for p in parameters if p["in"] == "path"}
             assert set(in_path) == set(rule.arguments), rule.rule
             for converter, name in re.findall(r"<(?:([^:<>]+):)?([^<>]+)>", rule.rule):
@@ -143,21 +146,31 @@ def test_every_error_response_is_a_problem_and_nothing_hides_behind_default(spec
         # One success; a 204 (no body) may stand beside it (the stream of a settled match),
         # or alone (a revocation).
         successes = [s for s in responses if s.startswith("2")]
-        assert len(successes) == 1 or (len(successes) == 2 and "204" in successes), f"{method} {path}: {successes}"
+        assert len(successes) == 1 or (len(successes) == 2 and "204" in successes), (
+            f"{method} {path}: {successes}"
+        )
         assert "content" not in responses.get("204", {}), f"{method} {path}: a 204 has no body"
         for status, response in responses.items():
             response = resolve(spec, response)
             if int(status) >= 400:
-                assert response["content"] == {PROBLEM_JSON: {"schema": problem}}, f"{method} {path} {status}"
+                assert response["content"] == {PROBLEM_JSON: {"schema": problem}}, (
+                    f"{method} {path} {status}"
+                )
             else:
                 assert PROBLEM_JSON not in response.get("content", {})
         if "requestBody" in operation:
             for status in ("400", "413", "415", "422"):
-                assert status in responses, f"{method} {path}: a body can be malformed, too large, not JSON or invalid"
+                assert status in responses, (
+                    f"{method} {path}: a body can be malformed, too large, not JSON or invalid"
+                )
         if any(p.get("in") in ("query", "header") for p in operation.get("parameters", [])):
-            assert {"400", "422"} & set(responses), f"{method} {path}: its parameters can be invalid"
+            assert {"400", "422"} & set(responses), (
+                f"{method} {path}: its parameters can be invalid"
+            )
         if "{" in path:
-            assert "404" in responses, f"{method} {path}: what it names may not exist (or not be a UUID)"
+            assert "404" in responses, (
+                f"{method} {path}: what it names may not exist (or not be a UUID)"
+            )
         if operation.get("security"):
             assert "401" in responses, f"{method} {path}"
             assert "WWW-Authenticate" in resolve(spec, responses["401"])["headers"]
@@ -171,17 +184,25 @@ def test_request_bodies_and_response_objects_refuse_unknown_members(spec):
         schema = resolve(spec, schema)
         for branch in schema.get("anyOf", []):
             closed(branch, where)
-        if "object" in (schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type")]):
-            if "properties" in schema:
-                assert schema.get("additionalProperties") is False, where
-                for name, sub in schema["properties"].items():
-                    closed(sub, f"{where}.{name}")
+        if (
+            "object"
+            in (
+                schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type")]
+            )
+            and "properties" in schema
+        ):
+            assert schema.get("additionalProperties") is False, where
+            for name, sub in schema["properties"].items():
+                closed(sub, f"{where}.{name}")
         if isinstance(schema.get("items"), dict):
             closed(schema["items"], f"{where}[]")
 
     for path, method, operation in operations(spec):
         if "requestBody" in operation:
-            closed(operation["requestBody"]["content"]["application/json"]["schema"], f"{method} {path} body")
+            closed(
+                operation["requestBody"]["content"]["application/json"]["schema"],
+                f"{method} {path} body",
+            )
         for status, response in operation["responses"].items():
             for media, content in resolve(spec, response).get("content", {}).items():
                 if media.endswith("json"):
@@ -196,8 +217,16 @@ def minimal(spec: dict, schema: dict) -> Any:
     kind = schema.get("type")
     kind = kind[0] if isinstance(kind, list) else kind
     if kind == "object":
-        return {name: minimal(spec, schema["properties"][name]) for name in schema.get("required", [])}
-    return {"string": "x", "integer": schema.get("minimum", 0), "number": 0, "boolean": False, "array": []}[kind]
+        return {
+            name: minimal(spec, schema["properties"][name]) for name in schema.get("required", [])
+        }
+    return {
+        "string": "x",
+        "integer": schema.get("minimum", 0),
+        "number": 0,
+        "boolean": False,
+        "array": [],
+    }[kind]
 
 
 def test_operations_that_need_a_token_declare_it(app, spec):
@@ -210,8 +239,14 @@ def test_operations_that_need_a_token_declare_it(app, spec):
         url = re.sub(r"{[^}]+}", str(uuid.uuid4()), path)
         kwargs = {}
         if "requestBody" in operation:
-            kwargs["json"] = minimal(spec, operation["requestBody"]["content"]["application/json"]["schema"])
-        for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"Authorization": "Basic eDp5"}):
+            kwargs["json"] = minimal(
+                spec, operation["requestBody"]["content"]["application/json"]["schema"]
+            )
+        for headers in (
+            {},
+            {"Authorization": "Bearer not-a-token"},
+            {"Authorization": "Basic eDp5"},
+        ):
             response = client.open(url, method=method.upper(), headers=headers, **kwargs)
             if operation.get("security"):
                 assert operation["security"] == [{"bearer": []}]
@@ -242,7 +277,15 @@ class Contract:
             f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:5]
         )
 
-    def call(self, method: str, path: str, *, token: str | None = None, expect: int | None = None, **kwargs):
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        token: str | None = None,
+        expect: int | None = None,
+        **kwargs,
+    ):
         """Sends ``method path`` (a path template of the document, filled in from
         ``path_params``; other ``kwargs`` go to requests), checks the answer against the
         document and, with ``expect``, its status; returns it."""
@@ -251,19 +294,27 @@ class Contract:
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         response = self.http.request(
-            method, self.base_url + path.format(**path_params), headers=headers, timeout=30, **kwargs
+            method,
+            self.base_url + path.format(**path_params),
+            headers=headers,
+            timeout=30,
+            **kwargs,
         )
         if self.checking:
             self.check(response, path, method)
         if expect is not None:
-            assert response.status_code == expect, f"{method} {path}: {response.status_code} {response.text[:500]}"
+            assert response.status_code == expect, (
+                f"{method} {path}: {response.status_code} {response.text[:500]}"
+            )
         return response
 
     def check(self, response: requests.Response, path: str, method: str) -> None:
         where = f"{method} {path} → {response.status_code}"
         operation = self.spec["paths"][path][method.lower()]
         status = str(response.status_code)
-        assert status in operation["responses"], f"{where}: undocumented status; {response.text[:500]}"
+        assert status in operation["responses"], (
+            f"{where}: undocumented status; {response.text[:500]}"
+        )
         documented = resolve(self.spec, operation["responses"][status])
         for header in documented.get("headers", {}):
             assert header in response.headers, f"{where}: no {header} header"
@@ -294,7 +345,12 @@ def play_the_hand(contract: Contract, match_id: str, tokens: list[str]) -> dict:
     Returns the last view."""
     at = {"match_id": match_id}
     for _ in range(500):
-        views = [contract.call("GET", "/v1/matches/{match_id}", token=t, path_params=at, expect=200).json() for t in tokens]
+        views = [
+            contract.call(
+                "GET", "/v1/matches/{match_id}", token=t, path_params=at, expect=200
+            ).json()
+            for t in tokens
+        ]
         if views[0]["phase"] == "ended":
             return views[0]
         seat = views[0]["turn"]
@@ -303,25 +359,51 @@ def play_the_hand(contract: Contract, match_id: str, tokens: list[str]) -> dict:
         actions = {a["action"]: a for a in view["actions"]}
         assert actions, view
         if "play" in actions or "pass" in actions:
-            legal = contract.call("GET", "/v1/matches/{match_id}/legal", token=token, path_params=at, expect=200).json()
+            legal = contract.call(
+                "GET", "/v1/matches/{match_id}/legal", token=token, path_params=at, expect=200
+            ).json()
             assert legal["seat"] == seat and legal["version"] == view["version"]
             if legal["plays"]:
                 play = max(legal["plays"], key=lambda p: len(p["cards"]))
-                body = {"action": "play", "cards": play["cards"], "expected_version": view["version"]}
+                body = {
+                    "action": "play",
+                    "cards": play["cards"],
+                    "expected_version": view["version"],
+                }
             else:
                 assert legal["can_pass"], legal
                 body = {"action": "pass", "expected_version": view["version"]}
-            contract.call("POST", "/v1/matches/{match_id}/commands", token=token, path_params=at, json=body, expect=200)
+            contract.call(
+                "POST",
+                "/v1/matches/{match_id}/commands",
+                token=token,
+                path_params=at,
+                json=body,
+                expect=200,
+            )
             continue
         (action,) = actions.values()
         if "choices" not in action:  # resume, for a seat that has left
             body = {"action": action["action"]}
-            contract.call("POST", "/v1/matches/{match_id}/commands", token=token, path_params=at, json=body, expect=200)
+            contract.call(
+                "POST",
+                "/v1/matches/{match_id}/commands",
+                token=token,
+                path_params=at,
+                json=body,
+                expect=200,
+            )
             continue
-        choices = sorted(action["choices"], reverse=True) if action["action"] == "bid" else action["choices"]
+        choices = (
+            sorted(action["choices"], reverse=True)
+            if action["action"] == "bid"
+            else action["choices"]
+        )
         for value in choices:
             body = {"action": action["action"], "value": value}
-            answer = contract.call("POST", "/v1/matches/{match_id}/commands", token=token, path_params=at, json=body)
+            answer = contract.call(
+                "POST", "/v1/matches/{match_id}/commands", token=token, path_params=at, json=body
+            )
             if answer.status_code == 200:
                 break
             assert answer.status_code == 422, answer.text
@@ -346,28 +428,66 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
     call("POST", "/v1/players", json={"name": ""}, expect=422)
     call("POST", "/v1/players", json={"name": "x", "extra": 1}, expect=422)
     call("POST", "/v1/players", json={"name": "nul\x00"}, expect=422)
-    call("POST", "/v1/players", data="{not json", headers={"Content-Type": "application/json"}, expect=400)
-    call("POST", "/v1/players", data='{"name": "' + "x" * 20000 + '"}', headers={"Content-Type": "application/json"}, expect=413)
+    call(
+        "POST",
+        "/v1/players",
+        data="{not json",
+        headers={"Content-Type": "application/json"},
+        expect=400,
+    )
+    call(
+        "POST",
+        "/v1/players",
+        data='{"name": "' + "x" * 20000 + '"}',
+        headers={"Content-Type": "application/json"},
+        expect=413,
+    )
 
     # Tokens: another one, listed, revoked
-    spare = call("POST", "/v1/me/tokens", token=tokens[4], json={"label": "phone", "expires_in": 3600}, expect=201).json()
+    spare = call(
+        "POST",
+        "/v1/me/tokens",
+        token=tokens[4],
+        json={"label": "phone", "expires_in": 3600},
+        expect=201,
+    ).json()
     call("POST", "/v1/me/tokens", token=tokens[4], json={"expires_in": 0}, expect=422)
     call("POST", "/v1/me/tokens", token=OPERATOR_TOKEN, json={}, expect=403)
     call("POST", "/v1/me/tokens", json={}, expect=401)
     listed = call("GET", "/v1/me/tokens", token=spare["token"], expect=200).json()
     assert [t["current"] for t in listed["tokens"]] == [False, True]
-    call("DELETE", "/v1/me/tokens/{token_id}", token=tokens[0], path_params={"token_id": spare["token_id"]}, expect=404)
-    call("DELETE", "/v1/me/tokens/{token_id}", token=tokens[4], path_params={"token_id": spare["token_id"]}, expect=204)
+    call(
+        "DELETE",
+        "/v1/me/tokens/{token_id}",
+        token=tokens[0],
+        path_params={"token_id": spare["token_id"]},
+        expect=404,
+    )
+    call(
+        "DELETE",
+        "/v1/me/tokens/{token_id}",
+        token=tokens[4],
+        path_params={"token_id": spare["token_id"]},
+        expect=204,
+    )
     call("GET", "/v1/me/tokens", token=spare["token"], expect=401)
 
     # A match, listed
-    match = call("POST", "/v1/matches", token=tokens[0], json={"ruleset": "shanghai-local", "cap": "50"}, expect=201).json()
+    match = call(
+        "POST",
+        "/v1/matches",
+        token=tokens[0],
+        json={"ruleset": "shanghai-local", "cap": "50"},
+        expect=201,
+    ).json()
     assert match["status"] == "open" and match["seats"] == [None] * 4
     at = {"match_id": match["match_id"]}
     call("POST", "/v1/matches", json={}, expect=401)
     call("POST", "/v1/matches", token=OPERATOR_TOKEN, json={}, expect=403)
     call("POST", "/v1/matches", token=tokens[0], json={"unit": "1.234"}, expect=422)
-    listed = call("GET", "/v1/matches", token=tokens[1], params={"status": "open", "limit": 5}, expect=200).json()
+    listed = call(
+        "GET", "/v1/matches", token=tokens[1], params={"status": "open", "limit": 5}, expect=200
+    ).json()
     assert match["match_id"] in [m["match_id"] for m in listed["matches"]]
     call("GET", "/v1/matches", token=OPERATOR_TOKEN, expect=200)
     call("GET", "/v1/matches", token=tokens[1], params={"limit": 0}, expect=422)
@@ -375,14 +495,44 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
 
     # Seats: four players, then one too many
     missing = {"match_id": str(uuid.uuid4())}
-    call("POST", "/v1/matches/{match_id}/seats", token=tokens[0], path_params=missing, json={}, expect=404)
-    call("POST", "/v1/matches/{match_id}/seats", token=tokens[0], path_params=at, json={"seat": 4}, expect=422)
-    call("POST", "/v1/matches/{match_id}/seats", token=OPERATOR_TOKEN, path_params=at, json={}, expect=403)
+    call(
+        "POST",
+        "/v1/matches/{match_id}/seats",
+        token=tokens[0],
+        path_params=missing,
+        json={},
+        expect=404,
+    )
+    call(
+        "POST",
+        "/v1/matches/{match_id}/seats",
+        token=tokens[0],
+        path_params=at,
+        json={"seat": 4},
+        expect=422,
+    )
+    call(
+        "POST",
+        "/v1/matches/{match_id}/seats",
+        token=OPERATOR_TOKEN,
+        path_params=at,
+        json={},
+        expect=403,
+    )
     for seat in range(4):
-        view = call("POST", "/v1/matches/{match_id}/seats", token=tokens[seat], path_params=at, json={"seat": seat}, expect=201).json()
+        view = call(
+            "POST",
+            "/v1/matches/{match_id}/seats",
+            token=tokens[seat],
+            path_params=at,
+            json={"seat": seat},
+            expect=201,
+        ).json()
         assert view["seat"] == seat
     assert view["phase"] != "seating" and view["commitment"]
-    call("POST", "/v1/matches/{match_id}/seats", token=tokens[4], path_params=at, json={}, expect=422)
+    call(
+        "POST", "/v1/matches/{match_id}/seats", token=tokens[4], path_params=at, json={}, expect=422
+    )
 
     # Views, legal plays, events
     call("GET", "/v1/matches/{match_id}", token=tokens[4], path_params=at, expect=200)
@@ -392,9 +542,30 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
     call("GET", "/v1/matches/{match_id}/legal", token=tokens[4], path_params=at, expect=403)
     call("GET", "/v1/matches/{match_id}/legal", token=tokens[0], path_params=missing, expect=404)
     call("GET", "/v1/matches/{match_id}/events", token=tokens[0], path_params=at, expect=200)
-    call("GET", "/v1/matches/{match_id}/events", token=tokens[4], path_params=at, params={"after": 2}, expect=200)
-    call("GET", "/v1/matches/{match_id}/events", token=OPERATOR_TOKEN, path_params=at, params={"wait": 0.1}, expect=200)
-    call("GET", "/v1/matches/{match_id}/events", token=tokens[0], path_params=at, params={"wait": 31}, expect=422)
+    call(
+        "GET",
+        "/v1/matches/{match_id}/events",
+        token=tokens[4],
+        path_params=at,
+        params={"after": 2},
+        expect=200,
+    )
+    call(
+        "GET",
+        "/v1/matches/{match_id}/events",
+        token=OPERATOR_TOKEN,
+        path_params=at,
+        params={"wait": 0.1},
+        expect=200,
+    )
+    call(
+        "GET",
+        "/v1/matches/{match_id}/events",
+        token=tokens[0],
+        path_params=at,
+        params={"wait": 31},
+        expect=422,
+    )
     call("GET", "/v1/matches/{match_id}/events", token=tokens[0], path_params=missing, expect=404)
 
     # Commands that fail: not the caller's turn, a stale version, no seat, no such match,
@@ -404,24 +575,121 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
     turn = view["turn"]
     other = tokens[(turn + 1) % 4]
     commands = "/v1/matches/{match_id}/commands"
-    refused = call("POST", commands, token=other, path_params=at, json={"action": "bid", "value": 1}, expect=422).json()
+    refused = call(
+        "POST",
+        commands,
+        token=other,
+        path_params=at,
+        json={"action": "bid", "value": 1},
+        expect=422,
+    ).json()
     assert refused["code"] and refused["status"] == 422
-    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 1, "expected_version": 1}, expect=409)
-    call("POST", commands, token=tokens[4], path_params=at, json={"action": "bid", "value": 1}, expect=403)
-    call("POST", commands, token=OPERATOR_TOKEN, path_params=at, json={"action": "bid", "value": 1}, expect=403)
-    call("POST", commands, token=tokens[turn], path_params=missing, json={"action": "bid", "value": 1}, expect=404)
+    call(
+        "POST",
+        commands,
+        token=tokens[turn],
+        path_params=at,
+        json={"action": "bid", "value": 1, "expected_version": 1},
+        expect=409,
+    )
+    call(
+        "POST",
+        commands,
+        token=tokens[4],
+        path_params=at,
+        json={"action": "bid", "value": 1},
+        expect=403,
+    )
+    call(
+        "POST",
+        commands,
+        token=OPERATOR_TOKEN,
+        path_params=at,
+        json={"action": "bid", "value": 1},
+        expect=403,
+    )
+    call(
+        "POST",
+        commands,
+        token=tokens[turn],
+        path_params=missing,
+        json={"action": "bid", "value": 1},
+        expect=404,
+    )
     call("POST", commands, token=tokens[turn], path_params=at, json={"action": "shout"}, expect=422)
-    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 1}, headers={"Idempotency-Key": ""}, expect=422)
-    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 1}, headers={"Idempotency-Key": "a\x00b"}, expect=422)
-    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": True}, expect=422)
-    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 1, "expected_version": "2"}, expect=422)
-    call("POST", commands, token=tokens[turn], path_params=at, data="[", headers={"Content-Type": "application/json"}, expect=400)
+    call(
+        "POST",
+        commands,
+        token=tokens[turn],
+        path_params=at,
+        json={"action": "bid", "value": 1},
+        headers={"Idempotency-Key": ""},
+        expect=422,
+    )
+    call(
+        "POST",
+        commands,
+        token=tokens[turn],
+        path_params=at,
+        json={"action": "bid", "value": 1},
+        headers={"Idempotency-Key": "a\x00b"},
+        expect=422,
+    )
+    call(
+        "POST",
+        commands,
+        token=tokens[turn],
+        path_params=at,
+        json={"action": "bid", "value": True},
+        expect=422,
+    )
+    call(
+        "POST",
+        commands,
+        token=tokens[turn],
+        path_params=at,
+        json={"action": "bid", "value": 1, "expected_version": "2"},
+        expect=422,
+    )
+    call(
+        "POST",
+        commands,
+        token=tokens[turn],
+        path_params=at,
+        data="[",
+        headers={"Content-Type": "application/json"},
+        expect=400,
+    )
     call("POST", commands, path_params=at, json={"action": "pass"}, expect=401)
     key = {"Idempotency-Key": str(uuid.uuid4())}
-    first = call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 3}, headers=key, expect=200).json()
-    again = call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 3}, headers=key, expect=200).json()
+    first = call(
+        "POST",
+        commands,
+        token=tokens[turn],
+        path_params=at,
+        json={"action": "bid", "value": 3},
+        headers=key,
+        expect=200,
+    ).json()
+    again = call(
+        "POST",
+        commands,
+        token=tokens[turn],
+        path_params=at,
+        json={"action": "bid", "value": 3},
+        headers=key,
+        expect=200,
+    ).json()
     assert again == first and first["events"]
-    call("POST", commands, token=tokens[turn], path_params=at, json={"action": "bid", "value": 2}, headers=key, expect=422)
+    call(
+        "POST",
+        commands,
+        token=tokens[turn],
+        path_params=at,
+        json={"action": "bid", "value": 2},
+        headers=key,
+        expect=422,
+    )
 
     # A player leaves (the system would play the seat; here the player comes back)
     leave = "/v1/matches/{match_id}/leave"
@@ -433,18 +701,26 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
 
     # The record: the operator's at any time, the players' once the hand has ended
     call("GET", "/v1/matches/{match_id}/record", token=tokens[0], path_params=at, expect=403)
-    during = call("GET", "/v1/matches/{match_id}/record", token=OPERATOR_TOKEN, path_params=at, expect=200).json()
+    during = call(
+        "GET", "/v1/matches/{match_id}/record", token=OPERATOR_TOKEN, path_params=at, expect=200
+    ).json()
     assert during["result"] is None
 
     last = play_the_hand(contract, match["match_id"], tokens[:4])
     assert last["result"] is not None and last["seed"]
-    record = call("GET", "/v1/matches/{match_id}/record", token=tokens[2], path_params=at, expect=200).json()
+    record = call(
+        "GET", "/v1/matches/{match_id}/record", token=tokens[2], path_params=at, expect=200
+    ).json()
     assert record["result"] == last["result"]
     call("GET", "/v1/matches/{match_id}/record", token=tokens[4], path_params=at, expect=403)
     call("GET", "/v1/matches/{match_id}/record", token=tokens[0], path_params=missing, expect=404)
-    events = call("GET", "/v1/matches/{match_id}/events", token=tokens[1], path_params=at, expect=200).json()
+    events = call(
+        "GET", "/v1/matches/{match_id}/events", token=tokens[1], path_params=at, expect=200
+    ).json()
     assert events["events"][-1]["version"] == events["version"]
-    listed = call("GET", "/v1/matches", token=tokens[1], params={"status": "ended"}, expect=200).json()
+    listed = call(
+        "GET", "/v1/matches", token=tokens[1], params={"status": "ended"}, expect=200
+    ).json()
     assert match["match_id"] in [m["match_id"] for m in listed["matches"]]
     call("POST", commands, token=tokens[0], path_params=at, json={"action": "pass"}, expect=422)
     call("POST", leave, token=tokens[0], path_params=at, expect=422)
@@ -470,25 +746,52 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
         call("GET", route, token=tokens[0], path_params=at, expect=403)
         call("GET", route, token=OPERATOR_TOKEN, path_params=missing, expect=404)
         call("GET", route, path_params=at, expect=401)
-    audit = call("GET", "/v1/admin/matches/{match_id}/audit", token=OPERATOR_TOKEN, path_params=at, expect=200).json()
+    audit = call(
+        "GET",
+        "/v1/admin/matches/{match_id}/audit",
+        token=OPERATOR_TOKEN,
+        path_params=at,
+        expect=200,
+    ).json()
     assert audit["ok"] is True, audit
 
     # A match with a bot seat
     other_match = call("POST", "/v1/matches", token=tokens[4], json={}, expect=201).json()
     bot = call(
-        "POST", "/v1/matches/{match_id}/seats", token=tokens[4], path_params={"match_id": other_match["match_id"]},
-        json={"seat": 2, "bot": True}, expect=201,
+        "POST",
+        "/v1/matches/{match_id}/seats",
+        token=tokens[4],
+        path_params={"match_id": other_match["match_id"]},
+        json={"seat": 2, "bot": True},
+        expect=201,
     ).json()
     assert bot["seats"][2]["bot"] is True
-    call("POST", "/v1/matches/{match_id}/seats", token=tokens[4], path_params={"match_id": other_match["match_id"]}, json={"seat": 2}, expect=422)
+    call(
+        "POST",
+        "/v1/matches/{match_id}/seats",
+        token=tokens[4],
+        path_params={"match_id": other_match["match_id"]},
+        json={"seat": 2},
+        expect=422,
+    )
 
     # The stream: refused before it starts, or a snapshot first
     stream = "/v1/matches/{match_id}/stream"
     call("GET", stream, path_params=at, expect=401)
     call("GET", stream, token=tokens[0], path_params=missing, expect=404)
-    call("GET", stream, token=tokens[0], path_params=at, headers={"Last-Event-ID": "soon"}, expect=400)
+    call(
+        "GET",
+        stream,
+        token=tokens[0],
+        path_params=at,
+        headers={"Last-Event-ID": "soon"},
+        expect=400,
+    )
     with contract.http.get(
-        contract.base_url + stream.format(**at), headers={"Authorization": f"Bearer {tokens[0]}"}, stream=True, timeout=30
+        contract.base_url + stream.format(**at),
+        headers={"Authorization": f"Bearer {tokens[0]}"},
+        stream=True,
+        timeout=30,
     ) as response:
         contract.check(response, stream, "GET")
         assert response.status_code == 200
@@ -508,7 +811,13 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
         assert allowed - {"head", "options"} == set(spec["paths"][path]) & set(METHODS)
 
     # A path parameter that its converter refuses: no route, 404
-    call("GET", "/v1/matches/{match_id}", token=tokens[0], path_params={"match_id": "not-a-uuid"}, expect=404)
+    call(
+        "GET",
+        "/v1/matches/{match_id}",
+        token=tokens[0],
+        path_params={"match_id": "not-a-uuid"},
+        expect=404,
+    )
 
     # Every operation's success was seen and checked (but a settlement's, which needs the
     # worker)

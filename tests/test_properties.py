@@ -53,7 +53,12 @@ def simulated_hands():
             policies[rng.randrange(4)] = BotPolicy()
         players = [f"player-{i}-{s}" if rng.random() < 0.7 else None for s in range(4)]
         events, state = play_hand(
-            table, rng.randbytes(32), policies, match_id=f"m{i}", players=players, interrupt=dropping_players(rng)
+            table,
+            rng.randbytes(32),
+            policies,
+            match_id=f"m{i}",
+            players=players,
+            interrupt=dropping_players(rng),
         )
         yield events, state
 
@@ -78,7 +83,10 @@ def test_a_hand_result_reads_back_to_the_same_json_byte_for_byte(hands):
         ended = next(e for e in events if e.type == "hand_ended")
         stored = json.dumps(ended.payload()["result"], ensure_ascii=False)
         assert json.dumps(state.result.to_json(), ensure_ascii=False) == stored
-        assert json.dumps(HandResult.from_json(json.loads(stored)).to_json(), ensure_ascii=False) == stored
+        assert (
+            json.dumps(HandResult.from_json(json.loads(stored)).to_json(), ensure_ascii=False)
+            == stored
+        )
 
 
 def test_replay_rebuilds_the_same_state(hands):

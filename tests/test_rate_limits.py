@@ -47,7 +47,9 @@ class Address:
 
     def __call__(self, method: str, path: str, token: str | None = None, **kwargs):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return self.client.open(path, method=method, headers=headers, environ_base=self.environ, **kwargs)
+        return self.client.open(
+            path, method=method, headers=headers, environ_base=self.environ, **kwargs
+        )
 
     def player(self) -> str:
         reply = self("POST", "/v1/players", json={"name": "limited"})
@@ -68,10 +70,16 @@ def test_a_flood_of_commands_from_one_token_gets_429_and_another_token_is_served
     make_players = Address(client)  # players made on the unlimited app
     flooder, other = make_players.player(), make_players.player()
     send = Address(limited)
-    statuses = [send("POST", f"{UNKNOWN}/commands", flooder, json={"action": "pass"}).status_code for _ in range(5)]
+    statuses = [
+        send("POST", f"{UNKNOWN}/commands", flooder, json={"action": "pass"}).status_code
+        for _ in range(5)
+    ]
     assert statuses == [404] * 5  # within the limit, answered as ever
     for _ in range(20):
-        assert_limited(send("POST", f"{UNKNOWN}/commands", flooder, json={"action": "pass"}), "commands from this token")
+        assert_limited(
+            send("POST", f"{UNKNOWN}/commands", flooder, json={"action": "pass"}),
+            "commands from this token",
+        )
     # Commands of every kind share the count; reads are counted apart.
     assert_limited(send("POST", "/v1/matches", flooder, json={}), "commands")
     assert send("GET", "/v1/me/tokens", flooder).status_code == 200
@@ -125,7 +133,9 @@ def test_new_players_are_limited_per_address(limited):
     signups = Address(limited)
     for _ in range(3):
         signups.player()
-    assert_limited(signups("POST", "/v1/players", json={"name": "one more"}), "signups from this address")
+    assert_limited(
+        signups("POST", "/v1/players", json={"name": "one more"}), "signups from this address"
+    )
     Address(limited).player()
 
 
@@ -150,7 +160,11 @@ def test_without_redis_requests_are_served_and_one_warning_is_logged(config, cli
         with caplog.at_level(logging.WARNING):
             statuses = [send("GET", "/v1/matches", token).status_code for _ in range(4)]
         assert statuses == [200] * 4
-        warnings = [r for r in caplog.records if r.levelno >= logging.WARNING and "storage unreachable" in r.getMessage()]
+        warnings = [
+            r
+            for r in caplog.records
+            if r.levelno >= logging.WARNING and "storage unreachable" in r.getMessage()
+        ]
         assert len(warnings) == 1
         # Counted in memory meanwhile: the limits still hold.
         assert_limited(send("GET", "/v1/matches", token), "reads from this token")

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import requests
-
 from servers import OPERATOR_TOKEN, fresh_database, wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,14 +43,32 @@ def test_the_readme_walkthrough_plays_a_whole_hand(postgres_admin_url, own_redis
     with fresh_database(postgres_admin_url, "ddz_readme") as database_url:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("DDZ_TEST_")}
-        env.update(DATABASE_URL=database_url, REDIS_URL=own_redis_url, DDZ_OPERATOR_TOKEN=OPERATOR_TOKEN,
-                   PYTHONUNBUFFERED="1")
+        env.update(
+            DATABASE_URL=database_url,
+            REDIS_URL=own_redis_url,
+            DDZ_OPERATOR_TOKEN=OPERATOR_TOKEN,
+            PYTHONUNBUFFERED="1",
+        )
         log_path = tmp_path / "serve.log"
         with open(log_path, "wb") as log:
             serve = subprocess.Popen(
-                [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "1",
-                 "--data", str(tmp_path / "data")],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "service.cli",
+                    "serve",
+                    "--port",
+                    str(port),
+                    "--workers",
+                    "1",
+                    "--data",
+                    str(tmp_path / "data"),
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         base = f"http://127.0.0.1:{port}"
         try:
@@ -60,9 +77,16 @@ def test_the_readme_walkthrough_plays_a_whole_hand(postgres_admin_url, own_redis
             (tmp_path / "bin").symlink_to(ROOT / "bin")
             result = subprocess.run(
                 ["bash", "-e", "-o", "pipefail", "-c", script],
-                cwd=tmp_path, env={**env, "API": base}, capture_output=True, text=True, timeout=600,
+                cwd=tmp_path,
+                env={**env, "API": base},
+                capture_output=True,
+                text=True,
+                timeout=600,
             )
-            ended = requests.get(f"{base}/v1/matches?status=ended", headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}).json()
+            ended = requests.get(
+                f"{base}/v1/matches?status=ended",
+                headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
+            ).json()
         finally:
             os.killpg(serve.pid, signal.SIGTERM)
             try:
@@ -76,5 +100,9 @@ def test_the_readme_walkthrough_plays_a_whole_hand(postgres_admin_url, own_redis
     assert len(ended["matches"]) == 1, ended
     assert result.stdout.rstrip().endswith("OK"), output  # bin/run verify hand.json
     assert "event: hand_ended" in result.stdout and "event: settled" in result.stdout, output
-    served = re.findall(r'"[A-Z]+ (\S+) HTTP/[\d.]+" (\d{3}) ', log_path.read_text(errors="replace"))
-    assert [(path, status) for path, status in served if int(status) >= 400] == [], "requests refused"
+    served = re.findall(
+        r'"[A-Z]+ (\S+) HTTP/[\d.]+" (\d{3}) ', log_path.read_text(errors="replace")
+    )
+    assert [(path, status) for path, status in served if int(status) >= 400] == [], (
+        "requests refused"
+    )

@@ -26,8 +26,12 @@ def disconnect_seat_2(state):
 def record_with_a_disconnect(cap=None) -> dict:
     table = Table.build(unit="0.50", cap=cap, rake="0.05", turn_seconds=20)
     events, _ = play_hand(
-        table, hand_seed("record", 0), [BOT] * 4, match_id="m-1",
-        players=("alice", "bob", "carol", "dave"), interrupt=disconnect_seat_2,
+        table,
+        hand_seed("record", 0),
+        [BOT] * 4,
+        match_id="m-1",
+        players=("alice", "bob", "carol", "dave"),
+        interrupt=disconnect_seat_2,
     )
     return export(events)
 
@@ -76,7 +80,9 @@ def test_hands_of_every_kind_written_to_the_format_alone_verify():
     for index in range(40):
         events, state = play_hand(Table.build(rake="0.05"), hand_seed("kinds", index), [BOT] * 4)
         factors = state.result.to_json()["factors"]
-        kinds |= {key for key in ("first_bid_three", "show_hand") if factors[key]} | {factors["report"]}
+        kinds |= {key for key in ("first_bid_three", "show_hand") if factors[key]} | {
+            factors["report"]
+        }
         verify(to_the_format_alone(export(events)))
     assert {"first_bid_three", None} <= kinds
 
@@ -103,7 +109,12 @@ def test_an_addition_that_is_present_is_checked():
 
 @pytest.mark.parametrize(
     "path",
-    [("options", "rake"), ("options", "bombs_double"), ("result", "factors", "report"), ("result", "multiplier")],
+    [
+        ("options", "rake"),
+        ("options", "bombs_double"),
+        ("result", "factors", "report"),
+        ("result", "multiplier"),
+    ],
 )
 def test_a_field_the_format_requires_may_not_be_missing(path):
     record = to_the_format_alone(record_with_a_disconnect())
@@ -136,7 +147,10 @@ def test_a_tampered_record_fails_at_its_first_discrepancy():
 @pytest.mark.parametrize(
     "data, why",
     [
-        (b'{"type": "about:blank", "title": "Not Found", "status": 404, "code": "not_found"}', 'no "format" field'),
+        (
+            b'{"type": "about:blank", "title": "Not Found", "status": 404, "code": "not_found"}',
+            'no "format" field',
+        ),
         (b"<!doctype html><html><body>Not found</body></html>", "not JSON"),
         (b"[]", "JSON an array, not an object"),
         (b"null", "JSON null, not an object"),

@@ -28,7 +28,6 @@ import schemathesis
 import yaml
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
-
 from servers import OPERATOR_TOKEN, beating_worker
 from test_openapi import Contract, play_the_hand
 
@@ -56,7 +55,9 @@ class World:
 WORLD = World()
 
 
-def _post(base_url: str, path: str, body: dict, token: str | None = None, status: int = 201) -> dict:
+def _post(
+    base_url: str, path: str, body: dict, token: str | None = None, status: int = 201
+) -> dict:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     response = requests.post(base_url + path, json=body, headers=headers, timeout=30)
     assert response.status_code == status, response.text
@@ -82,13 +83,18 @@ def world(live_server) -> World:
     with_bot = _post(live_server, "/v1/matches", {"cap": "20.00"}, token)["match_id"]
     _post(live_server, f"/v1/matches/{with_bot}/seats", {"seat": 1, "bot": True}, token)
     _post(live_server, f"/v1/matches/{with_bot}/seats", {}, token)
-    dealt, ended = (_post(live_server, "/v1/matches", {"ruleset": ruleset}, token)["match_id"] for ruleset in ("shanghai-local", "shanghai-platform"))
+    dealt, ended = (
+        _post(live_server, "/v1/matches", {"ruleset": ruleset}, token)["match_id"]
+        for ruleset in ("shanghai-local", "shanghai-platform")
+    )
     for match_id in (dealt, ended):
         for seat, who in enumerate([token, *others]):
             _post(live_server, f"/v1/matches/{match_id}/seats", {"seat": seat}, who)
     with open(SPEC_PATH, encoding="utf-8") as f:
         # Unchecked: the answers are for schemathesis to judge (and test_openapi's).
-        play_the_hand(Contract(yaml.safe_load(f), live_server, checking=False), ended, [token, *others])
+        play_the_hand(
+            Contract(yaml.safe_load(f), live_server, checking=False), ended, [token, *others]
+        )
     WORLD.base_url, WORLD.player_id, WORLD.token = live_server, player["player_id"], token
     WORLD.matches = [open_match, with_bot, dealt, ended]
     return WORLD
@@ -104,7 +110,11 @@ def _is_uuid(value) -> bool:
 
 def _pick(case, choices: list[str]) -> str | None:
     """One of ``choices`` or ``None`` (keep the generated value), stably for the case."""
-    seed = zlib.crc32(repr((case.method, case.path, case.path_parameters, case.query, case.body, case.headers)).encode())
+    seed = zlib.crc32(
+        repr(
+            (case.method, case.path, case.path_parameters, case.query, case.body, case.headers)
+        ).encode()
+    )
     return ([*choices, None])[seed % (len(choices) + 1)]
 
 
@@ -150,7 +160,11 @@ def valid_requests_pass_validation(ctx, response, case):
     rule's code: ``wrong_phase``, ``seat_taken``, ...), but never by the request's own
     validation (400, or 422 ``invalid_request``)."""
     meta = case.meta
-    if meta is None or not meta.generation.mode.is_positive or response.status_code not in (400, 422):
+    if (
+        meta is None
+        or not meta.generation.mode.is_positive
+        or response.status_code not in (400, 422)
+    ):
         return None
     if not _matches_the_document(case):
         return None
@@ -171,7 +185,12 @@ def _matches_the_document(case) -> bool:
     and the server is right to refuse that."""
     operation = DOCUMENT["paths"][case.path][case.method.lower()]
     checks = []
-    body_schema = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    body_schema = (
+        operation.get("requestBody", {})
+        .get("content", {})
+        .get("application/json", {})
+        .get("schema")
+    )
     if body_schema is not None and isinstance(case.body, (dict, list, str, int, float, bool)):
         checks.append((case.body, body_schema))
     for parameter in operation.get("parameters", []):
@@ -208,7 +227,11 @@ def test_the_event_stream_answers_as_its_document_says(world):
         ({"match_id": str(uuid.uuid4())}, player, 404),
         ({"match_id": match_id}, {**player, "Last-Event-ID": "x"}, 400),
         ({"match_id": match_id}, player, 200),
-        ({"match_id": match_id}, {"Authorization": f"Bearer {OPERATOR_TOKEN}", "Last-Event-ID": "1"}, 200),
+        (
+            {"match_id": match_id},
+            {"Authorization": f"Bearer {OPERATOR_TOKEN}", "Last-Event-ID": "1"},
+            200,
+        ),
     ]
     streams = []
     for path_parameters, headers, status in cases:

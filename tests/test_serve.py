@@ -15,16 +15,15 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import psutil
 import pytest
 import requests
+from servers import wait_until_ready
 
 from service import embedded
-
-from servers import wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,8 +44,23 @@ class Serve:
         self.base, self.log = f"http://127.0.0.1:{port}", log
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "service.cli", "serve", "--data", str(data), "--port", str(port), "--workers", "1"],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "service.cli",
+                    "serve",
+                    "--data",
+                    str(data),
+                    "--port",
+                    str(port),
+                    "--workers",
+                    "1",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
     def output(self) -> str:
@@ -105,7 +119,11 @@ def wait_gone(processes: list[psutil.Process], timeout: float = 30) -> list[psut
 
 def assert_nothing_left(processes: list[psutil.Process], data: Path, port: int, tmp: Path) -> None:
     assert not wait_gone(processes, timeout=5)
-    mine = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if str(data) in " ".join(p.info["cmdline"] or ())]
+    mine = [
+        p.info
+        for p in psutil.process_iter(["pid", "cmdline"])
+        if str(data) in " ".join(p.info["cmdline"] or ())
+    ]
     assert not mine, mine
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0, "the port still answers"
@@ -121,19 +139,28 @@ def long_data(workdir) -> Path:
     return workdir / ("d" * 90)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name
+)
 def test_a_stop_signal_to_the_process_group_stops_everything(start_serve, long_data, tmp_path, sig):
     port = free_port()
     serve = start_serve(long_data, port)
     processes = serve.wait_ready()
     names = " ".join(" ".join(p.cmdline()) for p in processes)
-    assert "gunicorn" in names and "worker" in names and "postgres" in names and "redis-server" in names
+    assert (
+        "gunicorn" in names
+        and "worker" in names
+        and "postgres" in names
+        and "redis-server" in names
+    )
     serve.signal(sig)
     assert serve.proc.wait(60) == 0, serve.output()
     assert_nothing_left(processes, long_data, port, tmp_path / "tmp")
 
 
-def test_after_a_crash_nothing_is_left_and_the_next_serve_starts_and_stops_cleanly(start_serve, tmp_path):
+def test_after_a_crash_nothing_is_left_and_the_next_serve_starts_and_stops_cleanly(
+    start_serve, tmp_path
+):
     data, port = tmp_path / "data", free_port()
     crashed = start_serve(data, port)
     processes = crashed.wait_ready()
@@ -155,7 +182,10 @@ def test_servers_a_crashed_run_left_behind_are_stopped_and_replaced(start_serve,
     data.mkdir()
     sockets = embedded.socket_dir(data)
     sockets.mkdir()
-    left = [embedded.postgres(data, sockets, lambda: False)[0], embedded.redis(data, sockets, lambda: False)[0]]
+    left = [
+        embedded.postgres(data, sockets, lambda: False)[0],
+        embedded.redis(data, sockets, lambda: False)[0],
+    ]
     try:
         # They are this test's children: reap them as they end.
         for child in left:
@@ -177,7 +207,10 @@ def test_a_second_serve_on_the_same_data_is_refused_and_the_first_goes_on(start_
     processes = first.wait_ready()
     second = start_serve(data, free_port())
     assert second.proc.wait(15) == 2
-    assert f"another ddz serve (pid {first.proc.pid}) is using the data directory {data}" in second.output()
+    assert (
+        f"another ddz serve (pid {first.proc.pid}) is using the data directory {data}"
+        in second.output()
+    )
     assert requests.get(f"{first.base}/readyz", timeout=10).status_code == 200
     assert all(p.is_running() for p in processes)
     first.signal(signal.SIGTERM)

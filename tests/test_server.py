@@ -15,13 +15,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlparse
 
 import pytest
-
 from servers import OPERATOR_TOKEN, UNLIMITED_RATES, wait_until_ready
 from test_api_stream import act_once, read_messages
 from test_api_support import HttpApi, open_stream, seated_match
@@ -53,9 +52,21 @@ def gunicorn(database_url, redis_url, log_path: Path) -> Iterator[tuple[str, sub
     )
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "python:service.gunicorn_conf",
-             "--bind", f"127.0.0.1:{port}", "service.api.wsgi:app"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "python:service.gunicorn_conf",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "service.api.wsgi:app",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -75,7 +86,9 @@ def gunicorn(database_url, redis_url, log_path: Path) -> Iterator[tuple[str, sub
 @pytest.fixture(scope="module")
 def deployed(database_url, redis_url, tmp_path_factory):
     """The base URL of the API as deployed."""
-    with gunicorn(database_url, redis_url, tmp_path_factory.mktemp("gunicorn") / "gunicorn.log") as (base, _):
+    with gunicorn(
+        database_url, redis_url, tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
+    ) as (base, _):
         yield base
 
 
@@ -112,7 +125,9 @@ def test_a_long_poll_wakes_on_the_next_command(deployed):
     polled = {}
 
     def poll():
-        polled["reply"] = api.request("GET", f"/v1/matches/{match_id}/events?after={version}&wait=25", players[0].token)
+        polled["reply"] = api.request(
+            "GET", f"/v1/matches/{match_id}/events?after={version}&wait=25", players[0].token
+        )
 
     waiter = threading.Thread(target=poll)
     waiter.start()
@@ -145,14 +160,37 @@ def test_a_connection_is_closed_after_its_last_keep_alive_request(deployed):
 @pytest.mark.parametrize(
     "request_head, status, code, limit",
     [
-        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"x" * 9000 + b"\r\n\r\n", 431, "headers_too_large", "8190 bytes"),
-        (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(120)) + b"\r\n",
-         431, "headers_too_large", "100 header fields"),
-        (b"GET /healthz?" + b"q" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "request_line_too_long", "4094 bytes"),
-        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n", 400, "bad_request", "not valid HTTP"),
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"x" * 9000 + b"\r\n\r\n",
+            431,
+            "headers_too_large",
+            "8190 bytes",
+        ),
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+            + b"".join(b"X-%d: 1\r\n" % i for i in range(120))
+            + b"\r\n",
+            431,
+            "headers_too_large",
+            "100 header fields",
+        ),
+        (
+            b"GET /healthz?" + b"q" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+            414,
+            "request_line_too_long",
+            "4094 bytes",
+        ),
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n",
+            400,
+            "bad_request",
+            "not valid HTTP",
+        ),
     ],
 )
-def test_requests_gunicorn_refuses_get_problem_documents(deployed, request_head, status, code, limit):
+def test_requests_gunicorn_refuses_get_problem_documents(
+    deployed, request_head, status, code, limit
+):
     """Requests refused before the app sees them (too long a request line, too many or too
     large header fields, malformed HTTP) are answered as the app answers: a problem
     document with the security headers, not gunicorn's HTML page."""
@@ -165,7 +203,9 @@ def test_requests_gunicorn_refuses_get_problem_documents(deployed, request_head,
     head, _, body = answer.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     assert lines[0].split(" ", 2)[1] == str(status), answer[:500]
-    headers = {name.lower(): value for name, _, value in (line.partition(": ") for line in lines[1:])}
+    headers = {
+        name.lower(): value for name, _, value in (line.partition(": ") for line in lines[1:])
+    }
     assert headers["content-type"] == "application/problem+json"
     assert headers["x-content-type-options"] == "nosniff" and headers["x-frame-options"] == "DENY"
     assert headers["cache-control"] == "no-store"
@@ -175,7 +215,9 @@ def test_requests_gunicorn_refuses_get_problem_documents(deployed, request_head,
     assert limit in problem["detail"], problem
 
 
-def test_stopping_ends_open_streams_and_long_polls_instead_of_cutting_them_off(database_url, redis_url, tmp_path):
+def test_stopping_ends_open_streams_and_long_polls_instead_of_cutting_them_off(
+    database_url, redis_url, tmp_path
+):
     log_path = tmp_path / "gunicorn.log"
     with gunicorn(database_url, redis_url, log_path) as (base, proc):
         api = HttpApi(base)
@@ -185,7 +227,9 @@ def test_stopping_ends_open_streams_and_long_polls_instead_of_cutting_them_off(d
         polled = {}
 
         def poll():
-            polled["reply"] = api.request("GET", f"/v1/matches/{match_id}/events?after={version}&wait=30", players[1].token)
+            polled["reply"] = api.request(
+                "GET", f"/v1/matches/{match_id}/events?after={version}&wait=30", players[1].token
+            )
 
         try:
             assert read_messages(response, 1)[0].event == "snapshot"

@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.game import GameError, Table
-from service.game.settlement import Factors, HandOutcome, Settlement, SettlementError, multiplier, settle
+from service.game.settlement import (
+    Factors,
+    HandOutcome,
+    Settlement,
+    SettlementError,
+    multiplier,
+    settle,
+)
 
 D = Decimal
 
@@ -27,16 +34,23 @@ def as_cents(values):
 # The hand-record example and the plain results
 # --------------------------------------------------------------------------
 
+
 def test_hand_record_example():
     # given: landlord seat 1, bid 2, two bombs, 5 % system cut, seat 3 disconnected first
-    outcome = HandOutcome(landlord=1, bid=2, winner="landlord", factors=Factors(bombs=2), first_disconnect=3)
+    outcome = HandOutcome(
+        landlord=1, bid=2, winner="landlord", factors=Factors(bombs=2), first_disconnect=3
+    )
     # when
     s = settle(outcome, unit=D("1.00"), cap=None, rake=D("0.05"), bombs_double=True)
     # then: exactly the `result` block of docs/hand-record.md
     assert s.multiplier_text() == "4"
     assert outcome.factors.to_json() == {
-        "marked_joker": False, "first_bid_three": False, "show_hand": False,
-        "report": None, "report_units": 0, "bombs": 2,
+        "marked_joker": False,
+        "first_bid_three": False,
+        "show_hand": False,
+        "report": None,
+        "report_units": 0,
+        "bombs": 2,
     }
     assert s.to_json() == {
         "gross": ["-8.00", "24.00", "-8.00", "-8.00"],
@@ -52,7 +66,9 @@ def test_hand_record_example():
 
 def test_farmers_win():
     # given: landlord seat 0 bid 3, marked joker (×2) and one bomb (×2): M = 4, S = 12
-    outcome = HandOutcome(landlord=0, bid=3, winner="farmers", factors=Factors(marked_joker=True, bombs=1))
+    outcome = HandOutcome(
+        landlord=0, bid=3, winner="farmers", factors=Factors(marked_joker=True, bombs=1)
+    )
     # when
     s = settle(outcome, rake=D("0.05"))
     # then: the landlord pays S to each farmer; each farmer gives 5 % of 12 to the house
@@ -79,6 +95,7 @@ def test_unit_scales_every_stake():
 # 报到
 # --------------------------------------------------------------------------
 
+
 def test_report_play_lost_by_the_landlord_pays_nothing_but_the_penalty_stands():
     # given: 报到 then 打 (×2), three bombs, and the farmers win; the landlord disconnected first
     factors = Factors(report="play", report_units=1, bombs=3)
@@ -95,7 +112,12 @@ def test_report_play_lost_by_the_landlord_pays_nothing_but_the_penalty_stands():
 
 def test_report_play_won_by_the_landlord_doubles():
     # given: 报到 then 打 (×2) with one bomb (×2), bid 1, the landlord wins
-    outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors(report="play", report_units=2, bombs=1))
+    outcome = HandOutcome(
+        landlord=0,
+        bid=1,
+        winner="landlord",
+        factors=Factors(report="play", report_units=2, bombs=1),
+    )
     # when
     s = settle(outcome)
     # then: S = 4 (N does not matter when the hand is played)
@@ -104,7 +126,9 @@ def test_report_play_won_by_the_landlord_doubles():
 
 def test_report_no_play_with_two_units():
     # given: 报到 then 不打 with N = 2, bid 1, no other factor
-    outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors(report="no_play", report_units=2))
+    outcome = HandOutcome(
+        landlord=0, bid=1, winner="landlord", factors=Factors(report="no_play", report_units=2)
+    )
     # when
     s = settle(outcome, rake=D("0.05"))
     # then: each farmer loses 1 × 1 × 1 × 2, the landlord wins 3 × that
@@ -117,7 +141,9 @@ def test_report_no_play_with_two_units():
 
 def test_report_no_play_with_marked_joker_first_bid_three_and_show_hand():
     # given: 明王 ×2, 头撂 ×4/3 (bid 3), 摊打 ×2 → M = 16/3; 报到 不打 with N = 2; seat 1 disconnected
-    factors = Factors(marked_joker=True, first_bid_three=True, show_hand=True, report="no_play", report_units=2)
+    factors = Factors(
+        marked_joker=True, first_bid_three=True, show_hand=True, report="no_play", report_units=2
+    )
     outcome = HandOutcome(landlord=3, bid=3, winner="landlord", factors=factors, first_disconnect=1)
     # when
     s = settle(outcome)
@@ -131,7 +157,9 @@ def test_report_no_play_with_marked_joker_first_bid_three_and_show_hand():
 
 def test_report_no_play_ignores_report_play_factor_and_bombs_double_option():
     # given: the same 不打 hand with and without bomb doubling
-    outcome = HandOutcome(landlord=1, bid=2, winner="landlord", factors=Factors(report="no_play", report_units=3))
+    outcome = HandOutcome(
+        landlord=1, bid=2, winner="landlord", factors=Factors(report="no_play", report_units=3)
+    )
     # when
     with_bombs, without = settle(outcome), settle(outcome, bombs_double=False)
     # then: each farmer loses 1 × 2 × 1 × 3 = 6 either way
@@ -143,9 +171,12 @@ def test_report_no_play_ignores_report_play_factor_and_bombs_double_option():
 # Multiplier
 # --------------------------------------------------------------------------
 
+
 def test_first_bid_three_gives_exact_stakes():
     # given: 头撂 (×4/3) always comes with bid 3, so unit × 3 × 4/3 = 4 × unit
-    outcome = HandOutcome(landlord=2, bid=3, winner="landlord", factors=Factors(first_bid_three=True))
+    outcome = HandOutcome(
+        landlord=2, bid=3, winner="landlord", factors=Factors(first_bid_three=True)
+    )
     # when / then
     assert settle(outcome).gross == amounts("-4.00", "-4.00", "12.00", "-4.00")
     assert settle(outcome, unit=D("0.35")).gross == amounts("-1.40", "-1.40", "4.20", "-1.40")
@@ -193,6 +224,7 @@ def test_bombs_double_off():
 # Cap
 # --------------------------------------------------------------------------
 
+
 def test_cap_scales_and_rounds_toward_zero_when_the_landlord_wins():
     # given: S = 7, so the landlord would win 21, over a cap of 10
     outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors())
@@ -229,7 +261,9 @@ def test_cap_not_reached_changes_nothing():
 
 def test_cap_zero_cancels_every_transfer_but_not_the_penalty():
     # given: a cap of 0 and a disconnected farmer
-    outcome = HandOutcome(landlord=0, bid=2, winner="landlord", factors=Factors(bombs=1), first_disconnect=1)
+    outcome = HandOutcome(
+        landlord=0, bid=2, winner="landlord", factors=Factors(bombs=1), first_disconnect=1
+    )
     # when
     s = settle(outcome, cap=D("0"))
     # then: the penalty is outside the cap
@@ -240,7 +274,9 @@ def test_cap_zero_cancels_every_transfer_but_not_the_penalty():
 
 def test_cap_with_report_no_play():
     # given: 报到 不打 N = 5, bid 3, would move 45; cap 20
-    outcome = HandOutcome(landlord=1, bid=3, winner="landlord", factors=Factors(report="no_play", report_units=5))
+    outcome = HandOutcome(
+        landlord=1, bid=3, winner="landlord", factors=Factors(report="no_play", report_units=5)
+    )
     # when
     s = settle(outcome, cap=D("20"))
     # then: 15 × 20/45 = 6.666… → 6.66 per farmer
@@ -251,6 +287,7 @@ def test_cap_with_report_no_play():
 # --------------------------------------------------------------------------
 # System cut (rake)
 # --------------------------------------------------------------------------
+
 
 def test_rake_rounds_half_up_per_winner_when_the_landlord_wins():
     # given: the landlord wins 0.90 (unit 0.10, bid 3), cut 5 %: 0.045
@@ -287,9 +324,12 @@ def test_rake_of_one_gives_the_whole_gain_to_the_house():
 # Disconnect penalty
 # --------------------------------------------------------------------------
 
+
 def test_penalty_on_the_first_of_two_disconnects_only():
     # given: seats 2 then 0 disconnected; the outcome carries only the first (seat 2)
-    outcome = HandOutcome(landlord=1, bid=2, winner="farmers", factors=Factors(), first_disconnect=2)
+    outcome = HandOutcome(
+        landlord=1, bid=2, winner="farmers", factors=Factors(), first_disconnect=2
+    )
     # when
     s = settle(outcome)
     # then: seat 2 pays 3 × 1 × 2 × 1 = 6 and nobody else pays
@@ -317,7 +357,9 @@ def test_penalty_ignores_bombs_but_not_the_other_factors():
 
 
 def test_penalty_is_outside_the_cap():
-    outcome = HandOutcome(landlord=0, bid=3, winner="landlord", factors=Factors(bombs=4), first_disconnect=0)
+    outcome = HandOutcome(
+        landlord=0, bid=3, winner="landlord", factors=Factors(bombs=4), first_disconnect=0
+    )
     s = settle(outcome, cap=D("5"))
     assert s.after_cap == amounts("4.98", "-1.66", "-1.66", "-1.66")
     assert s.penalty == amounts("9.00", "0.00", "0.00", "0.00")
@@ -326,7 +368,9 @@ def test_penalty_is_outside_the_cap():
 
 def test_inexact_uncapped_stake_rounds_toward_zero_and_stays_zero_sum():
     # given: a unit of 0.015 (not a whole cent): S = 0.015
-    outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors(), first_disconnect=1)
+    outcome = HandOutcome(
+        landlord=0, bid=1, winner="landlord", factors=Factors(), first_disconnect=1
+    )
     # when
     s = settle(outcome, unit=D("0.015"))
     # then: farmers pay 0.01 each, the landlord gets their sum; the penalty 0.045 → 0.04
@@ -339,9 +383,17 @@ def test_inexact_uncapped_stake_rounds_toward_zero_and_stays_zero_sum():
 # JSON
 # --------------------------------------------------------------------------
 
+
 def test_json_round_trip_of_factors_and_settlement():
     # given
-    factors = Factors(marked_joker=True, first_bid_three=True, show_hand=True, report="play", report_units=2, bombs=1)
+    factors = Factors(
+        marked_joker=True,
+        first_bid_three=True,
+        show_hand=True,
+        report="play",
+        report_units=2,
+        bombs=1,
+    )
     outcome = HandOutcome(landlord=1, bid=3, winner="landlord", factors=factors, first_disconnect=0)
     s = settle(outcome, unit=D("0.50"), cap=D("50"), rake=D("0.03"))
     # when: through real JSON text
@@ -355,7 +407,9 @@ def test_json_round_trip_of_factors_and_settlement():
 
 
 def test_amounts_never_print_negative_zero():
-    outcome = HandOutcome(landlord=0, bid=1, winner="farmers", factors=Factors(report="play", report_units=1))
+    outcome = HandOutcome(
+        landlord=0, bid=1, winner="farmers", factors=Factors(report="play", report_units=1)
+    )
     text = json.dumps(settle(outcome).to_json())
     assert "-0.00" not in text
     assert settle(outcome).to_json()["gross"] == ["0.00", "0.00", "0.00", "0.00"]
@@ -380,7 +434,9 @@ def test_amounts_never_print_negative_zero():
 def test_settlement_from_json_rejects_bad_records(patch, multiplier_text):
     # given: the hand-record example, spoiled
     good = settle(
-        HandOutcome(landlord=1, bid=2, winner="landlord", factors=Factors(bombs=2), first_disconnect=3),
+        HandOutcome(
+            landlord=1, bid=2, winner="landlord", factors=Factors(bombs=2), first_disconnect=3
+        ),
         rake=D("0.05"),
     ).to_json()
     assert Settlement.from_json(good, "4").to_json() == good
@@ -393,11 +449,45 @@ def test_settlement_from_json_rejects_bad_records(patch, multiplier_text):
     "d",
     [
         None,
-        {"marked_joker": False, "first_bid_three": False, "show_hand": False, "report": None, "bombs": 0},
-        {"marked_joker": 0, "first_bid_three": False, "show_hand": False, "report": None, "report_units": 0, "bombs": 0},
-        {"marked_joker": False, "first_bid_three": False, "show_hand": False, "report": "yes", "report_units": 0, "bombs": 0},
-        {"marked_joker": False, "first_bid_three": False, "show_hand": False, "report": None, "report_units": 0, "bombs": -1},
-        {"marked_joker": False, "first_bid_three": False, "show_hand": False, "report": None, "report_units": 0, "bombs": 1.0},
+        {
+            "marked_joker": False,
+            "first_bid_three": False,
+            "show_hand": False,
+            "report": None,
+            "bombs": 0,
+        },
+        {
+            "marked_joker": 0,
+            "first_bid_three": False,
+            "show_hand": False,
+            "report": None,
+            "report_units": 0,
+            "bombs": 0,
+        },
+        {
+            "marked_joker": False,
+            "first_bid_three": False,
+            "show_hand": False,
+            "report": "yes",
+            "report_units": 0,
+            "bombs": 0,
+        },
+        {
+            "marked_joker": False,
+            "first_bid_three": False,
+            "show_hand": False,
+            "report": None,
+            "report_units": 0,
+            "bombs": -1,
+        },
+        {
+            "marked_joker": False,
+            "first_bid_three": False,
+            "show_hand": False,
+            "report": None,
+            "report_units": 0,
+            "bombs": 1.0,
+        },
     ],
 )
 def test_factors_from_json_rejects_bad_records(d):
@@ -408,6 +498,7 @@ def test_factors_from_json_rejects_bad_records(d):
 # --------------------------------------------------------------------------
 # Bad inputs
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "kwargs",
@@ -448,7 +539,13 @@ def test_bad_factors_raise_value_error(kwargs):
     ],
 )
 def test_bad_outcomes_raise_value_error(kwargs):
-    base = {"landlord": 0, "bid": 3, "winner": "landlord", "factors": Factors(), "first_disconnect": None}
+    base = {
+        "landlord": 0,
+        "bid": 3,
+        "winner": "landlord",
+        "factors": Factors(),
+        "first_disconnect": None,
+    }
     with pytest.raises(ValueError):
         HandOutcome(**{**base, **kwargs})
 
@@ -488,6 +585,7 @@ def test_error_type():
 # Properties over random hands and table options
 # --------------------------------------------------------------------------
 
+
 @st.composite
 def outcomes(draw):
     report = draw(st.sampled_from([None, "play", "no_play"]))
@@ -503,13 +601,17 @@ def outcomes(draw):
     return HandOutcome(
         landlord=draw(st.integers(0, 3)),
         bid=3 if first_bid_three else draw(st.integers(1, 3)),
-        winner="landlord" if report == "no_play" else draw(st.sampled_from(["landlord", "farmers"])),
+        winner="landlord"
+        if report == "no_play"
+        else draw(st.sampled_from(["landlord", "farmers"])),
         factors=factors,
         first_disconnect=draw(st.none() | st.integers(0, 3)),
     )
 
 
-units = st.decimals(min_value=0, max_value=1000, places=2) | st.decimals(min_value=0, max_value=10, places=3)
+units = st.decimals(min_value=0, max_value=1000, places=2) | st.decimals(
+    min_value=0, max_value=10, places=3
+)
 caps = st.none() | st.decimals(min_value=0, max_value=5000, places=2)
 rakes = st.decimals(min_value=0, max_value=1, places=3)
 
@@ -538,7 +640,9 @@ def test_settlement_properties(outcome, unit, cap, rake, bombs_double):
         assert all(s.net[i] == s.after_cap[i] - s.rake[i] - s.penalty[i] for i in seats)
         assert s.house == sum(s.rake) + sum(s.penalty)
         # the three farmers are treated alike; the landlord is their exact negative sum
-        assert len({s.gross[i] for i in farmers}) == 1 and len({s.after_cap[i] for i in farmers}) == 1
+        assert (
+            len({s.gross[i] for i in farmers}) == 1 and len({s.after_cap[i] for i in farmers}) == 1
+        )
         assert s.after_cap[landlord] == -sum(s.after_cap[i] for i in farmers)
         # gross follows docs/rules.md §5 (rounded toward zero for farmers if not exact)
         m = multiplier(outcome.factors, bombs_double)
@@ -565,7 +669,11 @@ def test_settlement_properties(outcome, unit, cap, rake, bombs_double):
             assert all(s.after_cap[i] * s.gross[i] >= 0 for i in seats)
         # the rake: that share of each winner's gain, half-up per winner
         for i in seats:
-            want = (s.after_cap[i] * rake).quantize(D("0.01"), rounding=ROUND_HALF_UP) if s.after_cap[i] > 0 else 0
+            want = (
+                (s.after_cap[i] * rake).quantize(D("0.01"), rounding=ROUND_HALF_UP)
+                if s.after_cap[i] > 0
+                else 0
+            )
             assert s.rake[i] == want
         # the penalty: first disconnect only, 3 × unit × bid × M without bombs
         for i in seats:
@@ -579,7 +687,15 @@ def test_settlement_properties(outcome, unit, cap, rake, bombs_double):
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"unit": "abc"}, {"unit": 1.5}, {"unit": D("-1")}, {"cap": D("NaN")}, {"rake": D("1.01")}, {"rake": True}]
+    "kwargs",
+    [
+        {"unit": "abc"},
+        {"unit": 1.5},
+        {"unit": D("-1")},
+        {"cap": D("NaN")},
+        {"rake": D("1.01")},
+        {"rake": True},
+    ],
 )
 def test_a_table_and_settle_refuse_an_option_in_the_same_words(kwargs):
     """One check of the money options: what a table refuses, settle refuses with the same message."""

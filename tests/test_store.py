@@ -10,13 +10,29 @@ import uuid
 
 import pytest
 
-from service.game import Bid, CreateMatch, DealHand, Disconnect, GameError, Table, TakeSeat, deadline
+from service.app.commands import CommandRequest, Commands
+from service.game import (
+    Bid,
+    CreateMatch,
+    DealHand,
+    Disconnect,
+    GameError,
+    Table,
+    TakeSeat,
+    deadline,
+)
 from service.game.state import DEALING
 from service.rules import new_seed
-from service.store import EventStore, IdempotencyMismatch, Notifier, Players, VersionConflict, open_pool
+from service.store import (
+    EventStore,
+    IdempotencyMismatch,
+    Notifier,
+    Players,
+    VersionConflict,
+    open_pool,
+)
 from service.store import events as store_events
 from service.store.events import StateCache
-from service.app.commands import CommandRequest, Commands
 
 
 def execute(store: EventStore, match_id: uuid.UUID, decide, **options):
@@ -77,7 +93,12 @@ def test_a_store_behind_refuses_on_the_latest_state(stores):
 def dealt(store: EventStore) -> uuid.UUID:
     match_id = new_match(store)
     for n in range(4):
-        execute(store, match_id, seat(n), then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None)
+        execute(
+            store,
+            match_id,
+            seat(n),
+            then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None,
+        )
     return match_id
 
 
@@ -163,7 +184,12 @@ def test_a_store_learns_the_events_another_appended_from_notifications(pool, sto
     a, b = stores
     match_id = new_match(a)
     for n in range(4):  # seats, then the deal (every hand, the commitment) and a bid
-        execute(b, match_id, seat(n), then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None)
+        execute(
+            b,
+            match_id,
+            seat(n),
+            then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None,
+        )
     execute(b, match_id, lambda state: Bid(state.turn, 1))
     heard(listening, pool)
     learned = a.cache.get(match_id)
@@ -172,7 +198,9 @@ def test_a_store_learns_the_events_another_appended_from_notifications(pool, sto
     assert learned == fresh  # the state and the time of the last event, as the table has them
 
 
-def test_an_event_too_large_for_a_notification_still_wakes_readers(monkeypatch, pool, stores, listening):
+def test_an_event_too_large_for_a_notification_still_wakes_readers(
+    monkeypatch, pool, stores, listening
+):
     a, b = stores
     match_id = new_match(a)
     monkeypatch.setattr(store_events, "NOTE_ROOM", 10)
@@ -184,7 +212,9 @@ def test_an_event_too_large_for_a_notification_still_wakes_readers(monkeypatch, 
     assert [e.version for e in execute(a, match_id, seat(1)).events] == [3]
 
 
-def test_a_notification_with_an_unreadable_event_still_wakes_readers(pool, stores, listening, caplog):
+def test_a_notification_with_an_unreadable_event_still_wakes_readers(
+    pool, stores, listening, caplog
+):
     a, _ = stores
     match_id = new_match(a)
     secret = "no-log-shows-this"
@@ -220,12 +250,19 @@ def test_the_deadline_the_append_writes_is_the_games_deadline(pool, stores):
     def both() -> tuple:
         loaded = store.load(match_id)
         with pool.connection() as conn:
-            (written,) = conn.execute("SELECT deadline FROM matches WHERE match_id = %s", (match_id,)).fetchone()
+            (written,) = conn.execute(
+                "SELECT deadline FROM matches WHERE match_id = %s", (match_id,)
+            ).fetchone()
         return written, deadline(loaded.state, loaded.last_recorded_at)
 
     assert both() == (None, None)
     for n in range(4):
-        execute(store, match_id, seat(n), then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None)
+        execute(
+            store,
+            match_id,
+            seat(n),
+            then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None,
+        )
     written, computed = both()
     assert written is not None and written == computed
     execute(store, match_id, lambda state: Bid(state.turn, 1))

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import redis as redis_lib
-
 from servers import claimed_redis_db, redis_db_url
 
 TESTS = Path(__file__).resolve().parent
@@ -45,9 +44,24 @@ def session(tmp_path: Path, name: str, wait_for: Path | None = None) -> subproce
     if wait_for is not None:
         env["WAIT_FOR"] = str(wait_for)
     return subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "servers", "-p", "no:cacheprovider", "-p", "no:randomly",
-         str(tmp_path / "test_session.py")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "servers",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            str(tmp_path / "test_session.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -98,5 +112,8 @@ def test_a_claim_skips_claimed_databases_and_other_data_and_is_released(redis_se
         assert mine.get("first-key") == b"kept", "another claim flushed this run's database"
     # Released, and left flushed.
     assert redis_lib.Redis.from_url(first).dbsize() == 0
-    dbs = [redis_lib.Redis.from_url(url).connection_pool.connection_kwargs["db"] for url in (first, second)]
+    dbs = [
+        redis_lib.Redis.from_url(url).connection_pool.connection_kwargs["db"]
+        for url in (first, second)
+    ]
     assert not admin.exists(*(f"ddz-test:claim:{db}" for db in dbs))

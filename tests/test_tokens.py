@@ -28,10 +28,16 @@ def tokens_of(client, token: str) -> list[dict]:
 
 def test_a_player_makes_another_token_sees_both_and_revokes_them(client):
     first, player_id = new_token(client)
-    reply = client.post("/v1/me/tokens", headers=auth(first), json={"label": "phone", "expires_in": 3600})
+    reply = client.post(
+        "/v1/me/tokens", headers=auth(first), json={"label": "phone", "expires_in": 3600}
+    )
     assert reply.status_code == 201
     second = reply.json
-    assert second["token"] != first and second["last4"] == second["token"][-4:] and second["label"] == "phone"
+    assert (
+        second["token"] != first
+        and second["last4"] == second["token"][-4:]
+        and second["label"] == "phone"
+    )
     assert second["expires_at"] is not None and second["current"] is False
 
     listed = tokens_of(client, second["token"])
@@ -42,11 +48,18 @@ def test_a_player_makes_another_token_sees_both_and_revokes_them(client):
     assert ledger.status_code == 200  # the new token is the same player's
 
     first_id = listed[0]["token_id"]
-    assert client.delete(f"/v1/me/tokens/{first_id}", headers=auth(second["token"])).status_code == 204
+    assert (
+        client.delete(f"/v1/me/tokens/{first_id}", headers=auth(second["token"])).status_code == 204
+    )
     refused = client.get("/v1/me/tokens", headers=auth(first))
     assert refused.status_code == 401 and refused.json["code"] == "invalid_token"
     # The token in use may revoke itself.
-    assert client.delete(f"/v1/me/tokens/{second['token_id']}", headers=auth(second["token"])).status_code == 204
+    assert (
+        client.delete(
+            f"/v1/me/tokens/{second['token_id']}", headers=auth(second["token"])
+        ).status_code
+        == 204
+    )
     assert client.get("/v1/me/tokens", headers=auth(second["token"])).status_code == 401
 
 
@@ -56,12 +69,19 @@ def test_a_revoked_token_is_refused_by_another_api_process_within_a_second(clien
         elsewhere = other.test_client()
         keeper, _ = new_token(client, "keeper")
         spare = client.post("/v1/me/tokens", headers=auth(keeper), json={}).json
-        assert elsewhere.get("/v1/me/tokens", headers=auth(spare["token"])).status_code == 200  # now cached there
+        assert (
+            elsewhere.get("/v1/me/tokens", headers=auth(spare["token"])).status_code == 200
+        )  # now cached there
 
-        assert client.delete(f"/v1/me/tokens/{spare['token_id']}", headers=auth(keeper)).status_code == 204
+        assert (
+            client.delete(f"/v1/me/tokens/{spare['token_id']}", headers=auth(keeper)).status_code
+            == 204
+        )
         revoked_at = time.monotonic()
         while elsewhere.get("/v1/me/tokens", headers=auth(spare["token"])).status_code != 401:
-            assert time.monotonic() - revoked_at < 1.0, "the other process still takes the revoked token"
+            assert time.monotonic() - revoked_at < 1.0, (
+                "the other process still takes the revoked token"
+            )
             time.sleep(0.02)
         assert elsewhere.get("/v1/me/tokens", headers=auth(keeper)).status_code == 200
     finally:
@@ -90,7 +110,9 @@ def test_a_player_cannot_see_or_revoke_another_players_tokens(client):
     assert client.get("/v1/me/tokens", headers=auth(alice)).status_code == 200
 
 
-@pytest.mark.parametrize("body", [{"expires_in": 0}, {"expires_in": "60"}, {"label": ""}, {"token": "mine"}])
+@pytest.mark.parametrize(
+    "body", [{"expires_in": 0}, {"expires_in": "60"}, {"label": ""}, {"token": "mine"}]
+)
 def test_a_bad_token_request_is_refused_and_makes_no_token(client, body):
     token, _ = new_token(client)
     reply = client.post("/v1/me/tokens", headers=auth(token), json=body)

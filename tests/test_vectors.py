@@ -29,9 +29,16 @@ def test_every_vector_through_the_library(vectors):
 
 
 def test_every_vector_through_ddz_rules(vectors):
-    requests = "".join(json.dumps({k: v[k] for k in ("cards", "over", "ruleset") if k in v}) + "\n" for v in vectors)
+    requests = "".join(
+        json.dumps({k: v[k] for k in ("cards", "over", "ruleset") if k in v}) + "\n"
+        for v in vectors
+    )
     out = subprocess.run(
-        [sys.executable, "-m", "service.cli", "rules"], input=requests, capture_output=True, text=True, check=True
+        [sys.executable, "-m", "service.cli", "rules"],
+        input=requests,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
     assert len(out) == len(vectors)
     for vector, line in zip(vectors, out):

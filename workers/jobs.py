@@ -6,19 +6,27 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from service.app.commands import CommandRequest
+from service.app.work import BOT_TURN, work_for
 from service.game import Disconnect, GameError, Settle, deadline, seat_view
 from service.game.bot import BotPolicy
-from service.game.events import BidMade, Disconnected, HandEnded, HandShown, Passed, Played, Reported
+from service.game.events import (
+    BidMade,
+    Disconnected,
+    HandEnded,
+    HandShown,
+    Passed,
+    Played,
+    Reported,
+)
 from service.game.record import export, verify
 from service.game.state import ENDED
-from service.app.commands import CommandRequest
 from service.store import MatchNotFound, VersionConflict
 from service.store.ledger import write_settlement
 
 from .context import context
-from service.app.work import BOT_TURN, work_for
 
 log = logging.getLogger(__name__)
 POLICY = BotPolicy()
@@ -52,11 +60,20 @@ def describe(events) -> str:
 def _act(match_id: str, version: int, command, what: str) -> str:
     ctx = context()
     try:
-        outcome = ctx.commands.execute(CommandRequest(uuid.UUID(match_id), lambda _: command, expected_version=version))
+        outcome = ctx.commands.execute(
+            CommandRequest(uuid.UUID(match_id), lambda _: command, expected_version=version)
+        )
     except VersionConflict:
         log.debug("%s: match %s v%s: someone acted first", what, match_id, version)
         return "someone acted first"
-    log.info("%s: match %s v%s seat %s %s", what, match_id, version, command.seat, describe(outcome.events))
+    log.info(
+        "%s: match %s v%s seat %s %s",
+        what,
+        match_id,
+        version,
+        command.seat,
+        describe(outcome.events),
+    )
     return f"{command.name} at version {version}"
 
 
@@ -93,7 +110,7 @@ def turn_timeout(match_id: str, version: int) -> str:
     due = deadline(state, loaded.last_recorded_at)
     if state.version != version or due is None or state.is_system(state.turn):
         return "stale"
-    early = (due - datetime.now(timezone.utc)).total_seconds()
+    early = (due - datetime.now(UTC)).total_seconds()
     if early > EARLY_TOLERANCE:
         return "not due yet"  # the deadline scan enqueues it again once it is
     if early > 0:
@@ -129,5 +146,11 @@ def settle_match(match_id: str) -> str:
             return "settled already"
         raise
     settled = outcome.events[0].event
-    log.info("settled: match %s v%s net %s house %s", match_id, outcome.events[0].version - 1, " ".join(settled.net), settled.house)
+    log.info(
+        "settled: match %s v%s net %s house %s",
+        match_id,
+        outcome.events[0].version - 1,
+        " ".join(settled.net),
+        settled.house,
+    )
     return "settled"

@@ -30,10 +30,19 @@ from rq.exceptions import NoSuchJobError
 from rq.executions import Execution, ExecutionRegistry
 from rq.job import Job, JobStatus
 
+from service.app.work import (
+    BOT_TURN,
+    KIND_OF,
+    SETTLE_MATCH,
+    TURN_TIMEOUT,
+    enqueue_once,
+    id_of_job,
+    job_args,
+    queue,
+)
 from service.store import DatabaseUnavailable
 
 from .context import context
-from service.app.work import BOT_TURN, KIND_OF, SETTLE_MATCH, TURN_TIMEOUT, enqueue_once, id_of_job, job_args, queue
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +91,11 @@ def forget(connection: redis.Redis, job_id: str) -> None:
     # started registry, where RQ's cleanup would report it abandoned.
     connection.lrem(q.intermediate_queue_key, 0, job_id)
     started = q.started_job_registry
-    mine = [entry for entry in connection.zrange(started.key, 0, -1) if entry.decode().split(":", 1)[0] == job_id]
+    mine = [
+        entry
+        for entry in connection.zrange(started.key, 0, -1)
+        if entry.decode().split(":", 1)[0] == job_id
+    ]
     if mine:
         connection.zrem(started.key, *mine)
     # An execution listed without its hash (it expired, or was flushed) makes RQ's own
@@ -121,7 +134,12 @@ def ensure_each(connection: redis.Redis, work, lost: bool = True) -> dict[str, i
         except (redis.ConnectionError, redis.TimeoutError):
             raise
         except Exception as exc:  # noqa: BLE001 - one job's trouble is not the pass's
-            log.warning("skipped job %s, which Redis holds in a broken state: %s: %s", job_id, type(exc).__name__, exc)
+            log.warning(
+                "skipped job %s, which Redis holds in a broken state: %s: %s",
+                job_id,
+                type(exc).__name__,
+                exc,
+            )
     return enqueued
 
 
@@ -129,7 +147,10 @@ def scan_deadlines() -> int:
     """Enqueues a turn timeout for every player whose deadline has passed."""
     ctx = context()
     rows = ctx.store.past_deadline()
-    work = [(id_of_job(TURN_TIMEOUT, str(m), v), TURN_TIMEOUT, job_args(TURN_TIMEOUT, str(m), v)) for m, v in rows]
+    work = [
+        (id_of_job(TURN_TIMEOUT, str(m), v), TURN_TIMEOUT, job_args(TURN_TIMEOUT, str(m), v))
+        for m, v in rows
+    ]
     return ensure_each(ctx.redis, work, lost=False).get(TURN_TIMEOUT, 0)
 
 
@@ -138,13 +159,19 @@ def rescue_started() -> int:
     settlement is back on the queue within seconds of its worker's death."""
     connection = context().redis
     work = []
-    for job_id, _ in queue(connection).started_job_registry.get_job_and_execution_ids(cleanup=False):
+    for job_id, _ in queue(connection).started_job_registry.get_job_and_execution_ids(
+        cleanup=False
+    ):
         try:
             job = Job.fetch(job_id, connection=connection)
         except NoSuchJobError:
             continue  # the sweep finds its work from PostgreSQL
         kind = KIND_OF.get(job.func_name)
-        if kind and job.get_status(refresh=False) == JobStatus.STARTED and not worker_is_alive(connection, job.worker_name):
+        if (
+            kind
+            and job.get_status(refresh=False) == JobStatus.STARTED
+            and not worker_is_alive(connection, job.worker_name)
+        ):
             work.append((job_id, kind, job.args))
     return sum(ensure_each(connection, work).values())
 
@@ -196,13 +223,20 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
                 if away is None:
                     log.exception("deadline scan or sweep failed; trying again in %.0f s", backoff)
                 else:
-                    log.warning("%s is unreachable (%s); trying again in %.0f s", away, str(exc).strip() or type(exc).__name__, backoff)
+                    log.warning(
+                        "%s is unreachable (%s); trying again in %.0f s",
+                        away,
+                        str(exc).strip() or type(exc).__name__,
+                        backoff,
+                    )
                 # What was lost meanwhile is found by the sweep that follows the outage.
                 next_sweep = 0.0
                 stop.wait(backoff)
                 continue
             if backoff:
-                log.info("%s is back: the deadline scan and the sweep go on", away or "the failing part")
+                log.info(
+                    "%s is back: the deadline scan and the sweep go on", away or "the failing part"
+                )
                 backoff, away = 0.0, None
             stop.wait(SCAN_SECONDS)
 

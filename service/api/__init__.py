@@ -6,20 +6,22 @@ import logging
 
 from flask import Flask
 
-from . import admin, health, ledger, matches, players, tokens
 from ..config import Config
+from . import admin, health, ledger, matches, players, tokens
 from .encoding import JsonProvider
-from .limits import BodyLimit
 from .headers import SecurityHeaders, cors
+from .limits import BodyLimit
 from .problems import Api
-from .routing import IdConverter, Rule
 from .rate_limits import install as install_rate_limits
+from .routing import IdConverter, Rule
 from .services import Services
 
 API_VERSION = "1.0.0"
 
 
-def create_app(config: Config | None = None, services: Services | None = None, connect: bool = True) -> Flask:
+def create_app(
+    config: Config | None = None, services: Services | None = None, connect: bool = True
+) -> Flask:
     """The app; configuration from the environment unless given. ``connect=False`` makes
     an app that only describes itself (for generating the OpenAPI document)."""
     config = config or Config.from_env()

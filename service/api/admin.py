@@ -11,7 +11,9 @@ from .auth import operator
 from .documents import documented, event_documents, since
 from .routing import Blueprint
 
-bp = Blueprint("admin", __name__, url_prefix="/v1/admin", description="Operators: everything, and audits")
+bp = Blueprint(
+    "admin", __name__, url_prefix="/v1/admin", description="Operators: everything, and audits"
+)
 
 
 @bp.route("/matches/<uuid:match_id>/events", methods=["GET"])

@@ -37,9 +37,16 @@ def caller() -> Caller:
         return Caller(None, operator=True)
     found = services().players.by_token(token)
     if found is None:
-        raise ApiError(401, "invalid_token", "this token belongs to no player (or was revoked)", CHALLENGE)
+        raise ApiError(
+            401, "invalid_token", "this token belongs to no player (or was revoked)", CHALLENGE
+        )
     if found.expired():
-        raise ApiError(401, "token_expired", "this token has expired; create another with a valid one", CHALLENGE)
+        raise ApiError(
+            401,
+            "token_expired",
+            "this token has expired; create another with a valid one",
+            CHALLENGE,
+        )
     return Caller(found.player_id, token_id=found.token_id)
 
 

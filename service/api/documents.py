@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from ..game import GameError, State, deadline, view, visible
-from ..store import Loaded, MatchNotFound, StoreError, StoredEvent
+from ..store import Loaded, MatchNotFound, StoredEvent, StoreError
 from .auth import BEARER, Caller
 from .problems import ApiError
 from .services import services
@@ -20,10 +20,19 @@ STATUS_OF = {"match_not_found": 404, "version_conflict": 409, "not_seated": 403}
 def documented(*statuses: int) -> dict:
     """The error responses an operation documents (all are problems)."""
     names = {
-        400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "CONFLICT",
-        413: "REQUEST_ENTITY_TOO_LARGE", 422: "UNPROCESSABLE_ENTITY", 503: "SERVICE_UNAVAILABLE",
+        400: "BAD_REQUEST",
+        401: "UNAUTHORIZED",
+        403: "FORBIDDEN",
+        404: "NOT_FOUND",
+        409: "CONFLICT",
+        413: "REQUEST_ENTITY_TOO_LARGE",
+        422: "UNPROCESSABLE_ENTITY",
+        503: "SERVICE_UNAVAILABLE",
     }
-    return {"security": BEARER, "responses": {str(s): {"$ref": f"#/components/responses/{names[s]}"} for s in statuses}}
+    return {
+        "security": BEARER,
+        "responses": {str(s): {"$ref": f"#/components/responses/{names[s]}"} for s in statuses},
+    }
 
 
 def game_error(exc: GameError | StoreError) -> ApiError:
@@ -72,7 +81,9 @@ def event_documents(found: list[StoredEvent], seat, latest: Loaded) -> list[dict
                 "schema_version": stored.event.version,
                 "recorded_at": stored.recorded_at,
                 "payload": payload,
-                "deadline": deadline(latest.state, latest.last_recorded_at) if latest_event else None,
+                "deadline": deadline(latest.state, latest.last_recorded_at)
+                if latest_event
+                else None,
             }
         )
     return documents

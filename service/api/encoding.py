@@ -14,7 +14,9 @@ from flask.json.provider import DefaultJSONProvider
 def dumps(document: Any) -> bytes:
     """Compact UTF-8 JSON; datetimes in ISO 8601 (RFC 3339), UUIDs as strings, and what
     orjson does not know (decimals, say) as Flask would write it."""
-    return orjson.dumps(document, default=DefaultJSONProvider.default, option=orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(
+        document, default=DefaultJSONProvider.default, option=orjson.OPT_NON_STR_KEYS
+    )
 
 
 class JsonProvider(DefaultJSONProvider):
@@ -24,4 +26,6 @@ class JsonProvider(DefaultJSONProvider):
         return dumps(obj).decode()
 
     def response(self, *args: Any, **kwargs: Any) -> Response:
-        return self._app.response_class(dumps(self._prepare_response_obj(args, kwargs)), mimetype=self.mimetype)
+        return self._app.response_class(
+            dumps(self._prepare_response_obj(args, kwargs)), mimetype=self.mimetype
+        )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ..app.work import worker_alive
-
-from . import schemas
 from ..store import retried
+from . import schemas
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
@@ -41,11 +40,21 @@ def readyz():
     try:
         services().redis.ping()
         checks["redis"] = "ok"
-        checks["worker"] = "ok" if worker_alive(services().redis, grace) else f"no worker alive in the last {grace:g} s"
+        checks["worker"] = (
+            "ok"
+            if worker_alive(services().redis, grace)
+            else f"no worker alive in the last {grace:g} s"
+        )
     except Exception:  # noqa: BLE001
         checks["redis"] = "unreachable"
         checks["worker"] = "unknown (Redis is unreachable)"
     failed = [name for name, state in checks.items() if state != "ok"]
     if failed:
-        raise ApiError(503, "not_ready", f"not ready: {', '.join(failed)}", headers={"Retry-After": "5"}, members={"checks": checks})
+        raise ApiError(
+            503,
+            "not_ready",
+            f"not ready: {', '.join(failed)}",
+            headers={"Retry-After": "5"},
+            members={"checks": checks},
+        )
     return {"status": "ok", "checks": checks}

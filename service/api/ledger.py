@@ -18,7 +18,11 @@ from .services import services
 
 bp = Blueprint("ledger", __name__, url_prefix="/v1", description="Settlements and the ledger")
 
-AMOUNTS = f.List(f.String(), required=True, metadata={"description": "One decimal amount per seat, in seat order"})
+AMOUNTS = f.List(
+    f.String(),
+    required=True,
+    metadata={"description": "One decimal amount per seat, in seat order"},
+)
 
 
 class Settlement(ma.Schema):
@@ -28,7 +32,9 @@ class Settlement(ma.Schema):
     bid = f.Integer(required=True)
     winner = f.String(required=True)
     factors = f.Nested(Factors, required=True)
-    multiplier = f.String(required=True, metadata={"description": "Exact: an integer or a fraction such as 16/3"})
+    multiplier = f.String(
+        required=True, metadata={"description": "Exact: an integer or a fraction such as 16/3"}
+    )
     first_disconnect = f.Integer(required=True, allow_none=True)
     gross = AMOUNTS
     after_cap = AMOUNTS
@@ -70,7 +76,9 @@ def match_settlement(match_id: uuid.UUID):
     who = caller()
     state = load(match_id).state
     if not who.operator and seat_of(state, who) is None:
-        raise ApiError(403, "not_seated", "settlements are for the match's seated players and operators")
+        raise ApiError(
+            403, "not_seated", "settlements are for the match's seated players and operators"
+        )
     found = ledger.settlement(services().pool, match_id)
     if found is None:
         raise ApiError(404, "not_settled", "the hand has not been settled (yet)")

@@ -8,7 +8,7 @@ answers 413 itself when there is more."""
 from __future__ import annotations
 
 import io
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from .problems import problem, too_large
 
@@ -19,10 +19,16 @@ class BodyLimit:
         self.limit = limit
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        if environ.get("CONTENT_LENGTH") in (None, "") and environ.get("REQUEST_METHOD") in ("POST", "PUT", "PATCH"):
+        if environ.get("CONTENT_LENGTH") in (None, "") and environ.get("REQUEST_METHOD") in (
+            "POST",
+            "PUT",
+            "PATCH",
+        ):
             body = environ["wsgi.input"].read(self.limit + 1)
             if len(body) > self.limit:
-                return problem(413, "body_too_large", too_large(self.limit))(environ, start_response)
+                return problem(413, "body_too_large", too_large(self.limit))(
+                    environ, start_response
+                )
             environ["wsgi.input"] = io.BytesIO(body)
             environ["CONTENT_LENGTH"] = str(len(body))
             environ.pop("HTTP_TRANSFER_ENCODING", None)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from flask import Response, request, stream_with_context
 
+from ..app.commands import CommandRequest
 from ..game import (
     OPERATOR,
     PLAYER,
@@ -28,9 +30,7 @@ from ..game.actions import offered as offered_actions
 from ..game.record import export
 from ..game.state import DEALING, ENDED
 from ..rules import new_seed, pick_cards
-from ..app.commands import CommandRequest
 from ..store import Loaded, Outcome, StoreError, request_hash, status
-
 from . import encoding, schemas
 from .auth import BEARER, Caller, caller, player
 from .documents import documented, event_documents, game_error, load, seat_of, since, view_document
@@ -38,7 +38,12 @@ from .problems import ApiError
 from .routing import Blueprint
 from .services import services
 
-bp = Blueprint("matches", __name__, url_prefix="/v1/matches", description="Matches: one hand of four seats each")
+bp = Blueprint(
+    "matches",
+    __name__,
+    url_prefix="/v1/matches",
+    description="Matches: one hand of four seats each",
+)
 
 # Built once: a schema is costly to build, and these dump on every stream event.
 VIEW = schemas.View()
@@ -84,7 +89,11 @@ def deal_when_full(state: State) -> Command | None:
 
 
 @bp.route("", methods=["POST"])
-@bp.arguments(schemas.MatchCreate(), required=False, description="Without a body, every option takes its default")
+@bp.arguments(
+    schemas.MatchCreate(),
+    required=False,
+    description="Without a body, every option takes its default",
+)
 @bp.response(201, schemas.Match)
 @bp.doc(**documented(401, 403, 422))
 def create_match(body):
@@ -92,12 +101,19 @@ def create_match(body):
     player()
     try:
         table = Table.build(
-            body["ruleset"], body["unit"], body["cap"], body["rake"], body["bombs_double"], body["turn_seconds"]
+            body["ruleset"],
+            body["unit"],
+            body["cap"],
+            body["rake"],
+            body["bombs_double"],
+            body["turn_seconds"],
         )
     except GameError as exc:
         raise game_error(exc) from None
     match_id = uuid.uuid4()
-    outcome = execute(CommandRequest(match_id, lambda state: CreateMatch(str(match_id), table), new_match=True))
+    outcome = execute(
+        CommandRequest(match_id, lambda state: CreateMatch(str(match_id), table), new_match=True)
+    )
     at = outcome.last_recorded_at
     return match_document(outcome.state, at, at)
 
@@ -110,11 +126,20 @@ def list_matches(query):
     """List matches, newest first, optionally by status (open, playing, ended)."""
     caller()
     listed = services().store.listed(query.get("status"), query["limit"])
-    return {"matches": [match_document(loaded.state, created_at, updated_at) for loaded, created_at, updated_at in listed]}
+    return {
+        "matches": [
+            match_document(loaded.state, created_at, updated_at)
+            for loaded, created_at, updated_at in listed
+        ]
+    }
 
 
 @bp.route("/<uuid:match_id>/seats", methods=["POST"])
-@bp.arguments(schemas.SeatRequest(), required=False, description="Without a body, any free seat for the caller")
+@bp.arguments(
+    schemas.SeatRequest(),
+    required=False,
+    description="Without a body, any free seat for the caller",
+)
 @bp.response(201, schemas.View)
 @bp.doc(**documented(401, 403, 404, 409, 422))
 def take_seat(body, match_id):
@@ -161,7 +186,11 @@ def legal(match_id):
     plays: list[dict] = []
     if Play.name in offered:
         plays = [
-            {"cards": [c.code for c in pick_cards(state.hands[seat], play.counts)], "type": play.type.value, "rank": play.rank}
+            {
+                "cards": [c.code for c in pick_cards(state.hands[seat], play.counts)],
+                "type": play.type.value,
+                "rank": play.rank,
+            }
             for play in state.plays(seat)
         ]
     can_pass = Pass.name in offered
@@ -194,12 +223,19 @@ def command(body, match_id, key=None):
     if key is not None:
         idempotency = (who.player_id, f"{match_id}:{key}", request_hash(body))
     outcome = execute(
-        CommandRequest(match_id, decide_for_caller, expected_version=body.get("expected_version"), idempotency=idempotency)
+        CommandRequest(
+            match_id,
+            decide_for_caller,
+            expected_version=body.get("expected_version"),
+            idempotency=idempotency,
+        )
     )
     # The hot path: plain JSON of a document already in the schema's shape (the contract
     # tests hold it to the schema), which costs a tenth of a schema dump. A retry's outcome
     # is the first one again, so its answer is the same, byte for byte.
-    return Response(encoding.dumps(command_result(outcome, who)), status=200, mimetype="application/json")
+    return Response(
+        encoding.dumps(command_result(outcome, who)), status=200, mimetype="application/json"
+    )
 
 
 @bp.route("/<uuid:match_id>/leave", methods=["POST"])
@@ -237,7 +273,10 @@ def events(query, match_id):
         if not found and query["wait"] > 0:
             woken.wait(query["wait"])
             found, latest = since(match_id, query["after"])
-    return {"version": latest.state.version, "events": event_documents(found, viewer(latest.state, who), latest)}
+    return {
+        "version": latest.state.version,
+        "events": event_documents(found, viewer(latest.state, who), latest),
+    }
 
 
 def _last_event_id() -> int | None:
@@ -245,7 +284,11 @@ def _last_event_id() -> int | None:
     if raw is None:
         return None
     if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
-        raise ApiError(400, "invalid_last_event_id", "Last-Event-ID must be a version number sent by this stream")
+        raise ApiError(
+            400,
+            "invalid_last_event_id",
+            "Last-Event-ID must be a version number sent by this stream",
+        )
     return int(raw)
 
 
@@ -273,7 +316,9 @@ def _sse(event: str, data: Any, event_id: int | None = None) -> str:
             "description": "An event stream",
             "content": {"text/event-stream": {"schema": schemas.STREAM_EVENT}},
         },
-        "204": {"description": "The match is settled and the client has its every event: nothing more will come"},
+        "204": {
+            "description": "The match is settled and the client has its every event: nothing more will come"
+        },
         "400": {"$ref": "#/components/responses/BAD_REQUEST"},
         "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
         "404": {"$ref": "#/components/responses/NOT_FOUND"},
@@ -294,7 +339,11 @@ def stream(match_id):
     resume_after = _last_event_id()
     loaded = load(match_id)
     if resume_after is not None and resume_after > loaded.state.version:
-        raise ApiError(400, "invalid_last_event_id", f"this match is at version {loaded.state.version}; it has no event {resume_after}")
+        raise ApiError(
+            400,
+            "invalid_last_event_id",
+            f"this match is at version {loaded.state.version}; it has no event {resume_after}",
+        )
     if resume_after == loaded.state.version and loaded.state.settled:
         return Response(status=204)
     config = services().config
@@ -340,7 +389,11 @@ def record(match_id):
     stored, latest = since(match_id, 0)
     state = latest.state
     if not who.operator and (seat_of(state, who) is None or state.phase != ENDED):
-        raise ApiError(403, "record_not_available", "the record is for the seated players once the hand has ended")
+        raise ApiError(
+            403,
+            "record_not_available",
+            "the record is for the seated players once the hand has ended",
+        )
     document = export([s.event for s in stored])
     document.setdefault("commitment", None)
     document.setdefault("seed", None)

@@ -6,11 +6,15 @@ from . import schemas
 from .routing import Blueprint
 from .services import services
 
-bp = Blueprint("players", __name__, url_prefix="/v1/players", description="Players and their tokens")
+bp = Blueprint(
+    "players", __name__, url_prefix="/v1/players", description="Players and their tokens"
+)
 
 
 @bp.route("", methods=["POST"])
-@bp.arguments(schemas.PlayerCreate(), required=False, description="Without a body, the name is `player`")
+@bp.arguments(
+    schemas.PlayerCreate(), required=False, description="Without a body, the name is `player`"
+)
 @bp.response(201, schemas.PlayerCreated)
 @bp.doc(responses={"422": {"$ref": "#/components/responses/UNPROCESSABLE_ENTITY"}})
 def create_player(body):

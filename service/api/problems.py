@@ -24,32 +24,51 @@ PROBLEM_JSON = "application/problem+json"
 class ProblemSchema(ma.Schema):
     """What :func:`problem` answers: every member but ``errors`` is always there."""
 
-    type = ma.fields.String(required=True, metadata={"description": "A URI naming the kind of problem"})
+    type = ma.fields.String(
+        required=True, metadata={"description": "A URI naming the kind of problem"}
+    )
     title = ma.fields.String(required=True, metadata={"description": "The HTTP status phrase"})
     status = ma.fields.Integer(required=True, metadata={"description": "The HTTP status code"})
-    detail = ma.fields.String(required=True, metadata={"description": "What went wrong, for people"})
-    code = ma.fields.String(required=True, metadata={"description": "What went wrong, for programs (stable)"})
+    detail = ma.fields.String(
+        required=True, metadata={"description": "What went wrong, for people"}
+    )
+    code = ma.fields.String(
+        required=True, metadata={"description": "What went wrong, for programs (stable)"}
+    )
     errors = ma.fields.Dict(
-        metadata={"description": "Where the request does not match its schema: by location (json, query, headers), then field"}
+        metadata={
+            "description": "Where the request does not match its schema: by location (json, query, headers), then field"
+        }
     )
     checks = ma.fields.Dict(
         keys=ma.fields.String(),
         values=ma.fields.String(),
-        metadata={"description": "From /readyz: what was checked (database, redis, worker), each `ok` or what failed"},
+        metadata={
+            "description": "From /readyz: what was checked (database, redis, worker), each `ok` or what failed"
+        },
     )
 
 
 class ApiError(Exception):
     """An error the API answers with a problem body."""
 
-    def __init__(self, status: int, code: str, detail: str, headers: dict | None = None, members: dict | None = None):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        headers: dict | None = None,
+        members: dict | None = None,
+    ):
         super().__init__(detail)
         self.status, self.code, self.detail, self.headers = status, code, detail, headers or {}
         #: More members of the problem (RFC 9457 extension members), such as ``checks``.
         self.members = members or {}
 
 
-def document(status: int, code: str, detail: str, errors: dict | None = None, members: dict | None = None) -> bytes:
+def document(
+    status: int, code: str, detail: str, errors: dict | None = None, members: dict | None = None
+) -> bytes:
     """The problem document, as JSON (also what the gunicorn worker writes)."""
     body = {
         "type": f"https://ddz.example/problems/{code}",
@@ -65,9 +84,16 @@ def document(status: int, code: str, detail: str, errors: dict | None = None, me
 
 
 def problem(
-    status: int, code: str, detail: str, errors: dict | None = None, headers: dict | None = None, members: dict | None = None
+    status: int,
+    code: str,
+    detail: str,
+    errors: dict | None = None,
+    headers: dict | None = None,
+    members: dict | None = None,
 ) -> Response:
-    response = Response(document(status, code, detail, errors, members), status=status, mimetype=PROBLEM_JSON)
+    response = Response(
+        document(status, code, detail, errors, members), status=status, mimetype=PROBLEM_JSON
+    )
     response.headers.update(headers or {})
     return response
 
@@ -114,7 +140,7 @@ ERROR_HEADERS = {
     },
     401: {
         "WWW-Authenticate": {
-            "description": "The challenge: `Bearer realm=\"ddz\"`",
+            "description": 'The challenge: `Bearer realm="ddz"`',
             "schema": {"type": "string"},
         }
     },
@@ -159,8 +185,12 @@ class ErrorResponses(BasePlugin):
             for status in statuses:
                 responses.setdefault(str(status), http.HTTPStatus(status).name)
             for status, response in responses.items():
-                if isinstance(response, dict) and set(response) == {"$ref"} and response["$ref"].startswith(_RESPONSE_REF):
-                    responses[status] = response["$ref"][len(_RESPONSE_REF):]
+                if (
+                    isinstance(response, dict)
+                    and set(response) == {"$ref"}
+                    and response["$ref"].startswith(_RESPONSE_REF)
+                ):
+                    responses[status] = response["$ref"][len(_RESPONSE_REF) :]
             operation["responses"] = dict(sorted(responses.items(), key=lambda item: str(item[0])))
 
 
@@ -171,7 +201,10 @@ class Api(SmorestApi):
 
     def _register_error_handlers(self):
         self._app.register_error_handler(HTTPException, self.handle_http_exception)
-        self._app.register_error_handler(ApiError, lambda e: problem(e.status, e.code, e.detail, headers=e.headers, members=e.members))
+        self._app.register_error_handler(
+            ApiError,
+            lambda e: problem(e.status, e.code, e.detail, headers=e.headers, members=e.members),
+        )
         self._app.register_error_handler(RecursionError, self._handle_too_deep)
         self._app.register_error_handler(DatabaseUnavailable, self._handle_database_unavailable)
         self._app.register_error_handler(Exception, self._handle_unexpected)
@@ -227,7 +260,9 @@ class Api(SmorestApi):
         if isinstance(error, HTTPException):  # pragma: no cover - routed above
             raise error
         log.exception("unexpected error")
-        return problem(500, "internal_error", "the server failed; the request may not have been applied")
+        return problem(
+            500, "internal_error", "the server failed; the request may not have been applied"
+        )
 
     def _init_spec(self, *, extra_plugins=None, **options):
         super()._init_spec(extra_plugins=[*(extra_plugins or ()), ErrorResponses()], **options)

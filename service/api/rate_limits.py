@@ -151,7 +151,8 @@ class Counter:
             except redis.RedisError as exc:
                 log.warning(
                     "rate limit storage unreachable (%s): counting in this process for %.0f s",
-                    type(exc).__name__, RETRY_REDIS_SECONDS,
+                    type(exc).__name__,
+                    RETRY_REDIS_SECONDS,
                 )
                 self.redis_back_at = now + RETRY_REDIS_SECONDS
         return self._hit_memory(counted, now)
@@ -175,7 +176,9 @@ class Counter:
         for limit, key in counted:
             for window in limit.windows:
                 if not self.memory.hit(window, limit.category, limit.per, key):
-                    reset = self.memory.get_window_stats(window, limit.category, limit.per, key).reset_time
+                    reset = self.memory.get_window_stats(
+                        window, limit.category, limit.per, key
+                    ).reset_time
                     return Refusal(limit, key, window, reset - now)
         return None
 

@@ -44,7 +44,9 @@ class IdConverter(UUIDConverter):
         except ValueError:
             # Not a ValidationError (which means "try the next rule"): routing stops here and
             # Flask answers the exception.
-            raise MalformedId(f"the {self.variable.replace('_', ' ')} in the path is not a UUID") from None
+            raise MalformedId(
+                f"the {self.variable.replace('_', ' ')} in the path is not a UUID"
+            ) from None
 
 
 class Rule(WerkzeugRule):
@@ -66,7 +68,8 @@ class JsonBodies(FlaskParser):
         # format with meanings of its own, which a command is not; and JSON is UTF-8.
         if req.mimetype != JSON or req.mimetype_params.get("charset", "utf-8").lower() != "utf-8":
             raise ApiError(
-                415, "unsupported_media_type",
+                415,
+                "unsupported_media_type",
                 f"the body must be JSON in UTF-8, sent with Content-Type: {JSON}"
                 f" (it came as {req.content_type or 'no type'})",
             )

@@ -7,22 +7,37 @@ import marshmallow as ma
 from marshmallow import fields as f
 from marshmallow import validate
 
-from ..rules import RULESETS
 from ..game import EVENT_TYPES
 from ..game.actions import PLAYER_ACTIONS
 from ..game.table import MAX_TURN_SECONDS
+from ..rules import RULESETS
 
 SEAT = validate.Range(0, 3)
-CARD_CODE = validate.Regexp(r"^([SHCD][3-9TJQKA2]|[BR]J)$", error="not a card code: a suit letter (S H C D) then a rank (3-9 T J Q K A 2), or a joker (B or R, then J)")
-DECIMAL = validate.Regexp(r"^\d{1,9}(\.\d{1,2})?$", error="a decimal amount with at most two places, as a string")
+CARD_CODE = validate.Regexp(
+    r"^([SHCD][3-9TJQKA2]|[BR]J)$",
+    error="not a card code: a suit letter (S H C D) then a rank (3-9 T J Q K A 2), or a joker (B or R, then J)",
+)
+DECIMAL = validate.Regexp(
+    r"^\d{1,9}(\.\d{1,2})?$", error="a decimal amount with at most two places, as a string"
+)
 SHARE = validate.Regexp(r"^(0(\.\d{1,4})?|1(\.0{1,4})?)$", error="a share from 0 to 1, as a string")
 #: Text that PostgreSQL can store: no NUL character, no unpaired UTF-16 surrogate.
-STORABLE_TEXT = validate.Regexp(r"^[^\x00\ud800-\udfff]*$", error="may not contain NUL or unpaired surrogates")
+STORABLE_TEXT = validate.Regexp(
+    r"^[^\x00\ud800-\udfff]*$", error="may not contain NUL or unpaired surrogates"
+)
 PHASES = ["seating", "dealing", "bidding", "show_hand", "report", "playing", "ended"]
 STATUSES = ["open", "playing", "ended"]
 COMBINATION_TYPES = [
-    "single", "pair", "triple", "straight", "pair_chain", "plane",
-    "full_house", "plane_with_pairs", "bomb", "joker_bomb",
+    "single",
+    "pair",
+    "triple",
+    "straight",
+    "pair_chain",
+    "plane",
+    "full_house",
+    "plane_with_pairs",
+    "bomb",
+    "joker_bomb",
 ]
 
 
@@ -63,7 +78,9 @@ class PlayerCreate(Strict):
 class PlayerCreated(ma.Schema):
     player_id = f.UUID(required=True)
     name = f.String(required=True)
-    token = f.String(required=True, metadata={"description": "Bearer token; shown once, stored only as a hash"})
+    token = f.String(
+        required=True, metadata={"description": "Bearer token; shown once, stored only as a hash"}
+    )
 
 
 # Matches
@@ -71,9 +88,20 @@ class PlayerCreated(ma.Schema):
 
 class MatchCreate(Strict):
     ruleset = f.String(load_default="shanghai-platform", validate=validate.OneOf(sorted(RULESETS)))
-    unit = f.String(load_default="1.00", validate=DECIMAL, metadata={"description": "Base stake (底分)"})
-    cap = f.String(load_default=None, allow_none=True, validate=DECIMAL, metadata={"description": "Per-hand cap (单局封顶); null: none"})
-    rake = f.String(load_default="0.00", validate=SHARE, metadata={"description": "System cut (系统得分) as a share of each winner's gain"})
+    unit = f.String(
+        load_default="1.00", validate=DECIMAL, metadata={"description": "Base stake (底分)"}
+    )
+    cap = f.String(
+        load_default=None,
+        allow_none=True,
+        validate=DECIMAL,
+        metadata={"description": "Per-hand cap (单局封顶); null: none"},
+    )
+    rake = f.String(
+        load_default="0.00",
+        validate=SHARE,
+        metadata={"description": "System cut (系统得分) as a share of each winner's gain"},
+    )
     bombs_double = JsonBoolean(load_default=True)
     turn_seconds = JsonInteger(load_default=30, validate=validate.Range(1, MAX_TURN_SECONDS))
 
@@ -113,8 +141,16 @@ class MatchList(ma.Schema):
 
 
 class SeatRequest(Strict):
-    seat = JsonInteger(load_default=None, allow_none=True, validate=SEAT, metadata={"description": "A given seat; null or absent: any free one"})
-    bot = JsonBoolean(load_default=False, metadata={"description": "Fill the seat with a system bot instead of the caller"})
+    seat = JsonInteger(
+        load_default=None,
+        allow_none=True,
+        validate=SEAT,
+        metadata={"description": "A given seat; null or absent: any free one"},
+    )
+    bot = JsonBoolean(
+        load_default=False,
+        metadata={"description": "Fill the seat with a system bot instead of the caller"},
+    )
 
 
 # Views
@@ -153,7 +189,9 @@ class Factors(ma.Schema):
         required=True,
         allow_none=True,
         validate=validate.OneOf(["play", "no_play"]),
-        metadata={"description": "报到 then 打 (play) or 不打 (no_play); null when no 报到 was declared, a decline included"},
+        metadata={
+            "description": "报到 then 打 (play) or 不打 (no_play); null when no 报到 was declared, a decline included"
+        },
     )
     report_units = f.Integer(required=True)
     bombs = f.Integer(required=True)
@@ -203,7 +241,11 @@ class View(ma.Schema):
     report = f.String(required=True, allow_none=True)
     reported_cards = f.List(f.String(), required=True)
     turn = f.Integer(required=True, allow_none=True)
-    deadline = f.DateTime(required=True, allow_none=True, metadata={"description": "When the seat to act loses its turn to the system"})
+    deadline = f.DateTime(
+        required=True,
+        allow_none=True,
+        metadata={"description": "When the seat to act loses its turn to the system"},
+    )
     lead = f.Nested(Lead, required=True, allow_none=True)
     passes = f.Integer(required=True)
     bombs = f.Integer(required=True)
@@ -244,8 +286,15 @@ class CommandRequest(Strict):
             "oneOf": [{"type": "integer"}, {"type": "boolean"}, {"type": "string"}],
         }
     )
-    cards = f.List(f.String(validate=CARD_CODE), validate=validate.Length(1, 33), metadata={"description": "play: card codes"})
-    expected_version = JsonInteger(validate=validate.Range(0), metadata={"description": "Refuse with 409 unless the match is at this version"})
+    cards = f.List(
+        f.String(validate=CARD_CODE),
+        validate=validate.Length(1, 33),
+        metadata={"description": "play: card codes"},
+    )
+    expected_version = JsonInteger(
+        validate=validate.Range(0),
+        metadata={"description": "Refuse with 409 unless the match is at this version"},
+    )
 
 
 class IdempotencyHeader(ma.Schema):
@@ -257,7 +306,9 @@ class IdempotencyHeader(ma.Schema):
 
 class EventDocument(ma.Schema):
     type = f.String(required=True, validate=validate.OneOf(sorted(EVENT_TYPES)))
-    version = f.Integer(required=True, metadata={"description": "The event's version in the match stream"})
+    version = f.Integer(
+        required=True, metadata={"description": "The event's version in the match stream"}
+    )
     schema_version = f.Integer(required=True)
     recorded_at = f.DateTime(required=True)
     payload = f.Dict(required=True, metadata={"description": "What the seat may see of the event"})
@@ -279,7 +330,11 @@ class CommandResult(ma.Schema):
 
 class EventsQuery(ma.Schema):
     after = f.Integer(load_default=0, validate=validate.Range(0))
-    wait = f.Float(load_default=0, validate=validate.Range(0, 30), metadata={"description": "Long-poll up to this many seconds"})
+    wait = f.Float(
+        load_default=0,
+        validate=validate.Range(0, 30),
+        metadata={"description": "Long-poll up to this many seconds"},
+    )
 
 
 def _stream_event(event: dict, data: str, description: str) -> dict:
@@ -288,7 +343,11 @@ def _stream_event(event: dict, data: str, description: str) -> dict:
         "description": description,
         "properties": {
             "event": event,
-            "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The match version (send it back as `Last-Event-ID`)"},
+            "id": {
+                "type": "string",
+                "pattern": "^[0-9]+$",
+                "description": "The match version (send it back as `Last-Event-ID`)",
+            },
             "data": {
                 "type": "string",
                 "contentMediaType": "application/json",
@@ -307,8 +366,16 @@ def _stream_event(event: dict, data: str, description: str) -> dict:
 STREAM_EVENT = {
     "description": "Each event of the stream: first the caller's view, then the match's events",
     "oneOf": [
-        _stream_event({"const": "snapshot"}, "View", "The caller's view when the stream starts (not after `Last-Event-ID`)"),
-        _stream_event({"type": "string", "enum": sorted(EVENT_TYPES)}, "EventDocument", "An event of the match, as the caller may see it"),
+        _stream_event(
+            {"const": "snapshot"},
+            "View",
+            "The caller's view when the stream starts (not after `Last-Event-ID`)",
+        ),
+        _stream_event(
+            {"type": "string", "enum": sorted(EVENT_TYPES)},
+            "EventDocument",
+            "An event of the match, as the caller may see it",
+        ),
     ],
 }
 
@@ -319,7 +386,11 @@ class EventList(ma.Schema):
 
 
 class Deal(ma.Schema):
-    hands = f.List(f.List(f.String()), required=True, metadata={"description": "Each seat's hand as dealt, in seat order"})
+    hands = f.List(
+        f.List(f.String()),
+        required=True,
+        metadata={"description": "Each seat's hand as dealt, in seat order"},
+    )
     bottom = f.List(f.String(), required=True)
     marked_card = f.String(required=True)
     marked_seat = f.Integer(required=True)

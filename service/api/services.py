@@ -29,7 +29,9 @@ class Services:
         pool = open_pool(config.database_url, config.db_pool_size, "ddz", config.db_timeout)
         store = EventStore(pool)
         players = Players(pool)
-        connection = redis.Redis.from_url(config.redis_url, socket_timeout=5, socket_connect_timeout=5)
+        connection = redis.Redis.from_url(
+            config.redis_url, socket_timeout=5, socket_connect_timeout=5
+        )
         return cls(
             config=config,
             pool=pool,

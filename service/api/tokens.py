@@ -17,7 +17,9 @@ from .routing import Blueprint
 from .schemas import STORABLE_TEXT, JsonInteger, Strict
 from .services import services
 
-bp = Blueprint("tokens", __name__, url_prefix="/v1/me/tokens", description="The caller's bearer tokens")
+bp = Blueprint(
+    "tokens", __name__, url_prefix="/v1/me/tokens", description="The caller's bearer tokens"
+)
 
 #: The longest life a token can be given: ten years.
 MAX_EXPIRES_IN = 10 * 365 * 24 * 3600
@@ -25,11 +27,15 @@ MAX_EXPIRES_IN = 10 * 365 * 24 * 3600
 
 class TokenCreate(Strict):
     label = f.String(
-        load_default=None, allow_none=True, validate=[validate.Length(1, 64), STORABLE_TEXT],
+        load_default=None,
+        allow_none=True,
+        validate=[validate.Length(1, 64), STORABLE_TEXT],
         metadata={"description": "A name to tell the token apart (e.g. the device)"},
     )
     expires_in = JsonInteger(
-        load_default=None, allow_none=True, validate=validate.Range(1, MAX_EXPIRES_IN),
+        load_default=None,
+        allow_none=True,
+        validate=validate.Range(1, MAX_EXPIRES_IN),
         metadata={"description": "Seconds until the token stops working; null or absent: never"},
     )
 
@@ -37,18 +43,32 @@ class TokenCreate(Strict):
 class TokenInfo(ma.Schema):
     token_id = f.UUID(required=True)
     label = f.String(required=True, allow_none=True)
-    last4 = f.String(required=True, allow_none=True, metadata={"description": "The token's last four characters (null for the token made with the player before tokens could be listed)"})
+    last4 = f.String(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "The token's last four characters (null for the token made with the player before tokens could be listed)"
+        },
+    )
     created_at = f.DateTime(required=True)
     expires_at = f.DateTime(required=True, allow_none=True, metadata={"description": "null: never"})
-    current = f.Boolean(required=True, metadata={"description": "This is the token that sent the request"})
+    current = f.Boolean(
+        required=True, metadata={"description": "This is the token that sent the request"}
+    )
 
 
 class TokenCreated(TokenInfo):
-    token = f.String(required=True, metadata={"description": "Bearer token; shown once, stored only as a hash"})
+    token = f.String(
+        required=True, metadata={"description": "Bearer token; shown once, stored only as a hash"}
+    )
 
 
 class TokenList(ma.Schema):
-    tokens = f.List(f.Nested(TokenInfo), required=True, metadata={"description": "Oldest first, expired ones included"})
+    tokens = f.List(
+        f.Nested(TokenInfo),
+        required=True,
+        metadata={"description": "Oldest first, expired ones included"},
+    )
 
 
 def _document(token, current_id: uuid.UUID | None) -> dict:
@@ -63,7 +83,11 @@ def _document(token, current_id: uuid.UUID | None) -> dict:
 
 
 @bp.route("", methods=["POST"])
-@bp.arguments(TokenCreate(), required=False, description="Without a body, a token with no label that never expires")
+@bp.arguments(
+    TokenCreate(),
+    required=False,
+    description="Without a body, a token with no label that never expires",
+)
 @bp.response(201, TokenCreated)
 @bp.doc(**documented(401, 403, 422))
 def create_token(body):
@@ -79,7 +103,9 @@ def create_token(body):
 def list_tokens():
     """The caller's tokens (never the tokens themselves: their last four characters)."""
     who = player()
-    return {"tokens": [_document(t, who.token_id) for t in services().players.tokens(who.player_id)]}
+    return {
+        "tokens": [_document(t, who.token_id) for t in services().players.tokens(who.player_id)]
+    }
 
 
 @bp.route("/<uuid:token_id>", methods=["DELETE"])

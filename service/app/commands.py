@@ -7,13 +7,21 @@ context each pass one)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import psycopg
 
 from ..game import Command, GameError, State, decide, initial_state, replay
-from ..store import ATTEMPTS, DatabaseUnavailable, EventStore, Loaded, Outcome, VersionConflict, pause
+from ..store import (
+    ATTEMPTS,
+    DatabaseUnavailable,
+    EventStore,
+    Loaded,
+    Outcome,
+    VersionConflict,
+    pause,
+)
 from ..store.events import Behind, ConnectionLost
 
 #: Appends retried on a version conflict when the caller named no expected version.
@@ -53,7 +61,9 @@ class _Lost(Exception):
 
 
 class Commands:
-    def __init__(self, store: EventStore, on_appended: Callable[[uuid.UUID, Outcome], None] | None = None):
+    def __init__(
+        self, store: EventStore, on_appended: Callable[[uuid.UUID, Outcome], None] | None = None
+    ):
         self.store = store
         self.on_appended = on_appended
 
@@ -76,20 +86,30 @@ class Commands:
                 return self._execute_once(request, command_id)
             except VersionConflict:
                 # A concurrent request with the same key may have won: then this is its retry.
-                replayed = self.store.replayed(request.match_id, request.idempotency) if request.idempotency else None
+                replayed = (
+                    self.store.replayed(request.match_id, request.idempotency)
+                    if request.idempotency
+                    else None
+                )
                 if replayed is not None:
                     return replayed
                 conflicts += 1
                 if conflicts == attempts:
                     raise
             except _Lost as exc:
-                committed = self.store.committed(request.match_id, exc.known, command_id) if exc.known else None
+                committed = (
+                    self.store.committed(request.match_id, exc.known, command_id)
+                    if exc.known
+                    else None
+                )
                 if committed is not None:
                     return committed
                 # Not committed: nothing was written, so the command is decided again.
                 lost += 1
                 if lost == ATTEMPTS:
-                    raise DatabaseUnavailable("the database connection broke on every try") from exc.__cause__
+                    raise DatabaseUnavailable(
+                        "the database connection broke on every try"
+                    ) from exc.__cause__
                 pause(lost - 1)
 
     def _execute_once(self, request: CommandRequest, command_id: uuid.UUID) -> Outcome:
@@ -100,12 +120,18 @@ class Commands:
         # process saw the match's last event, and two when another process appended since.
         # Only what ``within`` writes needs a transaction around it (it reads first).
         store, match_id, expected = self.store, request.match_id, request.expected_version
-        known = None if request.new_match or request.within is not None else store.cache.get(match_id)
+        known = (
+            None if request.new_match or request.within is not None else store.cache.get(match_id)
+        )
         try:
             with store.connection(transaction=request.within is not None) as conn:
                 read = known is None or expected not in (None, known.state.version)
                 if read:
-                    known = Loaded(initial_state, None) if request.new_match else store.load(match_id, conn)
+                    known = (
+                        Loaded(initial_state, None)
+                        if request.new_match
+                        else store.load(match_id, conn)
+                    )
                 for _ in range(RETRIES):
                     try:
                         outcome = self._decide_and_append(conn, request, known.state, command_id)
@@ -140,7 +166,9 @@ class Commands:
         self, conn: psycopg.Connection, request: CommandRequest, state: State, command_id: uuid.UUID
     ) -> Outcome:
         if request.expected_version is not None and request.expected_version != state.version:
-            raise VersionConflict(f"the match is at version {state.version}, not {request.expected_version}")
+            raise VersionConflict(
+                f"the match is at version {state.version}, not {request.expected_version}"
+            )
         events = decide(state, request.decide(state))
         after = replay(events, state)
         follow_up = request.then(after) if request.then is not None else None
@@ -149,5 +177,7 @@ class Commands:
             events, after = events + more, replay(more, after)
         if request.within is not None:
             request.within(conn, state)
-        stored = self.store.append(conn, request.match_id, state.version, events, after, command_id, request.idempotency)
+        stored = self.store.append(
+            conn, request.match_id, state.version, events, after, command_id, request.idempotency
+        )
         return Outcome(stored, after, stored[-1].recorded_at)

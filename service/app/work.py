@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 import redis
 from rq import Queue, Worker
@@ -96,16 +96,31 @@ def work_for(state: State, last_recorded_at: datetime | None) -> str | None:
 def enqueuer(connection: redis.Redis) -> Callable[[uuid.UUID, Outcome], None]:
     """The ``on_appended`` callback of the command path (:class:`~service.app.commands.Commands`)
     that enqueues on this Redis what each new state calls for."""
-    return lambda match_id, outcome: after_append(connection, str(match_id), outcome.state, outcome.last_recorded_at)
+    return lambda match_id, outcome: after_append(
+        connection, str(match_id), outcome.state, outcome.last_recorded_at
+    )
 
 
-def after_append(connection: redis.Redis, match_id: str, state: State, last_recorded_at: datetime | None) -> None:
+def after_append(
+    connection: redis.Redis, match_id: str, state: State, last_recorded_at: datetime | None
+) -> None:
     """Enqueues what the new state calls for. Redis only carries work: when it is down, the
     events are safe in PostgreSQL and the sweeper enqueues the work later."""
     kind = work_for(state, last_recorded_at)
     if kind is None:
         return
     try:
-        enqueue_once(connection, id_of_job(kind, match_id, state.version), kind, *job_args(kind, match_id, state.version))
+        enqueue_once(
+            connection,
+            id_of_job(kind, match_id, state.version),
+            kind,
+            *job_args(kind, match_id, state.version),
+        )
     except redis.RedisError as exc:
-        log.warning("could not enqueue %s for match %s at version %s: %s", kind, match_id, state.version, exc)
+        log.warning(
+            "could not enqueue %s for match %s at version %s: %s",
+            kind,
+            match_id,
+            state.version,
+            exc,
+        )

@@ -3,10 +3,23 @@
 No I/O: the store and the API stay thin around it."""
 
 from .actions import offered
-from .commands import Bid, Command, CreateMatch, DealHand, Disconnect, Pass, Play, Report, Resume, Settle, ShowHand, TakeSeat
+from .commands import (
+    Bid,
+    Command,
+    CreateMatch,
+    DealHand,
+    Disconnect,
+    Pass,
+    Play,
+    Report,
+    Resume,
+    Settle,
+    ShowHand,
+    TakeSeat,
+)
 from .decider import can, decide, outcome
 from .errors import GameError
-from .events import EVENT_TYPES, PLAYER, BOT, Event
+from .events import BOT, EVENT_TYPES, PLAYER, Event
 from .settlement import Factors, HandOutcome, Settlement, settle
 from .state import State, deadline, evolve, initial_state, replay
 from .table import Table

@@ -77,7 +77,7 @@ def command_of(action: Mapping[str, Any], seat: int, by: str = PLAYER) -> Comman
 def action_of(command: Command) -> dict[str, Any]:
     """The hand record's action entry of a seat's command: ``seat``, ``action``, then the
     command's own fields (cards by their codes)."""
-    entry: dict[str, Any] = {"seat": getattr(command, "seat"), "action": command.name}
+    entry: dict[str, Any] = {"seat": command.seat, "action": command.name}
     for field in fields(command):
         if field.name != "seat":
             value = getattr(command, field.name)

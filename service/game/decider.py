@@ -7,9 +7,17 @@ in the PokerKit manner; ``decide`` is built from the ``verify`` checks.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from ..rules import Combination, ReportChoice, RulesError, commitment, deal, locked_ranks, verify_play
+from ..rules import (
+    Combination,
+    ReportChoice,
+    RulesError,
+    commitment,
+    deal,
+    locked_ranks,
+    verify_play,
+)
 from ..rules.deal import SEED_BYTES
 from .commands import (
     Bid,
@@ -27,8 +35,8 @@ from .commands import (
 )
 from .errors import GameError
 from .events import (
-    PLAYER,
     BOT,
+    PLAYER,
     BidMade,
     Disconnected,
     Event,
@@ -69,7 +77,9 @@ def _phase(state: State, *phases: str) -> None:
     if state.phase not in phases:
         if state.phase == ENDED:
             raise GameError("the hand has ended", "match_ended")
-        raise GameError(f"not allowed in phase {state.phase!r} (allowed in: {', '.join(phases)})", "wrong_phase")
+        raise GameError(
+            f"not allowed in phase {state.phase!r} (allowed in: {', '.join(phases)})", "wrong_phase"
+        )
 
 
 def _seat(seat) -> None:
@@ -86,9 +96,13 @@ def _turn(state: State, seat: int, by: str) -> None:
     if by not in (PLAYER, BOT):
         raise GameError(f"'by' must be {PLAYER!r} or {BOT!r}", "invalid_command")
     if by == PLAYER and state.is_system(seat):
-        raise GameError("the system plays this seat; resume to take control back", "seat_under_system_control")
+        raise GameError(
+            "the system plays this seat; resume to take control back", "seat_under_system_control"
+        )
     if by == BOT and not state.is_system(seat):
-        raise GameError("this seat's player is connected and acts for it", "seat_not_under_system_control")
+        raise GameError(
+            "this seat's player is connected and acts for it", "seat_not_under_system_control"
+        )
 
 
 def _landlord(state: State, seat: int) -> None:
@@ -113,7 +127,9 @@ def verify_take_seat(state: State, command: TakeSeat) -> None:
         raise GameError(f"seat {command.seat} is taken", "seat_taken")
     if command.bot == (command.player is not None):
         raise GameError("a seat takes either a player or a bot", "invalid_command")
-    if command.player is not None and any(s is not None and s.player == command.player for s in state.seats):
+    if command.player is not None and any(
+        s is not None and s.player == command.player for s in state.seats
+    ):
         raise GameError("this player already has a seat at this match", "already_seated")
 
 
@@ -210,7 +226,9 @@ def _decide_take_seat(state: State, c: TakeSeat) -> list[Event]:
 def _decide_deal(state: State, c: DealHand) -> list[Event]:
     verify_deal(state, c)
     d = deal(c.seed)
-    return [HandDealt(commitment(c.seed), c.seed.hex(), d.hands, d.bottom, d.marked_card, d.marked_seat)]
+    return [
+        HandDealt(commitment(c.seed), c.seed.hex(), d.hands, d.bottom, d.marked_card, d.marked_seat)
+    ]
 
 
 def _decide_bid(state: State, c: Bid) -> list[Event]:
@@ -290,7 +308,13 @@ def outcome(state: State, winner: str) -> HandOutcome:
 def _hand_ended(state: State, winner: str) -> HandEnded:
     table = state.table
     result = outcome(state, winner)
-    settlement = settle(result, unit=table.unit, cap=table.cap, rake=table.rake, bombs_double=table.ruleset.bombs_double)
+    settlement = settle(
+        result,
+        unit=table.unit,
+        cap=table.cap,
+        rake=table.rake,
+        bombs_double=table.ruleset.bombs_double,
+    )
     return HandEnded(state.seed, HandResult(result, settlement))
 
 

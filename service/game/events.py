@@ -7,8 +7,9 @@ see of each is :func:`service.game.views.visible`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from ..rules import Card, parse_cards
 from .errors import GameError
@@ -41,7 +42,10 @@ class Event:
             payload = UPCASTERS[type, version](payload)
             version += 1
         if version != cls.version:
-            raise GameError(f"event {type!r} has schema version {version}, expected {cls.version}", "unknown_event")
+            raise GameError(
+                f"event {type!r} has schema version {version}, expected {cls.version}",
+                "unknown_event",
+            )
         return cls(**{f.name: _LOADERS.get(f.name, _same)(payload[f.name]) for f in fields(cls)})
 
     @staticmethod

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from ..rules import Combination, ReportChoice, pick_cards
 from .commands import Bid, Command, Pass, Play, Report, ShowHand
-from .events import PLAYER, BOT
+from .events import BOT, PLAYER
 from .state import BIDDING, PLAYING, REPORT, SHOW_HAND
 from .views import SeatView
 
@@ -49,4 +49,8 @@ class RandomPolicy:
         if view.lead is not None:
             options.append(None)
         choice = rng.choice(options)
-        return Pass(seat, by) if choice is None else Play(seat, pick_cards(view.hand, choice.counts), by)
+        return (
+            Pass(seat, by)
+            if choice is None
+            else Play(seat, pick_cards(view.hand, choice.counts), by)
+        )

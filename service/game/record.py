@@ -10,7 +10,8 @@ know are ignored.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..rules import SEATS, RulesError, commitment, deal, parse_seed
 from .actions import action_of, command_of, command_of_event
@@ -29,7 +30,12 @@ ADDITIONS = frozenset({"options.turn_seconds", "result.first_disconnect"})
 def export(events: Iterable[Event]) -> dict[str, Any]:
     """The hand record of a match's events. Meant for a finished hand; for one under way
     (operators only) ``result`` is ``None``."""
-    document: dict[str, Any] = {"format": FORMAT, "seats": [None] * SEATS, "actions": [], "result": None}
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "seats": [None] * SEATS,
+        "actions": [],
+        "result": None,
+    }
     state = initial_state
     for event in events:
         state = evolve(state, event)
@@ -145,7 +151,9 @@ def _verify(document: dict[str, Any]) -> State:
     _check("deal.marked_seat", recorded_deal["marked_seat"], dealt.marked_seat)
 
     table = Table.from_json({"ruleset": document["ruleset"], **document["options"]})
-    _compare("options", document["options"], {k: v for k, v in table.to_json().items() if k != "ruleset"})
+    _compare(
+        "options", document["options"], {k: v for k, v in table.to_json().items() if k != "ruleset"}
+    )
     state = initial_state
     setup: list[Command] = [CreateMatch(document.get("match_id") or "record", table)]
     for seat, info in enumerate(document["seats"]):

@@ -60,12 +60,12 @@ WINNERS = ("landlord", "farmers")
 REPORT_CHOICES = (ReportChoice.PLAY, ReportChoice.NO_PLAY)
 MAX_REPORT_UNITS = 5
 
-MARKED_JOKER_FACTOR = Fraction(2)      # 明王
+MARKED_JOKER_FACTOR = Fraction(2)  # 明王
 FIRST_BID_THREE_FACTOR = Fraction(4, 3)  # 头撂
-SHOW_HAND_FACTOR = Fraction(2)         # 摊打
-REPORT_PLAY_FACTOR = Fraction(2)       # 报到 then 打
-BOMB_FACTOR = 2                        # each bomb / joker bomb played
-PENALTY_STAKES = 3                     # the disconnect penalty is 3 × unit × bid × M
+SHOW_HAND_FACTOR = Fraction(2)  # 摊打
+REPORT_PLAY_FACTOR = Fraction(2)  # 报到 then 打
+BOMB_FACTOR = 2  # each bomb / joker bomb played
+PENALTY_STAKES = 3  # the disconnect penalty is 3 × unit × bid × M
 
 _CENTS = 100
 _AMOUNT_RE = re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]{2}")
@@ -83,6 +83,7 @@ class SettlementError(ValueError):
 # --------------------------------------------------------------------------
 # Small exact helpers
 # --------------------------------------------------------------------------
+
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -126,10 +127,10 @@ def _format_amount(value: Decimal) -> str:
 def _parse_amount(text: Any, what: str) -> Decimal:
     if not isinstance(text, str) or not _AMOUNT_RE.fullmatch(text):
         raise SettlementError(
-            f"{what} must be a decimal string with exactly two places such as \"-8.00\", got {text!r}"
+            f'{what} must be a decimal string with exactly two places such as "-8.00", got {text!r}'
         )
     if text == "-0.00":
-        raise SettlementError(f"{what} must not be \"-0.00\"")
+        raise SettlementError(f'{what} must not be "-0.00"')
     return Decimal(text)
 
 
@@ -145,6 +146,7 @@ def _seat_tuple(values: Iterable[Any], what: str) -> tuple:
 # --------------------------------------------------------------------------
 # Factors and the multiplier
 # --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Factors:
@@ -172,11 +174,17 @@ class Factors:
                 f"factors.report must be null or one of {', '.join(REPORT_CHOICES)}, got {self.report!r}"
             )
         if not _is_int(self.report_units):
-            raise SettlementError(f"factors.report_units must be an integer, got {self.report_units!r}")
+            raise SettlementError(
+                f"factors.report_units must be an integer, got {self.report_units!r}"
+            )
         if not _is_int(self.bombs) or self.bombs < 0:
-            raise SettlementError(f"factors.bombs must be a non-negative integer, got {self.bombs!r}")
+            raise SettlementError(
+                f"factors.bombs must be a non-negative integer, got {self.bombs!r}"
+            )
         if self.show_hand and not self.first_bid_three:
-            raise SettlementError("factors.show_hand (摊打) is only possible after first_bid_three (头撂)")
+            raise SettlementError(
+                "factors.show_hand (摊打) is only possible after first_bid_three (头撂)"
+            )
         if self.report in REPORT_CHOICES:
             if not 1 <= self.report_units <= MAX_REPORT_UNITS:
                 raise SettlementError(
@@ -202,7 +210,7 @@ class Factors:
         }
 
     @classmethod
-    def from_json(cls, d: Any) -> "Factors":
+    def from_json(cls, d: Any) -> Factors:
         if not isinstance(d, dict):
             raise SettlementError(f"factors must be an object, got {type(d).__name__}")
         missing = [k for k in _FACTOR_KEYS if k not in d]
@@ -226,7 +234,7 @@ def multiplier(factors: Factors, bombs_double: bool = True, with_bombs: bool = T
     if factors.report == ReportChoice.PLAY:
         m *= REPORT_PLAY_FACTOR
     if bombs_double and with_bombs:
-        m *= BOMB_FACTOR ** factors.bombs
+        m *= BOMB_FACTOR**factors.bombs
     return m
 
 
@@ -236,16 +244,21 @@ def _multiplier_text(m: Fraction) -> str:
 
 def _parse_multiplier(text: Any) -> Fraction:
     if not isinstance(text, str) or not _MULTIPLIER_RE.fullmatch(text):
-        raise SettlementError(f"multiplier must be an integer or a fraction such as \"16/3\", got {text!r}")
+        raise SettlementError(
+            f'multiplier must be an integer or a fraction such as "16/3", got {text!r}'
+        )
     m = Fraction(text)
     if _multiplier_text(m) != text:
-        raise SettlementError(f"multiplier must be in lowest terms, got {text!r} (write {_multiplier_text(m)!r})")
+        raise SettlementError(
+            f"multiplier must be in lowest terms, got {text!r} (write {_multiplier_text(m)!r})"
+        )
     return m
 
 
 # --------------------------------------------------------------------------
 # HandOutcome and Settlement
 # --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class HandOutcome:
@@ -263,7 +276,7 @@ class HandOutcome:
         if not _is_int(self.bid) or not MIN_BID <= self.bid <= MAX_BID:
             raise SettlementError(f"bid must be {MIN_BID}..{MAX_BID}, got {self.bid!r}")
         if self.winner not in WINNERS:
-            raise SettlementError(f"winner must be \"landlord\" or \"farmers\", got {self.winner!r}")
+            raise SettlementError(f'winner must be "landlord" or "farmers", got {self.winner!r}')
         if not isinstance(self.factors, Factors):
             raise SettlementError(f"factors must be a Factors, got {type(self.factors).__name__}")
         if self.first_disconnect is not None and (
@@ -273,9 +286,13 @@ class HandOutcome:
                 f"first_disconnect must be None or a seat 0..{SEATS - 1}, got {self.first_disconnect!r}"
             )
         if self.factors.first_bid_three and self.bid != MAX_BID:
-            raise SettlementError(f"first_bid_three (头撂) means a bid of {MAX_BID}, got bid {self.bid}")
+            raise SettlementError(
+                f"first_bid_three (头撂) means a bid of {MAX_BID}, got bid {self.bid}"
+            )
         if self.factors.report == ReportChoice.NO_PLAY and self.winner != "landlord":
-            raise SettlementError("报到 不打 (report no_play) is settled as a landlord win: winner must be \"landlord\"")
+            raise SettlementError(
+                '报到 不打 (report no_play) is settled as a landlord win: winner must be "landlord"'
+            )
 
 
 @dataclass(frozen=True)
@@ -296,7 +313,9 @@ class Settlement:
 
     def __post_init__(self) -> None:
         if not isinstance(self.multiplier, Fraction) or self.multiplier <= 0:
-            raise SettlementError(f"multiplier must be a positive Fraction, got {self.multiplier!r}")
+            raise SettlementError(
+                f"multiplier must be a positive Fraction, got {self.multiplier!r}"
+            )
         cents: dict[str, list[int]] = {}
         for name in _SETTLEMENT_KEYS:
             values = _seat_tuple(getattr(self, name), name)
@@ -311,7 +330,9 @@ class Settlement:
                 raise SettlementError(f"{name} must not be negative")
         for i in range(SEATS):
             if cents["net"][i] != cents["after_cap"][i] - cents["rake"][i] - cents["penalty"][i]:
-                raise SettlementError(f"net[{i}] must equal after_cap[{i}] - rake[{i}] - penalty[{i}]")
+                raise SettlementError(
+                    f"net[{i}] must equal after_cap[{i}] - rake[{i}] - penalty[{i}]"
+                )
         if house != sum(cents["rake"]) + sum(cents["penalty"]):
             raise SettlementError("house must equal all rake plus all penalties")
         if sum(cents["net"]) + house != 0:  # implied by the checks above; kept as the contract
@@ -322,12 +343,14 @@ class Settlement:
         return _multiplier_text(self.multiplier)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {name: [_format_amount(v) for v in getattr(self, name)] for name in _SETTLEMENT_KEYS}
+        out: dict[str, Any] = {
+            name: [_format_amount(v) for v in getattr(self, name)] for name in _SETTLEMENT_KEYS
+        }
         out["house"] = _format_amount(self.house)
         return out
 
     @classmethod
-    def from_json(cls, d: Any, multiplier: str) -> "Settlement":
+    def from_json(cls, d: Any, multiplier: str) -> Settlement:
         if not isinstance(d, dict):
             raise SettlementError(f"settlement must be an object, got {type(d).__name__}")
         missing = [k for k in (*_SETTLEMENT_KEYS, "house") if k not in d]
@@ -339,7 +362,9 @@ class Settlement:
             if not isinstance(values, list):
                 raise SettlementError(f"settlement.{name} must be a list of {SEATS} amounts")
             values = _seat_tuple(values, f"settlement.{name}")
-            fields[name] = tuple(_parse_amount(v, f"settlement.{name}[{i}]") for i, v in enumerate(values))
+            fields[name] = tuple(
+                _parse_amount(v, f"settlement.{name}[{i}]") for i, v in enumerate(values)
+            )
         return cls(
             multiplier=_parse_multiplier(multiplier),
             house=_parse_amount(d["house"], "settlement.house"),
@@ -369,10 +394,22 @@ class HandResult:
         }
 
     @classmethod
-    def from_json(cls, d: Any) -> "HandResult":
+    def from_json(cls, d: Any) -> HandResult:
         if not isinstance(d, dict):
             raise SettlementError(f"result must be an object, got {type(d).__name__}")
-        missing = [k for k in ("landlord", "bid", "winner", "factors", "multiplier", "first_disconnect", "settlement") if k not in d]
+        missing = [
+            k
+            for k in (
+                "landlord",
+                "bid",
+                "winner",
+                "factors",
+                "multiplier",
+                "first_disconnect",
+                "settlement",
+            )
+            if k not in d
+        ]
         if missing:
             raise SettlementError(f"result is missing {', '.join(missing)}")
         factors = Factors.from_json(d["factors"])
@@ -383,6 +420,7 @@ class HandResult:
 # --------------------------------------------------------------------------
 # Settling a hand
 # --------------------------------------------------------------------------
+
 
 def _with_landlord(landlord: int, farmer_cents: list[int]) -> list[int]:
     """Seat-order cents: the three farmers' amounts (in seat order), and the landlord's

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Sequence
 
 from ..rules import SEATS
+from .bot import BotPolicy
 from .commands import Command, CreateMatch, DealHand, TakeSeat
 from .decider import decide
 from .events import BidMade, Event, HandShown, Passed, Played, Reported
-from .bot import BotPolicy
 from .policies import Policy, RandomPolicy
 from .state import ENDED, LANDLORD, State, evolve, initial_state
 from .table import Table
@@ -112,17 +112,34 @@ def win_rates(hands: int, seed: str, table: Table) -> dict[str, tuple[float, int
     of random landlords against random farmers."""
     bot = BotPolicy()
     baseline = matchup(hands, seed, table, lambda i: [_random(seed, i, s) for s in range(SEATS)])
-    one_bot = matchup(hands, seed, table, lambda i: [bot if s == i % SEATS else _random(seed, i, s) for s in range(SEATS)])
-    three_bots = matchup(hands, seed, table, lambda i: [_random(seed, i, s) if s == i % SEATS else bot for s in range(SEATS)])
+    one_bot = matchup(
+        hands,
+        seed,
+        table,
+        lambda i: [bot if s == i % SEATS else _random(seed, i, s) for s in range(SEATS)],
+    )
+    three_bots = matchup(
+        hands,
+        seed,
+        table,
+        lambda i: [_random(seed, i, s) if s == i % SEATS else bot for s in range(SEATS)],
+    )
 
     def rate(played, keep, won) -> tuple[float, int]:
         kept = [(state, seats) for _, state, seats in played if keep(state, seats)]
-        return (sum(won(state) for state, _ in kept) / len(kept) if kept else float("nan"), len(kept))
+        return (
+            sum(won(state) for state, _ in kept) / len(kept) if kept else float("nan"),
+            len(kept),
+        )
 
     landlord_won = lambda state: state.result.outcome.winner == LANDLORD  # noqa: E731
     farmers_won = lambda state: state.result.outcome.winner != LANDLORD  # noqa: E731
     return {
         "random landlord vs random farmers": rate(baseline, lambda s, p: True, landlord_won),
-        "bot landlord vs random farmers": rate(one_bot, lambda s, p: p[s.landlord] is bot, landlord_won),
-        "bot farmers vs random landlord": rate(three_bots, lambda s, p: p[s.landlord] is not bot, farmers_won),
+        "bot landlord vs random farmers": rate(
+            one_bot, lambda s, p: p[s.landlord] is bot, landlord_won
+        ),
+        "bot farmers vs random landlord": rate(
+            three_bots, lambda s, p: p[s.landlord] is not bot, farmers_won
+        ),
     }

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
-
-from collections.abc import Iterator
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 from ..rules import SEATS, Card, Combination, ReportChoice, counts_of, legal_plays, report_units
 from ..rules.combinations import _readings
@@ -31,7 +30,14 @@ from .settlement import HandResult
 from .table import Table
 
 NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
-    "new", "seating", "dealing", "bidding", "show_hand", "report", "playing", "ended",
+    "new",
+    "seating",
+    "dealing",
+    "bidding",
+    "show_hand",
+    "report",
+    "playing",
+    "ended",
 )
 LANDLORD, FARMERS = "landlord", "farmers"
 #: Phases in which a dealt hand is under way and a seat has a decision to take.
@@ -130,7 +136,11 @@ class State:
     def plays(self, seat: int) -> Iterator[Combination]:
         """Every legal play of ``seat`` now, by ranks (it leads when ``lead`` is None)."""
         return legal_plays(
-            self.hands[seat], self.lead, ruleset=self.table.ruleset, bombs_left=self.bombs_left(seat), locked=self.locks(seat)
+            self.hands[seat],
+            self.lead,
+            ruleset=self.table.ruleset,
+            bombs_left=self.bombs_left(seat),
+            locked=self.locks(seat),
         )
 
     def role(self, seat: int) -> str | None:
@@ -200,7 +210,9 @@ def _bid(state: State, e: BidMade) -> State:
 
 def _landlord_chosen(state: State, e: LandlordChosen) -> State:
     hands = _set(state.hands, e.seat, state.hands[e.seat] + e.bottom)
-    changes = dict(landlord=e.seat, bid=e.bid, hands=hands, turn=e.seat, lead=None, lead_seat=e.seat)
+    changes = dict(
+        landlord=e.seat, bid=e.bid, hands=hands, turn=e.seat, lead=None, lead_seat=e.seat
+    )
     if state.first_bid_three:
         return state.replace(phase=SHOW_HAND, **changes)
     return _after_landlord_decision(state, **changes)
@@ -231,7 +243,10 @@ def _played(state: State, e: Played) -> State:
         turn=next_seat(e.seat),
     )
     if combination.type.is_bomb:
-        changes.update(bombs_played=_set(state.bombs_played, e.seat, state.bombs_played[e.seat] + 1), bombs=state.bombs + 1)
+        changes.update(
+            bombs_played=_set(state.bombs_played, e.seat, state.bombs_played[e.seat] + 1),
+            bombs=state.bombs + 1,
+        )
     return state.replace(**changes)
 
 
@@ -245,7 +260,9 @@ def _passed(state: State, e: Passed) -> State:
 
 def _disconnected(state: State, e: Disconnected) -> State:
     first = e.seat if state.first_disconnect is None else state.first_disconnect
-    return state.replace(disconnected=_set(state.disconnected, e.seat, True), first_disconnect=first)
+    return state.replace(
+        disconnected=_set(state.disconnected, e.seat, True), first_disconnect=first
+    )
 
 
 def _resumed(state: State, e: Resumed) -> State:
@@ -253,7 +270,9 @@ def _resumed(state: State, e: Resumed) -> State:
 
 
 def _hand_ended(state: State, e: HandEnded) -> State:
-    return state.replace(phase=ENDED, seed=e.seed, result=e.result, winner=e.result.outcome.winner, turn=None)
+    return state.replace(
+        phase=ENDED, seed=e.seed, result=e.result, winner=e.result.outcome.winner, turn=None
+    )
 
 
 def _settled(state: State, e: Settled) -> State:

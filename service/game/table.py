@@ -22,9 +22,13 @@ def amount(value, name: str) -> Decimal:
     try:
         exact = Decimal(value)
     except (InvalidOperation, ValueError):
-        raise GameError(f"{name} must be a decimal amount, not {value!r}", "invalid_table") from None
+        raise GameError(
+            f"{name} must be a decimal amount, not {value!r}", "invalid_table"
+        ) from None
     if not exact.is_finite() or exact < 0:
-        raise GameError(f"{name} must be a finite amount of at least 0, not {value!r}", "invalid_table")
+        raise GameError(
+            f"{name} must be a finite amount of at least 0, not {value!r}", "invalid_table"
+        )
     return exact
 
 
@@ -64,13 +68,17 @@ class Table:
             base = base.with_options(bombs_double=bool(bombs_double))
         unit_ = amount(unit, "unit")
         if unit_ == 0 or unit_ != unit_.quantize(CENT):
-            raise GameError(f"unit must be a positive amount in cents, not {unit!r}", "invalid_table")
+            raise GameError(
+                f"unit must be a positive amount in cents, not {unit!r}", "invalid_table"
+            )
         cap_ = None if cap is None else amount(cap, "cap")
         if cap_ is not None and (cap_ == 0 or cap_ != cap_.quantize(CENT)):
             raise GameError(f"cap must be a positive amount in cents, not {cap!r}", "invalid_table")
         rake_ = share(rake, "rake")
         if type(turn_seconds) is not int or not 1 <= turn_seconds <= MAX_TURN_SECONDS:
-            raise GameError(f"turn_seconds must be a whole number from 1 to {MAX_TURN_SECONDS}", "invalid_table")
+            raise GameError(
+                f"turn_seconds must be a whole number from 1 to {MAX_TURN_SECONDS}", "invalid_table"
+            )
         cap_ = None if cap_ is None else cap_.quantize(CENT)
         return cls(base, unit_.quantize(CENT), cap_, rake_, turn_seconds)
 

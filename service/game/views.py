@@ -9,14 +9,15 @@ exactly this), and :func:`visible` what it sees of each event.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from ..rules import Card, Combination, legal_plays
 from ..rules.cards import ONE_DECK
+from .actions import offered
 from .events import Event, HandDealt, LandlordChosen
 from .settlement import HandResult
-from .actions import offered
 from .state import ENDED, State
 
 #: Pass as ``seat`` to see everything, as an operator does.
@@ -107,7 +108,9 @@ class SeatView:
                     "disconnected": info.disconnected,
                     "cards": info.cards,
                     "bombs_played": info.bombs_played,
-                    "role": None if self.landlord is None else ("landlord" if i == self.landlord else "farmer"),
+                    "role": None
+                    if self.landlord is None
+                    else ("landlord" if i == self.landlord else "farmer"),
                 }
                 for i, info in enumerate(self.seats)
             ],
@@ -171,7 +174,9 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
         seats=tuple(
             None
             if s is None
-            else SeatInfo(s.player, s.bot, state.disconnected[i], len(state.hands[i]), state.bombs_played[i])
+            else SeatInfo(
+                s.player, s.bot, state.disconnected[i], len(state.hands[i]), state.bombs_played[i]
+            )
             for i, s in enumerate(state.seats)
         ),
         commitment=state.commitment,
@@ -184,7 +189,9 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
         bottom=state.bottom if operator or (landlord is not None and seat == landlord) else None,
         first_bid_three=state.first_bid_three,
         show_hand=state.show_hand,
-        landlord_hand=state.hands[landlord] if state.show_hand or (operator and landlord is not None) else None,
+        landlord_hand=state.hands[landlord]
+        if state.show_hand or (operator and landlord is not None)
+        else None,
         report=state.report,
         reported_cards=state.reported_cards,
         locked=state.locks(seat if seated else None),
@@ -202,7 +209,9 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
 
 def view(state: State, seat: int | str | None) -> dict[str, Any]:
     """The JSON view of ``seat`` (see :func:`seat_view`); the operator's adds every hand."""
-    document = seat_view(state, seat).to_json(offered(state, seat if isinstance(seat, int) else None))
+    document = seat_view(state, seat).to_json(
+        offered(state, seat if isinstance(seat, int) else None)
+    )
     if seat == OPERATOR:
         document["hands"] = [_codes(hand) for hand in state.hands]
     return document

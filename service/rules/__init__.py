@@ -40,6 +40,13 @@ from .deal import SEATS, Deal, commitment, deal, new_seed, parse_seed
 from .errors import InvalidCombination, InvalidNotation, RulesError, UnknownRuleset
 from .moves import IllegalPlay, Move, can_play, legal_moves, legal_plays, pick_cards, verify_play
 from .report import JOKER_UNIT, ReportChoice, locked_ranks, report_units
-from .rulesets import DEFAULT_RULESET, RULESETS, SHANGHAI_LOCAL, SHANGHAI_PLATFORM, BombLimit, Ruleset
+from .rulesets import (
+    DEFAULT_RULESET,
+    RULESETS,
+    SHANGHAI_LOCAL,
+    SHANGHAI_PLATFORM,
+    BombLimit,
+    Ruleset,
+)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

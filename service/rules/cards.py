@@ -7,8 +7,8 @@ multiset of ranks is a *counts* tuple: ``counts[r]`` cards of rank index ``r``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from .errors import InvalidNotation
 
@@ -44,7 +44,9 @@ class Card:
         """Parses a card code: ``S3``, ``HT``, ``DA``, ``C2``, ``BJ`` or ``RJ``."""
         card = _BY_CODE.get(code) if isinstance(code, str) else None
         if card is None:
-            raise InvalidNotation(f"{code!r} is not a card code (suit SHCD + rank 3-9TJQKA2, or BJ/RJ)")
+            raise InvalidNotation(
+                f"{code!r} is not a card code (suit SHCD + rank 3-9TJQKA2, or BJ/RJ)"
+            )
         return card
 
     @property
@@ -129,4 +131,6 @@ def check_possible(counts: Sequence[int]) -> None:
         raise InvalidNotation(f"counts need {NUM_RANKS} entries, not {len(counts)}")
     for r, n in enumerate(counts):
         if n < 0 or n > COPIES[r]:
-            raise InvalidNotation(f"rank {RANKS[r]} appears {n} times; the two decks hold {COPIES[r]}")
+            raise InvalidNotation(
+                f"rank {RANKS[r]} appears {n} times; the two decks hold {COPIES[r]}"
+            )

@@ -8,8 +8,9 @@ other type the rank index (``3`` = 0 … ``R`` = 14) of the rank that decides st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
-from typing import NamedTuple, Sequence, cast
+from typing import NamedTuple, cast
 
 from .cards import (
     ACE,
@@ -70,7 +71,7 @@ JOKER_BOMB_COUNTS: Counts = (0,) * SMALL_JOKER + (2, 2)
 
 def position_rank(position: int) -> int:
     """The rank index at a sequence position (1 and 14 are both ``A``)."""
-    if position == LOWEST_POSITION or position == HIGHEST_POSITION:
+    if position in (LOWEST_POSITION, HIGHEST_POSITION):
         return ACE
     if position == 2:
         return TWO
@@ -181,7 +182,9 @@ def _readings(counts: Counts, ruleset: Ruleset) -> list[Combination]:
     return _plane_with_pairs(counts, present)
 
 
-def _readings_with_jokers(counts: Counts, present: list[int], ruleset: Ruleset) -> list[Combination]:
+def _readings_with_jokers(
+    counts: Counts, present: list[int], ruleset: Ruleset
+) -> list[Combination]:
     if counts == JOKER_BOMB_COUNTS:
         return [Combination(JOKER_BOMB, BIG_JOKER, counts)] if ruleset.joker_bomb else []
     # With jokers and other cards, only a triple carrying a joker pair is a combination.
@@ -227,12 +230,16 @@ def as_counts(cards: str | Counts | Sequence[Card]) -> Counts:
     return counts_of(cast("Sequence[Card]", cards))
 
 
-def readings(cards: str | Counts | Sequence[Card], ruleset: Ruleset = DEFAULT_RULESET) -> list[Combination]:
+def readings(
+    cards: str | Counts | Sequence[Card], ruleset: Ruleset = DEFAULT_RULESET
+) -> list[Combination]:
     """Every reading of the cards as a combination, weakest first; empty when there is none."""
     return _readings(as_counts(cards), ruleset)
 
 
-def classify(cards: str | Counts | Sequence[Card], ruleset: Ruleset = DEFAULT_RULESET) -> Combination:
+def classify(
+    cards: str | Counts | Sequence[Card], ruleset: Ruleset = DEFAULT_RULESET
+) -> Combination:
     """The strongest reading of the cards (the one recorded when leading).
 
     Raises :class:`InvalidCombination` saying which rule the cards break.

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from .cards import DECK, Card
 from .errors import InvalidNotation

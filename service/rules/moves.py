@@ -13,9 +13,20 @@ concrete cards of the hand. Two constraints of a seat are inputs:
 from __future__ import annotations
 
 from collections import Counter
-from typing import AbstractSet, Any, Iterator, NamedTuple, Sequence, cast
+from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any, NamedTuple, cast
 
-from .cards import BIG_JOKER, NUM_RANKS, SMALL_JOKER, TWO, Card, Counts, check_possible, format_ranks
+from .cards import (
+    BIG_JOKER,
+    NUM_RANKS,
+    SMALL_JOKER,
+    TWO,
+    Card,
+    Counts,
+    check_possible,
+    format_ranks,
+)
 from .combinations import (
     BOMB,
     FULL_HOUSE,
@@ -30,10 +41,10 @@ from .combinations import (
     TRIPLE,
     Combination,
     CombinationType,
+    NoCombination,
     _readings,
     as_counts,
     position_rank,
-    NoCombination,
 )
 from .errors import RulesError
 from .rulesets import DEFAULT_RULESET, Ruleset
@@ -71,13 +82,18 @@ def _counts(entries: dict[int, int]) -> Counts:
 _SIMPLE_WIDTH = {SINGLE: 1, PAIR: 2, TRIPLE: 3}
 _SEQUENCE_WIDTH = {kind: width for width, (kind, _) in SEQUENCE_BY_WIDTH.items()}
 _SIMPLE = {
-    kind: [Combination(kind, r, _counts({r: width})) if r <= last else None for r in range(NUM_RANKS)]
+    kind: [
+        Combination(kind, r, _counts({r: width})) if r <= last else None for r in range(NUM_RANKS)
+    ]
     for kind, width, last in ((SINGLE, 1, BIG_JOKER), (PAIR, 2, BIG_JOKER), (TRIPLE, 3, TWO))
 }
 _BOMBS = [[Combination(BOMB, r, _counts({r: n})) for n in range(9)] for r in range(SMALL_JOKER)]
 _JOKER_BOMB = Combination(JOKER_BOMB, BIG_JOKER, JOKER_BOMB_COUNTS)
 _FULL_HOUSES = [
-    [Combination(FULL_HOUSE, t, _counts({t: 3, q: 2})) if q != t else None for q in range(NUM_RANKS)]
+    [
+        Combination(FULL_HOUSE, t, _counts({t: 3, q: 2})) if q != t else None
+        for q in range(NUM_RANKS)
+    ]
     for t in range(SMALL_JOKER)
 ]
 
@@ -98,18 +114,25 @@ def _sequence(width: int, start: int, length: int) -> Combination:
     """The sequence of ``width`` cards a rank over the window of ``length`` positions from
     ``start``."""
     kind = SEQUENCE_BY_WIDTH[width][0]
-    return Combination(kind, start + length - 1, _counts(dict.fromkeys(_window_ranks(start, length), width)))
+    return Combination(
+        kind, start + length - 1, _counts(dict.fromkeys(_window_ranks(start, length), width))
+    )
 
 
 _WINDOW_STARTS = {length: _windows(length) for length in range(1, HIGHEST_POSITION)}
 _SEQUENCES = {
-    width: {length: {start: _sequence(width, start, length) for start in _windows(length)} for length in range(shortest, 14)}
+    width: {
+        length: {start: _sequence(width, start, length) for start in _windows(length)}
+        for length in range(shortest, 14)
+    }
     for width, (_, shortest) in SEQUENCE_BY_WIDTH.items()
 }
 _PLANES_WITH_PAIRS: dict[tuple[int, int, int], tuple[Combination, tuple[int, ...]]] = {}
 
 
-def _plane_with_pairs(n: int, triples_start: int, pairs_start: int) -> tuple[Combination, tuple[int, ...]]:
+def _plane_with_pairs(
+    n: int, triples_start: int, pairs_start: int
+) -> tuple[Combination, tuple[int, ...]]:
     """The combination of two windows, and the ranks they share (which need 5 cards)."""
     key = (n, triples_start, pairs_start)
     found = _PLANES_WITH_PAIRS.get(key)
@@ -139,17 +162,25 @@ def _run_lengths(available: Sequence[int], width: int) -> list[int]:
     return runs
 
 
-def _sequences(available: Sequence[int], width: int, length: int | None = None, above: int = 0) -> Iterator[Combination]:
+def _sequences(
+    available: Sequence[int], width: int, length: int | None = None, above: int = 0
+) -> Iterator[Combination]:
     """Sequences of ``width`` cards a rank the hand can make, of one length or all, with
     top position above ``above``."""
     runs = _run_lengths(available, width)
-    for length_, starts in _SEQUENCES[width].items() if length is None else ((length, _SEQUENCES[width].get(length, {})),):
+    for length_, starts in (
+        _SEQUENCES[width].items()
+        if length is None
+        else ((length, _SEQUENCES[width].get(length, {})),)
+    ):
         for start, combination in starts.items():
             if start + length_ - 1 > above and runs[start] >= length_:
                 yield combination
 
 
-def _planes_with_pairs(available: Sequence[int], n: int | None = None, above: int = 0) -> Iterator[Combination]:
+def _planes_with_pairs(
+    available: Sequence[int], n: int | None = None, above: int = 0
+) -> Iterator[Combination]:
     triple_runs = _run_lengths(available, 3)
     pair_runs = _run_lengths(available, 2)
     lengths = range(MIN_PLANE_WITH_PAIRS, 14) if n is None else (n,)
@@ -167,7 +198,9 @@ def _planes_with_pairs(available: Sequence[int], n: int | None = None, above: in
                     yield combination
 
 
-def _bombs(counts: Counts, locked: AbstractSet[int], over: Combination | None = None) -> Iterator[Combination]:
+def _bombs(
+    counts: Counts, locked: AbstractSet[int], over: Combination | None = None
+) -> Iterator[Combination]:
     for r in range(SMALL_JOKER):
         n = counts[r]
         if n < 4:
@@ -221,7 +254,9 @@ def _leads(available: Counts) -> Iterator[Combination]:
     yield from _planes_with_pairs(available)
 
 
-def _simple(available: Counts, kind: CombinationType, need: int, above: int = -1) -> Iterator[Combination]:
+def _simple(
+    available: Counts, kind: CombinationType, need: int, above: int = -1
+) -> Iterator[Combination]:
     row = _SIMPLE[kind]
     for r in range(above + 1, NUM_RANKS):
         play = row[r]
@@ -279,7 +314,13 @@ def legal_moves(
     by_rank: list[list[Card]] = [[] for _ in range(NUM_RANKS)]
     for card in hand:
         by_rank[card.rank].append(card)
-    plays = legal_plays(tuple(len(cards) for cards in by_rank), lead, ruleset=ruleset, bombs_left=bombs_left, locked=locked)
+    plays = legal_plays(
+        tuple(len(cards) for cards in by_rank),
+        lead,
+        ruleset=ruleset,
+        bombs_left=bombs_left,
+        locked=locked,
+    )
     for combination in plays:
         cards: list[Card] = []
         for r, n in enumerate(combination.counts):
@@ -319,12 +360,17 @@ def verify_play(
             raise IllegalPlay(f"{format_ranks(played)} does not beat {lead}", "does_not_beat")
     combination = found[-1]
     if combination.type.is_bomb and bombs_left is not None and bombs_left <= 0:
-        raise IllegalPlay("this seat has played all the bombs its limit allows", "bomb_limit_reached")
+        raise IllegalPlay(
+            "this seat has played all the bombs its limit allows", "bomb_limit_reached"
+        )
     return combination
 
 
 def _not_held(
-    hand: str | Counts | Sequence[Card], cards: str | Counts | Sequence[Card], held: Counts, played: Counts
+    hand: str | Counts | Sequence[Card],
+    cards: str | Counts | Sequence[Card],
+    held: Counts,
+    played: Counts,
 ) -> str:
     """The cards of the play the hand lacks, in the play's order ("S3, S3"): with concrete
     cards on both sides suits count too (S3 is not C3); else the ranks ("33")."""

@@ -6,9 +6,10 @@ The profiles differ only in data held here, so the engine never asks which profi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from .errors import UnknownRuleset
 
@@ -56,7 +57,9 @@ class Ruleset:
         try:
             return RULESETS[name]
         except (KeyError, TypeError):
-            raise UnknownRuleset(f"unknown ruleset {name!r}; known: {', '.join(RULESETS)}") from None
+            raise UnknownRuleset(
+                f"unknown ruleset {name!r}; known: {', '.join(RULESETS)}"
+            ) from None
 
     def with_options(self, **changes: Any) -> Ruleset:
         """A copy with some options changed, e.g. ``bombs_double=False`` for a table."""

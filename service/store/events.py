@@ -11,10 +11,11 @@ import json
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -93,7 +94,9 @@ class Outcome:
 
 def _decode(row) -> StoredEvent:
     version, position, type_, schema_version, payload, recorded_at = row
-    return StoredEvent(version, position, Event.from_payload(type_, schema_version, payload), recorded_at)
+    return StoredEvent(
+        version, position, Event.from_payload(type_, schema_version, payload), recorded_at
+    )
 
 
 _COLUMNS = "version, position, type, schema_version, payload, recorded_at"
@@ -138,10 +141,16 @@ class EventStore:
 
     # Reading
 
-    def read(self, match_id: uuid.UUID, after: int = 0, conn: psycopg.Connection | None = None) -> list[StoredEvent]:
+    def read(
+        self, match_id: uuid.UUID, after: int = 0, conn: psycopg.Connection | None = None
+    ) -> list[StoredEvent]:
         """The match's events with version > ``after``, in order."""
-        query = f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND version > %s ORDER BY version"
-        return self._run(lambda c: [_decode(row) for row in c.execute(query, (match_id, after))], conn)
+        query = (
+            f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND version > %s ORDER BY version"
+        )
+        return self._run(
+            lambda c: [_decode(row) for row in c.execute(query, (match_id, after))], conn
+        )
 
     def load(self, match_id: uuid.UUID, conn: psycopg.Connection | None = None) -> Loaded:
         """The match's current state (raises :class:`MatchNotFound`)."""
@@ -160,7 +169,9 @@ class EventStore:
             raise MatchNotFound("no such match")
         return ([] if after is None else [s for s in stored if s.version > after]), loaded
 
-    def load_many(self, match_ids: Sequence[uuid.UUID], conn: psycopg.Connection | None = None) -> dict[uuid.UUID, Loaded]:
+    def load_many(
+        self, match_ids: Sequence[uuid.UUID], conn: psycopg.Connection | None = None
+    ) -> dict[uuid.UUID, Loaded]:
         """The current state of each match, from one read for all of them (a match with no
         events is left out)."""
         known = {m: self.cache.get(m) or Loaded(initial_state, None) for m in match_ids}
@@ -193,7 +204,9 @@ class EventStore:
         if known is None or known.state.version != version - 1:
             return
         position, type_, schema_version, payload, recorded_at = json.loads(event)
-        stored = _decode((version, position, type_, schema_version, payload, datetime.fromisoformat(recorded_at)))
+        stored = _decode(
+            (version, position, type_, schema_version, payload, datetime.fromisoformat(recorded_at))
+        )
         self.fold(match_id, known, [stored])
 
     # The read model: the ``matches`` table, written with the events (see :meth:`append`)
@@ -214,7 +227,9 @@ class EventStore:
             return rows, self.load_many([row[0] for row in rows], conn)
 
         rows, states = self._run(read, None)
-        return [(states[match_id], created_at, updated_at) for match_id, created_at, updated_at in rows]
+        return [
+            (states[match_id], created_at, updated_at) for match_id, created_at, updated_at in rows
+        ]
 
     def past_deadline(self) -> list[tuple[uuid.UUID, int]]:
         """(match, version) of each match whose player to act has let the deadline pass."""
@@ -246,7 +261,10 @@ class EventStore:
         that breaks meanwhile is :class:`ConnectionLost` (whether a statement sent on it
         committed is then unknown: see :meth:`committed`)."""
         try:
-            with live_connection(self.pool) as conn, (conn.transaction() if transaction else nullcontext()):
+            with (
+                live_connection(self.pool) as conn,
+                conn.transaction() if transaction else nullcontext(),
+            ):
                 yield conn
         except PoolTimeout as exc:
             raise DatabaseUnavailable("no database connection could be had") from exc
@@ -255,12 +273,16 @@ class EventStore:
                 raise
             raise ConnectionLost("the database connection broke") from exc
 
-    def committed(self, match_id: uuid.UUID, known: Loaded, command_id: uuid.UUID) -> Outcome | None:
+    def committed(
+        self, match_id: uuid.UUID, known: Loaded, command_id: uuid.UUID
+    ) -> Outcome | None:
         """After the connection broke: the command's outcome if its append, decided on
         ``known``, committed (the events after ``known`` start with the ones carrying
         ``command_id``), else ``None``."""
         query = f"SELECT command_id, {_COLUMNS} FROM events WHERE stream_id = %s AND version > %s ORDER BY version"
-        rows = self._run(lambda c: c.execute(query, (match_id, known.state.version)).fetchall(), None)
+        rows = self._run(
+            lambda c: c.execute(query, (match_id, known.state.version)).fetchall(), None
+        )
         stored = [_decode(row[1:]) for row in rows]
         self.fold(match_id, known, stored)
         ours = [s for row, s in zip(rows, stored) if row[0] == command_id]
@@ -268,7 +290,9 @@ class EventStore:
             return None
         return Outcome(ours, replay((s.event for s in ours), known.state), ours[-1].recorded_at)
 
-    def replayed(self, match_id: uuid.UUID, idempotency, conn: psycopg.Connection | None = None) -> Outcome | None:
+    def replayed(
+        self, match_id: uuid.UUID, idempotency, conn: psycopg.Connection | None = None
+    ) -> Outcome | None:
         """The first outcome of a request with this key, if there was one: the events it
         appended and the state right after them (the same key with another request:
         :class:`IdempotencyMismatch`)."""
@@ -291,11 +315,22 @@ class EventStore:
             return None
         first_version, stored = found
         state = replay(e.event for e in stored)
-        return Outcome([e for e in stored if e.version >= first_version], state, stored[-1].recorded_at, replayed=True)
+        return Outcome(
+            [e for e in stored if e.version >= first_version],
+            state,
+            stored[-1].recorded_at,
+            replayed=True,
+        )
 
     @staticmethod
     def append(
-        conn: psycopg.Connection, match_id, version: int, events: Sequence[Event], after: State, command_id, idempotency
+        conn: psycopg.Connection,
+        match_id,
+        version: int,
+        events: Sequence[Event],
+        after: State,
+        command_id,
+        idempotency,
     ) -> list[StoredEvent]:
         """Inserts the events at the versions after ``version`` if the stream is still at
         ``version``, each marked with ``command_id``, brings the match's row of the ``matches`` table up to ``after`` (its
@@ -350,10 +385,17 @@ class EventStore:
                     "base": version,
                     "command": command_id,
                     # One JSON parameter: adapting it costs a fraction of four typed arrays.
-                    "events": Jsonb([
-                        {"version": v, "type": e.type, "schema_version": e.version, "payload": e.payload()}
-                        for v, e in enumerate(events, start=version + 1)
-                    ]),
+                    "events": Jsonb(
+                        [
+                            {
+                                "version": v,
+                                "type": e.type,
+                                "schema_version": e.version,
+                                "payload": e.payload(),
+                            }
+                            for v, e in enumerate(events, start=version + 1)
+                        ]
+                    ),
                     "channel": NOTIFY_CHANNEL,
                     "note_room": NOTE_ROOM,
                     "ruleset": after.table.ruleset.name,

@@ -4,16 +4,17 @@ player (or the system's bots) and the house or another player."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from ..game import State
-from ..rules import SEATS
 from ..game.record import Discrepancy, export, verify
+from ..rules import SEATS
 from .events import EventStore
 from .pool import retried
 
@@ -36,11 +37,18 @@ def movements(state: State) -> list[list[tuple[str, int | None, str, Decimal]]]:
     for seat in range(SEATS):
         amount = settlement.after_cap[seat]
         if seat != landlord and amount:
-            moves.append([(account(state, seat), seat, "stake", amount), (account(state, landlord), landlord, "stake", -amount)])
+            moves.append(
+                [
+                    (account(state, seat), seat, "stake", amount),
+                    (account(state, landlord), landlord, "stake", -amount),
+                ]
+            )
     for kind in ("rake", "penalty"):
         for seat, amount in enumerate(getattr(settlement, kind)):
             if amount:
-                moves.append([(account(state, seat), seat, kind, -amount), (HOUSE, None, kind, amount)])
+                moves.append(
+                    [(account(state, seat), seat, kind, -amount), (HOUSE, None, kind, amount)]
+                )
     return moves
 
 
@@ -69,7 +77,10 @@ def write_settlement(conn: psycopg.Connection, match_id: uuid.UUID, state: State
 
 def settlement(pool: ConnectionPool, match_id: uuid.UUID) -> dict[str, Any] | None:
     row = retried(
-        pool, lambda conn: conn.execute("SELECT result, settled_at FROM settlements WHERE match_id = %s", (match_id,)).fetchone()
+        pool,
+        lambda conn: conn.execute(
+            "SELECT result, settled_at FROM settlements WHERE match_id = %s", (match_id,)
+        ).fetchone(),
     )
     if row is None:
         return None
@@ -93,7 +104,9 @@ def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) 
 
     def read(conn: psycopg.Connection):
         with conn.transaction():
-            balance = conn.execute("SELECT coalesce(sum(amount), 0) FROM ledger_entries WHERE account = %s", (acct,)).fetchone()[0]
+            balance = conn.execute(
+                "SELECT coalesce(sum(amount), 0) FROM ledger_entries WHERE account = %s", (acct,)
+            ).fetchone()[0]
             rows = conn.execute(
                 "SELECT entry_id, match_id, seat, kind, amount, created_at FROM ledger_entries"
                 " WHERE account = %s ORDER BY entry_id DESC LIMIT %s",
@@ -103,7 +116,14 @@ def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) 
 
     balance, rows = retried(pool, read)
     entries = [
-        {"entry_id": r[0], "match_id": r[1], "seat": r[2], "kind": r[3], "amount": f"{r[4]:.2f}", "created_at": r[5]}
+        {
+            "entry_id": r[0],
+            "match_id": r[1],
+            "seat": r[2],
+            "kind": r[3],
+            "amount": f"{r[4]:.2f}",
+            "created_at": r[5],
+        }
         for r in rows
     ]
     return {"player_id": player_id, "balance": f"{balance:.2f}", "entries": entries}
@@ -116,7 +136,9 @@ def check(pool: ConnectionPool, store: EventStore) -> dict[str, Any]:
 
     def read(conn: psycopg.Connection):
         with conn.transaction():
-            total = conn.execute("SELECT coalesce(sum(amount), 0), count(*) FROM ledger_entries").fetchone()
+            total = conn.execute(
+                "SELECT coalesce(sum(amount), 0), count(*) FROM ledger_entries"
+            ).fetchone()
             unbalanced = conn.execute(
                 "SELECT match_id, movement, sum(amount) FROM ledger_entries GROUP BY match_id, movement HAVING sum(amount) <> 0"
             ).fetchall()
@@ -140,7 +162,13 @@ def check(pool: ConnectionPool, store: EventStore) -> dict[str, Any]:
             booked.setdefault(match_id, {})
     for match_id, amounts in booked.items():
         problems += _recompute(store, match_id, amounts)
-    return {"ok": not problems, "entries": total[1], "matches": len(booked), "total": f"{total[0]:.2f}", "problems": problems}
+    return {
+        "ok": not problems,
+        "entries": total[1],
+        "matches": len(booked),
+        "total": f"{total[0]:.2f}",
+        "problems": problems,
+    }
 
 
 def _recompute(store: EventStore, match_id: uuid.UUID, booked: dict[Any, Decimal]) -> Iterable[str]:
@@ -154,5 +182,7 @@ def _recompute(store: EventStore, match_id: uuid.UUID, booked: dict[Any, Decimal
     found = []
     for key, amount in expected.items():
         if booked.get(key, Decimal(0)) != amount:
-            found.append(f"match {match_id} {'house' if key == 'house' else f'seat {key}'}: ledger {booked.get(key, Decimal(0)):.2f}, recomputed {amount:.2f}")
+            found.append(
+                f"match {match_id} {'house' if key == 'house' else f'seat {key}'}: ledger {booked.get(key, Decimal(0)):.2f}, recomputed {amount:.2f}"
+            )
     return found

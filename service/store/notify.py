@@ -9,8 +9,8 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 import psycopg
 
@@ -97,7 +97,9 @@ class Notifier:
                             else:
                                 self._received(note.payload)
             except psycopg.Error as exc:
-                log.warning("event listener lost its connection (%s); reconnecting", type(exc).__name__)
+                log.warning(
+                    "event listener lost its connection (%s); reconnecting", type(exc).__name__
+                )
                 self._wake(None)
                 time.sleep(0.5)
 

@@ -35,7 +35,7 @@ class Token:
     expires_at: dt.datetime | None
 
     def expired(self, now: dt.datetime | None = None) -> bool:
-        return self.expires_at is not None and self.expires_at <= (now or dt.datetime.now(dt.timezone.utc))
+        return self.expires_at is not None and self.expires_at <= (now or dt.datetime.now(dt.UTC))
 
 
 _COLUMNS = "token_id, player_id, last4, label, created_at, expires_at"
@@ -68,13 +68,24 @@ class Players:
         retried(self.pool, insert)
         return player_id, token
 
-    def issue(self, player_id: uuid.UUID, label: str | None, expires_in: int | None) -> tuple[str, Token]:
+    def issue(
+        self, player_id: uuid.UUID, label: str | None, expires_in: int | None
+    ) -> tuple[str, Token]:
         """Another token for the player: the token (shown once) and what is kept of it."""
         token, token_id = secrets.token_urlsafe(32), uuid.uuid4()
-        return token, retried(self.pool, lambda conn: self._issue(conn, player_id, label, expires_in, token, token_id))
+        return token, retried(
+            self.pool, lambda conn: self._issue(conn, player_id, label, expires_in, token, token_id)
+        )
 
     @staticmethod
-    def _issue(conn, player_id: uuid.UUID, label: str | None, expires_in: int | None, token: str, token_id: uuid.UUID) -> Token:
+    def _issue(
+        conn,
+        player_id: uuid.UUID,
+        label: str | None,
+        expires_in: int | None,
+        token: str,
+        token_id: uuid.UUID,
+    ) -> Token:
         # Drawn by the caller and written at most once, so that a second run after a
         # connection that broke once the first had committed finds the same token.
         row = conn.execute(
@@ -89,7 +100,8 @@ class Players:
         rows = retried(
             self.pool,
             lambda conn: conn.execute(
-                f"SELECT {_COLUMNS} FROM tokens WHERE player_id = %s ORDER BY created_at, token_id", (player_id,)
+                f"SELECT {_COLUMNS} FROM tokens WHERE player_id = %s ORDER BY created_at, token_id",
+                (player_id,),
             ).fetchall(),
         )
         return [Token(*row) for row in rows]
@@ -116,7 +128,10 @@ class Players:
             return known
         forgotten = self._forgotten
         row = retried(
-            self.pool, lambda conn: conn.execute(f"SELECT {_COLUMNS} FROM tokens WHERE token_hash = %s", (digest,)).fetchone()
+            self.pool,
+            lambda conn: conn.execute(
+                f"SELECT {_COLUMNS} FROM tokens WHERE token_hash = %s", (digest,)
+            ).fetchone(),
         )
         if row is None:
             return None  # unknown tokens are not remembered: forged ones would fill the cache

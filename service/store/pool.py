@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import select
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -39,7 +40,9 @@ def open_pool(url: str, max_size: int, name: str, timeout: float = 30.0) -> Conn
 
 
 @contextmanager
-def live_connection(pool: ConnectionPool, timeout: float | None = None) -> Iterator[psycopg.Connection]:
+def live_connection(
+    pool: ConnectionPool, timeout: float | None = None
+) -> Iterator[psycopg.Connection]:
     """A connection from the pool that its server has not dropped. An idle connection has
     nothing to read unless its server said something: a terminated backend's last error,
     or the end of the stream. So only a connection with input waiting costs the round

@@ -8,8 +8,8 @@ of declining.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from math import exp
-from typing import AbstractSet
 
 from ...rules import ReportChoice, locked_ranks, report_units
 from ...rules.cards import ACE, BIG_JOKER, SMALL_JOKER, TWO, Counts, counts_of
@@ -25,7 +25,9 @@ def _logistic(x: float) -> float:
     return 1.0 / (1.0 + exp(-x))
 
 
-def _features(counts: Counts, joker_bomb: bool, locked: AbstractSet[int] = frozenset()) -> tuple[float, int, int]:
+def _features(
+    counts: Counts, joker_bomb: bool, locked: AbstractSet[int] = frozenset()
+) -> tuple[float, int, int]:
     """(plan cost, bombs in the plan, high cards: jokers and 2s)."""
     p = plan(counts, None, locked, joker_bomb)
     high = counts[SMALL_JOKER] + counts[BIG_JOKER] + counts[TWO]
@@ -70,7 +72,11 @@ def landlord_chance(
         x = a + b * cost + c * bombs + d * high + HAND_UNLIMITED * unlimited
     else:
         a, *weights = BID_MODEL
-        x = a + sum(w * f for w, f in zip(weights, _deal_features(counts, joker_bomb))) + BID_UNLIMITED * unlimited
+        x = (
+            a
+            + sum(w * f for w, f in zip(weights, _deal_features(counts, joker_bomb)))
+            + BID_UNLIMITED * unlimited
+        )
     return _logistic(x)
 
 
@@ -96,13 +102,18 @@ def bid(view: SeatView) -> int:
             # those who never get a turn to bid under shanghai-platform.
             first = view.seat == view.marked_seat
             unlimited = 1.0 if ruleset.bomb_limit.basis == "landlord_bid" or first else 0.5
-        if landlord_chance(counts, ruleset.joker_bomb, with_bottom=False, unlimited=unlimited) >= threshold:
+        if (
+            landlord_chance(counts, ruleset.joker_bomb, with_bottom=False, unlimited=unlimited)
+            >= threshold
+        ):
             return value
     return 0
 
 
 def show_hand(view: SeatView) -> bool:
-    chance = landlord_chance(counts_of(view.hand), view.table.ruleset.joker_bomb, with_bottom=True, unlimited=1.0)
+    chance = landlord_chance(
+        counts_of(view.hand), view.table.ruleset.joker_bomb, with_bottom=True, unlimited=1.0
+    )
     return chance >= SHOW_HAND_THRESHOLD
 
 
@@ -117,13 +128,15 @@ def report(view: SeatView) -> ReportChoice:
     locked = locked_ranks(units)
     bomb_factor = 2 if ruleset.bombs_double else 1
     unlimited = _unlimited_share(view)
-    chance_play = landlord_chance(counts, ruleset.joker_bomb, with_bottom=True, locked=locked, unlimited=unlimited)
+    chance_play = landlord_chance(
+        counts, ruleset.joker_bomb, with_bottom=True, locked=locked, unlimited=unlimited
+    )
     chance_free = landlord_chance(counts, ruleset.joker_bomb, with_bottom=True, unlimited=unlimited)
     bombs_play = len(plan(counts, None, locked, ruleset.joker_bomb).bombs)
     bombs_free = len(plan(counts, None, frozenset(), ruleset.joker_bomb).bombs)
     value_no_play = 3.0 * n
-    value_play = chance_play * 3.0 * 2 * bomb_factor ** bombs_play
-    value_decline = (2 * chance_free - 1) * 3.0 * bomb_factor ** bombs_free
+    value_play = chance_play * 3.0 * 2 * bomb_factor**bombs_play
+    value_decline = (2 * chance_free - 1) * 3.0 * bomb_factor**bombs_free
     best = max(value_no_play, value_play, value_decline)
     if best == value_no_play:
         return ReportChoice.NO_PLAY

@@ -11,7 +11,8 @@ to win.
 
 from __future__ import annotations
 
-from typing import AbstractSet, NamedTuple
+from collections.abc import Set as AbstractSet
+from typing import NamedTuple
 
 from ...rules import Combination
 from ...rules.cards import BIG_JOKER, NUM_RANKS, SMALL_JOKER, Counts
@@ -31,10 +32,10 @@ from ...rules.moves import (
     _sequence,
 )
 
-
 # --------------------------------------------------------------------------------------
 # Costs: roughly "tricks still to win"; strong plays cost less, bombs less than nothing.
 # --------------------------------------------------------------------------------------
+
 
 def rank_value(r: int) -> int:
     """A rank index on the scale of sequence positions: 3…K = 3…13, A 14, 2 15, B 16, R 17."""
@@ -81,7 +82,11 @@ class Plan(NamedTuple):
 #: one from A (start 1).
 _SEQ = {
     w: {
-        s: {n: (_sequence(w, s, n), _POS_COST[s + n - 1]) for n in range(shortest, 14) if s + n - 1 <= 14}
+        s: {
+            n: (_sequence(w, s, n), _POS_COST[s + n - 1])
+            for n in range(shortest, 14)
+            if s + n - 1 <= 14
+        }
         for s in range(1, 15)
     }
     for w, (_, shortest) in SEQUENCE_BY_WIDTH.items()
@@ -168,7 +173,7 @@ def _leaf(counts: Counts, ctx: _Context, build: bool = False):
     for r in triples:
         cost += _RANK_COST[r]
     # Each triple carries one of the lowest pairs as a full house.
-    for r in pairs[len(triples):]:
+    for r in pairs[len(triples) :]:
         cost += _RANK_COST[r]
     if not build:
         return cost
@@ -186,7 +191,7 @@ def _leaf(counts: Counts, ctx: _Context, build: bool = False):
         else:
             carried_left.remove(q)
             combos.append(_FULL_HOUSES[t][q])
-    for q in carried_left + pairs[len(triples):]:
+    for q in carried_left + pairs[len(triples) :]:
         combos.append(_SIMPLE[PAIR][q])
     for r in singles:
         combos.append(_SIMPLE[SINGLE][r])
@@ -286,7 +291,10 @@ class _Search:
                                 out.append((cost + delta, q, combo, cost))
         if len(out) > self.width:
             base = _leaf(counts, ctx)
-            out = [(cost + _leaf(subtract(counts, combo.counts), ctx) - base, q, combo, cost) for _, q, combo, cost in out]
+            out = [
+                (cost + _leaf(subtract(counts, combo.counts), ctx) - base, q, combo, cost)
+                for _, q, combo, cost in out
+            ]
         out.sort(key=lambda o: o[0])
         return out[: self.width]
 
@@ -327,7 +335,12 @@ SEARCH_BUDGET = 80
 SEARCH_WIDTH = 6
 
 
-def plan(counts: Counts, bomb_cap: int | None = None, locked: AbstractSet[int] = frozenset(), joker_bomb: bool = True) -> Plan:
+def plan(
+    counts: Counts,
+    bomb_cap: int | None = None,
+    locked: AbstractSet[int] = frozenset(),
+    joker_bomb: bool = True,
+) -> Plan:
     """The cheapest decomposition of ``counts`` into plays (see the module docstring)."""
     ctx = _Context(bomb_cap, frozenset(locked), joker_bomb)
     key = (counts, ctx)

@@ -72,10 +72,23 @@ class _Seat:
         self.max_opponent = max(self.cards[s] for s in self.opponents)
 
     def plan(self, counts: Counts | None = None) -> Plan:
-        return plan(self.counts if counts is None else counts, self.bombs_left, self.locked, self.ruleset.joker_bomb)
+        return plan(
+            self.counts if counts is None else counts,
+            self.bombs_left,
+            self.locked,
+            self.ruleset.joker_bomb,
+        )
 
     def plays(self, lead: Combination | None) -> list[Combination]:
-        return list(legal_plays(self.counts, lead, ruleset=self.ruleset, bombs_left=self.bombs_left, locked=self.locked))
+        return list(
+            legal_plays(
+                self.counts,
+                lead,
+                ruleset=self.ruleset,
+                bombs_left=self.bombs_left,
+                locked=self.locked,
+            )
+        )
 
     def opponent_pool(self) -> Counts:
         """Cards an opponent may hold: the landlord's hand when shown (摊打) and we are a
@@ -168,7 +181,14 @@ class BotPolicy:
                 return Pass(view.seat, by)
         cards = pick_cards(view.hand, combo.counts)
         try:
-            verify_play(view.hand, cards, view.lead, ruleset=seat.ruleset, bombs_left=seat.bombs_left, locked=seat.locked)
+            verify_play(
+                view.hand,
+                cards,
+                view.lead,
+                ruleset=seat.ruleset,
+                bombs_left=seat.bombs_left,
+                locked=seat.locked,
+            )
         except RulesError:
             fallback = seat.plays(view.lead)
             if view.lead is not None:
@@ -272,14 +292,18 @@ class BotPolicy:
             return chosen
         return None
 
-    def best_bomb(self, seat: _Seat, bombs: list[Combination], base: Plan) -> tuple[Combination, Plan]:
+    def best_bomb(
+        self, seat: _Seat, bombs: list[Combination], base: Plan
+    ) -> tuple[Combination, Plan]:
         """The bomb that hurts the plan least (ties: the smallest), with the plan after it."""
         chosen, chosen_value, chosen_plan = None, 0.0, base
         for c in bombs:
             after = seat.plan(subtract(seat.counts, c.counts))
             value = base.cost - after.cost
-            if chosen is None or value > chosen_value + 1e-9 or (
-                abs(value - chosen_value) <= 1e-9 and _bomb_key(c) < _bomb_key(chosen)
+            if (
+                chosen is None
+                or value > chosen_value + 1e-9
+                or (abs(value - chosen_value) <= 1e-9 and _bomb_key(c) < _bomb_key(chosen))
             ):
                 chosen, chosen_value, chosen_plan = c, value, after
         return chosen, chosen_plan
@@ -318,6 +342,7 @@ class BotPolicy:
             return best
         return None
 
+
 def _prune(candidates: list[Combination], counts: Counts) -> list[Combination]:
     """Replies worth weighing: full houses only with the two cheapest pairs for each
     triple (a pair held exactly twice first, then the lowest)."""
@@ -329,6 +354,7 @@ def _prune(candidates: list[Combination], counts: Counts) -> list[Combination]:
         else:
             out.append(c)
     for t, houses in pairs_for.items():
+
         def key(c: Combination, t=t) -> tuple[int, int]:
             q = next(r for r, n in enumerate(c.counts) if n == 2 and r != t)
             return (counts[q] != 2, q)
