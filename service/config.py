@@ -58,8 +58,13 @@ class Config:
     #: gunicorn worker processes for the API: WEB_CONCURRENCY (the usual name on platforms
     #: that set it). 0: one per core, since a gevent worker runs on one.
     web_concurrency: int = 0
+    #: Open event streams per API process; one more is answered 503 ``too_many_streams``
+    #: with Retry-After, so that streams cannot take the connections commands need:
+    #: DDZ_MAX_STREAMS. Keep it below ``worker_connections`` (gunicorn refuses to start
+    #: with less than ``COMMAND_CONNECTIONS`` between them).
+    max_streams: int = 5000
     #: Open connections per gunicorn worker (streams included): DDZ_WORKER_CONNECTIONS.
-    worker_connections: int = 1000
+    worker_connections: int = 6000
     #: Requests one client connection carries before the API closes it (as nginx's
     #: ``keepalive_requests``; the client opens another): DDZ_REQUESTS_PER_CONNECTION.
     requests_per_connection: int = 100
@@ -88,6 +93,7 @@ class Config:
         "rate_limit_signups_per_address": "DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS",
         "rate_limit_hold_seconds": "DDZ_RATE_LIMIT_HOLD_SECONDS",
         "web_concurrency": "WEB_CONCURRENCY",
+        "max_streams": "DDZ_MAX_STREAMS",
         "worker_connections": "DDZ_WORKER_CONNECTIONS",
         "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
         "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",

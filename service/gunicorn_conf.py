@@ -23,7 +23,33 @@ CONFIG = Config.from_env()
 worker_class = "service.gunicorn_worker.ProblemWorker"
 #: Processes: one per core unless WEB_CONCURRENCY says.
 workers = CONFIG.web_concurrency or os.cpu_count() or 2
+#: Connections a worker keeps for everything but event streams (commands, reads, long
+#: polls) when its streams are at their bound (``max_streams``): without this room, 3,000
+#: streams on 1,000 connections left a command unanswered for 30 s.
+COMMAND_CONNECTIONS = 100
+if CONFIG.worker_connections < CONFIG.max_streams + COMMAND_CONNECTIONS:
+    raise SystemExit(
+        f"DDZ_WORKER_CONNECTIONS ({CONFIG.worker_connections}) must exceed DDZ_MAX_STREAMS "
+        f"({CONFIG.max_streams}) by at least {COMMAND_CONNECTIONS}, the connections kept for "
+        "commands"
+    )
 worker_connections = CONFIG.worker_connections
+
+
+def _enough_file_descriptors() -> None:
+    """A connection is a file descriptor, and the usual soft limit (1,024) is below
+    ``worker_connections``: raise it as far as the hard limit allows (the workers inherit
+    it)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = worker_connections + 200  # and the database pool, Redis, logs, the listener
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+
+
+_enough_file_descriptors()
 timeout = 120
 #: No control socket (gunicorn 25.1+): its default path is one per user
 #: (``~/.gunicorn/gunicorn.ctl``), so every gunicorn of a user would share it; nothing

@@ -30,7 +30,17 @@ from ..game.actions import offered as offered_actions
 from ..game.record import export
 from ..game.state import DEALING, ENDED
 from ..rules import new_seed, pick_cards
-from ..store import Loaded, Outcome, StoreError, request_hash, status
+from ..store import (
+    FeedFailed,
+    Loaded,
+    Outcome,
+    StoredEvent,
+    StoreError,
+    Subscription,
+    TooManySubscriptions,
+    request_hash,
+    status,
+)
 from . import encoding, schemas
 from .auth import BEARER, Caller, caller, player
 from .documents import documented, event_documents, game_error, load, seat_of, since, view_document
@@ -310,7 +320,10 @@ def _sse(event: str, data: Any, event_id: int | None = None) -> str:
     "`hand_ended`, once the ledger holds the hand's settlement. The stream closes right after "
     "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "
     "a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an "
-    "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.",
+    "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.\n\n"
+    "A server process holds a bounded number of open streams (so that they never take the "
+    "connections commands need): beyond it the answer is 503 `too_many_streams` with "
+    "`Retry-After`.",
     responses={
         "200": {
             "description": "An event stream",
@@ -322,6 +335,7 @@ def _sse(event: str, data: Any, event_id: int | None = None) -> str:
         "400": {"$ref": "#/components/responses/BAD_REQUEST"},
         "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
         "404": {"$ref": "#/components/responses/NOT_FOUND"},
+        "503": {"$ref": "#/components/responses/SERVICE_UNAVAILABLE"},
     },
     parameters=[
         {
@@ -337,46 +351,90 @@ def _sse(event: str, data: Any, event_id: int | None = None) -> str:
 def stream(match_id):
     who = caller()
     resume_after = _last_event_id()
-    loaded = load(match_id)
-    if resume_after is not None and resume_after > loaded.state.version:
-        raise ApiError(
-            400,
-            "invalid_last_event_id",
-            f"this match is at version {loaded.state.version}; it has no event {resume_after}",
-        )
+    subscription = _subscribe(match_id)
+    try:
+        # Read after subscribing: what this read misses comes in the subscription.
+        found, loaded = since(match_id, resume_after)
+        if resume_after is not None and resume_after > loaded.state.version:
+            raise ApiError(
+                400,
+                "invalid_last_event_id",
+                f"this match is at version {loaded.state.version}; it has no event {resume_after}",
+            )
+    except BaseException:
+        subscription.close()
+        raise
     if resume_after == loaded.state.version and loaded.state.settled:
+        subscription.close()
         return Response(status=204)
-    config = services().config
+    config, notifier = services().config, services().notifier
+    seat = viewer(loaded.state, who)
 
     def generate() -> Iterator[str]:
-        store, notifier = services().store, services().notifier
-        seat = viewer(loaded.state, who)
         yield "retry: 1000\n\n"
-        after = resume_after
-        if after is None:
+        if resume_after is None:
             after = loaded.state.version
             yield _sse("snapshot", VIEW.dump(view_document(loaded, who)), after)
+        else:
+            yield _rendered(found, seat, loaded)
+            after = loaded.state.version
+        latest = loaded
         started = time.monotonic()
-        while True:
+        while not latest.state.settled:  # settled: the client has the match's last event
             remaining = config.stream_seconds - (time.monotonic() - started)
-            if remaining <= 0:
-                return
-            with notifier.watch(match_id) as woken:
-                found, latest = store.since(match_id, after)
-                if not found:
-                    if latest.state.settled:
-                        return  # the client has the match's last event: nothing more will come
-                    if notifier.draining:
-                        return  # the client reconnects (to a process that is not stopping)
-                    if not woken.wait(min(config.keepalive_seconds, remaining)):
-                        yield ": keep-alive\n\n"
-                    continue
-            for document in event_documents(found, seat, latest):
-                yield _sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
-                after = document["version"]
+            if remaining <= 0 or notifier.draining:
+                return  # the client reconnects (to a process that is not stopping)
+            try:
+                batches = subscription.next(min(config.keepalive_seconds, remaining))
+            except FeedFailed:
+                return  # the client reconnects, and its stream gets a new reader
+            fresh = [b for b in batches if b.latest.state.version > after]
+            if not fresh:
+                yield ": keep-alive\n\n"
+                continue
+            for batch in fresh:
+                if batch.events[0].version > after:
+                    # The streams of one viewer share one rendering of a batch.
+                    if seat not in batch.rendered:
+                        batch.rendered[seat] = _rendered(batch.events, seat, batch.latest)
+                    yield batch.rendered[seat]
+                else:  # partly read by this stream before it took the batch
+                    yield _rendered(
+                        [s for s in batch.events if s.version > after], seat, batch.latest
+                    )
+                after, latest = batch.latest.state.version, batch.latest
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return Response(stream_with_context(generate()), mimetype="text/event-stream", headers=headers)
+    response = Response(
+        stream_with_context(generate()), mimetype="text/event-stream", headers=headers
+    )
+    # Also when the stream never starts (the client left first).
+    response.call_on_close(subscription.close)
+    return response
+
+
+#: Seconds a client refused for too many open streams is asked to wait.
+STREAMS_RETRY_AFTER = 5
+
+
+def _subscribe(match_id: uuid.UUID) -> Subscription:
+    try:
+        return services().feeds.subscribe(match_id)
+    except TooManySubscriptions:
+        raise ApiError(
+            503,
+            "too_many_streams",
+            "this server holds as many open event streams as it may; retry later (another "
+            "server may have room)",
+            headers={"Retry-After": str(STREAMS_RETRY_AFTER)},
+        ) from None
+
+
+def _rendered(found: list[StoredEvent], seat, latest: Loaded) -> str:
+    return "".join(
+        _sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
+        for document in event_documents(found, seat, latest)
+    )
 
 
 @bp.route("/<uuid:match_id>/record", methods=["GET"])

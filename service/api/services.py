@@ -11,7 +11,7 @@ from psycopg_pool import ConnectionPool
 from ..app.commands import Commands
 from ..app.work import enqueuer
 from ..config import Config
-from ..store import EventStore, Notifier, Players, open_pool
+from ..store import EventStore, Feeds, Notifier, Players, open_pool
 
 
 @dataclass
@@ -22,6 +22,7 @@ class Services:
     commands: Commands
     players: Players
     notifier: Notifier
+    feeds: Feeds
     redis: redis.Redis
 
     @classmethod
@@ -32,6 +33,7 @@ class Services:
         connection = redis.Redis.from_url(
             config.redis_url, socket_timeout=5, socket_connect_timeout=5
         )
+        notifier = Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget)
         return cls(
             config=config,
             pool=pool,
@@ -39,7 +41,8 @@ class Services:
             # After an append, the work the new state calls for (a bot turn) goes on the queue.
             commands=Commands(store, enqueuer(connection)),
             players=players,
-            notifier=Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget),
+            notifier=notifier,
+            feeds=Feeds(store, notifier, config.max_streams),
             redis=connection,
         )
 

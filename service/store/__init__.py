@@ -12,6 +12,7 @@ from .events import (
     request_hash,
     status,
 )
+from .feeds import Batch, FeedFailed, Feeds, Subscription, TooManySubscriptions
 from .migrate import migrate
 from .notify import Notifier
 from .players import Players

@@ -1,0 +1,177 @@
+"""One reader per watched match per process, fanning each read out to every open stream
+of the match in the process.
+
+Without it each stream read the event table on its own when woken: a match watched by
+1,900 streams in a process cost 1,900 reads per event, and the last stream got its event
+441 ms after the commit. With a feed, the notifier wakes one reader per match, which reads
+the new events once and publishes them as a :class:`Batch`; the subscriptions take the
+batches from the feed's log, and what a viewer sees of a batch is rendered once per
+viewer (see :attr:`Batch.rendered`), not once per stream.
+
+The feeds also bound the streams a process holds open (:class:`TooManySubscriptions`
+beyond it), so that streams cannot take every connection and starve the commands."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from .events import EventStore, Loaded, StoredEvent
+from .notify import Notifier
+
+log = logging.getLogger(__name__)
+
+
+class TooManySubscriptions(Exception):
+    """The process holds as many open subscriptions as it may."""
+
+
+class FeedFailed(Exception):
+    """The feed's reader could not read the match: its subscriptions end (a client
+    reconnects and gets a new reader)."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Events the reader found in one read, and the match's state after them."""
+
+    events: list[StoredEvent]
+    latest: Loaded
+    #: What the consumers made of the batch, by viewer, so that the streams of one viewer
+    #: share one rendering (the batch never changes, so neither does what is made of it).
+    rendered: dict[Any, Any] = field(default_factory=dict, compare=False)
+
+
+class Feed:
+    """A match's reader (a thread: a greenlet under gevent) and the batches it read since
+    it started. It lives while the match has subscriptions; a hand's events are a few
+    hundred at most, so the log is kept whole."""
+
+    def __init__(self, match_id: uuid.UUID, store: EventStore, notifier: Notifier):
+        self.match_id = match_id
+        self._store, self._notifier = store, notifier
+        self.log: list[Batch] = []
+        self.version = 0
+        self.error: BaseException | None = None
+        self.changed = threading.Condition()
+        self.primed = threading.Event()
+        self.subscribers = 0
+        self._stop = threading.Event()
+        self._woken: threading.Event | None = None
+        self._thread = threading.Thread(target=self._run, name=f"ddz-feed-{match_id}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with self._notifier.watch(self.match_id) as woken:
+            self._woken = woken
+            try:
+                # Registered before this first read, so nothing after it is missed. A
+                # subscription takes the log from where it joined and reads what came
+                # before itself, after this read (see Feeds.subscribe).
+                self.version = self._store.load(self.match_id).state.version
+            except Exception as exc:  # noqa: BLE001 - the subscriptions report it
+                self._fail(exc)
+                return
+            finally:
+                self.primed.set()
+            while not self._stop.is_set():
+                woken.wait()
+                woken.clear()
+                if self._stop.is_set():
+                    return
+                try:
+                    found, latest = self._store.since(self.match_id, self.version)
+                except Exception as exc:  # noqa: BLE001 - the subscriptions report it
+                    self._fail(exc)
+                    return
+                with self.changed:
+                    if found:
+                        self.log.append(Batch(found, latest))
+                        self.version = latest.state.version
+                    # Also without news: a wake-up may be the process stopping, which
+                    # the streams see and end on.
+                    self.changed.notify_all()
+
+    def _fail(self, exc: BaseException) -> None:
+        # The type only: a message may hold what a log must not show.
+        log.warning("the reader of a match failed (%s)", type(exc).__name__)
+        with self.changed:
+            self.error = exc
+            self.changed.notify_all()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._woken is not None:
+            self._woken.set()
+
+
+class Subscription:
+    """A stream's place in its match's feed."""
+
+    def __init__(self, feeds: Feeds, feed: Feed, index: int):
+        self._feeds, self._feed, self._index = feeds, feed, index
+        self._closed = False
+
+    def next(self, timeout: float) -> list[Batch]:
+        """The batches published since the last call, waiting up to ``timeout`` seconds
+        for one; none when the wait ends without news (raises :class:`FeedFailed`)."""
+        feed = self._feed
+        with feed.changed:
+            if self._index == len(feed.log) and feed.error is None:
+                feed.changed.wait(timeout)
+            if feed.error is not None:
+                raise FeedFailed("the match could not be read") from feed.error
+            batches = feed.log[self._index :]
+            self._index = len(feed.log)
+        return batches
+
+    def close(self) -> None:
+        """Leaves the feed (idempotent: a response closes it once it ends, whether or not
+        its stream started)."""
+        if not self._closed:
+            self._closed = True
+            self._feeds._leave(self._feed)
+
+
+class Feeds:
+    """The process's feeds, one per watched match, and its bound on subscriptions."""
+
+    def __init__(self, store: EventStore, notifier: Notifier, limit: int):
+        self._store, self._notifier, self.limit = store, notifier, limit
+        self._feeds: dict[uuid.UUID, Feed] = {}
+        self._lock = threading.Lock()
+        self.open = 0
+
+    def subscribe(self, match_id: uuid.UUID) -> Subscription:
+        """A subscription to the match's events from now on (raises
+        :class:`TooManySubscriptions` at the bound). The caller reads the match after
+        this returns: the feed has then read it already, so whatever the caller's read
+        did not see comes in the subscription's batches. Close it when done."""
+        with self._lock:
+            if self.open >= self.limit:
+                raise TooManySubscriptions(f"this process holds {self.open} open streams")
+            self.open += 1
+            feed = self._feeds.get(match_id)
+            if feed is None or feed.error is not None:
+                feed = self._feeds[match_id] = Feed(match_id, self._store, self._notifier)
+            feed.subscribers += 1
+        feed.primed.wait()
+        with feed.changed:
+            return Subscription(self, feed, len(feed.log))
+
+    def _leave(self, feed: Feed) -> None:
+        with self._lock:
+            self.open -= 1
+            feed.subscribers -= 1
+            if feed.subscribers == 0:
+                if self._feeds.get(feed.match_id) is feed:
+                    del self._feeds[feed.match_id]
+                feed.stop()
+
+    def watched(self) -> int:
+        """How many matches have a reader."""
+        with self._lock:
+            return len(self._feeds)

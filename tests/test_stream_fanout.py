@@ -1,0 +1,117 @@
+"""Many streams on one match in one process: one reader per match fans each event out to
+every stream (each gets every event it may see, once, in order), and a process holds a
+bounded number of streams: one more is refused with a 503 problem and Retry-After, while
+commands are still answered. Over real HTTP, on an app of its own with a low bound."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from test_api_stream import act_once, read_messages, without_deadline
+from test_api_support import (
+    HttpApi,
+    Reply,
+    advance_to_playing,
+    assert_problem,
+    new_player,
+    open_stream,
+    seated_match,
+)
+from werkzeug.serving import make_server
+
+from service.api import create_app
+
+BOUND = 12
+
+
+@pytest.fixture(scope="module")
+def bounded(config) -> Iterator[tuple[str, object]]:
+    """An app holding at most BOUND streams, served over HTTP: its base URL and its feeds."""
+    app = create_app(dataclasses.replace(config, max_streams=BOUND, stream_seconds=30.0))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = make_server("127.0.0.1", port, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}", app.extensions["ddz"].feeds
+    server.shutdown()
+    app.extensions["ddz"].close()
+
+
+def wait_for(condition, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_every_stream_gets_every_event_once_in_order_from_one_reader(bounded):
+    base, feeds = bounded
+    api = HttpApi(base)
+    players, match_id = seated_match(api, "fanout")
+    advance_to_playing(players, match_id)
+    onlooker = new_player(api, "fanout-onlooker")
+    watchers = [players[i % 4] for i in range(BOUND - 1)] + [onlooker]
+    streams = [open_stream(base, match_id, w.token, timeout=30) for w in watchers]
+    try:
+        snapshots = [read_messages(response, 1)[0] for _, response in streams]
+        start = int(snapshots[0].id)
+        assert all(int(s.id) == start for s in snapshots)
+        assert feeds.watched() == 1 and feeds.open == BOUND  # one reader for the match
+
+        answers = [act_once(players, match_id) for _ in range(6)]
+        last = answers[-1]["version"]
+        for watcher, (_, response) in zip(watchers, streams):
+            received = read_messages(response, last - start)
+            assert [int(m.id) for m in received] == list(range(start + 1, last + 1))
+            # Each as its viewer sees them (one rendering per viewer, none shown another).
+            polled = api.request(
+                "GET", f"/v1/matches/{match_id}/events?after={start}", watcher.token
+            ).json["events"]
+            assert [without_deadline(m.json) for m in received] == [
+                without_deadline(e) for e in polled
+            ]
+    finally:
+        for conn, response in streams:
+            response.close()
+            conn.close()
+    wait_for(lambda: feeds.open == 0)  # closed streams leave (noticed at the next keep-alive)
+    assert feeds.watched() == 0
+
+
+def test_a_stream_beyond_the_bound_is_refused_and_commands_still_answer(bounded):
+    base, feeds = bounded
+    api = HttpApi(base)
+    players, match_id = seated_match(api, "bound")
+    streams = [open_stream(base, match_id, players[i % 4].token, timeout=30) for i in range(BOUND)]
+    try:
+        assert all(response.status == 200 for _, response in streams)
+        start = int(read_messages(streams[0][1], 1)[0].id)
+
+        conn, refused = open_stream(base, match_id, players[0].token)
+        reply = Reply(refused.status, refused.headers, refused.read())
+        conn.close()
+        assert_problem(reply, 503, "too_many_streams")
+        assert int(reply.headers["Retry-After"]) > 0
+
+        answer = act_once(players, match_id)  # the bound is reached: commands still answer
+        received = read_messages(streams[-1][1], answer["version"] - start + 1)
+        assert int(received[-1].id) == answer["version"]
+
+        conn, response = streams.pop()  # one stream leaves: another may open
+        response.close()
+        conn.close()
+        wait_for(lambda: feeds.open < BOUND)
+        conn, response = open_stream(base, match_id, players[0].token)
+        streams.append((conn, response))
+        assert response.status == 200
+    finally:
+        for conn, response in streams:
+            response.close()
+            conn.close()
