@@ -370,11 +370,11 @@ def stream(match_id):
     config, notifier = services().config, services().notifier
     seat = viewer(loaded.state, who)
 
-    def generate() -> Iterator[str]:
-        yield "retry: 1000\n\n"
+    def generate() -> Iterator[bytes]:
+        yield b"retry: 1000\n\n"
         if resume_after is None:
             after = loaded.state.version
-            yield _sse("snapshot", VIEW.dump(view_document(loaded, who)), after)
+            yield _sse("snapshot", VIEW.dump(view_document(loaded, who)), after).encode()
         else:
             yield _rendered(found, seat, loaded)
             after = loaded.state.version
@@ -390,7 +390,7 @@ def stream(match_id):
                 return  # the client reconnects, and its stream gets a new reader
             fresh = [b for b in batches if b.latest.state.version > after]
             if not fresh:
-                yield ": keep-alive\n\n"
+                yield b": keep-alive\n\n"
                 continue
             for batch in fresh:
                 if batch.events[0].version > after:
@@ -430,11 +430,11 @@ def _subscribe(match_id: uuid.UUID) -> Subscription:
         ) from None
 
 
-def _rendered(found: list[StoredEvent], seat, latest: Loaded) -> str:
+def _rendered(found: list[StoredEvent], seat, latest: Loaded) -> bytes:
     return "".join(
         _sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
         for document in event_documents(found, seat, latest)
-    )
+    ).encode()
 
 
 @bp.route("/<uuid:match_id>/record", methods=["GET"])

@@ -56,7 +56,12 @@ class Feed:
         self.log: list[Batch] = []
         self.version = 0
         self.error: BaseException | None = None
-        self.changed = threading.Condition()
+        self.lock = threading.Lock()
+        #: Set (and replaced by a new one) when the feed has news. Not a Condition: its
+        #: notify_all releases a lock per waiter, and each woken waiter takes the
+        #: condition's lock again; with 5,000 streams that was a tenth of the fan-out's
+        #: time. An Event wakes all its waiters at once (gevent's in one pass of its hub).
+        self.news = threading.Event()
         self.primed = threading.Event()
         self.subscribers = 0
         self._stop = threading.Event()
@@ -87,20 +92,25 @@ class Feed:
                 except Exception as exc:  # noqa: BLE001 - the subscriptions report it
                     self._fail(exc)
                     return
-                with self.changed:
-                    if found:
+                if found:
+                    with self.lock:
                         self.log.append(Batch(found, latest))
                         self.version = latest.state.version
-                    # Also without news: a wake-up may be the process stopping, which
-                    # the streams see and end on.
-                    self.changed.notify_all()
+                # Also without news: a wake-up may be the process stopping, which the
+                # streams see and end on.
+                self._announce()
 
     def _fail(self, exc: BaseException) -> None:
         # The type only: a message may hold what a log must not show.
         log.warning("the reader of a match failed (%s)", type(exc).__name__)
-        with self.changed:
+        with self.lock:
             self.error = exc
-            self.changed.notify_all()
+        self._announce()
+
+    def _announce(self) -> None:
+        with self.lock:
+            news, self.news = self.news, threading.Event()
+        news.set()
 
     def stop(self) -> None:
         self._stop.set()
@@ -119,9 +129,12 @@ class Subscription:
         """The batches published since the last call, waiting up to ``timeout`` seconds
         for one; none when the wait ends without news (raises :class:`FeedFailed`)."""
         feed = self._feed
-        with feed.changed:
-            if self._index == len(feed.log) and feed.error is None:
-                feed.changed.wait(timeout)
+        with feed.lock:
+            news = feed.news
+            idle = self._index == len(feed.log) and feed.error is None
+        if idle:
+            news.wait(timeout)
+        with feed.lock:
             if feed.error is not None:
                 raise FeedFailed("the match could not be read") from feed.error
             batches = feed.log[self._index :]
@@ -159,7 +172,7 @@ class Feeds:
                 feed = self._feeds[match_id] = Feed(match_id, self._store, self._notifier)
             feed.subscribers += 1
         feed.primed.wait()
-        with feed.changed:
+        with feed.lock:
             return Subscription(self, feed, len(feed.log))
 
     def _leave(self, feed: Feed) -> None:
