@@ -25,6 +25,11 @@ class Config:
     keepalive_seconds: float = 15.0
     #: Database connections per process: DDZ_DB_POOL_SIZE.
     db_pool_size: int = 16
+    #: Reverse proxies in front of the API that set X-Forwarded-For and X-Forwarded-Proto
+    #: (nginx, an Ingress): DDZ_TRUSTED_PROXIES. 0: none, the client's address is the
+    #: connection's. Behind a proxy, leaving it 0 puts every client under one address's
+    #: rate limits; setting it without a proxy lets clients choose their address.
+    trusted_proxies: int = 0
     #: Origins whose browser pages may call the API (CORS), comma-separated, e.g.
     #: ``https://play.example,https://admin.example``: DDZ_CORS_ORIGINS. Empty: none.
     cors_origins: str = ""
@@ -80,6 +85,7 @@ class Config:
         "stream_seconds": "DDZ_STREAM_SECONDS",
         "keepalive_seconds": "DDZ_KEEPALIVE_SECONDS",
         "db_pool_size": "DDZ_DB_POOL_SIZE",
+        "trusted_proxies": "DDZ_TRUSTED_PROXIES",
         "cors_origins": "DDZ_CORS_ORIGINS",
         "db_timeout": "DDZ_DB_TIMEOUT",
         "worker_grace_seconds": "DDZ_WORKER_GRACE_SECONDS",

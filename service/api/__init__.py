@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from ..config import Config
 from . import admin, health, ledger, matches, players, tokens
@@ -53,6 +54,11 @@ def create_app(
     if connect:
         install_rate_limits(app, config)
     app.wsgi_app = SecurityHeaders(BodyLimit(app.wsgi_app, config.max_body_bytes))
+    if config.trusted_proxies:
+        # The client's address (its per-address rate limits) is the one the proxies forward.
+        app.wsgi_app = ProxyFix(
+            app.wsgi_app, x_for=config.trusted_proxies, x_proto=config.trusted_proxies
+        )
     logging.getLogger("ddz").setLevel(logging.INFO)
     return app
 
