@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -195,3 +196,63 @@ def test_docker_compose_accepts_the_file():
         timeout=60,
     )
     assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
+def test_nginx_as_configured_passes_commands_and_a_live_stream_through(
+    database_url, redis_url, tmp_path
+):
+    """deploy/nginx.conf in front of the API (gunicorn as deployed): a command through
+    the proxy is answered, and its event reaches a stream open through the proxy while
+    the stream stays open."""
+    from test_api_stream import act_once, read_messages
+    from test_api_support import HttpApi, open_stream, seated_match
+    from test_server import gunicorn
+    from test_stream_fanout import wait_for
+
+    with gunicorn(database_url, redis_url, tmp_path / "api.log") as (api_base, _):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        conf = NGINX.read_text()
+        conf = conf.replace("server api:8000;", f"server {api_base.removeprefix('http://')};")
+        conf = conf.replace("listen 80;", f"listen 127.0.0.1:{port};")
+        # Its files under tmp_path, in the foreground; the rest as deployed.
+        temp = "".join(
+            f"    {kind}_temp_path {tmp_path}/{kind};\n"
+            for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        )
+        conf = conf.replace("http {\n", "http {\n" + temp)
+        conf = f"daemon off;\npid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n" + conf
+        (tmp_path / "nginx.conf").write_text(conf)
+        nginx = subprocess.Popen(
+            ["nginx", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
+            stderr=subprocess.PIPE,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_for(lambda: _answers(base + "/healthz"))
+            api = HttpApi(base)
+            players, match_id = seated_match(api, "proxied")
+            conn, response = open_stream(base, match_id, players[0].token, timeout=30)
+            try:
+                assert response.status == 200
+                version = int(read_messages(response, 1)[0].id)
+                answer = act_once(players, match_id)
+                received = read_messages(response, answer["version"] - version)
+                assert int(received[-1].id) == answer["version"]
+            finally:
+                response.close()
+                conn.close()
+        finally:
+            nginx.terminate()
+            nginx.wait(timeout=30)
+
+
+def _answers(url: str) -> bool:
+    import requests
+
+    try:
+        return requests.get(url, timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
