@@ -42,6 +42,13 @@ NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
 LANDLORD, FARMERS = "landlord", "farmers"
 #: Phases in which a dealt hand is under way and a seat has a decision to take.
 DECISION_PHASES = (BIDDING, SHOW_HAND, REPORT, PLAYING)
+#: The bids a seat may make, 0 being a pass.
+BIDS = (0, 1, 2, 3)
+
+
+def open_bids(highest_bid: int) -> tuple[int, ...]:
+    """The bids open after ``highest_bid``: a pass, or a value above it."""
+    return tuple(value for value in BIDS if value == 0 or value > highest_bid)
 
 
 class Seat(NamedTuple):
