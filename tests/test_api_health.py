@@ -8,7 +8,7 @@ import dataclasses
 import time
 
 import requests
-from test_api_support import ClientApi
+from api_support import ClientApi
 
 from service.api import create_app
 from service.app.work import beat, stopped
