@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 
 import pytest
-from servers import OPERATOR_TOKEN, fresh_database, wait_until_ready
-from test_api_support import (
+from api_support import (
     HttpApi,
     Observer,
     StreamReader,
@@ -21,6 +20,7 @@ from test_api_support import (
     take_seat,
     to_act,
 )
+from servers import OPERATOR_TOKEN, fresh_database, wait_until_ready
 from test_server import gunicorn
 from test_workers_process import WorkerProcess
 

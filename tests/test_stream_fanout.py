@@ -12,8 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from test_api_stream import act_once, read_messages, without_deadline
-from test_api_support import (
+from api_support import (
     HttpApi,
     Reply,
     advance_to_playing,
@@ -22,6 +21,7 @@ from test_api_support import (
     open_stream,
     seated_match,
 )
+from test_api_stream import act_once, read_messages, without_deadline
 from werkzeug.serving import make_server
 
 from service.api import create_app
