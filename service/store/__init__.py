@@ -16,6 +16,6 @@ from .feeds import Batch, FeedFailed, Feeds, Subscription, TooManySubscriptions
 from .migrate import migrate
 from .notify import Notifier
 from .players import Players
-from .pool import ATTEMPTS, DatabaseUnavailable, open_pool, pause, retried
+from .pool import ATTEMPTS, DatabaseUnavailable, open_pool, pause, ping, retried
 
 __all__ = [name for name in dir() if not name.startswith("_")]
