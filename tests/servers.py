@@ -300,14 +300,18 @@ class Heartbeat:
         self.name = name
         self.beating = threading.Event()
         self.closed = threading.Event()
+        # A beat sent after stop() would revive the worker for LASTING seconds: seen as
+        # /readyz answering 200 right after a test stopped the worker.
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="test-heartbeat", daemon=True)
 
     def _run(self) -> None:
         from service.app import work
 
         while not self.closed.wait(1.0):
-            if self.beating.is_set():
-                work.beat(self.connection, self.name, self.LASTING)
+            with self.lock:
+                if self.beating.is_set():
+                    work.beat(self.connection, self.name, self.LASTING)
 
     def start(self) -> None:
         from service.app import work
@@ -318,8 +322,9 @@ class Heartbeat:
     def stop(self) -> None:
         from service.app import work
 
-        self.beating.clear()
-        work.stopped(self.connection, self.name)
+        with self.lock:
+            self.beating.clear()
+            work.stopped(self.connection, self.name)
 
 
 @contextmanager
