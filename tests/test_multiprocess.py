@@ -17,6 +17,8 @@ from api_support import (
     StreamReader,
     new_match,
     new_player,
+    open_stream,
+    sse_messages,
     take_seat,
     to_act,
 )
@@ -91,6 +93,8 @@ def test_a_hand_played_across_two_apis_and_two_workers(cluster):
     ]
     for reader in readers:
         reader.start()
+    # And one read to its end: the server closes it right after `settled`.
+    conn, whole = open_stream(cluster[0], match_id, first[0].token, timeout=30)
 
     answered_by = [0, 0]
     for step in range(400):
@@ -112,6 +116,14 @@ def test_a_hand_played_across_two_apis_and_two_workers(cluster):
     )
     types = [e["type"] for e in stored]
     assert types[-1] == "settled" and types.count("settled") == 1, types[-3:]
+    try:
+        to_the_end = [m for m in sse_messages(whole) if m.kind == "message"]
+    finally:
+        whole.close()
+        conn.close()
+    ids = [int(m.id) for m in to_the_end]  # the snapshot's, then each event's once
+    assert ids == list(range(ids[0], len(stored) + 1))
+    assert to_the_end[-1].event == "settled"
     for reader in readers:
         snapshot = reader.messages()[0]
         assert snapshot.event == "snapshot"

@@ -115,3 +115,39 @@ def test_a_stream_beyond_the_bound_is_refused_and_commands_still_answer(bounded)
         for conn, response in streams:
             response.close()
             conn.close()
+
+
+def test_a_direct_stream_keeps_what_a_slow_client_cannot_take_yet_in_order():
+    """Under gunicorn the feed's reader writes to the client's socket without waiting:
+    what the socket does not take waits, in order, for the stream's own greenlet, and
+    what the reader sends meanwhile queues behind it."""
+    import gevent
+    import gevent.socket
+
+    from service.api.matches import DirectStream
+
+    writer, reader = gevent.socket.socketpair()
+    writer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    direct = DirectStream(writer, chunked=True, seat=None, after=0)
+    early = [b"%06d" % i * 100 for i in range(300)]  # 600 bytes each
+    late = [b"late %d" % i for i in range(50)]
+    for chunk in early:
+        direct.send(chunk)
+    assert direct.pending  # the client has not read: the socket took only part
+    received = bytearray()
+    expected = b"".join(b"%X\r\n%s\r\n" % (len(c), c) for c in early + late)
+
+    def slow_client():
+        while len(received) < len(expected):
+            received.extend(reader.recv(4096))
+            if len(received) > 20_000 and late:
+                direct.send(late.pop(0))  # the reader goes on sending meanwhile
+
+    client = gevent.spawn(slow_client)
+    while direct.pending or late:
+        direct._flush()
+        gevent.sleep(0)
+    client.join(timeout=10)
+    assert bytes(received) == expected
+    writer.close()
+    reader.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,9 @@ class Feed:
         #: time. An Event wakes all its waiters at once (gevent's in one pass of its hub).
         self.news = threading.Event()
         self.primed = threading.Event()
+        #: Called by the reader with each batch as it is read, and with None on any other
+        #: news (the process stopping, the reader failing); see Subscription.listen.
+        self.listeners: list[Callable[[Batch | None], None]] = []
         self.subscribers = 0
         self._stop = threading.Event()
         self._woken: threading.Event | None = None
@@ -92,25 +96,32 @@ class Feed:
                 except Exception as exc:  # noqa: BLE001 - the subscriptions report it
                     self._fail(exc)
                     return
-                if found:
+                batch = Batch(found, latest) if found else None
+                if batch is not None:
                     with self.lock:
-                        self.log.append(Batch(found, latest))
+                        self.log.append(batch)
                         self.version = latest.state.version
                 # Also without news: a wake-up may be the process stopping, which the
                 # streams see and end on.
-                self._announce()
+                self._announce(batch)
 
     def _fail(self, exc: BaseException) -> None:
         # The type only: a message may hold what a log must not show.
         log.warning("the reader of a match failed (%s)", type(exc).__name__)
         with self.lock:
             self.error = exc
-        self._announce()
+        self._announce(None)
 
-    def _announce(self) -> None:
+    def _announce(self, batch: Batch | None) -> None:
         with self.lock:
             news, self.news = self.news, threading.Event()
+            listeners = list(self.listeners)
         news.set()
+        for listener in listeners:
+            try:
+                listener(batch)
+            except Exception as exc:  # noqa: BLE001 - one stream's failure is its own
+                log.warning("a stream's listener failed (%s)", type(exc).__name__)
 
     def stop(self) -> None:
         self._stop.set()
@@ -124,6 +135,7 @@ class Subscription:
     def __init__(self, feeds: Feeds, feed: Feed, index: int):
         self._feeds, self._feed, self._index = feeds, feed, index
         self._closed = False
+        self._listener: Callable[[Batch | None], None] | None = None
 
     def next(self, timeout: float) -> list[Batch]:
         """The batches published since the last call, waiting up to ``timeout`` seconds
@@ -141,11 +153,31 @@ class Subscription:
             self._index = len(feed.log)
         return batches
 
+    def listen(self, listener: Callable[[Batch | None], None]) -> list[Batch]:
+        """From now on the reader hands ``listener`` each batch as it reads it (and None
+        on other news), in the reader's thread: it must not block. Returns the batches
+        published since the last :meth:`next`, which the listener will not get. Ends
+        with :meth:`close`."""
+        feed = self._feed
+        with feed.lock:
+            feed.listeners.append(listener)
+            self._listener = listener
+            batches = feed.log[self._index :]
+            self._index = len(feed.log)
+        return batches
+
+    @property
+    def failed(self) -> bool:
+        return self._feed.error is not None
+
     def close(self) -> None:
         """Leaves the feed (idempotent: a response closes it once it ends, whether or not
         its stream started)."""
         if not self._closed:
             self._closed = True
+            if self._listener is not None:
+                with self._feed.lock:
+                    self._feed.listeners.remove(self._listener)
             self._feeds._leave(self._feed)
 
 
