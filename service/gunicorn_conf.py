@@ -62,6 +62,9 @@ control_socket_disable = True
 #: go to the worker that gets to ``accept`` first, the less busy one, so closing now and
 #: then evens the load out. A reconnect costs a local handshake.
 REQUESTS_PER_CONNECTION = CONFIG.requests_per_connection
+#: Allocations (net) before the collector looks at the youngest objects (default 700);
+#: see post_worker_init.
+GC_YOUNGEST_THRESHOLD = 50_000
 
 
 def pre_request(worker, req):
@@ -73,7 +76,11 @@ def post_worker_init(worker):
     """Hide what the worker allocated at start-up (the app, its modules, schemas, the
     OpenAPI document: about 85,000 objects) from the garbage collector. Otherwise every
     full collection walks them all, and on a busy machine that held every request of the
-    worker for 35-70 ms; these objects live as long as the process anyway.
+    worker for 35-70 ms; these objects live as long as the process anyway. And collect
+    the youngest generation after 50,000 allocations rather than 700: 5,000 open streams
+    are about a million objects, and each full collection over them (which the default
+    thresholds brought about every few seconds under load) held the whole process for
+    300-400 ms, the slowest deliveries and commands of the stream benchmark.
 
     And end open event streams and long polls as soon as the worker is told to stop:
     gunicorn would otherwise wait for them (``graceful_timeout``, 30 s) and then cut
@@ -85,6 +92,7 @@ def post_worker_init(worker):
     from service.api.wsgi import app
 
     gc.freeze()
+    gc.set_threshold(GC_YOUNGEST_THRESHOLD, *gc.get_threshold()[1:])
     notifier = app.extensions["ddz"].notifier
 
     def drain_when_stopping():

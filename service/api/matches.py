@@ -479,10 +479,14 @@ class DirectStream:
 
     def send(self, data: bytes) -> None:
         """Writes now what the socket takes; never waits."""
+        self._write(self._frame(data))
+
+    def _frame(self, data: bytes) -> bytes:
+        return b"%X\r\n%s\r\n" % (len(data), data) if self._chunked else data
+
+    def _write(self, data: bytes) -> None:
         if self.broken:
             return
-        if self._chunked:
-            data = b"%X\r\n%s\r\n" % (len(data), data)
         if self.pending:
             self.pending += data
             return
@@ -503,7 +507,14 @@ class DirectStream:
         if batch is not None and not self.done:
             data = _news(batch, self._seat, self._after)
             if data is not None:
-                self.send(data)
+                if data is batch.rendered.get(self._seat):
+                    # Framed once per viewer too: no allocation per stream and event.
+                    key = (self._seat, self._chunked)
+                    if key not in batch.rendered:
+                        batch.rendered[key] = self._frame(data)
+                    self._write(batch.rendered[key])
+                else:
+                    self.send(data)
                 self._after = batch.latest.state.version
                 self.done = batch.latest.state.settled
         self.wake.set()
