@@ -278,12 +278,14 @@ def main() -> int:
             f"({args.workers} gunicorn worker(s); delivery measured from the commit's notification; "
             f"the bench's epoll loop used {streams.cpu:.1f} s CPU in all)"
         )
-        if rows:
-            top = rows[-1]
-            ok = top[0] >= TARGET_STREAMS and percentile(top[3], 0.99) <= TARGET_P99_S
+        # The target's row: the smallest count that reaches it.
+        reaching = [row for row in rows if row[0] >= TARGET_STREAMS]
+        if reaching:
+            count, after_commit = reaching[0][0], reaching[0][3]
+            ok = percentile(after_commit, 0.99) <= TARGET_P99_S
             print(
                 f"target: {TARGET_STREAMS} streams per process with p99 <= "
-                f"{TARGET_P99_S * 1e3:.0f} ms: {'ok' if ok else 'MISSED'}"
+                f"{TARGET_P99_S * 1e3:.0f} ms: {'ok' if ok else 'MISSED'} (at {count})"
             )
         return 0
 
