@@ -187,13 +187,11 @@ def main() -> int:
         "--workers", type=int, default=1, help="gunicorn workers (default 1: one process)"
     )
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
-    args = parser.parse_args()
-    args.worker_class, args.threads, args.access_log, args.app = (
-        "gevent",
-        0,
-        False,
-        "service.api.wsgi:app",
+    # The server as deployed (api_bench.Environment reads these).
+    parser.set_defaults(
+        worker_class="gevent", threads=0, access_log=False, app="service.api.wsgi:app"
     )
+    args = parser.parse_args()
     counts = sorted(int(x) for x in args.streams.split(",") if x.strip())
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = max(counts) + 1000

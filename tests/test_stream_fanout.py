@@ -21,8 +21,8 @@ from api_support import (
     open_stream,
     seated_match,
 )
+from servers import served
 from test_api_stream import act_once, read_messages, without_deadline
-from werkzeug.serving import make_server
 
 from service.api import create_app
 
@@ -33,14 +33,8 @@ BOUND = 12
 def bounded(config) -> Iterator[tuple[str, object]]:
     """An app holding at most BOUND streams, served over HTTP: its base URL and its feeds."""
     app = create_app(dataclasses.replace(config, max_streams=BOUND, stream_seconds=30.0))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = make_server("127.0.0.1", port, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}", app.extensions["ddz"].feeds
-    server.shutdown()
+    with served(app) as base:
+        yield base, app.extensions["ddz"].feeds
     app.extensions["ddz"].close()
 
 
