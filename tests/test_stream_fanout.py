@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
