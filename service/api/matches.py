@@ -534,6 +534,9 @@ class DirectStream:
             self.wake.clear()
             self._flush()
         self._flush()
+        # Whatever the reader still hands this stream is not written: gunicorn is about to
+        # end the response, and the socket may then carry another.
+        self.broken = True
 
     def _flush(self) -> None:
         while self.pending and not self.broken:
