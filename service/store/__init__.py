@@ -17,4 +17,24 @@ from .notify import Notifier
 from .players import Players
 from .pool import ATTEMPTS, DatabaseUnavailable, open_pool, pause, retried
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+# Spelled out: type checkers (mypy --strict: no implicit re-export) read only a literal list.
+__all__ = [
+    "ATTEMPTS",
+    "DatabaseUnavailable",
+    "EventStore",
+    "IdempotencyMismatch",
+    "Loaded",
+    "MatchNotFound",
+    "Notifier",
+    "Outcome",
+    "Players",
+    "StoreError",
+    "StoredEvent",
+    "VersionConflict",
+    "migrate",
+    "open_pool",
+    "pause",
+    "request_hash",
+    "retried",
+    "status",
+]
