@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ..rules import Card, parse_cards
 from .errors import GameError
@@ -54,7 +54,8 @@ class Event:
         return Event.from_payload(data["type"], data["version"], payload)
 
 
-def _dump(value):
+def _dump(value: object) -> Any:
+    """The value as JSON holds it."""
     if isinstance(value, Card):
         return value.code
     if isinstance(value, tuple):
@@ -64,15 +65,19 @@ def _dump(value):
     return value
 
 
-def _same(value):
+_T = TypeVar("_T")
+
+
+def _same(value: _T) -> _T:
     return value
 
 
-def _cards(codes) -> tuple[Card, ...]:
+def _cards(codes: list[str]) -> tuple[Card, ...]:
     return parse_cards(codes)
 
 
-_LOADERS = {
+#: How a payload field of that name is read back from JSON (any other: as it is).
+_LOADERS: dict[str, Callable[[Any], object]] = {
     "table": Table.from_json,
     "result": HandResult.from_json,
     "cards": _cards,
