@@ -22,7 +22,7 @@ from ..store import (
     VersionConflict,
     pause,
 )
-from ..store.events import Behind, ConnectionLost
+from ..store.events import Behind, ConnectionLost, Idempotency
 
 #: Appends retried on a version conflict when the caller named no expected version.
 RETRIES = 5
@@ -45,7 +45,7 @@ class CommandRequest:
     match_id: uuid.UUID
     decide: Callable[[State], Command]
     expected_version: int | None = None
-    idempotency: tuple[uuid.UUID, str, bytes] | None = None
+    idempotency: Idempotency | None = None
     new_match: bool = False
     then: Callable[[State], Command | None] | None = None
     within: Callable[[psycopg.Connection, State], None] | None = None
@@ -132,6 +132,7 @@ class Commands:
                         if request.new_match
                         else store.load(match_id, conn)
                     )
+                assert known is not None  # read above when nothing was known
                 for _ in range(RETRIES):
                     try:
                         outcome = self._decide_and_append(conn, request, known.state, command_id)

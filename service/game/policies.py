@@ -8,7 +8,7 @@ import random
 from typing import Protocol
 
 from ..rules import Combination, ReportChoice, pick_cards
-from .commands import Bid, Command, Pass, Play, Report, ShowHand
+from .commands import Bid, Pass, Play, Report, SeatCommand, ShowHand
 from .events import BOT, PLAYER
 from .state import BIDDING, PLAYING, REPORT, SHOW_HAND
 from .views import SeatView
@@ -17,7 +17,7 @@ from .views import SeatView
 class Policy(Protocol):
     name: str
 
-    def act(self, view: SeatView) -> Command:
+    def act(self, view: SeatView) -> SeatCommand:
         """A legal command for ``view.seat``, whose turn it is."""
 
 
@@ -37,7 +37,7 @@ class RandomPolicy:
     def __init__(self, rng: random.Random | None = None) -> None:
         self.rng = rng or random.Random()
 
-    def act(self, view: SeatView) -> Command:
+    def act(self, view: SeatView) -> SeatCommand:
         seat, by, rng = view.seat, acting_party(view), self.rng
         assert seat is not None
         if view.phase == BIDDING:

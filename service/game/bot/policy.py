@@ -26,7 +26,7 @@ from ...rules.cards import COPIES, NUM_RANKS, Counts, counts_of
 from ...rules.combinations import FULL_HOUSE, JOKER_BOMB, PAIR, SEQUENCE_TYPES, SINGLE
 from ...rules.errors import RulesError
 from ...rules.moves import pick_cards, verify_play
-from ..commands import Bid, Command, Pass, Play, Report, ShowHand
+from ..commands import Bid, Pass, Play, Report, SeatCommand, ShowHand
 from ..policies import acting_party
 from ..state import BIDDING, PLAYING, REPORT, SHOW_HAND
 from ..views import SeatView
@@ -151,7 +151,7 @@ class BotPolicy:
 
     # -- the protocol ----------------------------------------------------------------
 
-    def act(self, view: SeatView) -> Command:
+    def act(self, view: SeatView) -> SeatCommand:
         seat, by = view.seat, acting_party(view)
         assert seat is not None  # a policy acts for the seat whose turn it is
         if view.phase == BIDDING:
@@ -166,7 +166,7 @@ class BotPolicy:
 
     # -- playing ------------------------------------------------------------------------
 
-    def play(self, view: SeatView) -> Command:
+    def play(self, view: SeatView) -> SeatCommand:
         seat = _Seat(view)
         try:
             combo = self.lead(seat) if view.lead is None else self.follow(seat)
@@ -174,7 +174,7 @@ class BotPolicy:
             combo = None if view.lead is not None else next(iter(seat.plays(None)))
         return self.command(seat, combo)
 
-    def command(self, seat: _Seat, combo: Combination | None) -> Command:
+    def command(self, seat: _Seat, combo: Combination | None) -> SeatCommand:
         view = seat.view
         by = acting_party(view)
         if combo is None:
