@@ -252,16 +252,17 @@ def beating_worker(redis_url: str):
     other tests' matches are left as they are."""
     from rq import SimpleWorker
 
-    from service.app.work import WORKER_TTL, queue
+    from service.app import work
 
     connection = redis_lib.Redis.from_url(redis_url)
-    worker = SimpleWorker([queue(connection)], connection=connection, worker_ttl=WORKER_TTL)
+    worker = SimpleWorker([work.queue(connection)], connection=connection)
     worker.register_birth()
+    work.beat(connection, worker.name, lasting=3.0)
     stop = threading.Event()
 
     def beat():
         while not stop.wait(1.0):
-            worker.heartbeat()
+            work.beat(connection, worker.name, lasting=3.0)
 
     thread = threading.Thread(target=beat, name="test-worker-heartbeat", daemon=True)
     thread.start()
@@ -270,6 +271,7 @@ def beating_worker(redis_url: str):
     finally:
         stop.set()
         thread.join()
+        work.stopped(connection, worker.name)
         worker.register_death()
         connection.close()
 

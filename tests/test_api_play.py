@@ -14,8 +14,7 @@ import random
 from collections import Counter
 
 import pytest
-from servers import OPERATOR_TOKEN
-from test_api_support import (
+from api_support import (
     ClientApi,
     HttpApi,
     Knowledge,
@@ -33,6 +32,7 @@ from test_api_support import (
     view_of,
     zero_sum,
 )
+from servers import OPERATOR_TOKEN
 
 from service.api import matches as matches_module
 from service.game.record import verify

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import psycopg
 import pytest
+from api_support import ClientApi, assert_problem, operator_events, seated_match, to_act
 from servers import fresh_database
-from test_api_support import ClientApi, assert_problem, operator_events, seated_match, to_act
 from test_store import execute
 
 from service.api import create_app

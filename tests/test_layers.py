@@ -170,3 +170,18 @@ def test_the_check_sees_a_blueprint_importing_another(tmp_path):
     )
     (api / "documents.py").write_text("from .matches import load\n")
     assert blueprint_imports(tmp_path) == ["service.api.ledger imports service.api.matches"]
+
+
+def test_test_modules_hold_tests_and_helpers_are_named_otherwise():
+    """pytest collects ``test_*.py``: a helper module named so would be collected for nothing
+    and read as a suite by whoever looks for the tests of a feature."""
+    empty = [
+        path.name
+        for path in sorted((ROOT / "tests").glob("test_*.py"))
+        if not any(
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and node.name.lower().startswith("test")
+            for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        )
+    ]
+    assert empty == []

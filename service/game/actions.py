@@ -18,7 +18,7 @@ from .commands import Bid, Disconnect, Pass, Play, Report, Resume, SeatCommand, 
 from .decider import can
 from .errors import GameError
 from .events import PLAYER, Event
-from .state import BIDDING, PLAYING, REPORT, SHOW_HAND, State
+from .state import BIDDING, BIDS, PLAYING, REPORT, SHOW_HAND, State
 
 #: The commands by which a seat takes its turn's decision, in the order they are offered.
 DECISIONS: tuple[type[SeatCommand], ...] = (Bid, ShowHand, Report, Play, Pass)
@@ -30,7 +30,7 @@ COMMANDS: dict[str, type[SeatCommand]] = {c.name: c for c in _SEAT_COMMANDS}
 
 #: Each decision's candidate values in the phase it belongs to (``None``: the action takes no value).
 CANDIDATES: dict[type[SeatCommand], tuple[str, tuple[Any, ...] | None]] = {
-    Bid: (BIDDING, (0, 1, 2, 3)),
+    Bid: (BIDDING, BIDS),
     ShowHand: (SHOW_HAND, (True, False)),
     Report: (REPORT, tuple(choice.value for choice in ReportChoice)),
     Play: (PLAYING, None),
