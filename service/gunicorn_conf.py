@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from service.config import Config
 
-if TYPE_CHECKING:  # gunicorn's master imports this module before gevent patches anything
+# For the hooks' annotations only (quoted: nothing more is imported before gevent patches).
+if TYPE_CHECKING:
     from gunicorn.arbiter import Arbiter
     from gunicorn.http.message import Request
     from gunicorn.workers.base import Worker
@@ -44,12 +45,12 @@ control_socket_disable = True
 REQUESTS_PER_CONNECTION = CONFIG.requests_per_connection
 
 
-def pre_request(worker: Worker, req: Request) -> None:
+def pre_request(worker: "Worker", req: "Request") -> None:
     if req.req_number >= REQUESTS_PER_CONNECTION:
         req.must_close = True  # gunicorn answers with "Connection: close", then closes
 
 
-def post_worker_init(worker: Worker) -> None:
+def post_worker_init(worker: "Worker") -> None:
     """Hide what the worker allocated at start-up (the app, its modules, schemas, the
     OpenAPI document: about 85,000 objects) from the garbage collector. Otherwise every
     full collection walks them all, and on a busy machine that held every request of the
@@ -75,7 +76,7 @@ def post_worker_init(worker: Worker) -> None:
     threading.Thread(target=drain_when_stopping, name="ddz-drain", daemon=True).start()
 
 
-def worker_exit(server: Arbiter, worker: Worker) -> None:
+def worker_exit(server: "Arbiter", worker: "Worker") -> None:
     """Close the worker's connections (pool, listener, Redis) before it exits."""
     from service.api.wsgi import app
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..app.work import any_worker_alive
-from ..store import retried
+from ..store import ping
 from . import schemas
 from .problems import ApiError
 from .routing import Blueprint
@@ -32,7 +32,7 @@ def healthz():
 def readyz():
     checks = {}
     try:
-        retried(services().pool, lambda conn: conn.execute("SELECT 1"), timeout=5)
+        ping(services().pool, timeout=5)
         checks["database"] = "ok"
     except Exception:  # noqa: BLE001 - any failure means not ready
         checks["database"] = "unreachable"

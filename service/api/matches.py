@@ -203,7 +203,7 @@ def to_command(body: dict, seat: int) -> Command:
 
 
 @bp.route("/<uuid:match_id>/commands", methods=["POST"])
-@bp.arguments(schemas.CommandRequest())
+@bp.arguments(schemas.CommandRequestSchema())
 @bp.arguments(schemas.IdempotencyHeader(), location="headers", as_kwargs=True)
 @bp.response(200, schemas.CommandResult)
 @bp.doc(**documented(401, 403, 404, 409, 422))

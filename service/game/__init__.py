@@ -25,42 +25,4 @@ from .state import State, deadline, evolve, initial_state, replay
 from .table import Table
 from .views import OPERATOR, SeatView, seat_view, view, visible
 
-# Spelled out: type checkers (mypy --strict: no implicit re-export) read only a literal list.
-__all__ = [
-    "BOT",
-    "Bid",
-    "Command",
-    "CreateMatch",
-    "DealHand",
-    "Disconnect",
-    "EVENT_TYPES",
-    "Event",
-    "Factors",
-    "GameError",
-    "HandOutcome",
-    "OPERATOR",
-    "PLAYER",
-    "Pass",
-    "Play",
-    "Report",
-    "Resume",
-    "SeatView",
-    "Settle",
-    "Settlement",
-    "ShowHand",
-    "State",
-    "Table",
-    "TakeSeat",
-    "can",
-    "deadline",
-    "decide",
-    "evolve",
-    "initial_state",
-    "offered",
-    "outcome",
-    "replay",
-    "seat_view",
-    "settle",
-    "view",
-    "visible",
-]
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -332,11 +332,21 @@ def replay(events: Iterable[Event], state: State = initial_state) -> State:
     return state
 
 
-def deadline(state: State, last_recorded_at: datetime | None) -> datetime | None:
-    """When the seat to act loses its turn to the system: ``turn_seconds`` after the last
-    event; None when no seat is to act (or nothing is recorded yet). The store writes the
-    same instant to the ``matches`` table in its append statement, for the deadline scan."""
-    if not state.awaits_decision() or last_recorded_at is None:
+def time_to_act(state: State) -> timedelta | None:
+    """How long the seat to act has to decide, counted from the last event (then the system
+    acts for it): ``turn_seconds`` while a seat is to decide, None otherwise."""
+    if not state.awaits_decision():
         return None
     assert state.table is not None
-    return last_recorded_at + timedelta(seconds=state.table.turn_seconds)
+    return timedelta(seconds=state.table.turn_seconds)
+
+
+def deadline(state: State, last_recorded_at: datetime | None) -> datetime | None:
+    """When the seat to act loses its turn to the system (see :func:`time_to_act`); None when
+    no seat is to act or nothing is recorded yet. The store's append writes the same instant
+    to the ``matches`` table, for the deadline scan, adding :func:`time_to_act` to the time
+    PostgreSQL records."""
+    allowed = time_to_act(state)
+    if allowed is None or last_recorded_at is None:
+        return None
+    return last_recorded_at + allowed
