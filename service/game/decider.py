@@ -257,7 +257,7 @@ def _decide_report(state: State, c: Report) -> list[Event]:
     units = state.reportable_units() if c.value != ReportChoice.DECLINE else []
     locked = tuple(sorted(locked_ranks(units)))
     cards = tuple(card for card in state.hands[c.seat] if card.rank in locked)
-    event = Reported(c.seat, c.value, len(units), cards, locked, c.by)
+    event = Reported(c.seat, ReportChoice(c.value), len(units), cards, locked, c.by)
     if c.value != ReportChoice.NO_PLAY:
         return [event]
     # 不打: the hand ends at once, a landlord win by the 报到 formula.
