@@ -17,6 +17,8 @@ from ..game.state import DEALING
 from ..rules import new_seed
 from ..store import (
     ATTEMPTS,
+    Behind,
+    ConnectionLost,
     DatabaseUnavailable,
     EventStore,
     Loaded,
@@ -24,7 +26,6 @@ from ..store import (
     VersionConflict,
     pause,
 )
-from ..store.events import Behind, ConnectionLost
 
 #: Appends retried on a version conflict when the caller named no expected version.
 RETRIES = 5

@@ -52,7 +52,7 @@ from .events import (
     SeatTaken,
     Settled,
 )
-from .settlement import Factors, HandOutcome, HandResult, settle
+from .settlement import MAX_BID, Factors, HandOutcome, HandResult, settle
 from .state import (
     BIDDING,
     BIDS,
@@ -238,7 +238,7 @@ def _decide_bid(state: State, c: Bid) -> list[Event]:
     events: list[Event] = [BidMade(c.seat, c.value, c.by)]
     after = evolve(state, events[0])
     turns_taken = sum(b is not None for b in after.bids)
-    if c.value == 3 or turns_taken == SEATS:
+    if c.value == MAX_BID or turns_taken == SEATS:
         if after.highest_bid:
             landlord, bid = after.highest_bidder, after.highest_bid
         else:

@@ -1,6 +1,8 @@
 """PostgreSQL persistence: the event store (one stream per match), players, migrations."""
 
 from .events import (
+    Behind,
+    ConnectionLost,
     EventStore,
     IdempotencyMismatch,
     Loaded,
