@@ -1,6 +1,7 @@
 """PostgreSQL persistence: the event store (one stream per match), players, migrations."""
 
 from .events import (
+    STATUSES,
     Behind,
     ConnectionLost,
     EventStore,
