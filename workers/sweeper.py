@@ -43,6 +43,7 @@ from service.app.work import (
     job_args,
     queue,
     stopped,
+    unmark,
     worker_is_alive,
 )
 from service.store import DatabaseUnavailable
@@ -92,7 +93,7 @@ def forget(connection: redis.Redis, job_id: str) -> None:
     for execution_id in cast(list[bytes], connection.zrange(executions.key, 0, -1)):
         if not connection.exists(Execution(execution_id.decode(), job_id, connection).key):
             connection.zrem(executions.key, execution_id)
-    connection.delete(f"ddz:enqueued:{job_id}")
+    unmark(connection, job_id)
     try:
         Job.fetch(job_id, connection=connection).delete()
     except NoSuchJobError:

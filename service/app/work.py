@@ -32,6 +32,7 @@ QUEUE = "ddz"
 #: How long the mark that a job was enqueued is kept.
 MARK_SECONDS = 24 * 3600
 _HEARTBEAT = "ddz:worker-alive:"
+_ENQUEUED = "ddz:enqueued:"
 
 
 def queue(connection: redis.Redis) -> Queue:
@@ -83,7 +84,7 @@ def job_args(kind: str, match_id: str, version: int) -> tuple[str] | tuple[str, 
 def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args: object) -> bool:
     """Enqueues the job unless this job id was enqueued already (one pipelined round trip
     after the mark)."""
-    if not connection.set(f"ddz:enqueued:{job_id}", 1, nx=True, ex=MARK_SECONDS):
+    if not connection.set(_ENQUEUED + job_id, 1, nx=True, ex=MARK_SECONDS):
         return False
     with connection.pipeline() as pipe:
         queue(connection).enqueue(
@@ -91,6 +92,11 @@ def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args: object)
         )
         pipe.execute()
     return True
+
+
+def unmark(connection: redis.Redis, job_id: str) -> None:
+    """Forgets that the job was enqueued, so that :func:`enqueue_once` enqueues it again."""
+    connection.delete(_ENQUEUED + job_id)
 
 
 def work_for(state: State, last_recorded_at: datetime | None) -> str | None:

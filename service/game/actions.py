@@ -68,11 +68,12 @@ def command_of(action: Mapping[str, Any], seat: int, by: str = PLAYER) -> SeatCo
             return Play(seat, parse_cards(action["cards"]), by)
         except InvalidNotation as exc:
             raise GameError(str(exc), "invalid_command") from None
-    if cls is Pass:
-        return Pass(seat, by)
     if cls is Disconnect:
         return Disconnect(seat, action.get("reason", "left"))
-    return Resume(seat)
+    if cls is Resume:
+        return Resume(seat)
+    # A decision that takes nothing but the seat: pass, and any like it.
+    return cls(seat, by)  # type: ignore[call-arg]
 
 
 def action_of(command: SeatCommand) -> dict[str, Any]:
@@ -117,10 +118,11 @@ def offered(state: State, seat: int | None, by: str = PLAYER) -> list[dict[str, 
 
 
 def _candidates(state: State, cls: type[SeatCommand], seat: int, by: str) -> Iterator[SeatCommand]:
-    if cls is Pass:
-        yield Pass(seat, by)
-    elif cls is Play:
+    if cls is Play:
         # A seat that can beat nothing may only pass; the first legal play found is enough.
         for combination in state.plays(seat):
             yield Play(seat, pick_cards(state.hands[seat], combination.counts), by)
             return
+    else:
+        # A decision that takes nothing but the seat (pass, and any like it).
+        yield cls(seat, by)  # type: ignore[call-arg]

@@ -54,7 +54,7 @@ from .events import (
     SeatTaken,
     Settled,
 )
-from .settlement import Factors, HandOutcome, HandResult, settle
+from .settlement import MAX_BID, Factors, HandOutcome, HandResult, settle
 from .state import (
     BIDDING,
     BIDS,
@@ -242,7 +242,7 @@ def _decide_bid(state: State, c: Bid) -> list[Event]:
     events: list[Event] = [BidMade(c.seat, c.value, c.by)]
     after = evolve(state, events[0])
     turns_taken = sum(b is not None for b in after.bids)
-    if c.value == 3 or turns_taken == SEATS:
+    if c.value == MAX_BID or turns_taken == SEATS:
         if after.highest_bid:
             landlord, bid = after.highest_bidder, after.highest_bid
         else:
@@ -262,7 +262,7 @@ def _decide_report(state: State, c: Report) -> list[Event]:
     units = state.reportable_units() if c.value != ReportChoice.DECLINE else []
     locked = tuple(sorted(locked_ranks(units)))
     cards = tuple(card for card in state.hands[c.seat] if card.rank in locked)
-    event = Reported(c.seat, c.value, len(units), cards, locked, c.by)
+    event = Reported(c.seat, ReportChoice(c.value), len(units), cards, locked, c.by)
     if c.value != ReportChoice.NO_PLAY:
         return [event]
     # 不打: the hand ends at once, a landlord win by the 报到 formula.

@@ -10,17 +10,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..rules import SEATS
+from .actions import DECISIONS
 from .bot import BotPolicy
 from .commands import Command, CreateMatch, DealHand, TakeSeat
 from .decider import decide
-from .events import BidMade, Event, HandShown, Passed, Played, Reported
+from .events import EVENT_TYPES, Event
 from .policies import Policy, RandomPolicy
 from .state import ENDED, LANDLORD, State, evolve, initial_state
 from .table import Table
 from .views import seat_view
 
 #: The events that are a seat's decision (a turn).
-DECISION_EVENTS = (BidMade, HandShown, Reported, Played, Passed)
+DECISION_EVENTS = tuple(EVENT_TYPES[command.name] for command in DECISIONS)
 #: Called before each turn; may return extra commands (a disconnect, a resume) to apply first.
 Interrupt = Callable[[State], Sequence[Command]]
 

@@ -26,7 +26,7 @@ from .events import (
     SeatTaken,
     Settled,
 )
-from .settlement import HandResult
+from .settlement import MAX_BID, MIN_BID, HandResult
 from .table import Table
 
 NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
@@ -39,11 +39,13 @@ NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
     "playing",
     "ended",
 )
+#: The phases a match shows (``new`` is only the state before its first event).
+PHASES = (SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED)
 LANDLORD, FARMERS = "landlord", "farmers"
 #: Phases in which a dealt hand is under way and a seat has a decision to take.
 DECISION_PHASES = (BIDDING, SHOW_HAND, REPORT, PLAYING)
 #: The bids a seat may make, 0 being a pass.
-BIDS = (0, 1, 2, 3)
+BIDS = (0, *range(MIN_BID, MAX_BID + 1))
 
 
 def open_bids(highest_bid: int) -> tuple[int, ...]:
@@ -225,7 +227,7 @@ def _bid(state: State, e: BidMade) -> State:
     changes: dict[str, Any] = {"bids": _set(state.bids, e.seat, e.value), "turn": next_seat(e.seat)}
     if e.value > state.highest_bid:
         changes.update(highest_bid=e.value, highest_bidder=e.seat)
-    if e.value == 3 and e.seat == state.marked_seat:
+    if e.value == MAX_BID and e.seat == state.marked_seat:
         changes["first_bid_three"] = True
     return state.replace(**changes)
 

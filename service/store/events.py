@@ -426,6 +426,10 @@ class EventStore:
         return [_decode(row[1:]) for row in rows]
 
 
+#: A match's status in the ``matches`` read model, in the order a match goes through them.
+STATUSES = ("open", "playing", "ended")
+
+
 def status(state: State) -> str:
     """A match's status for listing: open (seating), playing, ended."""
     if state.phase in (SEATING, DEALING):

@@ -13,6 +13,7 @@ from math import exp
 
 from ...rules import ReportChoice, locked_ranks, report_units
 from ...rules.cards import ACE, BIG_JOKER, SMALL_JOKER, TWO, Counts, counts_of
+from ..settlement import MAX_BID
 from ..views import SeatView
 from .planning import plan
 
@@ -97,7 +98,7 @@ def bid(view: SeatView) -> int:
         if value not in allowed:
             continue
         unlimited = 0.0
-        if value == 3:
+        if value == MAX_BID:
             # A bid of 3 frees the farmers' bombs: every farmer under shanghai-local,
             # those who never get a turn to bid under shanghai-platform.
             first = view.seat == view.marked_seat
