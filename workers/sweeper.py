@@ -22,6 +22,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable, Sequence
+from typing import cast
 
 import psycopg
 import redis
@@ -50,6 +52,9 @@ from .context import context
 
 log = logging.getLogger(__name__)
 
+#: A job to make sure of: (job id, kind, the arguments of its function).
+Work = tuple[str, str, Sequence[object]]
+
 
 def job_is_live(connection: redis.Redis, job_id: str) -> bool:
     try:
@@ -74,9 +79,10 @@ def forget(connection: redis.Redis, job_id: str) -> None:
     # started registry, where RQ's cleanup would report it abandoned.
     connection.lrem(q.intermediate_queue_key, 0, job_id)
     started = q.started_job_registry
+    # RQ's connection does not decode responses: members come back as bytes.
     mine = [
         entry
-        for entry in connection.zrange(started.key, 0, -1)
+        for entry in cast(list[bytes], connection.zrange(started.key, 0, -1))
         if entry.decode().split(":", 1)[0] == job_id
     ]
     if mine:
@@ -84,7 +90,7 @@ def forget(connection: redis.Redis, job_id: str) -> None:
     # An execution listed without its hash (it expired, or was flushed) makes RQ's own
     # delete raise "Execution … not found": drop such listings first.
     executions = ExecutionRegistry(job_id, connection)
-    for execution_id in connection.zrange(executions.key, 0, -1):
+    for execution_id in cast(list[bytes], connection.zrange(executions.key, 0, -1)):
         if not connection.exists(Execution(execution_id.decode(), job_id, connection).key):
             connection.zrem(executions.key, execution_id)
     unmark(connection, job_id)
@@ -94,7 +100,7 @@ def forget(connection: redis.Redis, job_id: str) -> None:
         pass
 
 
-def ensure(connection: redis.Redis, job_id: str, kind: str, *args) -> bool:
+def ensure(connection: redis.Redis, job_id: str, kind: str, *args: object) -> bool:
     """Enqueues the job unless a live one exists; returns whether it enqueued."""
     if job_is_live(connection, job_id):
         return False
@@ -102,7 +108,7 @@ def ensure(connection: redis.Redis, job_id: str, kind: str, *args) -> bool:
     return enqueue_once(connection, job_id, kind, *args)
 
 
-def ensure_each(connection: redis.Redis, work, lost: bool = True) -> dict[str, int]:
+def ensure_each(connection: redis.Redis, work: Iterable[Work], lost: bool = True) -> dict[str, int]:
     """``ensure`` for each (job id, kind, args): one broken job (a half-flushed Redis)
     is logged and skipped, and the others are still enqueued. Redis itself gone ends the
     pass: the caller backs off. Each job enqueued is logged as lost work unless told
@@ -149,7 +155,7 @@ def rescue_started() -> int:
             job = Job.fetch(job_id, connection=connection)
         except NoSuchJobError:
             continue  # the sweep finds its work from PostgreSQL
-        kind = KIND_OF.get(job.func_name)
+        kind = None if job.func_name is None else KIND_OF.get(job.func_name)
         if (
             kind
             and job.get_status(refresh=False) == JobStatus.STARTED

@@ -21,6 +21,7 @@ from ..store import (
     ConnectionLost,
     DatabaseUnavailable,
     EventStore,
+    Idempotency,
     Loaded,
     Outcome,
     VersionConflict,
@@ -47,7 +48,7 @@ class CommandRequest:
     match_id: uuid.UUID
     decide: Callable[[State], Command]
     expected_version: int | None = None
-    idempotency: tuple[uuid.UUID, str, bytes] | None = None
+    idempotency: Idempotency | None = None
     new_match: bool = False
     within: Callable[[psycopg.Connection, State], None] | None = None
 
@@ -133,6 +134,7 @@ class Commands:
                         if request.new_match
                         else store.load(match_id, conn)
                     )
+                assert known is not None  # read above when nothing was known
                 for _ in range(RETRIES):
                     try:
                         outcome = self._decide_and_append(conn, request, known.state, command_id)

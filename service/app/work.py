@@ -52,7 +52,7 @@ def stopped(connection: redis.Redis, worker_name: str) -> None:
 
 
 def worker_is_alive(connection: redis.Redis, worker_name: str | None) -> bool:
-    return bool(worker_name) and bool(connection.exists(_HEARTBEAT + worker_name))
+    return bool(worker_name and connection.exists(_HEARTBEAT + worker_name))
 
 
 def any_worker_alive(connection: redis.Redis) -> bool:
@@ -76,12 +76,12 @@ def id_of_job(kind: str, match_id: str, version: int) -> str:
     }[kind]
 
 
-def job_args(kind: str, match_id: str, version: int) -> tuple:
+def job_args(kind: str, match_id: str, version: int) -> tuple[str] | tuple[str, int]:
     """The arguments of the job's function."""
     return (match_id,) if kind == SETTLE_MATCH else (match_id, version)
 
 
-def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args) -> bool:
+def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args: object) -> bool:
     """Enqueues the job unless this job id was enqueued already (one pipelined round trip
     after the mark)."""
     if not connection.set(_ENQUEUED + job_id, 1, nx=True, ex=MARK_SECONDS):
@@ -103,7 +103,11 @@ def work_for(state: State, last_recorded_at: datetime | None) -> str | None:
     """The kind of job the state calls for now, if any."""
     if state.phase == ENDED:
         return None if state.settled else SETTLE_MATCH
-    if deadline(state, last_recorded_at) is not None and state.is_system(state.turn):
+    if (
+        deadline(state, last_recorded_at) is not None
+        and state.turn is not None
+        and state.is_system(state.turn)
+    ):
         return BOT_TURN
     return None
 

@@ -49,7 +49,9 @@ class Event:
                 f"event {type!r} has schema version {version}, expected {cls.version}",
                 "unknown_event",
             )
-        return cls(**{name: load(payload[name]) for name, load in _loaders(cls)})
+        # A class is hashable, though mypy does not see it (python/mypy#11470).
+        loaders = _loaders(cls)  # type: ignore[arg-type]
+        return cls(**{name: load(payload[name]) for name, load in loaders})
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Event:
@@ -57,7 +59,8 @@ class Event:
         return Event.from_payload(data["type"], data["version"], payload)
 
 
-def _dump(value):
+def _dump(value: object) -> Any:
+    """The value as JSON holds it."""
     if isinstance(value, Card):
         return value.code
     if isinstance(value, tuple):

@@ -54,8 +54,9 @@ def play_hand(
         if interrupt is not None:
             for command in interrupt(state):
                 state = apply(state, command, log)
-        seat = state.turn
-        state = apply(state, policies[seat].act(seat_view(state, seat)), log)
+        turn = state.turn
+        assert turn is not None  # until the hand ends, a seat is always to act
+        state = apply(state, policies[turn].act(seat_view(state, turn)), log)
     return log, state
 
 
@@ -80,6 +81,7 @@ class Tally:
 
     def add(self, events: Sequence[Event], state: State) -> None:
         result = state.result
+        assert result is not None, "a tally adds ended hands"
         self.hands += 1
         factors = result.outcome.factors
         self.landlord_wins += result.outcome.winner == LANDLORD
@@ -94,7 +96,7 @@ def matchup(
     hands: int, seed: str, table: Table, policies: Callable[[int], Sequence[Policy]]
 ) -> list[tuple[list[Event], State, Sequence[Policy]]]:
     """Plays ``hands`` hands, hand ``i`` with ``policies(i)`` at the four seats."""
-    played = []
+    played: list[tuple[list[Event], State, Sequence[Policy]]] = []
     for i in range(hands):
         seats = policies(i)
         events, state = play_hand(table, hand_seed(seed, i), seats, match_id=f"sim-{seed}-{i}")
@@ -126,21 +128,27 @@ def win_rates(hands: int, seed: str, table: Table) -> dict[str, tuple[float, int
         lambda i: [_random(seed, i, s) if s == i % SEATS else bot for s in range(SEATS)],
     )
 
-    def rate(played, keep, won) -> tuple[float, int]:
+    def rate(
+        played: list[tuple[list[Event], State, Sequence[Policy]]],
+        keep: Callable[[State, Sequence[Policy]], bool],
+        won: Callable[[State], bool],
+    ) -> tuple[float, int]:
         kept = [(state, seats) for _, state, seats in played if keep(state, seats)]
         return (
             sum(won(state) for state, _ in kept) / len(kept) if kept else float("nan"),
             len(kept),
         )
 
+    def bot_landlord(state: State, seats: Sequence[Policy]) -> bool:
+        assert state.landlord is not None  # every ended hand had a landlord
+        return seats[state.landlord] is bot
+
     landlord_won = lambda state: state.result.outcome.winner == LANDLORD  # noqa: E731
     farmers_won = lambda state: state.result.outcome.winner != LANDLORD  # noqa: E731
     return {
         "random landlord vs random farmers": rate(baseline, lambda s, p: True, landlord_won),
-        "bot landlord vs random farmers": rate(
-            one_bot, lambda s, p: p[s.landlord] is bot, landlord_won
-        ),
+        "bot landlord vs random farmers": rate(one_bot, bot_landlord, landlord_won),
         "bot farmers vs random landlord": rate(
-            three_bots, lambda s, p: p[s.landlord] is not bot, farmers_won
+            three_bots, lambda s, p: not bot_landlord(s, p), farmers_won
         ),
     }

@@ -5,6 +5,7 @@ from .events import (
     Behind,
     ConnectionLost,
     EventStore,
+    Idempotency,
     IdempotencyMismatch,
     Loaded,
     MatchNotFound,

@@ -147,6 +147,7 @@ def report(view: SeatView) -> ReportChoice:
 def _unlimited_share(view: SeatView) -> float:
     """The share of farmers who may bomb without limit."""
     limit = view.table.ruleset.bomb_limit
+    assert view.bid is not None  # 报到 comes after bidding
     farmers = [s for s in range(len(view.bids)) if s != view.landlord]
     free = sum(1 for s in farmers if limit.for_farmer(view.bids[s], view.bid) is None)
     return free / len(farmers)
