@@ -27,10 +27,14 @@ class Config:
     keepalive_seconds: float = 15.0
     #: Database connections per process: DDZ_DB_POOL_SIZE.
     db_pool_size: int = 16
+    #: Matches whose latest state each process keeps in memory, so that a command on one
+    #: reads only the events appended since (at most a few kB each): DDZ_STATE_CACHE_SIZE.
+    state_cache_size: int = 2048
     #: Origins whose browser pages may call the API (CORS), comma-separated, e.g.
     #: ``https://play.example,https://admin.example``: DDZ_CORS_ORIGINS. Empty: none.
     cors_origins: str = ""
-    #: Seconds a request waits for a database connection before it answers 503: DDZ_DB_TIMEOUT.
+    #: Seconds a request (or a job) waits for a database connection before it answers 503
+    #: (or fails, to be run again): DDZ_DB_TIMEOUT.
     db_timeout: float = 10.0
     #: A worker is alive while its heartbeat is, which it renews every third of this many
     #: seconds from a thread of its own: when it lapses, the other workers enqueue the dead
@@ -88,6 +92,7 @@ class Config:
         "stream_seconds": "DDZ_STREAM_SECONDS",
         "keepalive_seconds": "DDZ_KEEPALIVE_SECONDS",
         "db_pool_size": "DDZ_DB_POOL_SIZE",
+        "state_cache_size": "DDZ_STATE_CACHE_SIZE",
         "cors_origins": "DDZ_CORS_ORIGINS",
         "db_timeout": "DDZ_DB_TIMEOUT",
         "worker_heartbeat_seconds": "DDZ_WORKER_HEARTBEAT_SECONDS",

@@ -11,7 +11,7 @@ from psycopg_pool import ConnectionPool
 from ..app.commands import Commands
 from ..app.work import enqueuer
 from ..config import Config
-from ..store import EventStore, Notifier, Players, open_pool
+from ..store import EventStore, Notifier, Players, StateCache, open_pool
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Services:
     @classmethod
     def open(cls, config: Config) -> Services:
         pool = open_pool(config.database_url, config.db_pool_size, "ddz", config.db_timeout)
-        store = EventStore(pool)
+        store = EventStore(pool, StateCache(config.state_cache_size))
         players = Players(pool)
         connection = redis.Redis.from_url(
             config.redis_url, socket_timeout=5, socket_connect_timeout=5

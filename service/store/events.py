@@ -21,6 +21,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from ..config import Config
 from ..game import Event, State, initial_state, replay
 from ..game.state import DEALING, ENDED, SEATING, time_to_act
 from .pool import DatabaseUnavailable, connection_lost, live_connection, retried
@@ -111,7 +112,7 @@ class StateCache:
     events appended since, or none. Events never change, so a cached (version, state)
     stays true; it may only be behind."""
 
-    def __init__(self, size: int = 2048):
+    def __init__(self, size: int = Config.state_cache_size):
         self._size = size
         self._items: OrderedDict[uuid.UUID, Loaded] = OrderedDict()
         self._lock = threading.Lock()
