@@ -44,6 +44,7 @@ from service.app.work import (
     queue,
     stopped,
     unmark,
+    work_for,
     worker_is_alive,
 )
 from service.store import DatabaseUnavailable
@@ -170,10 +171,12 @@ def sweep() -> dict[str, int]:
     ctx = context()
     found = {BOT_TURN: 0, SETTLE_MATCH: 0, TURN_TIMEOUT: scan_deadlines()}
     work = []
-    for match_id, version, status in ctx.store.awaiting_system():
-        match = str(match_id)
-        kind = SETTLE_MATCH if status == "ended" else BOT_TURN
-        work.append((id_of_job(kind, match, version), kind, job_args(kind, match, version)))
+    for match_id in ctx.store.awaiting_system():
+        loaded = ctx.store.load(match_id)
+        kind = work_for(loaded.state, loaded.last_recorded_at)
+        if kind is not None:
+            match, version = str(match_id), loaded.state.version
+            work.append((id_of_job(kind, match, version), kind, job_args(kind, match, version)))
     for kind, count in ensure_each(ctx.redis, work).items():
         found[kind] += count
     return found

@@ -248,14 +248,18 @@ class EventStore:
             None,
         )
 
-    def awaiting_system(self) -> list[tuple[uuid.UUID, int, str]]:
-        """(match, version, status) of each match waiting for the system: a bot or
-        disconnected seat to act (playing), or a settlement (ended)."""
+    def awaiting_system(self) -> list[uuid.UUID]:
+        """The matches that the read model shows waiting for the system: a bot or
+        disconnected seat to act, or a settlement (what each calls for is the app's
+        ``work_for``, asked of its state)."""
         return self._run(
-            lambda conn: conn.execute(
-                "SELECT match_id, version, status FROM matches"
-                " WHERE (status = 'playing' AND system_to_act) OR (status = 'ended' AND NOT settled)"
-            ).fetchall(),
+            lambda conn: [
+                row[0]
+                for row in conn.execute(
+                    "SELECT match_id FROM matches"
+                    " WHERE (status = 'playing' AND system_to_act) OR (status = 'ended' AND NOT settled)"
+                )
+            ],
             None,
         )
 
