@@ -164,27 +164,23 @@ def run_worker(burst: bool) -> int:
     import logging
     import threading
 
-    from rq import SimpleWorker
-
     from workers.context import context
     from workers.sweeper import MAX_BACKOFF_SECONDS, keep_alive, run_periodically, sweep
+    from workers.worker import JobWorker
 
+    from .app import logs
     from .app.work import WORKER_TTL, queue
 
-    # One line per bot turn, turn timeout and settlement (workers.jobs), per lost job
+    # One JSON line per bot turn, turn timeout and settlement (workers.jobs), per lost job
     # enqueued again, per outage step; RQ's own logger only from WARNING, so that its two
     # lines per job do not drown them. A lost Redis is told by the sweeper's timer, once
     # per back-off step: RQ's main loop and its pubsub thread would tell it every retry.
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure()
     logging.getLogger("rq.worker").addFilter(
         lambda record: "could not connect to Redis" not in str(record.msg)
     )
     ctx = context()  # built once, before the timer threads share it
-    # SimpleWorker runs jobs in this process: no fork per job, so a bot turn takes
-    # milliseconds; the job timeout still bounds a stuck one.
-    worker = SimpleWorker([queue(ctx.redis)], connection=ctx.redis, worker_ttl=WORKER_TTL)
+    worker = JobWorker([queue(ctx.redis)], connection=ctx.redis, worker_ttl=WORKER_TTL)
     # Back at work as soon as Redis is (RQ waits up to 60 s between its tries).
     worker.max_connection_wait_time = MAX_BACKOFF_SECONDS
     stop = threading.Event()

@@ -420,6 +420,7 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
     live_worker.register_death()
     assert call("GET", "/readyz", expect=503).json()["checks"]["worker"] != "ok"
     live_worker.register_birth()
+    assert "ddz_http_request_duration_seconds" in call("GET", "/metrics", expect=200).text
 
     # Players
     players = [new_player(contract, f"player {i}") for i in range(5)]

@@ -7,7 +7,7 @@ import logging
 from flask import Flask
 
 from ..config import Config
-from . import admin, health, ledger, matches, players, tokens
+from . import admin, health, ledger, matches, observe, players, tokens
 from .encoding import JsonProvider
 from .headers import SecurityHeaders, cors
 from .limits import BodyLimit
@@ -46,12 +46,13 @@ def create_app(
     if connect:
         app.extensions["ddz"] = services or Services.open(config)
     api = Api(app)
-    for module in (health, players, tokens, matches, ledger, admin):
+    for module in (health, observe, players, tokens, matches, ledger, admin):
         api.register_blueprint(module.bp)
     app.extensions["ddz_api"] = api
     cors(app, config.cors_origins)
     if connect:
         install_rate_limits(app, config)
+        observe.install(app)
     app.wsgi_app = SecurityHeaders(BodyLimit(app.wsgi_app, config.max_body_bytes))
     logging.getLogger("ddz").setLevel(logging.INFO)
     return app

@@ -7,8 +7,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ..app.metrics import LEDGER_OK, LEDGER_PROBLEMS
 from ..game import GameError, State, deadline, view, visible
-from ..store import Loaded, MatchNotFound, StoredEvent, StoreError
+from ..store import Loaded, MatchNotFound, StoredEvent, StoreError, ledger
 from .auth import BEARER, Caller
 from .problems import ApiError
 from .services import services
@@ -87,3 +88,11 @@ def event_documents(found: list[StoredEvent], seat, latest: Loaded) -> list[dict
             }
         )
     return documents
+
+
+def checked_ledger() -> dict[str, Any]:
+    """The ledger check (``store.ledger.check``), its verdict kept for ``/metrics``."""
+    found = ledger.check(services().pool, services().store)
+    LEDGER_OK.set(1 if found["ok"] else 0)
+    LEDGER_PROBLEMS.set(len(found["problems"]))
+    return found

@@ -62,8 +62,8 @@ KIND_OF = {
     "admin.all_events": READS,
     "admin.audit": READS,
 }
-#: Not limited: the health checks.
-UNLIMITED = {"health.healthz", "health.readyz"}
+#: Not limited: the health checks and the metrics (Prometheus scrapes on a private network).
+UNLIMITED = {"health.healthz", "health.readyz", "metrics.metrics"}
 #: How long a Redis call of the limiter may take before the process counts in memory.
 STORAGE_TIMEOUT = 1.0
 #: After Redis failed, how long the process counts in memory before it tries Redis again.

@@ -42,11 +42,30 @@ def queue(connection: redis.Redis) -> Queue:
     return Queue(QUEUE, connection=connection)
 
 
+def depths(connection: redis.Redis) -> dict[str, int]:
+    """The jobs of the queue by state: waiting, running (started), failed, scheduled."""
+    q = queue(connection)
+    return {
+        "queued": q.count,
+        "started": q.started_job_registry.count,
+        "failed": q.failed_job_registry.count,
+        "scheduled": q.scheduled_job_registry.count,
+    }
+
+
+def workers_alive(connection: redis.Redis, within: float) -> list[str]:
+    """The names of the queue's workers that told Redis they live in the last ``within`` s."""
+    return [
+        w.name
+        for w in Worker.all(queue=queue(connection))
+        if w.last_heartbeat is not None and (now() - w.last_heartbeat).total_seconds() < within
+    ]
+
+
 def worker_alive(connection: redis.Redis, within: float) -> bool:
     """Whether a worker of the queue has told Redis that it lives in the last ``within``
     seconds (RQ's heartbeat; a worker that stopped cleanly has unregistered)."""
-    seen = [w.last_heartbeat for w in Worker.all(queue=queue(connection))]
-    return any(beat is not None and (now() - beat).total_seconds() < within for beat in seen)
+    return bool(workers_alive(connection, within))
 
 
 #: The kinds of job, each with the function a worker runs for it. The function is named by
