@@ -201,6 +201,50 @@ def run_worker(burst: bool) -> int:
     return 0
 
 
+def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
+    """``ddz operator add|token|list``: operators' accounts on DATABASE_URL."""
+    import getpass
+
+    from .config import Config
+    from .store import open_pool
+    from .store.operators import OperatorExists, Operators
+
+    pool = open_pool(Config.from_env().database_url, 1, "ddz-cli")
+    try:
+        operators = Operators(pool)
+        if args.action == "list":
+            for found, created_at in operators.all():
+                stdout.write(f"{found.name}\t{found.role}\t{created_at:%Y-%m-%d %H:%M}\n")
+            return 0
+        if args.action == "add":
+            if args.password_stdin:
+                password = stdin.readline().rstrip("\n")
+            else:
+                password = getpass.getpass(f"password for {args.name}: ")
+                if getpass.getpass("again: ") != password:
+                    print("ddz operator: the passwords differ", file=sys.stderr)
+                    return 2
+            if len(password) < 12:
+                print("ddz operator: a password has at least 12 characters", file=sys.stderr)
+                return 2
+            try:
+                operators.add(args.name, args.role, password)
+            except OperatorExists as exc:
+                print(f"ddz operator: {exc}", file=sys.stderr)
+                return 2
+            stdout.write(f"operator {args.name} added ({args.role})\n")
+            return 0
+        found = next((o for o, _ in operators.all() if o.name == args.name), None)
+        if found is None:
+            print(f"ddz operator: no operator named {args.name!r}", file=sys.stderr)
+            return 2
+        # The token is shown once: only its hash is kept.
+        stdout.write(operators.issue(found.operator_id, args.label) + "\n")
+        return 0
+    finally:
+        pool.close()
+
+
 def run_openapi(stdout: TextIO) -> int:
     import yaml
 
@@ -280,6 +324,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--data", default=".ddz-data", help="where embedded servers keep their data"
     )
     commands.add_parser("openapi", help="print the OpenAPI document generated from the app")
+    operator_parser = commands.add_parser(
+        "operator",
+        help="operators' accounts on DATABASE_URL: add one, give one an API token, list them",
+        description="Operators sign in to the console (/console/) with a name and password, and "
+        "call the API with their tokens; auditors read everything, admins also manage operators "
+        "(docs/operations.md).",
+    )
+    operator_actions = operator_parser.add_subparsers(dest="action", required=True)
+    add_parser = operator_actions.add_parser("add", help="add an operator (asks for a password)")
+    add_parser.add_argument("name")
+    add_parser.add_argument("--role", choices=("auditor", "admin"), required=True)
+    add_parser.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password from the first line of stdin instead of asking",
+    )
+    token_parser = operator_actions.add_parser(
+        "token", help="print a new API token of the operator (shown once)"
+    )
+    token_parser.add_argument("name")
+    token_parser.add_argument("--label", default=None)
+    operator_actions.add_parser("list", help="list the operators and their roles")
     return parser
 
 
@@ -300,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
             return serve(args.host, args.port, args.workers, args.data)
         if args.command == "openapi":
             return run_openapi(sys.stdout)
+        if args.command == "operator":
+            return run_operator(args, sys.stdin, sys.stdout)
         if args.command == "simulate":
             if args.hands < 1:
                 raise RulesError("--hands must be at least 1", "invalid_argument")

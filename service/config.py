@@ -66,6 +66,14 @@ class Config:
     #: Database connections per RQ worker process (a worker runs one job at a time, plus its
     #: sweeper's timer): DDZ_WORKER_DB_POOL_SIZE.
     worker_db_pool_size: int = 4
+    #: The key that signs the console's session cookies: DDZ_CONSOLE_SECRET. Every API
+    #: process must have the same one (gunicorn's master draws one for its workers when it
+    #: is unset; then a restart signs every operator out).
+    console_secret: str | None = None
+    #: Console sessions last this many seconds after signing in: DDZ_CONSOLE_SESSION_SECONDS.
+    console_session_seconds: int = 8 * 3600
+    #: The console's cookie only over HTTPS (``on`` behind TLS): DDZ_CONSOLE_SECURE_COOKIE.
+    console_secure_cookie: bool = False
 
     _ENV = {
         "database_url": "DATABASE_URL",
@@ -91,6 +99,9 @@ class Config:
         "worker_connections": "DDZ_WORKER_CONNECTIONS",
         "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
         "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",
+        "console_secret": "DDZ_CONSOLE_SECRET",
+        "console_session_seconds": "DDZ_CONSOLE_SESSION_SECONDS",
+        "console_secure_cookie": "DDZ_CONSOLE_SECURE_COOKIE",
     }
 
     @classmethod

@@ -14,11 +14,15 @@ gthread worker of 32 threads held at most 32 streams). psycopg 3 cooperates with
 once gunicorn has patched the standard library, as do redis-py and the pool."""
 
 import os
+import secrets
 import shutil
 import tempfile
 
 from service.config import Config
 
+#: One key for the console's session cookies in every worker: a session signed by one
+#: must be good in the others.
+os.environ.setdefault("DDZ_CONSOLE_SECRET", secrets.token_urlsafe(32))
 CONFIG = Config.from_env()
 
 #: Metrics across worker processes (service/app/metrics.py): each process writes its

@@ -88,8 +88,11 @@ def new_player(client, name: str) -> tuple[str, str]:
     return r.json["player_id"], r.json["token"]
 
 
-def play_hand(client, connection, name: str = "human", seed: int = 11, **options) -> str:
-    """A hand of one player (seat 2) and three bots, played to its settlement; its id."""
+def play_hand(
+    client, connection, name: str = "human", seed: int = 11, leave: bool = False, **options
+) -> str:
+    """A hand of one player (seat 2) and three bots, played to its settlement; its id.
+    With ``leave`` the player leaves once dealt, and the system plays the seat."""
     _, token = new_player(client, name)
     me = bearer(token)
     r = client.post("/v1/matches", json=options, headers=me)
@@ -100,12 +103,15 @@ def play_hand(client, connection, name: str = "human", seed: int = 11, **options
     for seat in (0, 1, 3):
         r = client.post(f"{path}/seats", json={"seat": seat, "bot": True}, headers=me)
         assert r.status_code == 201, r.json
+    if leave:
+        assert client.post(f"{path}/leave", headers=me).status_code == 200
     rng = random.Random(seed)
     for _ in range(300):
         run_jobs(connection)
         view = client.get(path, headers=me).json
         if view["phase"] == "ended":
             break
+        assert not leave, "the system plays every seat: the worker has run the hand"
         kinds = {a["action"]: a for a in view["actions"]}
         if "bid" in kinds:
             body = {"action": "bid", "value": rng.choice(kinds["bid"]["choices"])}

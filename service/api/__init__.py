@@ -7,7 +7,7 @@ import logging
 from flask import Flask
 
 from ..config import Config
-from . import admin, health, ledger, matches, observe, players, tokens
+from . import admin, console, health, ledger, matches, observe, players, tokens
 from .encoding import JsonProvider
 from .headers import SecurityHeaders, cors
 from .limits import BodyLimit
@@ -48,6 +48,7 @@ def create_app(
     api = Api(app)
     for module in (health, observe, players, tokens, matches, ledger, admin):
         api.register_blueprint(module.bp)
+    console.install(app, config)
     app.extensions["ddz_api"] = api
     cors(app, config.cors_origins)
     if connect:

@@ -61,6 +61,23 @@ KIND_OF = {
     "ledger.check_ledger": READS,
     "admin.all_events": READS,
     "admin.audit": READS,
+    # The console: signing in as sign-ups are (per address: guessing passwords is slow),
+    # and its pages as reads of the address (they take no bearer token).
+    "console.sign_in": SIGNUPS,
+    **{
+        f"console.{page}": READS
+        for page in (
+            "sign_out",
+            "home",
+            "matches",
+            "match",
+            "ledger_page",
+            "settlements_csv",
+            "players",
+            "system",
+            "operators",
+        )
+    },
 }
 #: Not limited: the health checks and the metrics (Prometheus scrapes on a private network).
 UNLIMITED = {"health.healthz", "health.readyz", "metrics.metrics"}
