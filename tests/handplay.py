@@ -5,8 +5,10 @@ in this process (burst mode)."""
 
 from __future__ import annotations
 
+import io
 import os
 import random
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,6 +19,7 @@ from servers import OPERATOR_TOKEN, embedded_redis, fresh_database
 import workers.context
 from service.api import create_app
 from service.app import work
+from service.cli import main
 from service.config import Config
 from workers.worker import JobWorker
 
@@ -132,3 +135,29 @@ def play_hand(
     run_jobs(connection)
     assert client.get(f"{path}/settlement", headers=OP).status_code == 200
     return match_id
+
+
+PASSWORDS = {"ada": "ada's long passphrase", "otto": "otto audits everything"}
+
+
+def add_operator(name: str, role: str) -> None:
+    """``ddz operator add NAME --role ROLE``, the password on stdin."""
+    stdin = sys.stdin
+    sys.stdin = io.StringIO(PASSWORDS[name] + "\n")
+    try:
+        assert main(["operator", "add", name, "--role", role, "--password-stdin"]) == 0
+    finally:
+        sys.stdin = stdin
+
+
+@pytest.fixture(scope="module")
+def service(ops):
+    """The ops service with an admin (ada), an auditor (otto), a hand played by a player
+    (carol) and a hand its player (dave) left, which the system played."""
+    app, connection, _ = ops
+    add_operator("ada", "admin")
+    add_operator("otto", "auditor")
+    client = app.test_client()
+    played = play_hand(client, connection, "carol")
+    left = play_hand(client, connection, "dave", leave=True)
+    return app, played, left

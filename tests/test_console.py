@@ -7,42 +7,16 @@ from __future__ import annotations
 import csv
 import io
 import re
-import sys
 
-import pytest
-from handplay import OP, bearer, new_player, ops, play_hand
+from handplay import OP, PASSWORDS, bearer, new_player, ops, service
 
 from service.cli import main
-
-PASSWORDS = {"ada": "ada's long passphrase", "otto": "otto audits everything"}
-
-
-def add_operator(name: str, role: str) -> None:
-    stdin = sys.stdin
-    sys.stdin = io.StringIO(PASSWORDS[name] + "\n")
-    try:
-        assert main(["operator", "add", name, "--role", role, "--password-stdin"]) == 0
-    finally:
-        sys.stdin = stdin
 
 
 def operator_token(name: str, capsys) -> str:
     capsys.readouterr()
     assert main(["operator", "token", name]) == 0
     return capsys.readouterr().out.strip()
-
-
-@pytest.fixture(scope="module")
-def service(ops):
-    """The ops service with an admin (ada), an auditor (otto), a hand played by a player
-    and a hand its player left (the system played it)."""
-    app, connection, _ = ops
-    add_operator("ada", "admin")
-    add_operator("otto", "auditor")
-    client = app.test_client()
-    played = play_hand(client, connection, "carol")
-    left = play_hand(client, connection, "dave", leave=True)
-    return app, played, left
 
 
 def csrf_of(page: str) -> str:
