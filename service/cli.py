@@ -180,6 +180,11 @@ def run_worker(burst: bool) -> int:
         lambda record: "could not connect to Redis" not in str(record.msg)
     )
     ctx = context()  # built once, before the timer threads share it
+    if ctx.config.worker_metrics:
+        from prometheus_client import start_http_server
+
+        host, _, port = ctx.config.worker_metrics.rpartition(":")
+        start_http_server(int(port), addr=host or "127.0.0.1")
     worker = JobWorker([queue(ctx.redis)], connection=ctx.redis, worker_ttl=WORKER_TTL)
     # Back at work as soon as Redis is (RQ waits up to 60 s between its tries).
     worker.max_connection_wait_time = MAX_BACKOFF_SECONDS

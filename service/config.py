@@ -66,6 +66,10 @@ class Config:
     #: Database connections per RQ worker process (a worker runs one job at a time, plus its
     #: sweeper's timer): DDZ_WORKER_DB_POOL_SIZE.
     worker_db_pool_size: int = 4
+    #: Where a worker serves its own /metrics, as ``host:port`` (``0.0.0.0:9101``), for a
+    #: worker on another machine than the API: DDZ_WORKER_METRICS. Empty: none (a worker
+    #: beside the API under ``ddz serve`` shares PROMETHEUS_MULTIPROC_DIR with it instead).
+    worker_metrics: str = ""
     #: The key that signs the console's session cookies: DDZ_CONSOLE_SECRET. Every API
     #: process must have the same one (gunicorn's master draws one for its workers when it
     #: is unset; then a restart signs every operator out).
@@ -99,6 +103,7 @@ class Config:
         "worker_connections": "DDZ_WORKER_CONNECTIONS",
         "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
         "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",
+        "worker_metrics": "DDZ_WORKER_METRICS",
         "console_secret": "DDZ_CONSOLE_SECRET",
         "console_session_seconds": "DDZ_CONSOLE_SESSION_SECONDS",
         "console_secure_cookie": "DDZ_CONSOLE_SECURE_COOKIE",
