@@ -8,8 +8,6 @@ from __future__ import annotations
 import csv
 import os
 import shutil
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from werkzeug.serving import make_server
+from servers import serving
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -27,15 +25,8 @@ DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 @pytest.fixture(scope="module")
 def base_url(service):
-    app = service[0]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = make_server("127.0.0.1", port, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}"
-    server.shutdown()
+    with serving(service[0]) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,17 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
+import requests
 from handplay import OP, new_player, ops, play_hand, run_jobs
 from prometheus_client.parser import text_string_to_metric_families
+from servers import wait_until_ready
 
 from service.app import logs
 
@@ -29,6 +36,7 @@ def moved(before: dict, after: dict, name: str, **labels) -> float:
     return after.get(key, 0.0) - before.get(key, 0.0)
 
 
+ROOT = Path(__file__).resolve().parents[1]
 COMMANDS_ROUTE = "/v1/matches/<uuid:match_id>/commands"
 
 
@@ -119,3 +127,57 @@ def test_every_log_line_is_json_with_its_request_or_job_and_no_secret(ops):
     text = out.getvalue()
     assert player_token not in text and OP["Authorization"].split()[1] not in text
     assert not CARD.findall(text), CARD.findall(text)[:5]
+
+
+def test_gunicorn_workers_add_up_in_metrics_and_log_json(config, tmp_path):
+    """Two gunicorn workers behind one port: /metrics counts every request, whichever
+    worker served it; every line gunicorn and the app write is JSON; the metrics
+    directory goes when gunicorn does."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"},
+        "DATABASE_URL": config.database_url,
+        "REDIS_URL": config.redis_url,
+        "DDZ_OPERATOR_TOKEN": config.operator_token,
+        "WEB_CONCURRENCY": "2",
+        "TMPDIR": str(tmp_path),
+    }
+    log = tmp_path / "gunicorn.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "python:service.gunicorn_conf"]
+            + ["--bind", f"127.0.0.1:{port}", "service.api.wsgi:app"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(base, server, log, 60, path="/healthz")
+        for _ in range(40):
+            # A new connection each time, so that both workers take some.
+            r = requests.get(base + "/healthz", headers={"Connection": "close"}, timeout=10)
+            assert r.status_code == 200
+        families = text_string_to_metric_families(requests.get(base + "/metrics", timeout=10).text)
+        healthz = [
+            sample.value
+            for family in families
+            for sample in family.samples
+            if sample.name == "ddz_http_request_duration_seconds_count"
+            and sample.labels["route"] == "/healthz"
+        ]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    assert {"gunicorn.error", "ddz.access"} <= {d["logger"] for d in lines}
+    assert sum(1 for d in lines if "Booting worker" in d["message"]) == 2
+    served = [d for d in lines if d["logger"] == "ddz.access" and d["path"] == "/healthz"]
+    # Both workers served some, and /metrics counted them all (the 40 and the readiness
+    # check): one worker's own count would be a part.
+    assert len({d["process"] for d in served}) == 2
+    assert healthz == [len(served)] == [41]
+    assert list(tmp_path.glob("ddz-metrics-*")) == []

@@ -228,40 +228,24 @@ def matches():
     )
 
 
-_SAID = {True: "showed the hand (摊打)", False: "did not show the hand"}
-
-
-def _said(event: Any) -> str:
-    """What happened at a step of the replay (operators see every card)."""
-    if isinstance(event, HandDealt):
-        return f"dealt; the marked card {event.marked_card} is with seat {event.marked_seat}"
-    if isinstance(event, BidMade):
-        return (
-            f"seat {event.seat} bid {event.value}"
-            if event.value
-            else f"seat {event.seat} passed the bid"
-        )
-    if isinstance(event, LandlordChosen):
-        return f"seat {event.seat} is the landlord at {event.bid}, and takes the bottom"
-    if isinstance(event, HandShown):
-        return f"seat {event.seat} {_SAID[bool(event.value)]}"
-    if isinstance(event, Reported):
-        return f"seat {event.seat} answered 报到 with {event.value}"
-    if isinstance(event, Played):
-        return f"seat {event.seat} played {event.combination}" + (
-            " (system)" if event.by != "player" else ""
-        )
-    if isinstance(event, Passed):
-        return f"seat {event.seat} passed"
-    if isinstance(event, Disconnected):
-        return f"seat {event.seat} disconnected ({event.reason}); the system plays it"
-    if isinstance(event, Resumed):
-        return f"seat {event.seat} took the seat back"
-    if isinstance(event, HandEnded):
-        return f"the hand ended: the {event.result.outcome.winner} won"
-    if isinstance(event, Settled):
-        return "settled in the ledger"
-    return event.type
+#: What happened at a step of the replay, by the kind of event (operators see every card).
+_SAYS: dict[type, Callable[[Any], str]] = {
+    HandDealt: lambda e: f"dealt; the marked card {e.marked_card} is with seat {e.marked_seat}",
+    BidMade: lambda e: (
+        f"seat {e.seat} bid {e.value}" if e.value else f"seat {e.seat} passed the bid"
+    ),
+    LandlordChosen: lambda e: f"seat {e.seat} is the landlord at {e.bid}, and takes the bottom",
+    HandShown: lambda e: f"seat {e.seat} {'showed' if e.value else 'did not show'} the hand (摊打)",
+    Reported: lambda e: f"seat {e.seat} answered 报到 with {e.value}",
+    Played: lambda e: (
+        f"seat {e.seat} played {e.combination}" + ("" if e.by == "player" else " (system)")
+    ),
+    Passed: lambda e: f"seat {e.seat} passed",
+    Disconnected: lambda e: f"seat {e.seat} disconnected ({e.reason}); the system plays it",
+    Resumed: lambda e: f"seat {e.seat} took the seat back",
+    HandEnded: lambda e: f"the hand ended: the {e.result.outcome.winner} won",
+    Settled: lambda e: "settled in the ledger",
+}
 
 
 def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
@@ -283,7 +267,7 @@ def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
             {
                 "version": item.version,
                 "seat": getattr(event, "seat", None),
-                "said": _said(event),
+                "said": _SAYS.get(type(event), lambda e: e.type)(event),
                 "played": played,
                 "hands": [[c.code for c in hand] for hand in state.hands],
                 "bottom": [c.code for c in state.bottom],

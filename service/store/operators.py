@@ -5,6 +5,7 @@ hashes (as players' are), and the audit trail of every read of hidden data."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -20,9 +21,14 @@ from .pool import retried
 AUDITOR, ADMIN = "auditor", "admin"
 ROLES = (AUDITOR, ADMIN)
 _HASHER = PasswordHasher()
-#: A hash to verify against when the name is unknown, so that a wrong name takes as long
-#: as a wrong password and the time tells nobody which names exist.
-_DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(16))
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash to verify against when the name is unknown, so that a wrong name takes as
+    long as a wrong password and the time tells nobody which names exist. Made on first
+    use: hashing takes a third of a second, which no process should pay at start."""
+    return _HASHER.hash(secrets.token_urlsafe(16))
 
 
 class OperatorExists(Exception):
@@ -93,7 +99,7 @@ class Operators:
             ).fetchone(),
         )
         try:
-            _HASHER.verify(_DUMMY_HASH if row is None else row[3], password)
+            _HASHER.verify(_dummy_hash() if row is None else row[3], password)
         except (VerificationError, InvalidHashError):
             return None
         return None if row is None else Operator(row[0], row[1], row[2])
