@@ -243,8 +243,14 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
         if found is None:
             print(f"ddz operator: no operator named {args.name!r}", file=sys.stderr)
             return 2
-        # The token is shown once: only its hash is kept.
-        stdout.write(operators.issue(found.operator_id, args.label) + "\n")
+        if args.action == "revoke":
+            stdout.write(f"{operators.revoke(args.name)} token(s) of {args.name} revoked\n")
+        elif args.action == "remove":
+            operators.remove(args.name)
+            stdout.write(f"operator {args.name} removed, with their tokens\n")
+        else:
+            # The token is shown once: only its hash is kept.
+            stdout.write(operators.issue(found.operator_id, args.label) + "\n")
         return 0
     finally:
         pool.close()
@@ -331,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("openapi", help="print the OpenAPI document generated from the app")
     operator_parser = commands.add_parser(
         "operator",
-        help="operators' accounts on DATABASE_URL: add one, give one an API token, list them",
+        help="operators' accounts on DATABASE_URL: add, token, list, revoke, remove",
         description="Operators sign in to the console (/console/) with a name and password, and "
         "call the API with their tokens; auditors read everything, admins also manage operators "
         "(docs/operations.md).",
@@ -351,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     token_parser.add_argument("name")
     token_parser.add_argument("--label", default=None)
     operator_actions.add_parser("list", help="list the operators and their roles")
+    for action, what in (
+        ("revoke", "revoke every API token of the operator"),
+        ("remove", "remove the operator (and their tokens; the audit trail keeps the name)"),
+    ):
+        operator_actions.add_parser(action, help=what).add_argument("name")
     return parser
 
 

@@ -137,7 +137,11 @@ def play_hand(
     return match_id
 
 
-PASSWORDS = {"ada": "ada's long passphrase", "otto": "otto audits everything"}
+PASSWORDS = {
+    "ada": "ada's long passphrase",
+    "otto": "otto audits everything",
+    "temp": "a temporary passphrase",
+}
 
 
 def add_operator(name: str, role: str) -> None:

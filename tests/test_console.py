@@ -8,7 +8,7 @@ import csv
 import io
 import re
 
-from handplay import OP, PASSWORDS, bearer, new_player, ops, service
+from handplay import OP, PASSWORDS, add_operator, bearer, new_player, ops, service
 
 from service.cli import main
 
@@ -193,3 +193,19 @@ def test_matches_are_found_by_player_status_and_date(service):
     assert played[:8] in ended and left[:8] in ended
     assert played[:8] not in console.get("/console/matches?status=open").text
     assert played[:8] not in console.get("/console/matches?until=2000-01-01").text
+
+
+def test_a_revoked_token_and_a_removed_operator_get_nothing(service, capsys):
+    app, match_id, _ = service
+    client = app.test_client()
+    add_operator("temp", "auditor")
+    token = operator_token("temp", capsys)
+    events = f"/v1/admin/matches/{match_id}/events"
+    assert client.get(events, headers=bearer(token)).status_code == 200
+    assert main(["operator", "revoke", "temp"]) == 0
+    assert client.get(events, headers=bearer(token)).status_code == 401
+    console = signed_in(app, "temp")
+    assert console.get("/console/matches").status_code == 200
+    assert main(["operator", "remove", "temp"]) == 0
+    assert console.get("/console/matches").status_code == 302
+    assert "temp" in [t["operator"] for t in trail(app)]  # the trail keeps the name

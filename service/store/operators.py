@@ -117,6 +117,31 @@ class Operators:
         )
         return token
 
+    def revoke(self, name: str) -> int:
+        """Deletes every API token of the operator; how many there were."""
+        return retried(
+            self.pool,
+            lambda conn: (
+                conn.execute(
+                    "DELETE FROM operator_tokens WHERE operator_id ="
+                    " (SELECT operator_id FROM operators WHERE name = %s)",
+                    (name,),
+                ).rowcount
+            ),
+        )
+
+    def remove(self, name: str) -> bool:
+        """Removes the operator and their tokens (their console session ends with the next
+        request); the audit trail keeps their name."""
+        return bool(
+            retried(
+                self.pool,
+                lambda conn: (
+                    conn.execute("DELETE FROM operators WHERE name = %s", (name,)).rowcount
+                ),
+            )
+        )
+
     def by_token(self, token: str) -> Operator | None:
         row = retried(
             self.pool,
