@@ -57,8 +57,8 @@ class Formatter(OrjsonFormatter):
         # code's own (route templates, statuses, ids).
         log_data["message"] = scrub(log_data["message"])
 
-    def formatException(self, ei) -> str:  # noqa: N802 (logging's name)
-        return scrub(super().formatException(ei))
+    def formatException(self, ei: Any) -> str:  # noqa: N802 (logging's name)
+        return scrub(str(super().formatException(ei)))
 
 
 def handler(stream: IO[str] | None = None) -> logging.Handler:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from .ledger import HOUSE
@@ -38,7 +39,8 @@ def matches(
     pool: ConnectionPool, query: MatchQuery, page: int, per_page: int
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of the matches the query finds, newest first, and how many it finds."""
-    where, params = [], []
+    where: list[str] = []
+    params: list[Any] = []
     if query.player:
         player_id = _uuid(query.player.strip())
         where.append(
@@ -53,14 +55,14 @@ def matches(
             where.append(f"m.{column} = %s")
             params.append(value)
     if query.since:
-        where.append("m.created_at >= %s::date")
+        where.append("m.created_at >= %s::date AT TIME ZONE 'UTC'")
         params.append(query.since)
     if query.until:
-        where.append("m.created_at < %s::date + 1")
+        where.append("m.created_at < (%s::date + 1) AT TIME ZONE 'UTC'")
         params.append(query.until)
     condition = (" WHERE " + " AND ".join(where)) if where else ""
 
-    def read(conn):
+    def read(conn: psycopg.Connection) -> tuple[int, list[tuple[Any, ...]]]:
         with conn.transaction():
             total = conn.execute(f"SELECT count(*) FROM matches m{condition}", params).fetchone()
             rows = conn.execute(
@@ -69,7 +71,7 @@ def matches(
                 " ORDER BY m.created_at DESC, m.match_id LIMIT %s OFFSET %s",
                 [*params, per_page, (page - 1) * per_page],
             ).fetchall()
-        return total[0], rows
+        return (total[0] if total else 0), rows
 
     total, rows = retried(pool, read)
     keys = (
@@ -109,9 +111,8 @@ def seat_label(seat: dict[str, Any] | None, names: dict[str, str]) -> str:
     """How the console names a seat: its player's name, "bot", or "empty"."""
     if seat is None:
         return "empty"
-    if seat.get("player"):
-        return names.get(seat["player"], seat["player"])
-    return "bot"
+    player: str | None = seat.get("player")
+    return "bot" if player is None else names.get(player, player)
 
 
 def entries(pool: ConnectionPool, match_id: uuid.UUID) -> list[dict[str, Any]]:
