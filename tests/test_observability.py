@@ -17,7 +17,7 @@ from pathlib import Path
 import requests
 from handplay import OP, new_player, ops, play_hand, run_jobs
 from prometheus_client.parser import text_string_to_metric_families
-from servers import wait_until_ready
+from servers import fresh_database, wait_until_ready
 
 from service.app import logs
 
@@ -187,3 +187,37 @@ def test_gunicorn_workers_add_up_in_metrics_and_log_json(config, tmp_path):
     # /metrics counted every request of both workers: one worker's own count is a part.
     assert healthz == [len(healthz_lines(log))]
     assert list(tmp_path.glob("ddz-metrics-*")) == []
+
+
+def test_a_worker_serves_its_own_metrics_when_told_where(
+    postgres_admin_url, own_redis_url, tmp_path
+):
+    """DDZ_WORKER_METRICS: a worker on a machine of its own is scraped there."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with fresh_database(postgres_admin_url, "ddz_worker_metrics") as database_url:
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"},
+            "DATABASE_URL": database_url,
+            "REDIS_URL": own_redis_url,
+            "DDZ_WORKER_METRICS": f"127.0.0.1:{port}",
+        }
+        log = tmp_path / "worker.log"
+        with open(log, "wb") as out:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "service.cli", "worker"],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            wait_until_ready(f"http://127.0.0.1:{port}", worker, log, 60, path="/metrics")
+            text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+            names = {f.name for f in text_string_to_metric_families(text)}
+            assert {"ddz_job_duration_seconds", "ddz_settlement_lag_seconds"} <= names
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+    assert all(json.loads(line) for line in log.read_text().splitlines() if line.strip())
