@@ -83,6 +83,18 @@ class Config:
     #: Database connections per RQ worker process (a worker runs one job at a time, plus its
     #: sweeper's timer): DDZ_WORKER_DB_POOL_SIZE.
     worker_db_pool_size: int = 4
+    #: Where a worker serves its own /metrics, as ``host:port`` (``0.0.0.0:9101``), for a
+    #: worker on another machine than the API: DDZ_WORKER_METRICS. Empty: none (a worker
+    #: beside the API under ``ddz serve`` shares PROMETHEUS_MULTIPROC_DIR with it instead).
+    worker_metrics: str = ""
+    #: The key that signs the console's session cookies: DDZ_CONSOLE_SECRET. Every API
+    #: process must have the same one (gunicorn's master draws one for its workers when it
+    #: is unset; then a restart signs every operator out).
+    console_secret: str | None = None
+    #: Console sessions last this many seconds after signing in: DDZ_CONSOLE_SESSION_SECONDS.
+    console_session_seconds: int = 8 * 3600
+    #: The console's cookie only over HTTPS (``on`` behind TLS): DDZ_CONSOLE_SECURE_COOKIE.
+    console_secure_cookie: bool = False
 
     _ENV: ClassVar[dict[str, str]] = {
         "database_url": "DATABASE_URL",
@@ -112,6 +124,10 @@ class Config:
         "worker_connections": "DDZ_WORKER_CONNECTIONS",
         "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
         "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",
+        "worker_metrics": "DDZ_WORKER_METRICS",
+        "console_secret": "DDZ_CONSOLE_SECRET",
+        "console_session_seconds": "DDZ_CONSOLE_SESSION_SECONDS",
+        "console_secure_cookie": "DDZ_CONSOLE_SECURE_COOKIE",
     }
 
     @classmethod

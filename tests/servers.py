@@ -304,15 +304,23 @@ def client(app):
     return app.test_client()
 
 
-@pytest.fixture(scope="session")
-def live_server(app):
-    """The app served over real HTTP on a free local port (threaded), for streams,
-    concurrent clients and schemathesis. Yields its base URL."""
+@contextmanager
+def serving(app) -> Iterator[str]:
+    """The app served over real HTTP on a free local port (threaded); its base URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = make_server("127.0.0.1", port, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{port}"
-    server.shutdown()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def live_server(app):
+    """The session's app over HTTP, for streams, concurrent clients and schemathesis."""
+    with serving(app) as url:
+        yield url

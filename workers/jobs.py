@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import psycopg
 
 from service.app.commands import CommandRequest
-from service.app.work import BOT_TURN, work_for
+from service.app.metrics import JOB_SECONDS, SETTLEMENT_LAG
+from service.app.work import BOT_TURN, SETTLE_MATCH, TURN_TIMEOUT, work_for
 from service.game import Disconnect, GameError, Settle, State, deadline, seat_view
 from service.game.bot import BotPolicy
 from service.game.commands import SeatCommand
@@ -82,6 +83,7 @@ def _act(match_id: str, version: int, command: SeatCommand, what: str) -> str:
     return f"{command.name} at version {version}"
 
 
+@JOB_SECONDS.labels(BOT_TURN).time()
 def bot_turn(match_id: str, version: int) -> str:
     """Plays the turn of a seat the system plays (a bot seat, or 系统代打), if the match is
     still at ``version``. The policy sees only that seat's view."""
@@ -107,6 +109,7 @@ def bot_turn(match_id: str, version: int) -> str:
         raise RuntimeError(f"bot command refused: {exc.code}") from None
 
 
+@JOB_SECONDS.labels(TURN_TIMEOUT).time()
 def turn_timeout(match_id: str, version: int) -> str:
     """The seat to act at ``version`` missed its deadline: it is disconnected, and the
     system plays it from now on (the first seat to disconnect pays the penalty)."""
@@ -132,15 +135,17 @@ def turn_timeout(match_id: str, version: int) -> str:
     return _act(match_id, version, Disconnect(turn, "deadline"), "turn timeout")
 
 
+@JOB_SECONDS.labels(SETTLE_MATCH).time()
 def settle_match(match_id: str) -> str:
     """Writes the ended hand's settlement, recomputed from its events, to the ledger and
     appends ``settled``, in one transaction. A second run, or two at once, pays once."""
     ctx = context()
     key = uuid.UUID(match_id)
     try:
-        state = ctx.store.load(key).state
+        loaded = ctx.store.load(key)
     except MatchNotFound:
         return "no such match"
+    state = loaded.state
     if state.phase != ENDED:
         return "not ended"
     if state.settled:
@@ -159,6 +164,9 @@ def settle_match(match_id: str) -> str:
         raise
     settled = outcome.events[0].event
     assert isinstance(settled, Settled)
+    # Unsettled, the match's last event is hand_ended; both were recorded.
+    assert outcome.last_recorded_at is not None and loaded.last_recorded_at is not None
+    SETTLEMENT_LAG.observe((outcome.last_recorded_at - loaded.last_recorded_at).total_seconds())
     log.info(
         "settled: match %s v%s net %s house %s",
         match_id,

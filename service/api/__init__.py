@@ -7,7 +7,7 @@ import logging
 from flask import Flask
 
 from ..config import Config
-from . import admin, health, ledger, matches, players, tokens
+from . import admin, console, health, ledger, matches, observe, players, tokens
 from .encoding import JsonProvider
 from .headers import SecurityHeaders, cors
 from .limits import BodyLimit
@@ -46,12 +46,14 @@ def create_app(
     if connect:
         app.extensions["ddz"] = services or Services.open(config)
     api = Api(app)
-    for module in (health, players, tokens, matches, ledger, admin):
+    for module in (health, observe, players, tokens, matches, ledger, admin):
         api.register_blueprint(module.bp)
+    console.install(app, config)
     app.extensions["ddz_api"] = api
     cors(app, config.cors_origins)
     if connect:
         install_rate_limits(app, config)
+        observe.install(app)
     # Flask's documented way to wrap the app in WSGI middleware (mypy sees a method).
     app.wsgi_app = SecurityHeaders(BodyLimit(app.wsgi_app, config.max_body_bytes))  # type: ignore[method-assign]
     logging.getLogger("ddz").setLevel(logging.INFO)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ..app import audit
+from ..app.metrics import LEDGER_OK, LEDGER_PROBLEMS
 from ..game import GameError, State, deadline, view, visible
 from ..store import Loaded, MatchNotFound, StoredEvent, StoreError
 from .auth import BEARER, Caller
@@ -87,3 +89,12 @@ def event_documents(found: list[StoredEvent], seat, latest: Loaded) -> list[dict
             }
         )
     return documents
+
+
+def checked_ledger() -> dict[str, Any]:
+    """The ledger check (:func:`~service.app.audit.check_ledger`), its verdict kept for
+    ``/metrics``."""
+    found = audit.check_ledger(services().pool, services().store)
+    LEDGER_OK.set(1 if found["ok"] else 0)
+    LEDGER_PROBLEMS.set(len(found["problems"]))
+    return found

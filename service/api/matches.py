@@ -11,6 +11,7 @@ from typing import Any
 from flask import Response, request, stream_with_context
 
 from ..app.commands import CommandRequest
+from ..app.metrics import COMMANDS, OPEN_STREAMS
 from ..game import (
     OPERATOR,
     PLAYER,
@@ -31,7 +32,7 @@ from ..game.state import ENDED
 from ..rules import pick_cards
 from ..store import Loaded, Outcome, StoreError, request_hash, status
 from . import encoding, schemas
-from .auth import BEARER, Caller, caller, player
+from .auth import BEARER, Caller, audited, caller, player
 from .documents import documented, event_documents, game_error, load, seat_of, since, view_document
 from .problems import ApiError
 from .routing import Blueprint
@@ -217,14 +218,19 @@ def command(body, match_id, key=None):
     idempotency = None
     if key is not None:
         idempotency = (who.player_id, f"{match_id}:{key}", request_hash(body))
-    outcome = execute(
-        CommandRequest(
-            match_id,
-            decide_for_caller,
-            expected_version=body.get("expected_version"),
-            idempotency=idempotency,
+    try:
+        outcome = execute(
+            CommandRequest(
+                match_id,
+                decide_for_caller,
+                expected_version=body.get("expected_version"),
+                idempotency=idempotency,
+            )
         )
-    )
+    except ApiError as exc:
+        COMMANDS.labels(body["action"], exc.code).inc()
+        raise
+    COMMANDS.labels(body["action"], "ok").inc()
     # The hot path: plain JSON of a document already in the schema's shape (the contract
     # tests hold it to the schema), which costs a tenth of a schema dump. A retry's outcome
     # is the first one again, so its answer is the same, byte for byte.
@@ -268,6 +274,7 @@ def events(query, match_id):
         if not found and query["wait"] > 0:
             woken.wait(query["wait"])
             found, latest = since(match_id, query["after"])
+    audited(who, "events", match_id)
     return {
         "version": latest.state.version,
         "events": event_documents(found, viewer(latest.state, who), latest),
@@ -341,9 +348,14 @@ def stream(match_id):
         )
     if resume_after == loaded.state.version and loaded.state.settled:
         return Response(status=204)
+    audited(who, "stream", match_id)
     config = services().config
 
     def generate() -> Iterator[str]:
+        with OPEN_STREAMS.track_inprogress():
+            yield from follow()
+
+    def follow() -> Iterator[str]:
         store, notifier = services().store, services().notifier
         seat = viewer(loaded.state, who)
         yield "retry: 1000\n\n"
@@ -389,6 +401,7 @@ def record(match_id):
             "record_not_available",
             "the record is for the seated players once the hand has ended",
         )
+    audited(who, "record", match_id)
     document = export([s.event for s in stored])
     document.setdefault("commitment", None)
     document.setdefault("seed", None)

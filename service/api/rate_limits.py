@@ -61,9 +61,26 @@ KIND_OF = {
     "ledger.check_ledger": READS,
     "admin.all_events": READS,
     "admin.audit": READS,
+    # The console: signing in as sign-ups are (per address: guessing passwords is slow),
+    # and its pages as reads of the address (they take no bearer token).
+    "console.sign_in": SIGNUPS,
+    **{
+        f"console.{page}": READS
+        for page in (
+            "sign_out",
+            "home",
+            "matches",
+            "match",
+            "ledger_page",
+            "settlements_csv",
+            "players",
+            "system",
+            "operators",
+        )
+    },
 }
-#: Not limited: the health checks.
-UNLIMITED = {"health.healthz", "health.readyz"}
+#: Not limited: the health checks and the metrics (Prometheus scrapes on a private network).
+UNLIMITED = {"health.healthz", "health.readyz", "metrics.metrics"}
 #: How long a Redis call of the limiter may take before the process counts in memory.
 STORAGE_TIMEOUT = 1.0
 #: After Redis failed, how long the process counts in memory before it tries Redis again.

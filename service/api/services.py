@@ -12,6 +12,7 @@ from ..app.commands import Commands
 from ..app.work import enqueuer
 from ..config import Config
 from ..store import EventStore, Notifier, Players, StateCache, open_pool
+from ..store.operators import Operators
 
 
 @dataclass
@@ -21,6 +22,7 @@ class Services:
     store: EventStore
     commands: Commands
     players: Players
+    operators: Operators
     notifier: Notifier
     redis: redis.Redis
 
@@ -39,6 +41,7 @@ class Services:
             # After an append, the work the new state calls for (a bot turn) goes on the queue.
             commands=Commands(store, enqueuer(connection)),
             players=players,
+            operators=Operators(pool),
             notifier=Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget),
             redis=connection,
         )

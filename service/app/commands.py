@@ -27,6 +27,7 @@ from ..store import (
     VersionConflict,
     pause,
 )
+from .metrics import APPEND_SECONDS, VERSION_CONFLICTS
 
 #: Appends retried on a version conflict when the caller named no expected version.
 RETRIES = 5
@@ -140,6 +141,7 @@ class Commands:
                         outcome = self._decide_and_append(conn, request, known.state, command_id)
                         break
                     except Behind as behind:
+                        VERSION_CONFLICTS.inc()
                         if request.within is not None or expected is not None:
                             raise VersionConflict(
                                 f"the match is at version {behind.missed[-1].version}, not {known.state.version}"
@@ -180,7 +182,14 @@ class Commands:
             events, after = events + more, replay(more, after)
         if request.within is not None:
             request.within(conn, state)
-        stored = self.store.append(
-            conn, request.match_id, state.version, events, after, command_id, request.idempotency
-        )
+        with APPEND_SECONDS.time():
+            stored = self.store.append(
+                conn,
+                request.match_id,
+                state.version,
+                events,
+                after,
+                command_id,
+                request.idempotency,
+            )
         return Outcome(stored, after, stored[-1].recorded_at)

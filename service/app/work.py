@@ -39,6 +39,17 @@ def queue(connection: redis.Redis) -> Queue:
     return Queue(QUEUE, connection=connection)
 
 
+def depths(connection: redis.Redis) -> dict[str, int]:
+    """The jobs of the queue by state: waiting, running (started), failed, scheduled."""
+    q = queue(connection)
+    return {
+        "queued": q.count,
+        "started": q.started_job_registry.count,
+        "failed": q.failed_job_registry.count,
+        "scheduled": q.scheduled_job_registry.count,
+    }
+
+
 # One sign of life per worker, for both who asks: the workers (is a started job's worker
 # gone?) and /readyz (is any worker left?). RQ's own registry heartbeat is too slow for
 # either (its TTL is minutes, renewed only between jobs).
@@ -57,6 +68,14 @@ def worker_is_alive(connection: redis.Redis, worker_name: str | None) -> bool:
 
 def any_worker_alive(connection: redis.Redis) -> bool:
     return next(connection.scan_iter(match=_HEARTBEAT + "*", count=1000), None) is not None
+
+
+def workers_alive(connection: redis.Redis) -> list[str]:
+    """The names of the workers whose heartbeat lives."""
+    return sorted(
+        key.decode()[len(_HEARTBEAT) :]
+        for key in connection.scan_iter(match=_HEARTBEAT + "*", count=1000)
+    )
 
 
 #: The kinds of job, each with the function a worker runs for it. The function is named by

@@ -263,6 +263,20 @@ class EventStore:
             None,
         )
 
+    def unsettled(self) -> tuple[int, float]:
+        """How many ended hands wait for their settlement, and for how long (seconds) the
+        oldest has waited: the settlement lag as it stands."""
+        row = self._run(
+            lambda conn: conn.execute(
+                "SELECT count(*), coalesce(extract(epoch FROM now() - min(updated_at)), 0)"
+                " FROM matches WHERE status = 'ended' AND NOT settled"
+            ).fetchone(),
+            None,
+        )
+        assert row is not None  # an aggregate answers one row
+        count, oldest = row
+        return count, float(oldest)
+
     # Writing
 
     @contextmanager
