@@ -66,6 +66,12 @@ class Config:
     #: Database connections per RQ worker process (a worker runs one job at a time, plus its
     #: sweeper's timer): DDZ_WORKER_DB_POOL_SIZE.
     worker_db_pool_size: int = 4
+    #: Seconds a lobby ticket that allows bots waits for people before the empty seats of
+    #: its table go to system bots: DDZ_LOBBY_BOTS_AFTER.
+    lobby_bots_after: float = 30.0
+    #: Seconds a table rests after a hand is settled before it deals the next (a new
+    #: table's default, and the lobby's tables'): DDZ_TABLE_NEXT_HAND_SECONDS.
+    table_next_hand_seconds: int = 5
 
     _ENV = {
         "database_url": "DATABASE_URL",
@@ -91,6 +97,8 @@ class Config:
         "worker_connections": "DDZ_WORKER_CONNECTIONS",
         "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
         "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",
+        "lobby_bots_after": "DDZ_LOBBY_BOTS_AFTER",
+        "table_next_hand_seconds": "DDZ_TABLE_NEXT_HAND_SECONDS",
     }
 
     @classmethod

@@ -7,7 +7,7 @@ import logging
 from flask import Flask
 
 from ..config import Config
-from . import admin, health, ledger, matches, players, tokens
+from . import admin, health, ledger, lobby, matches, me, players, tables, tokens
 from .encoding import JsonProvider
 from .headers import SecurityHeaders, cors
 from .limits import BodyLimit
@@ -46,7 +46,7 @@ def create_app(
     if connect:
         app.extensions["ddz"] = services or Services.open(config)
     api = Api(app)
-    for module in (health, players, tokens, matches, ledger, admin):
+    for module in (health, players, tokens, matches, tables, lobby, me, ledger, admin):
         api.register_blueprint(module.bp)
     app.extensions["ddz_api"] = api
     cors(app, config.cors_origins)

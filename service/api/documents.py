@@ -14,7 +14,18 @@ from .problems import ApiError
 from .services import services
 
 #: HTTP status of each decider or store error code that is not a plain 422.
-STATUS_OF = {"match_not_found": 404, "version_conflict": 409, "not_seated": 403}
+STATUS_OF = {
+    "match_not_found": 404,
+    "version_conflict": 409,
+    "not_seated": 403,
+    "table_not_found": 404,
+    "ticket_not_found": 404,
+    "invite_required": 403,
+    "already_seated": 409,
+    "table_full": 409,
+    "ticket_waiting": 409,
+    "ticket_seated": 409,
+}
 
 
 def documented(*statuses: int) -> dict:

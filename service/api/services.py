@@ -9,9 +9,11 @@ from flask import current_app
 from psycopg_pool import ConnectionPool
 
 from ..app.commands import Commands
-from ..app.work import enqueuer
+from ..app.tables import Tables
+from ..app.work import enqueuer, table_enqueuer
 from ..config import Config
 from ..store import EventStore, Notifier, Players, open_pool
+from ..store.tables import TableStore
 
 
 @dataclass
@@ -23,6 +25,7 @@ class Services:
     players: Players
     notifier: Notifier
     redis: redis.Redis
+    tables: Tables
 
     @classmethod
     def open(cls, config: Config) -> Services:
@@ -32,15 +35,17 @@ class Services:
         connection = redis.Redis.from_url(
             config.redis_url, socket_timeout=5, socket_connect_timeout=5
         )
+        # After an append, the work the new state calls for (a bot turn) goes on the queue.
+        commands = Commands(store, enqueuer(connection))
         return cls(
             config=config,
             pool=pool,
             store=store,
-            # After an append, the work the new state calls for (a bot turn) goes on the queue.
-            commands=Commands(store, enqueuer(connection)),
+            commands=commands,
             players=players,
             notifier=Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget),
             redis=connection,
+            tables=Tables(store, TableStore(store), commands, table_enqueuer(connection)),
         )
 
     def close(self) -> None:

@@ -231,6 +231,30 @@ class EventStore:
             (states[match_id], created_at, updated_at) for match_id, created_at, updated_at in rows
         ]
 
+    def of_player(
+        self, player: str, before: tuple[datetime, uuid.UUID] | None, limit: int
+    ) -> list[tuple[Loaded, datetime, uuid.UUID | None]]:
+        """The player's matches, newest first, from just after ``before`` (the created-at
+        time and id of the last one seen): each with its state, when it was created and the
+        table whose hand it was (if any)."""
+        sql = (
+            "SELECT m.match_id, m.created_at, h.table_id FROM matches m"
+            " LEFT JOIN table_hands h USING (match_id) WHERE m.seats @> %s"
+        )
+        params: list[Any] = [Jsonb([{"player": player}])]
+        if before is not None:
+            sql += " AND (m.created_at, m.match_id) < (%s, %s)"
+            params += list(before)
+        sql += " ORDER BY m.created_at DESC, m.match_id DESC LIMIT %s"
+        params.append(limit)
+
+        def read(conn):
+            rows = conn.execute(sql, params).fetchall()
+            return rows, self.load_many([row[0] for row in rows], conn)
+
+        rows, states = self._run(read, None)
+        return [(states[match_id], created, table) for match_id, created, table in rows]
+
     def past_deadline(self) -> list[tuple[uuid.UUID, int]]:
         """(match, version) of each match whose player to act has let the deadline pass."""
         return self._run(

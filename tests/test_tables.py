@@ -1,0 +1,220 @@
+"""Tables that play hand after hand, and the lobby, over HTTP with real RQ workers (burst
+mode, in this process) on a PostgreSQL database and a Redis of this module's own (the
+fixtures of ``test_workers``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from decimal import Decimal
+
+import pytest
+from servers import OPERATOR_TOKEN
+from test_workers import (  # noqa: F401 - fixtures, used by name
+    api,
+    bearer,
+    db,
+    jobs_env,
+    new_player,
+    rconn,
+    run_burst,
+    worker_database_url,
+    worker_redis_url,
+)
+
+from service.api import create_app
+from service.config import Config
+from workers import sweeper
+
+
+@pytest.fixture(scope="module")
+def wapp(worker_database_url, worker_redis_url):
+    """As test_workers' app, without rate limits: the people here poll as fast as they can."""
+    app = create_app(
+        Config(
+            database_url=worker_database_url,
+            redis_url=worker_redis_url,
+            operator_token=OPERATOR_TOKEN,
+            stream_seconds=3.0,
+            keepalive_seconds=0.5,
+            rate_limits=False,
+        )
+    )
+    yield app
+    app.extensions["ddz"].close()
+
+
+def new_table(api, token: str, **options) -> dict:
+    r = api.post("/v1/tables", json=options, headers=bearer(token))
+    assert r.status_code == 201, r.json
+    return r.json
+
+
+def table(api, table_id: str, token: str) -> dict:
+    r = api.get(f"/v1/tables/{table_id}", headers=bearer(token))
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def join(api, table_id: str, token: str, **body):
+    return api.post(f"/v1/tables/{table_id}/seats", json=body, headers=bearer(token))
+
+
+def people(api, n: int) -> list[tuple[str, str]]:
+    return [new_player(api, f"p{i}") for i in range(n)]
+
+
+def choose(api, match_id: str, token: str, view: dict) -> dict:
+    """What a person at the seat to act chooses: bid the lowest, decline 摊打 and 报到,
+    play the legal play with most cards, pass when there is none."""
+    kinds = {a["action"]: a for a in view["actions"]}
+    if "bid" in kinds:
+        return {"action": "bid", "value": max(kinds["bid"]["choices"])}
+    if "show_hand" in kinds:
+        return {"action": "show_hand", "value": False}
+    if "report" in kinds:
+        return {"action": "report", "value": kinds["report"]["choices"][-1]}
+    legal = api.get(f"/v1/matches/{match_id}/legal", headers=bearer(token)).json
+    if legal["plays"]:
+        play = max(legal["plays"], key=lambda p: len(p["cards"]))
+        return {"action": "play", "cards": play["cards"]}
+    return {"action": "pass"}
+
+
+def play_hand(api, match_id: str, tokens: dict[str, str], rconn) -> None:
+    """The people at the match play it to its end (bot seats by the workers)."""
+    for _ in range(600):
+        run_burst(rconn)
+        any_token = next(iter(tokens.values()))
+        view = api.get(f"/v1/matches/{match_id}", headers=bearer(any_token)).json
+        if view["phase"] == "ended":
+            return
+        seat = view["seats"][view["turn"]]
+        token = tokens.get(seat["player"]) if seat and not seat["bot"] else None
+        if token is None:
+            continue  # a system seat: its job runs in the next burst
+        view = api.get(f"/v1/matches/{match_id}", headers=bearer(token)).json
+        if not view["actions"]:
+            continue
+        body = {**choose(api, match_id, token, view), "expected_version": view["version"]}
+        r = api.post(f"/v1/matches/{match_id}/commands", json=body, headers=bearer(token))
+        assert r.status_code == 200, (body, r.json)
+    raise AssertionError("the hand did not end")
+
+
+def ledger_of(db, player: str, match_ids: list[str]) -> Decimal:
+    (total,) = db.execute(
+        "SELECT coalesce(sum(amount), 0) FROM ledger_entries WHERE account = %s AND match_id = ANY(%s::uuid[])",
+        (f"player:{player}", match_ids),
+    ).fetchone()
+    return total
+
+
+def test_four_people_play_two_hands_in_a_row_at_one_table(api, db, rconn, jobs_env):
+    four = people(api, 4)
+    tokens = dict(four)
+    created = new_table(api, four[0][1], next_hand_seconds=0, turn_seconds=60)
+    table_id = created["table_id"]
+    assert created["seats"][0]["player"] == four[0][0] and created["seats"][0]["name"] == "p0"
+    assert created["hands"] == 0 and created["match_id"] is None and created["waiting"] is None
+    for _, token in four[1:]:
+        r = join(api, table_id, token)
+        assert r.status_code == 201, r.json
+    assert join(api, table_id, four[1][1]).json["code"] == "already_seated"
+    late_id, late = new_player(api, "late")
+    r = join(api, table_id, late)
+    assert r.status_code == 409 and r.json["code"] == "table_full"
+
+    played = []
+    for hand in (1, 2):
+        run_burst(rconn)
+        now = table(api, table_id, late)
+        assert now["match_id"] is not None and now["hands"] == hand - 1, now
+        match_id = now["match_id"]
+        assert match_id not in played
+        view = api.get(f"/v1/matches/{match_id}", headers=bearer(four[0][1])).json
+        assert [s["player"] for s in view["seats"]] == [p for p, _ in four]
+        play_hand(api, match_id, tokens, rconn)
+        played.append(match_id)
+        run_burst(rconn)  # the settlement, then the hand recorded at the table, the next deal
+    final = table(api, table_id, four[0][1])
+    assert final["hands"] == 2
+    assert final["match_id"] not in played  # the third hand is dealt already
+    # The scoreboard equals the ledger: each player's entries for the table's two hands.
+    board = {row["player"]: Decimal(row["net"]) for row in final["scoreboard"]}
+    assert board == {p: ledger_of(db, p, played) for p, _ in four}
+    assert sum(board.values()) <= 0  # what the players won and lost, less the house's part
+
+
+def test_a_private_table_refuses_without_its_code(api, rconn, jobs_env):
+    (host_id, host), (guest_id, guest) = people(api, 2)
+    created = new_table(api, host, private=True)
+    code = created["invite"]
+    assert code
+    assert table(api, created["table_id"], guest)["invite"] is None  # not to those not seated
+    for body in ({}, {"invite": "wrong"}):
+        r = join(api, created["table_id"], guest, **body)
+        assert r.status_code == 403 and r.json["code"] == "invite_required", r.json
+    assert table(api, created["table_id"], host)["seats"][1] is None
+    r = join(api, created["table_id"], guest, invite=code)
+    assert r.status_code == 201 and r.json["seats"][1]["player"] == guest_id
+    assert r.json["invite"] == code
+
+
+def test_bots_fill_the_empty_seats_after_bots_after_and_a_leaver_is_freed_at_hand_end(
+    api, db, rconn, jobs_env
+):
+    (alone_id, alone), (other_id, other) = people(api, 2)
+    created = new_table(api, alone, bots_after=1, next_hand_seconds=0, turn_seconds=60)
+    table_id = created["table_id"]
+    assert join(api, table_id, other).status_code == 201
+    waiting = table(api, table_id, alone)["waiting"]
+    assert waiting["what"] == "bots"
+    run_burst(rconn)
+    assert table(api, table_id, alone)["match_id"] is None  # not yet: nobody waited a second
+    time.sleep(1.1)
+    assert sweeper.scan_tables() == 1
+    run_burst(rconn)
+    now = table(api, table_id, alone)
+    assert [bool(s and s["bot"]) for s in now["seats"]] == [False, False, True, True]
+    match_id = now["match_id"]
+    assert match_id is not None
+    # The other leaves during the hand: disconnected (the system plays the seat), seated
+    # until the hand is settled.
+    r = api.post(f"/v1/tables/{table_id}/leave", headers=bearer(other))
+    assert r.status_code == 200 and r.json["seats"][1]["leaving"] is True, r.json
+    view = api.get(f"/v1/matches/{match_id}", headers=bearer(other)).json
+    assert view["seats"][1]["disconnected"] is True
+    r = api.post(f"/v1/tables/{table_id}/leave", headers=bearer(other))
+    assert r.status_code == 403 and r.json["code"] == "not_seated"
+    play_hand(api, match_id, {alone_id: alone}, rconn)
+    run_burst(rconn)
+    after = table(api, table_id, alone)
+    assert after["hands"] == 1 and after["seats"][1] is None
+    # The seat waits for a second, then a bot takes it and the next hand is dealt.
+    time.sleep(1.1)
+    sweeper.scan_tables()
+    run_burst(rconn)
+    again = table(api, table_id, alone)
+    assert again["seats"][1]["bot"] is True and again["match_id"] not in (None, match_id)
+    board = {row["player"]: Decimal(row["net"]) for row in again["scoreboard"]}
+    assert board == {p: ledger_of(db, p, [match_id]) for p in (alone_id, other_id)}
+
+
+def test_leaving_between_hands_frees_the_seat_at_once(api, rconn, jobs_env):
+    (host_id, host), (guest_id, guest) = people(api, 2)
+    table_id = new_table(api, host)["table_id"]
+    assert join(api, table_id, guest).status_code == 201
+    r = api.post(f"/v1/tables/{table_id}/leave", headers=bearer(guest))
+    assert r.status_code == 200 and r.json["seats"][1] is None
+    r = api.get("/v1/me/tables", headers=bearer(host))
+    assert table_id in [t["table_id"] for t in r.json["tables"]]
+    r = api.get("/v1/me/tables", headers=bearer(guest))
+    assert table_id not in [t["table_id"] for t in r.json["tables"]]
+
+
+def test_an_unknown_table_is_404(api, jobs_env):
+    _, token = new_player(api)
+    r = api.get(f"/v1/tables/{uuid.uuid4()}", headers=bearer(token))
+    assert r.status_code == 404 and r.json["code"] == "table_not_found"
