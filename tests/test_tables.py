@@ -9,6 +9,7 @@ import time
 import uuid
 from decimal import Decimal
 
+import psycopg
 import pytest
 from servers import OPERATOR_TOKEN
 from test_workers import (  # noqa: F401 - fixtures, used by name
@@ -23,6 +24,7 @@ from test_workers import (  # noqa: F401 - fixtures, used by name
     worker_redis_url,
 )
 
+import workers.context
 from service.api import create_app
 from service.config import Config
 from workers import sweeper
@@ -218,3 +220,100 @@ def test_an_unknown_table_is_404(api, jobs_env):
     _, token = new_player(api)
     r = api.get(f"/v1/tables/{uuid.uuid4()}", headers=bearer(token))
     assert r.status_code == 404 and r.json["code"] == "table_not_found"
+
+
+# --- the lobby ---------------------------------------------------------------------------
+
+
+def ticket(api, token: str, **body) -> dict:
+    r = api.post("/v1/lobby/tickets", json=body, headers=bearer(token))
+    assert r.status_code == 201, r.json
+    return r.json
+
+
+def ticket_now(api, token: str, ticket_id: str) -> dict:
+    r = api.get(f"/v1/lobby/tickets/{ticket_id}", headers=bearer(token))
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def match_tickets() -> int:
+    ctx = workers.context.context()
+    return ctx.tables.match_tickets(ctx.config.lobby_bots_after, 0)
+
+
+def test_four_tickets_are_seated_once_at_one_table_with_two_matchers_racing(
+    api, db, rconn, jobs_env
+):
+    four = people(api, 4)
+    tickets = [ticket(api, token, unit="2.00", allow_bots=False) for _, token in four]
+    assert {t["status"] for t in tickets} == {"waiting"}
+    rconn.flushdb()  # Redis only wakes the matcher: the tickets are in PostgreSQL
+    made = []
+    start = threading.Barrier(2)
+
+    def matcher() -> None:
+        start.wait()
+        made.append(match_tickets())
+
+    threads = [threading.Thread(target=matcher) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(made) == [0, 1]
+    seated = [ticket_now(api, token, t["ticket_id"]) for (_, token), t in zip(four, tickets)]
+    assert {t["status"] for t in seated} == {"seated"}
+    (table_id,) = {t["table_id"] for t in seated}
+    rows = db.execute(
+        "SELECT ticket_id, seat FROM lobby_seatings WHERE table_id = %s", (table_id,)
+    ).fetchall()
+    assert sorted(seat for _, seat in rows) == [0, 1, 2, 3]
+    # No ticket is seated twice, whatever the code does: the database refuses it.
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        db.execute(
+            "INSERT INTO lobby_seatings (ticket_id, table_id, seat) VALUES (%s, %s, 0)",
+            (rows[0][0], table_id),
+        )
+    assert match_tickets() == 0
+    # The table deals its first hand to the four, at the tickets' stake.
+    sweeper.scan_tables()
+    run_burst(rconn)
+    now = table(api, table_id, four[0][1])
+    assert now["options"]["unit"] == "2.00" and now["match_id"] is not None
+    assert sorted(s["player"] for s in now["seats"]) == sorted(p for p, _ in four)
+
+
+def test_a_lone_ticket_that_allows_bots_gets_them_after_the_wait(api, rconn, jobs_env, monkeypatch):
+    monkeypatch.setenv("DDZ_LOBBY_BOTS_AFTER", "1")
+    workers.context.context.cache_clear()
+    (lone_id, lone), (picky_id, picky) = people(api, 2)
+    mine = ticket(api, lone, unit="3.00")
+    theirs = ticket(api, picky, unit="3.00", allow_bots=False)
+    run_burst(rconn)  # the matcher, woken: two tickets, no one has waited yet
+    assert ticket_now(api, lone, mine["ticket_id"])["status"] == "waiting"
+    time.sleep(1.1)
+    sweeper.scan_tables()
+    run_burst(rconn)
+    seated = ticket_now(api, lone, mine["ticket_id"])
+    assert seated["status"] == "seated"
+    assert ticket_now(api, picky, theirs["ticket_id"])["status"] == "waiting"
+    now = table(api, seated["table_id"], lone)
+    assert [s["player"] for s in now["seats"]] == [lone_id, None, None, None]
+    assert [s["bot"] for s in now["seats"]] == [False, True, True, True]
+    assert now["match_id"] is not None
+
+
+def test_a_ticket_is_cancelled_and_only_by_its_player(api, rconn, jobs_env):
+    (a_id, a), (b_id, b) = people(api, 2)
+    mine = ticket(api, a, unit="4.00", allow_bots=False)
+    r = api.post("/v1/lobby/tickets", json={"unit": "4.00"}, headers=bearer(a))
+    assert r.status_code == 409 and r.json["code"] == "ticket_waiting"
+    path = f"/v1/lobby/tickets/{mine['ticket_id']}"
+    for method in (api.get, api.delete):
+        r = method(path, headers=bearer(b))
+        assert r.status_code == 404 and r.json["code"] == "ticket_not_found"
+    r = api.delete(path, headers=bearer(a))
+    assert r.status_code == 200 and r.json["status"] == "cancelled"
+    assert ticket_now(api, a, mine["ticket_id"])["status"] == "cancelled"
+    assert ticket(api, a, unit="4.00")["status"] == "waiting"  # a new one may wait now
