@@ -56,3 +56,20 @@ CREATE TABLE lobby_seatings (
 );
 CREATE TRIGGER lobby_seatings_immutable BEFORE UPDATE OR DELETE ON lobby_seatings
     FOR EACH ROW EXECUTE FUNCTION refuse_change();
+
+-- The player's own stream (GET /v1/me/stream) reads the events of every stream that
+-- concerns the player in one order that no later commit can cut into: by the id of the
+-- transaction that appended them, once no transaction older than it is still running
+-- (pg_snapshot_xmin), then by position. Rows written before this get this migration's.
+ALTER TABLE events ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+CREATE INDEX events_by_xid ON events (xid, position);
+
+-- The table streams a player reads in its own stream: from the version it joined to the
+-- one its seat was freed at (matches are read by their seats).
+CREATE TABLE player_streams (
+    player_id      uuid NOT NULL,
+    stream_id      uuid NOT NULL,
+    from_version   integer NOT NULL,
+    until_version  integer,
+    PRIMARY KEY (player_id, stream_id, from_version)
+);

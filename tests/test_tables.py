@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from servers import OPERATOR_TOKEN
 from test_workers import (  # noqa: F401 - fixtures, used by name
+    OP,
     api,
     bearer,
     db,
@@ -317,3 +318,114 @@ def test_a_ticket_is_cancelled_and_only_by_its_player(api, rconn, jobs_env):
     assert r.status_code == 200 and r.json["status"] == "cancelled"
     assert ticket_now(api, a, mine["ticket_id"])["status"] == "cancelled"
     assert ticket(api, a, unit="4.00")["status"] == "waiting"  # a new one may wait now
+
+
+# --- the player's own stream -------------------------------------------------------------
+
+
+def feed(api, token: str, after: str | None = None, wait: float = 0) -> dict:
+    query = {"wait": wait} | ({} if after is None else {"after": after})
+    r = api.get("/v1/me/events", query_string=query, headers=bearer(token))
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def sse_messages(body: str) -> list[dict]:
+    messages = []
+    for block in body.split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":")
+        )
+        if "event" in fields:
+            messages.append(fields)
+    return messages
+
+
+def test_the_player_stream_says_your_turn_once_each_and_resumes_without_gaps(api, rconn, jobs_env):
+    me, token = new_player(api, "solo")
+    table_id = new_table(api, token, bots_after=0, next_hand_seconds=60, turn_seconds=60)[
+        "table_id"
+    ]
+    items: list[dict] = []
+    acted: list[tuple[str, int]] = []
+    after = None
+    for _ in range(500):
+        run_burst(rconn)
+        page = feed(api, token, after)
+        items += page["items"]
+        after = page["last_id"]
+        if any(i["type"] == "settled" for i in items):
+            break
+        turns = [i for i in page["items"] if i["type"] == "your_turn"]
+        if not turns:
+            continue
+        turn = turns[-1]
+        view = api.get(f"/v1/matches/{turn['match_id']}", headers=bearer(token)).json
+        # Nothing happens while the player is to act: the last your_turn is the present.
+        assert view["version"] == turn["version"] and view["actions"] == turn["actions"]
+        body = {**choose(api, turn["match_id"], token, view), "expected_version": view["version"]}
+        r = api.post(f"/v1/matches/{turn['match_id']}/commands", json=body, headers=bearer(token))
+        assert r.status_code == 200, r.json
+        acted.append((turn["match_id"], turn["version"]))
+    else:
+        raise AssertionError("the hand did not end")
+    kinds = [i["type"] for i in items]
+    assert kinds[0] == "seated" and items[0]["table_id"] == table_id
+    assert kinds[1] == "hand_started" and kinds[-2:] == ["hand_ended", "settled"]
+    # Every your_turn exactly once, and each one the player acted on.
+    turns = [(i["match_id"], i["version"]) for i in items if i["type"] == "your_turn"]
+    assert turns == acted and len(set(turns)) == len(turns)
+    # Only what the player's seat may see: its own hand, no other seat's, no bottom.
+    match_id = items[1]["match_id"]
+    dealt = api.get(f"/v1/matches/{match_id}/events", headers=OP).json["events"]
+    deal = next(e for e in dealt if e["type"] == "hand_dealt")["payload"]
+    seat = items[1]["seat"]
+    assert items[1]["hand"] == deal["hands"][seat]
+    for item in items:
+        assert not {"hands", "bottom", "seed"} & item.keys(), item
+        assert item.get("hand") in (None, deal["hands"][seat])
+    # The scoreboard is the ledger's net of the hand.
+    assert items[-1]["net"] == table(api, table_id, token)["scoreboard"][0]["net"]
+
+    # Resuming after any item gives exactly the items that followed it.
+    ids = [i["id"] for i in items]
+    assert len(set(ids)) == len(ids) and feed(api, token)["items"] == items
+    for k in (0, 1, len(items) // 2, len(items) - 2):
+        assert feed(api, token, ids[k])["items"] == items[k + 1 :]
+    assert feed(api, token, ids[-1])["items"] == []
+    # The Server-Sent Events stream too, from Last-Event-ID.
+    r = api.get("/v1/me/stream", headers={**bearer(token), "Last-Event-ID": ids[2]}, buffered=True)
+    assert r.status_code == 200 and r.mimetype == "text/event-stream"
+    got = sse_messages(r.get_data(as_text=True))
+    assert [m["id"] for m in got] == ids[3:]
+    assert [m["event"] for m in got] == kinds[3:]
+    r = api.get("/v1/me/stream", headers={**bearer(token), "Last-Event-ID": "nope"})
+    assert r.status_code == 400 and r.json["code"] == "invalid_last_event_id"
+
+
+def test_a_new_stream_starts_at_the_present_and_a_long_poll_waits_for_the_next(
+    api, rconn, jobs_env
+):
+    me, token = new_player(api, "waiter")
+    other_id, other = new_player(api, "other")
+    table_id = new_table(api, token)["table_id"]
+    r = api.get("/v1/me/stream", headers=bearer(token), buffered=True)
+    got = sse_messages(r.get_data(as_text=True))
+    # It starts at the present (a transaction still running elsewhere in the cluster may
+    # hold the present back a little, so the seat just taken may follow; never less).
+    assert got[0]["event"] == "ready" and len(got) <= 2
+    start = got[-1]["id"]
+    assert feed(api, token, start)["items"] == []
+    # A long poll is woken by the table's next event: the player leaves ...
+    waited: list[dict] = []
+    poller = threading.Thread(target=lambda: waited.append(feed(api, token, start, wait=5)))
+    poller.start()
+    time.sleep(0.5)
+    assert not waited
+    api.post(f"/v1/tables/{table_id}/leave", headers=bearer(token))
+    poller.join()
+    assert [i["type"] for i in waited[0]["items"]] == ["left"]
+    # ... and another player's table is not the player's business.
+    other_table = new_table(api, other)["table_id"]
+    assert join(api, other_table, token).status_code == 201
+    assert [i["type"] for i in feed(api, token, start)["items"]] == ["left", "seated"]

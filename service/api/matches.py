@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from flask import Response, request, stream_with_context
+from flask import Response
 
 from ..app.commands import CommandRequest
 from ..game import (
@@ -37,6 +37,7 @@ from .documents import documented, event_documents, game_error, load, seat_of, s
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
+from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse
 
 bp = Blueprint(
     "matches",
@@ -280,7 +281,7 @@ def events(query, match_id):
 
 
 def _last_event_id() -> int | None:
-    raw = request.headers.get("Last-Event-ID")
+    raw = last_event_id()
     if raw is None:
         return None
     if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
@@ -290,12 +291,6 @@ def _last_event_id() -> int | None:
             "Last-Event-ID must be a version number sent by this stream",
         )
     return int(raw)
-
-
-def _sse(event: str, data: Any, event_id: int | None = None) -> str:
-    lines = [] if event_id is None else [f"id: {event_id}"]
-    lines += [f"event: {event}", f"data: {encoding.dumps(data).decode()}"]
-    return "\n".join(lines) + "\n\n"
 
 
 @bp.route("/<uuid:match_id>/stream", methods=["GET"])
@@ -351,11 +346,11 @@ def stream(match_id):
     def generate() -> Iterator[str]:
         store, notifier = services().store, services().notifier
         seat = viewer(loaded.state, who)
-        yield "retry: 1000\n\n"
+        yield RETRY
         after = resume_after
         if after is None:
             after = loaded.state.version
-            yield _sse("snapshot", VIEW.dump(view_document(loaded, who)), after)
+            yield sse("snapshot", VIEW.dump(view_document(loaded, who)), after)
         started = time.monotonic()
         while True:
             remaining = config.stream_seconds - (time.monotonic() - started)
@@ -369,14 +364,13 @@ def stream(match_id):
                     if notifier.draining:
                         return  # the client reconnects (to a process that is not stopping)
                     if not woken.wait(min(config.keepalive_seconds, remaining)):
-                        yield ": keep-alive\n\n"
+                        yield KEEP_ALIVE
                     continue
             for document in event_documents(found, seat, latest):
-                yield _sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
+                yield sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
                 after = document["version"]
 
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return Response(stream_with_context(generate()), mimetype="text/event-stream", headers=headers)
+    return event_stream(generate())
 
 
 @bp.route("/<uuid:match_id>/record", methods=["GET"])

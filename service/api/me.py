@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -12,12 +14,15 @@ import marshmallow as ma
 from marshmallow import fields as f
 from marshmallow import validate
 
+from ..app.feed import Cursor
 from ..store import ledger
-from .auth import player
+from . import schemas
+from .auth import BEARER, player
 from .documents import documented, seat_of
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
+from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse
 
 bp = Blueprint("me", __name__, url_prefix="/v1/me", description="The caller's own pages")
 
@@ -168,3 +173,165 @@ def my_tables():
             for table_id, created_at in services().tables.tables.of_player(who.player or "")
         ]
     }
+
+
+# The player's own stream
+
+#: How long a stream sleeps before reading again when committed events are held back
+#: behind an older transaction that is still running.
+HELD_SECONDS = 0.02
+
+
+class FeedQuery(ma.Schema):
+    after = f.String(
+        load_default=None,
+        validate=validate.Regexp(r"^\d{1,20}-\d{1,20}-\d{1,3}$"),
+        metadata={"description": "The `id` of the last item received; none: from the first"},
+    )
+    wait = f.Float(
+        load_default=0,
+        validate=validate.Range(0, 30),
+        metadata={"description": "Long-poll up to this many seconds"},
+    )
+
+
+class Item(ma.Schema):
+    id = f.String(
+        required=True, metadata={"description": "Its place in the player's stream: resume after it"}
+    )
+    type = f.String(
+        required=True,
+        validate=validate.OneOf(
+            ["seated", "left", "hand_started", "your_turn", "hand_ended", "settled"]
+        ),
+    )
+    table_id = f.String(allow_none=True)
+    match_id = f.String()
+    version = f.Integer(metadata={"description": "The match's version the item comes from"})
+    seat = f.Integer()
+    ticket_id = f.String(
+        allow_none=True, metadata={"description": "seated: the lobby ticket it seated"}
+    )
+    at_hand_end = f.Boolean(metadata={"description": "left: during a hand"})
+    hand = f.List(f.String(), metadata={"description": "hand_started: the player's own cards"})
+    phase = f.String(metadata={"description": "your_turn: the match's phase"})
+    deadline = f.DateTime(
+        allow_none=True, metadata={"description": "your_turn: when the system takes the seat"}
+    )
+    actions = f.List(
+        f.Nested(schemas.Action), metadata={"description": "your_turn: the actions allowed now"}
+    )
+    result = f.Dict(metadata={"description": "hand_ended: the hand's result (docs/hand-record.md)"})
+    net = f.String(metadata={"description": "settled: the player's net in the ledger"})
+
+
+class Items(ma.Schema):
+    items = f.List(f.Nested(Item), required=True)
+    last_id = f.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "Send as `after` for what follows; null: nothing yet"},
+    )
+
+
+ITEM = Item()
+
+
+def _cursor_of(text: str | None) -> Cursor | None:
+    if text is None:
+        return None
+    cursor = Cursor.parse(text)
+    if cursor is None:
+        raise ApiError(
+            400, "invalid_last_event_id", "Last-Event-ID must be an id sent by this stream"
+        )
+    return cursor
+
+
+def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: float):
+    """The items after ``after``, waiting up to ``seconds`` for the first."""
+    services_ = services()
+    deadline_at = time.monotonic() + seconds
+    while True:
+        with services_.notifier.watch_all(services_.feed.feed.streams(player_id)) as woken:
+            items, more = services_.feed.items(player_id, after, states)
+            remaining = deadline_at - time.monotonic()
+            if items or remaining <= 0 or services_.notifier.draining:
+                return items, more
+            woken.wait(min(HELD_SECONDS, remaining) if more else remaining)
+
+
+@bp.route("/events", methods=["GET"])
+@bp.arguments(FeedQuery(), location="query")
+@bp.response(200, Items)
+@bp.doc(**documented(400, 401, 403, 422))
+def my_events(query):
+    """What concerns the caller across its tables and matches, in one ordered sequence:
+    seated, left, hand_started (with the caller's own hand), your_turn (the match, its
+    version, the deadline and the actions allowed), hand_ended, settled. ``after`` the id
+    of the last item received gives what follows, with nothing missed or repeated; with
+    ``wait``, waits up to that many seconds for the next (long-polling)."""
+    who = player()
+    after = query["after"]
+    items, _ = _read_until(
+        who.player or "", Cursor.parse(after) if after else None, {}, query["wait"]
+    )
+    return {"items": items, "last_id": items[-1]["id"] if items else after}
+
+
+@bp.route("/stream", methods=["GET"])
+@bp.doc(
+    summary="Server-Sent Events of everything that concerns the caller",
+    description="The items of `GET /v1/me/events` as they happen, each with `id:` its id and "
+    "`event:` its type. It starts with a `ready` event whose `id` marks the present (an item "
+    "committed a moment before may still follow it: never is one missed); a reconnection with `Last-Event-ID` resumes after that id with nothing lost or repeated. "
+    "Comments keep a quiet connection alive; the server closes the stream after a while (at "
+    "once when the server process is stopping), and the client reconnects.",
+    responses={
+        "200": {
+            "description": "An event stream",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        "400": {"$ref": "#/components/responses/BAD_REQUEST"},
+        "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
+        "403": {"$ref": "#/components/responses/FORBIDDEN"},
+    },
+    parameters=[
+        {
+            "in": "header",
+            "name": "Last-Event-ID",
+            "required": False,
+            "description": "Resume after this item (the `id` of the last event received)",
+            "schema": {"type": "string", "pattern": "^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"},
+        }
+    ],
+    security=BEARER,
+)
+def my_stream():
+    who = player()
+    player_id = who.player or ""
+    after = _cursor_of(last_event_id())
+    config = services().config
+
+    def generate() -> Iterator[str]:
+        nonlocal after
+        yield RETRY
+        if after is None:
+            after = services().feed.now()
+            yield sse("ready", {}, str(after))
+        states: dict = {}
+        started = time.monotonic()
+        while not services().notifier.draining:
+            remaining = config.stream_seconds - (time.monotonic() - started)
+            if remaining <= 0:
+                return
+            items, _ = _read_until(
+                player_id, after, states, min(config.keepalive_seconds, remaining)
+            )
+            if not items:
+                yield KEEP_ALIVE
+            for item in items:
+                yield sse(item["type"], ITEM.dump(item), item["id"])
+                after = Cursor.parse(item["id"])
+
+    return event_stream(generate())

@@ -9,10 +9,12 @@ from flask import current_app
 from psycopg_pool import ConnectionPool
 
 from ..app.commands import Commands
+from ..app.feed import PlayerFeed
 from ..app.tables import Tables
 from ..app.work import enqueuer, table_enqueuer
 from ..config import Config
 from ..store import EventStore, Notifier, Players, open_pool
+from ..store.feed import Feed
 from ..store.tables import TableStore
 
 
@@ -26,6 +28,7 @@ class Services:
     notifier: Notifier
     redis: redis.Redis
     tables: Tables
+    feed: PlayerFeed
 
     @classmethod
     def open(cls, config: Config) -> Services:
@@ -46,6 +49,7 @@ class Services:
             notifier=Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget),
             redis=connection,
             tables=Tables(store, TableStore(store), commands, table_enqueuer(connection)),
+            feed=PlayerFeed(store, Feed(pool)),
         )
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ..game import Event
-from ..game.events import HandStarted
+from ..game.events import HandStarted, PlayerJoined
 from ..game.table_play import TableState, due, replay_table
 from .events import NOTIFY_CHANNEL, EventStore, StoredEvent, StoreError, VersionConflict
 from .pool import retried
@@ -153,6 +153,19 @@ class TableStore:
                             "INSERT INTO table_hands (match_id, table_id, number) VALUES (%s, %s, %s)",
                             (s.event.match_id, table_id, s.event.number),
                         )
+                    elif isinstance(s.event, PlayerJoined) and s.event.player is not None:
+                        conn.execute(
+                            "INSERT INTO player_streams (player_id, stream_id, from_version)"
+                            " VALUES (%s, %s, %s)",
+                            (s.event.player, table_id, s.version),
+                        )
+                # A player's own stream reads the table until the player's seat is freed.
+                seated = [s.player for s in after.seats if s is not None and s.player is not None]
+                conn.execute(
+                    "UPDATE player_streams SET until_version = %s WHERE stream_id = %s"
+                    " AND until_version IS NULL AND NOT (player_id = ANY(%s::uuid[]))",
+                    (after.version, table_id, seated),
+                )
                 conn.execute(
                     "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{table_id}:{after.version}")
                 )
