@@ -429,3 +429,53 @@ def test_a_new_stream_starts_at_the_present_and_a_long_poll_waits_for_the_next(
     other_table = new_table(api, other)["table_id"]
     assert join(api, other_table, token).status_code == 201
     assert [i["type"] for i in feed(api, token, start)["items"]] == ["left", "seated"]
+
+
+# --- the player's own pages --------------------------------------------------------------
+
+
+def test_the_players_pages_show_its_balance_matches_newest_first_and_tables(
+    api, db, rconn, jobs_env
+):
+    me, token = new_player(api, "pager")
+    r = api.get("/v1/me", headers=bearer(token))
+    assert r.status_code == 200 and r.json == {"player_id": me, "name": "pager", "balance": "0.00"}
+    table_id = new_table(api, token, bots_after=0, next_hand_seconds=0, turn_seconds=60)["table_id"]
+    played = []
+    for _ in range(2):
+        run_burst(rconn)
+        match_id = table(api, table_id, token)["match_id"]
+        play_hand(api, match_id, {me: token}, rconn)
+        played.append(match_id)
+        run_burst(rconn)
+    assert (
+        api.get("/v1/me", headers=bearer(token)).json["balance"]
+        == f"{ledger_of(db, me, played):.2f}"
+    )
+
+    pages, cursor = [], None
+    while True:
+        query = {"limit": 1} | ({} if cursor is None else {"cursor": cursor})
+        r = api.get("/v1/me/matches", query_string=query, headers=bearer(token))
+        assert r.status_code == 200, r.json
+        pages.append(r.json["matches"])
+        cursor = r.json["next_cursor"]
+        if cursor is None:
+            break
+    listed = [m for page in pages for m in page]
+    assert all(len(page) == 1 for page in pages)
+    third = table(api, table_id, token)["match_id"]  # dealt already, not played
+    assert [m["match_id"] for m in listed] == [third, *reversed(played)]
+    first = listed[-1]
+    assert first["table_id"] == table_id and first["seat"] == 0
+    assert first["seats"][0] == {"player": me, "name": "pager", "bot": False}
+    assert [s["bot"] for s in first["seats"]] == [False, True, True, True]
+    assert first["role"] in ("landlord", "farmer") and first["winner"] in ("landlord", "farmers")
+    assert Decimal(first["net"]) == ledger_of(db, me, [played[0]])
+    assert first["record"] == f"/v1/matches/{played[0]}/record"
+    assert api.get(first["record"], headers=bearer(token)).status_code == 200
+    assert listed[0]["net"] is None and listed[0]["winner"] is None
+    r = api.get("/v1/me/matches", query_string={"cursor": "not-a-cursor"}, headers=bearer(token))
+    assert r.status_code == 400 and r.json["code"] == "invalid_cursor"
+    tables = api.get("/v1/me/tables", headers=bearer(token)).json["tables"]
+    assert [t["table_id"] for t in tables] == [table_id]
