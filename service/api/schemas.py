@@ -9,9 +9,12 @@ from marshmallow import validate
 
 from ..game import EVENT_TYPES
 from ..game.actions import PLAYER_ACTIONS
+from ..game.events import TABLE_EVENTS
 from ..game.table import MAX_TURN_SECONDS
 from ..rules import RULESETS
 
+#: The events of a match's stream (a table's are not shown as such).
+MATCH_EVENT_TYPES = [name for name, cls in EVENT_TYPES.items() if cls not in TABLE_EVENTS]
 SEAT = validate.Range(0, 3)
 CARD_CODE = validate.Regexp(
     r"^([SHCD][3-9TJQKA2]|[BR]J)$",
@@ -305,7 +308,7 @@ class IdempotencyHeader(ma.Schema):
 
 
 class EventDocument(ma.Schema):
-    type = f.String(required=True, validate=validate.OneOf(sorted(EVENT_TYPES)))
+    type = f.String(required=True, validate=validate.OneOf(sorted(MATCH_EVENT_TYPES)))
     version = f.Integer(
         required=True, metadata={"description": "The event's version in the match stream"}
     )
@@ -372,7 +375,7 @@ STREAM_EVENT = {
             "The caller's view when the stream starts (not after `Last-Event-ID`)",
         ),
         _stream_event(
-            {"type": "string", "enum": sorted(EVENT_TYPES)},
+            {"type": "string", "enum": sorted(MATCH_EVENT_TYPES)},
             "EventDocument",
             "An event of the match, as the caller may see it",
         ),

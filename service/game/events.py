@@ -284,6 +284,15 @@ UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
+#: The events of a table's stream (the others are a match's).
+TABLE_EVENTS: tuple[type[Event], ...] = (
+    TableCreated,
+    PlayerJoined,
+    PlayerLeft,
+    HandStarted,
+    HandSettled,
+)
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
@@ -300,10 +309,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Resumed,
         HandEnded,
         Settled,
-        TableCreated,
-        PlayerJoined,
-        PlayerLeft,
-        HandStarted,
-        HandSettled,
+        *TABLE_EVENTS,
     )
 }
