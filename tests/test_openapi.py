@@ -358,10 +358,10 @@ def tables_lobby_and_me(contract: Contract, tokens: list[str]) -> None:
     call("GET", "/v1/me", token=tokens[0], expect=200)
     page = call("GET", "/v1/me/matches", token=tokens[0], params={"limit": 1}, expect=200).json()
     assert len(page["matches"]) == 1
-    call("GET", "/v1/me/matches", token=tokens[0], params={"cursor": "%%%"}, expect=400)
+    call("GET", "/v1/me/matches", token=tokens[0], params={"cursor": "bm90LWl0"}, expect=422)
     call("GET", "/v1/me/tables", token=tokens[0], expect=200)
     items = call("GET", "/v1/me/events", token=tokens[0], expect=200).json()["items"]
-    assert items[-1]["type"] == "seated"
+    assert items[0]["type"] == "hand_started"  # the match above, from its first item
     call("GET", "/v1/me/events", token=tokens[0], params={"after": "x"}, expect=422)
     call("GET", "/v1/me/stream", token=tokens[0], headers={"Last-Event-ID": "x"}, expect=400)
     with contract.http.get(

@@ -476,6 +476,6 @@ def test_the_players_pages_show_its_balance_matches_newest_first_and_tables(
     assert api.get(first["record"], headers=bearer(token)).status_code == 200
     assert listed[0]["net"] is None and listed[0]["winner"] is None
     r = api.get("/v1/me/matches", query_string={"cursor": "not-a-cursor"}, headers=bearer(token))
-    assert r.status_code == 400 and r.json["code"] == "invalid_cursor"
+    assert r.status_code == 422 and r.json["code"] == "invalid_cursor"
     tables = api.get("/v1/me/tables", headers=bearer(token)).json["tables"]
     assert [t["table_id"] for t in tables] == [table_id]

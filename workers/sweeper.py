@@ -3,6 +3,9 @@ truth and Redis only carries work.
 
 - The deadline scan (every ``SCAN_SECONDS``) enqueues a turn timeout for each player
   whose deadline has passed, and enqueues again each started job whose worker is gone.
+- The table scan (every ``SCAN_SECONDS``) enqueues the job of each table whose wait is
+  over (its next deal, bots for its empty seats, a settled hand to record) and seats the
+  lobby's waiting tickets.
 - The sweep (at worker start, then every ``SWEEP_SECONDS``) finds work lost with Redis (a
   flush, a restart) or with a worker and enqueues it again: a bot or disconnected seat to
   act with no live job, an ended hand with no settlement.

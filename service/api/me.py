@@ -36,6 +36,7 @@ class Me(ma.Schema):
 class MatchesQuery(ma.Schema):
     cursor = f.String(
         load_default=None,
+        validate=validate.Regexp(r"^[A-Za-z0-9_=-]{1,200}$"),
         metadata={"description": "The `next_cursor` of the previous page; none: the newest"},
     )
     limit = f.Integer(load_default=20, validate=validate.Range(1, 100))
@@ -105,13 +106,13 @@ def _after(cursor: str | None) -> tuple[datetime, uuid.UUID] | None:
         created, _, match = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
         return datetime.fromisoformat(created), uuid.UUID(match)
     except (binascii.Error, UnicodeError, ValueError):
-        raise ApiError(400, "invalid_cursor", "the cursor is not one this list gave") from None
+        raise ApiError(422, "invalid_cursor", "the cursor is not one this list gave") from None
 
 
 @bp.route("/matches", methods=["GET"])
 @bp.arguments(MatchesQuery(), location="query")
 @bp.response(200, MyMatches)
-@bp.doc(**documented(400, 401, 403, 422))
+@bp.doc(**documented(401, 403, 422))
 def my_matches(query):
     """The caller's matches, newest first, a page at a time: the table, the seats by name,
     the caller's seat and role, the result and the caller's net, and the record's path."""
@@ -182,10 +183,15 @@ def my_tables():
 HELD_SECONDS = 0.02
 
 
+ITEM_TYPES = ["seated", "left", "hand_started", "your_turn", "hand_ended", "settled"]
+#: An item's id: ``<xid>-<position>-<n>`` (service.app.feed.Cursor).
+ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"
+
+
 class FeedQuery(ma.Schema):
     after = f.String(
         load_default=None,
-        validate=validate.Regexp(r"^\d{1,20}-\d{1,20}-\d{1,3}$"),
+        validate=validate.Regexp(ITEM_ID),
         metadata={"description": "The `id` of the last item received; none: from the first"},
     )
     wait = f.Float(
@@ -201,9 +207,7 @@ class Item(ma.Schema):
     )
     type = f.String(
         required=True,
-        validate=validate.OneOf(
-            ["seated", "left", "hand_started", "your_turn", "hand_ended", "settled"]
-        ),
+        validate=validate.OneOf(ITEM_TYPES),
     )
     table_id = f.String(allow_none=True)
     match_id = f.String()
@@ -235,6 +239,26 @@ class Items(ma.Schema):
 
 
 ITEM = Item()
+#: One event of ``GET /v1/me/stream``, as its fields parse (as the match stream's).
+PLAYER_STREAM_EVENT = {
+    "description": "Each event of the stream: `ready` (unless resumed), then the items",
+    "oneOf": [
+        schemas.stream_event(
+            {"const": "ready"},
+            {"type": "object", "maxProperties": 0},
+            "The present, when the stream starts (not after `Last-Event-ID`)",
+            ITEM_ID,
+            "Where the stream starts (send it back as `Last-Event-ID`)",
+        ),
+        schemas.stream_event(
+            {"type": "string", "enum": ITEM_TYPES},
+            "Item",
+            "An item of the caller's stream",
+            ITEM_ID,
+            "The item's id (send it back as `Last-Event-ID`)",
+        ),
+    ],
+}
 
 
 def _cursor_of(text: str | None) -> Cursor | None:
@@ -290,7 +314,7 @@ def my_events(query):
     responses={
         "200": {
             "description": "An event stream",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"schema": PLAYER_STREAM_EVENT}},
         },
         "400": {"$ref": "#/components/responses/BAD_REQUEST"},
         "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
@@ -302,7 +326,7 @@ def my_events(query):
             "name": "Last-Event-ID",
             "required": False,
             "description": "Resume after this item (the `id` of the last event received)",
-            "schema": {"type": "string", "pattern": "^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"},
+            "schema": {"type": "string", "pattern": ITEM_ID},
         }
     ],
     security=BEARER,

@@ -340,21 +340,27 @@ class EventsQuery(ma.Schema):
     )
 
 
-def _stream_event(event: dict, data: str, description: str) -> dict:
+def stream_event(
+    event: dict,
+    data: str | dict,
+    description: str,
+    id_pattern: str = "^[0-9]+$",
+    id_description: str = "The match version (send it back as `Last-Event-ID`)",
+) -> dict:
+    """One kind of event of an event stream: its ``event:`` name, its ``id:`` and its
+    ``data:`` (JSON of the schema named, or of the schema given)."""
     return {
         "type": "object",
         "description": description,
         "properties": {
             "event": event,
-            "id": {
-                "type": "string",
-                "pattern": "^[0-9]+$",
-                "description": "The match version (send it back as `Last-Event-ID`)",
-            },
+            "id": {"type": "string", "pattern": id_pattern, "description": id_description},
             "data": {
                 "type": "string",
                 "contentMediaType": "application/json",
-                "contentSchema": {"$ref": f"#/components/schemas/{data}"},
+                "contentSchema": {"$ref": f"#/components/schemas/{data}"}
+                if isinstance(data, str)
+                else data,
             },
         },
         "required": ["event", "id", "data"],
@@ -369,12 +375,12 @@ def _stream_event(event: dict, data: str, description: str) -> dict:
 STREAM_EVENT = {
     "description": "Each event of the stream: first the caller's view, then the match's events",
     "oneOf": [
-        _stream_event(
+        stream_event(
             {"const": "snapshot"},
             "View",
             "The caller's view when the stream starts (not after `Last-Event-ID`)",
         ),
-        _stream_event(
+        stream_event(
             {"type": "string", "enum": sorted(MATCH_EVENT_TYPES)},
             "EventDocument",
             "An event of the match, as the caller may see it",
