@@ -479,3 +479,61 @@ def test_the_players_pages_show_its_balance_matches_newest_first_and_tables(
     assert r.status_code == 422 and r.json["code"] == "invalid_cursor"
     tables = api.get("/v1/me/tables", headers=bearer(token)).json["tables"]
     assert [t["table_id"] for t in tables] == [table_id]
+
+
+# --- faults ------------------------------------------------------------------------------
+
+
+def test_four_people_from_the_lobby_play_three_hands_through_a_redis_flush_and_a_lost_job(
+    api, db, rconn, jobs_env, monkeypatch
+):
+    monkeypatch.setenv("DDZ_TABLE_NEXT_HAND_SECONDS", "0")
+    workers.context.context.cache_clear()
+    four = people(api, 4)
+    tokens = dict(four)
+    tickets = [ticket(api, token, unit="5.00", allow_bots=False) for _, token in four]
+    rconn.flushdb()  # the matcher's wake-ups are lost: the workers' scan seats the tickets
+    sweeper.scan_tables()
+    run_burst(rconn)
+    (table_id,) = {
+        ticket_now(api, t, k["ticket_id"])["table_id"] for (_, t), k in zip(four, tickets)
+    }
+    ctx = workers.context.context()
+    played = []
+    for hand in (1, 2, 3):
+        now = table(api, table_id, four[0][1])
+        if now["match_id"] is None:
+            # Between hands, Redis lost the deal: the scan finds the table again.
+            rconn.flushdb()
+            sweeper.scan_tables()
+            run_burst(rconn)
+            now = table(api, table_id, four[0][1])
+        assert now["hands"] == hand - 1 and now["match_id"] not in (None, *played), now
+        if hand == 2:
+            # The worker dies between the settlement and recording the hand at the table.
+            def killed(match_id):
+                raise RuntimeError("killed")
+
+            with monkeypatch.context() as patch:
+                patch.setattr(ctx.tables, "record_hand", killed)
+                play_hand(api, now["match_id"], tokens, rconn)
+                run_burst(rconn)
+            assert table(api, table_id, four[0][1])["hands"] == 1
+            assert (
+                api.get(f"/v1/matches/{now['match_id']}/settlement", headers=OP).status_code == 200
+            )
+            rconn.flushdb()
+            assert sweeper.scan_tables() == 1
+        else:
+            play_hand(api, now["match_id"], tokens, rconn)
+        played.append(now["match_id"])
+        run_burst(rconn)
+    final = table(api, table_id, four[0][1])
+    assert final["hands"] == 3
+    board = {row["player"]: Decimal(row["net"]) for row in final["scoreboard"]}
+    assert board == {p: ledger_of(db, p, played) for p, _ in four}
+    (seated,) = db.execute(
+        "SELECT count(*) FROM lobby_seatings WHERE ticket_id = ANY(%s::uuid[])",
+        ([t["ticket_id"] for t in tickets],),
+    ).fetchone()
+    assert seated == 4
