@@ -19,7 +19,7 @@ import time
 from service.game import Table, decide, evolve, replay, seat_view
 from service.game.bot import BotPolicy
 from service.game.policies import RandomPolicy
-from service.game.simulate import DECISIONS, play_hand
+from service.game.simulate import DECISION_EVENTS, play_hand
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -49,7 +49,7 @@ def main() -> None:
     finished = []
     for seed in seeds:
         events, state = play_hand(table, seed, [RandomPolicy(rng)] * 4)
-        turns += sum(isinstance(e, DECISIONS) for e in events)
+        turns += sum(isinstance(e, DECISION_EVENTS) for e in events)
         finished.append(events)
     elapsed = time.perf_counter() - started
     print(

@@ -167,9 +167,9 @@ def run_worker(burst: bool) -> int:
     from rq import SimpleWorker
 
     from workers.context import context
-    from workers.sweeper import MAX_BACKOFF_SECONDS, keep_alive, run_periodically, sweep
+    from workers.sweeper import keep_alive, run_periodically, sweep
 
-    from .app.work import WORKER_TTL, queue
+    from .app.work import queue
 
     # One line per bot turn, turn timeout and settlement (workers.jobs), per lost job
     # enqueued again, per outage step; RQ's own logger only from WARNING, so that its two
@@ -184,9 +184,9 @@ def run_worker(burst: bool) -> int:
     ctx = context()  # built once, before the timer threads share it
     # SimpleWorker runs jobs in this process: no fork per job, so a bot turn takes
     # milliseconds; the job timeout still bounds a stuck one.
-    worker = SimpleWorker([queue(ctx.redis)], connection=ctx.redis, worker_ttl=WORKER_TTL)
+    worker = SimpleWorker([queue(ctx.redis)], connection=ctx.redis)
     # Back at work as soon as Redis is (RQ waits up to 60 s between its tries).
-    worker.max_connection_wait_time = MAX_BACKOFF_SECONDS
+    worker.max_connection_wait_time = ctx.config.max_backoff_seconds
     stop = threading.Event()
     # Alive before it takes a job: a started job whose worker's heartbeat lapses is
     # enqueued again by the other workers' timers.

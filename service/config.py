@@ -30,9 +30,20 @@ class Config:
     cors_origins: str = ""
     #: Seconds a request waits for a database connection before it answers 503: DDZ_DB_TIMEOUT.
     db_timeout: float = 10.0
-    #: /readyz fails when no worker has told Redis it lives for this long (seconds; an
-    #: idle worker does so every 15 s): DDZ_WORKER_GRACE_SECONDS.
-    worker_grace_seconds: float = 30.0
+    #: A worker is alive while its heartbeat is, which it renews every third of this many
+    #: seconds from a thread of its own: when it lapses, the other workers enqueue the dead
+    #: one's started job again and /readyz fails if no worker is left:
+    #: DDZ_WORKER_HEARTBEAT_SECONDS.
+    worker_heartbeat_seconds: float = 3.0
+    #: How often each worker looks for turns past their deadline and for started jobs of dead
+    #: workers (seconds): DDZ_DEADLINE_SCAN_SECONDS.
+    deadline_scan_seconds: float = 1.0
+    #: How often each worker sweeps for work lost with Redis or a worker (seconds):
+    #: DDZ_SWEEP_SECONDS.
+    sweep_seconds: float = 15.0
+    #: After a failed pass the workers' timers wait 1, 2, 4 … up to this many seconds, and a
+    #: worker that lost Redis tries it again as often: DDZ_MAX_BACKOFF_SECONDS.
+    max_backoff_seconds: float = 8.0
     #: Rate limits on or off (``off``, ``false`` or ``0``): DDZ_RATE_LIMITS. Each limit below
     #: is one or more of ``N/second``, ``N/minute``, ``N/hour`` joined by ``;``.
     rate_limits: bool = True
@@ -83,7 +94,10 @@ class Config:
         "db_pool_size": "DDZ_DB_POOL_SIZE",
         "cors_origins": "DDZ_CORS_ORIGINS",
         "db_timeout": "DDZ_DB_TIMEOUT",
-        "worker_grace_seconds": "DDZ_WORKER_GRACE_SECONDS",
+        "worker_heartbeat_seconds": "DDZ_WORKER_HEARTBEAT_SECONDS",
+        "deadline_scan_seconds": "DDZ_DEADLINE_SCAN_SECONDS",
+        "sweep_seconds": "DDZ_SWEEP_SECONDS",
+        "max_backoff_seconds": "DDZ_MAX_BACKOFF_SECONDS",
         "rate_limits": "DDZ_RATE_LIMITS",
         "rate_limit_commands": "DDZ_RATE_LIMIT_COMMANDS",
         "rate_limit_commands_per_address": "DDZ_RATE_LIMIT_COMMANDS_PER_ADDRESS",

@@ -245,33 +245,52 @@ def app(config):
     app.extensions["ddz"].close()
 
 
+class Heartbeat:
+    """A worker's heartbeat, renewed every second as a running ``ddz worker`` renews it
+    (what ``/readyz`` looks for), with no worker behind it: no job is taken, so that the
+    other tests' matches are left as they are. ``stop`` it to play a worker's death."""
+
+    LASTING = 3.0
+
+    def __init__(self, redis_url: str, name: str = "test-worker") -> None:
+        self.connection = redis_lib.Redis.from_url(redis_url)
+        self.name = name
+        self.beating = threading.Event()
+        self.closed = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="test-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        from service.app import work
+
+        while not self.closed.wait(1.0):
+            if self.beating.is_set():
+                work.beat(self.connection, self.name, self.LASTING)
+
+    def start(self) -> None:
+        from service.app import work
+
+        work.beat(self.connection, self.name, self.LASTING)
+        self.beating.set()
+
+    def stop(self) -> None:
+        from service.app import work
+
+        self.beating.clear()
+        work.stopped(self.connection, self.name)
+
+
 @contextmanager
-def beating_worker(redis_url: str):
-    """An RQ worker of the app's queue, registered in Redis and beating every second as a
-    running ``ddz worker`` does (what ``/readyz`` looks for); it takes no jobs, so that the
-    other tests' matches are left as they are."""
-    from rq import SimpleWorker
-
-    from service.app.work import WORKER_TTL, queue
-
-    connection = redis_lib.Redis.from_url(redis_url)
-    worker = SimpleWorker([queue(connection)], connection=connection, worker_ttl=WORKER_TTL)
-    worker.register_birth()
-    stop = threading.Event()
-
-    def beat():
-        while not stop.wait(1.0):
-            worker.heartbeat()
-
-    thread = threading.Thread(target=beat, name="test-worker-heartbeat", daemon=True)
-    thread.start()
+def beating_worker(redis_url: str) -> Iterator[Heartbeat]:
+    heartbeat = Heartbeat(redis_url)
+    heartbeat.start()
+    heartbeat.thread.start()
     try:
-        yield worker
+        yield heartbeat
     finally:
-        stop.set()
-        thread.join()
-        worker.register_death()
-        connection.close()
+        heartbeat.closed.set()
+        heartbeat.thread.join()
+        heartbeat.stop()
+        heartbeat.connection.close()
 
 
 @pytest.fixture()

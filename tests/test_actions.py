@@ -48,7 +48,7 @@ def test_a_decision_is_known_everywhere(cls):
     assert COMMANDS[cls.name] is cls and cls.name in PLAYER_ACTIONS
     assert cls in CANDIDATES, "the actions offered to a seat do not ask the decider about it"
     assert cls in decider._DECIDE and cls in decider._VERIFY
-    for schema in (schemas.CommandRequest(), schemas.Action()):
+    for schema in (schemas.CommandRequestSchema(), schemas.Action()):
         assert cls.name in schema.fields["action"].validate.choices
     # The record's action entry and the command, both ways; the event it causes names it.
     entry = {"seat": 1, "action": cls.name, **SAMPLES[cls.name], "by": "bot"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from test_api_support import (
+from api_support import (
     HttpApi,
     Knowledge,
     StreamReader,

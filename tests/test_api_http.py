@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import requests
-from test_api_support import (
+from api_support import (
     ClientApi,
     Reply,
     assert_problem,

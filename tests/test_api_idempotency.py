@@ -8,7 +8,7 @@ import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from test_api_support import (
+from api_support import (
     ClientApi,
     HttpApi,
     assert_problem,
@@ -113,7 +113,7 @@ def test_keys_belong_to_one_player_and_one_match(client):
     assert reply.json["events"][0]["payload"] == {"seat": nxt.seat, "value": 2, "by": "player"}
 
     # The same player at a second match, with the same key and another body: not a reuse.
-    from test_api_support import new_match, new_player, take_seat
+    from api_support import new_match, new_player, take_seat
 
     second = new_match(player)
     take_seat(player, second, 0)

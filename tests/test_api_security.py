@@ -10,8 +10,7 @@ import uuid
 from collections import Counter
 
 import pytest
-from servers import OPERATOR_TOKEN
-from test_api_support import (
+from api_support import (
     ClientApi,
     HttpApi,
     Knowledge,
@@ -26,6 +25,7 @@ from test_api_support import (
     stream_fingerprint,
     view_of,
 )
+from servers import OPERATOR_TOKEN
 
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
 
@@ -191,7 +191,7 @@ def test_oversized_bodies_are_a_413(table):
 def chunked_post(live_server: str, path: str, token: str, parts):
     """POST with ``Transfer-Encoding: chunked`` (no Content-Length), as streaming clients do."""
     import requests
-    from test_api_support import Reply
+    from api_support import Reply
 
     response = requests.post(
         f"{live_server}{path}",

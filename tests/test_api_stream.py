@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from test_api_support import (
+from api_support import (
     HttpApi,
     Knowledge,
     Reply,

@@ -2,10 +2,13 @@
 what the code computes, and the code cites them (and nothing a user's clone lacks)."""
 
 import doctest
+import importlib
 import io
 import json
 import re
 from pathlib import Path
+
+import pytest
 
 from service.cli import run_deal
 
@@ -43,11 +46,26 @@ def cited_sections(text: str):
             yield last if "." in last or "." not in first else f"{first.rsplit('.', 1)[0]}.{last}"
 
 
-def test_the_worked_scoring_example_is_what_settle_computes():
-    result = doctest.testfile(
-        str(RULES), module_relative=False, optionflags=doctest.NORMALIZE_WHITESPACE
-    )
-    assert result.attempted >= 5 and result.failed == 0
+def doctested():
+    """Every document and module that shows an interactive example (``>>>``)."""
+    for file, text in texts():
+        if ">>> " in text and file.suffix in (".md", ".py"):
+            yield str(file.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("name", sorted(doctested()))
+def test_the_examples_the_docs_show_are_what_the_code_computes(name):
+    options = doctest.NORMALIZE_WHITESPACE
+    if name.endswith(".md"):
+        result = doctest.testfile(str(ROOT / name), module_relative=False, optionflags=options)
+    else:
+        module = importlib.import_module(name.removesuffix(".py").replace("/", "."))
+        result = doctest.testmod(module, optionflags=options)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_worked_scoring_example_is_doctested():
+    assert "docs/rules.md" in set(doctested())
 
 
 def test_the_deal_example_is_what_ddz_deal_prints():
@@ -77,4 +95,12 @@ def test_every_cited_section_is_a_heading_of_the_rules():
         for number in cited_sections(text)
         if number not in sections
     ]
+    assert missing == []
+
+
+def test_the_readme_names_every_setting():
+    from service.config import Config
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    missing = [v for v in Config._ENV.values() if not re.search(rf"`{v}[`=]", readme)]
     assert missing == []

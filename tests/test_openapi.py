@@ -464,9 +464,9 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
     # Health: ready while a worker lives; without one, a problem that says so
     call("GET", "/healthz", expect=200)
     call("GET", "/readyz", expect=200)
-    live_worker.register_death()
+    live_worker.stop()
     assert call("GET", "/readyz", expect=503).json()["checks"]["worker"] != "ok"
-    live_worker.register_birth()
+    live_worker.start()
 
     # Players
     players = [new_player(contract, f"player {i}") for i in range(5)]

@@ -602,7 +602,7 @@ def start_job(conn: redis_lib.Redis, job_id: str, alive: bool) -> SimpleWorker:
     worker.prepare_job_execution(job, remove_from_intermediate_queue=True)
     assert job.get_status() == JobStatus.STARTED
     if alive:
-        sweeper.beat(conn, worker.name)
+        work.beat(conn, worker.name, lasting=60)
     return worker
 
 
@@ -620,7 +620,7 @@ def test_bot_turn_started_by_a_worker_that_died_is_run_again(api, db, rconn, job
     assert sweep_for(rconn, match_id)["bot_turn"] == 0
     assert work.queue(rconn).get_job_ids() == []
 
-    rconn.delete(sweeper.heartbeat_key(worker.name))  # killed: its heartbeat lapses
+    work.stopped(rconn, worker.name)  # killed: its heartbeat lapses
     assert sweeper.rescue_started() == 1
     assert work.queue(rconn).get_job_ids() == [job_id]
     assert sweeper.rescue_started() == 0, "a second scan (another worker's) enqueues it once"

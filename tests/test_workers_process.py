@@ -40,9 +40,11 @@ from test_workers import (  # noqa: F401 - fixtures
     worker_redis_url,
 )
 
-from workers.sweeper import HEARTBEAT_SECONDS, SCAN_SECONDS
+from service.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
+SCAN_SECONDS = Config().deadline_scan_seconds
+HEARTBEAT_SECONDS = Config().worker_heartbeat_seconds
 #: A player's turn in the kill test.
 TURN_SECONDS = 4
 

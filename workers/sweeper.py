@@ -1,18 +1,18 @@
 """Deadlines and recovery, both from the ``matches`` table: PostgreSQL is the source of
 truth and Redis only carries work.
 
-- The deadline scan (every ``SCAN_SECONDS``) enqueues a turn timeout for each player
+- The deadline scan (every ``deadline_scan_seconds`` of the configuration) enqueues a turn timeout for each player
   whose deadline has passed, and enqueues again each started job whose worker is gone.
-- The table scan (every ``SCAN_SECONDS``) enqueues the job of each table whose wait is
-  over (its next deal, bots for its empty seats, a settled hand to record) and seats the
-  lobby's waiting tickets.
-- The sweep (at worker start, then every ``SWEEP_SECONDS``) finds work lost with Redis (a
+- The table scan (as often as the deadline scan) enqueues the job of each table whose
+  wait is over (its next deal, bots for its empty seats, a settled hand to record) and
+  seats the lobby's waiting tickets.
+- The sweep (at worker start, then every ``sweep_seconds``) finds work lost with Redis (a
   flush, a restart) or with a worker and enqueues it again: a bot or disconnected seat to
   act with no live job, an ended hand with no settlement.
 
-A worker is alive while its heartbeat key is: it refreshes the key every
-``BEAT_SECONDS`` from a thread of its own, and the key expires ``HEARTBEAT_SECONDS``
-after the last refresh. So the job of a killed worker is enqueued again within seconds,
+A worker is alive while its heartbeat is (``service.app.work.beat``): it renews it three
+times per ``worker_heartbeat_seconds`` from a thread of its own, and it lapses
+``worker_heartbeat_seconds`` after the last renewal. So the job of a killed worker is enqueued again within seconds,
 while a job that is merely slow keeps its live worker and is left alone (and even if a
 job ran twice, each acts only at the version it was made for, and settlement pays once).
 
@@ -39,37 +39,19 @@ from service.app.work import (
     SETTLE_MATCH,
     TABLE_DUE,
     TURN_TIMEOUT,
+    beat,
     enqueue_once,
     id_of_job,
     job_args,
     queue,
+    stopped,
+    worker_is_alive,
 )
 from service.store import DatabaseUnavailable
 
 from .context import context
 
 log = logging.getLogger(__name__)
-
-SCAN_SECONDS = 1.0
-SWEEP_SECONDS = 15.0
-BEAT_SECONDS = 1.0
-#: A worker whose heartbeat is older than this is taken for dead, with its started job.
-HEARTBEAT_SECONDS = 3
-#: After a failed pass the timers wait 1, 2, 4 … up to this many seconds (deadlines wait
-#: as long once the server is back).
-MAX_BACKOFF_SECONDS = 8.0
-
-
-def heartbeat_key(worker_name: str) -> str:
-    return f"ddz:worker-alive:{worker_name}"
-
-
-def beat(connection: redis.Redis, worker_name: str) -> None:
-    connection.set(heartbeat_key(worker_name), 1, ex=HEARTBEAT_SECONDS)
-
-
-def worker_is_alive(connection: redis.Redis, worker_name: str | None) -> bool:
-    return bool(worker_name) and bool(connection.exists(heartbeat_key(worker_name)))
 
 
 def job_is_live(connection: redis.Redis, job_id: str) -> bool:
@@ -224,6 +206,8 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
     timers in a daemon thread until ``stop`` is set. A failed pass (a server away) is
     logged once per back-off step, and its end once."""
 
+    config = context().config
+
     def loop() -> None:
         next_sweep = 0.0
         backoff = 0.0
@@ -232,13 +216,13 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
             try:
                 if time.monotonic() >= next_sweep:
                     sweep()
-                    next_sweep = time.monotonic() + SWEEP_SECONDS
+                    next_sweep = time.monotonic() + config.sweep_seconds
                 else:
                     scan_deadlines()
                 scan_tables()
                 rescue_started()
             except Exception as exc:  # noqa: BLE001 - keep the timers alive through outages
-                backoff = min(max(backoff * 2, 1.0), MAX_BACKOFF_SECONDS)
+                backoff = min(max(backoff * 2, 1.0), config.max_backoff_seconds)
                 away = next((name for kind, name in OUTAGES if isinstance(exc, kind)), None)
                 if away is None:
                     log.exception("deadline scan or sweep failed; trying again in %.0f s", backoff)
@@ -258,7 +242,7 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
                     "%s is back: the deadline scan and the sweep go on", away or "the failing part"
                 )
                 backoff, away = 0.0, None
-            stop.wait(SCAN_SECONDS)
+            stop.wait(config.deadline_scan_seconds)
 
     thread = threading.Thread(target=loop, name="ddz-sweeper", daemon=True)
     thread.start()
@@ -269,16 +253,17 @@ def keep_alive(stop: threading.Event, worker_name: str) -> threading.Thread:
     """Refreshes the worker's heartbeat in a daemon thread of its own (a slow scan must not
     let it lapse) until ``stop`` is set, then removes it."""
     connection = context().redis
-    beat(connection, worker_name)
+    lasting = context().config.worker_heartbeat_seconds
+    beat(connection, worker_name, lasting)
 
     def loop() -> None:
-        while not stop.wait(BEAT_SECONDS):
+        while not stop.wait(lasting / 3):
             try:
-                beat(connection, worker_name)
+                beat(connection, worker_name, lasting)
             except redis.RedisError:
                 pass  # the sweeper's timer reports the outage
         try:
-            connection.delete(heartbeat_key(worker_name))
+            stopped(connection, worker_name)
         except redis.RedisError:
             pass  # it expires on its own
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..app.work import worker_alive
-from ..store import retried
+from ..app.work import any_worker_alive
+from ..store import ping
 from . import schemas
 from .problems import ApiError
 from .routing import Blueprint
@@ -23,17 +23,16 @@ def healthz():
 @bp.response(200, schemas.Health)
 @bp.doc(
     summary="Ready: PostgreSQL and Redis answer, and a worker lives",
-    description="A worker lives when one has told Redis so within `DDZ_WORKER_GRACE_SECONDS` "
-    "(30 s; an idle worker does every 15 s): without one, bot turns, turn timers and settlement "
+    description="A worker lives while its heartbeat in Redis does (a worker renews it three times "
+    "per `DDZ_WORKER_HEARTBEAT_SECONDS`, 3 s): without one, bot turns, turn timers and settlement "
     "would not happen. Otherwise 503, its `checks` saying which of `database`, `redis` and "
     "`worker` failed.",
     responses={"503": {"$ref": "#/components/responses/SERVICE_UNAVAILABLE"}},
 )
 def readyz():
-    grace = services().config.worker_grace_seconds
     checks = {}
     try:
-        retried(services().pool, lambda conn: conn.execute("SELECT 1"), timeout=5)
+        ping(services().pool, timeout=5)
         checks["database"] = "ok"
     except Exception:  # noqa: BLE001 - any failure means not ready
         checks["database"] = "unreachable"
@@ -42,8 +41,8 @@ def readyz():
         checks["redis"] = "ok"
         checks["worker"] = (
             "ok"
-            if worker_alive(services().redis, grace)
-            else f"no worker alive in the last {grace:g} s"
+            if any_worker_alive(services().redis)
+            else "no worker alive: no worker's heartbeat is in Redis"
         )
     except Exception:  # noqa: BLE001
         checks["redis"] = "unreachable"

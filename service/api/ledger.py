@@ -8,12 +8,13 @@ import uuid
 import marshmallow as ma
 from marshmallow import fields as f
 
+from ..app import audit
 from ..store import ledger
 from .auth import caller, operator
 from .documents import documented, load, seat_of
 from .problems import ApiError
 from .routing import Blueprint
-from .schemas import Factors
+from .schemas import FactorsSchema
 from .services import services
 
 bp = Blueprint("ledger", __name__, url_prefix="/v1", description="Settlements and the ledger")
@@ -25,13 +26,13 @@ AMOUNTS = f.List(
 )
 
 
-class Settlement(ma.Schema):
+class SettlementSchema(ma.Schema):
     match_id = f.UUID(required=True)
     settled_at = f.DateTime(required=True)
     landlord = f.Integer(required=True)
     bid = f.Integer(required=True)
     winner = f.String(required=True)
-    factors = f.Nested(Factors, required=True)
+    factors = f.Nested(FactorsSchema, required=True)
     multiplier = f.String(
         required=True, metadata={"description": "Exact: an integer or a fraction such as 16/3"}
     )
@@ -68,7 +69,7 @@ class LedgerCheck(ma.Schema):
 
 
 @bp.route("/matches/<uuid:match_id>/settlement", methods=["GET"])
-@bp.response(200, Settlement)
+@bp.response(200, SettlementSchema)
 @bp.doc(**documented(401, 403, 404))
 def match_settlement(match_id: uuid.UUID):
     """The settlement of an ended hand, as written to the ledger: factors, multiplier,
@@ -103,4 +104,4 @@ def check_ledger():
     """Every movement, every match and the whole ledger add to zero, and every settled
     match recomputed from its events equals its ledger entries; lists any difference."""
     operator()
-    return ledger.check(services().pool, services().store)
+    return audit.check_ledger(services().pool, services().store)

@@ -16,7 +16,6 @@ from ..game import (
     PLAYER,
     Command,
     CreateMatch,
-    DealHand,
     Disconnect,
     GameError,
     Pass,
@@ -28,8 +27,8 @@ from ..game import (
 from ..game.actions import command_of
 from ..game.actions import offered as offered_actions
 from ..game.record import export
-from ..game.state import DEALING, ENDED
-from ..rules import new_seed, pick_cards
+from ..game.state import ENDED
+from ..rules import pick_cards
 from ..store import Loaded, Outcome, StoreError, request_hash, status
 from . import encoding, schemas
 from .auth import BEARER, Caller, caller, player
@@ -82,11 +81,6 @@ def execute(request: CommandRequest) -> Outcome:
         return services().commands.execute(request)
     except (GameError, StoreError) as exc:
         raise game_error(exc) from None
-
-
-def deal_when_full(state: State) -> Command | None:
-    """The four seats are taken: deal, appended with the seat, from a fresh secret seed."""
-    return DealHand(new_seed()) if state.phase == DEALING else None
 
 
 @bp.route("", methods=["POST"])
@@ -159,7 +153,7 @@ def take_seat(body, match_id):
             return TakeSeat(seat, None, bot=True)
         return TakeSeat(seat, who.player)
 
-    outcome = execute(CommandRequest(match_id, command, then=deal_when_full))
+    outcome = execute(CommandRequest(match_id, command))
     return view_document(Loaded(outcome.state, outcome.last_recorded_at), who)
 
 
@@ -203,7 +197,7 @@ def to_command(body: dict, seat: int) -> Command:
 
 
 @bp.route("/<uuid:match_id>/commands", methods=["POST"])
-@bp.arguments(schemas.CommandRequest())
+@bp.arguments(schemas.CommandRequestSchema())
 @bp.arguments(schemas.IdempotencyHeader(), location="headers", as_kwargs=True)
 @bp.response(200, schemas.CommandResult)
 @bp.doc(**documented(401, 403, 404, 409, 422))

@@ -184,7 +184,7 @@ class Action(ma.Schema):
     )
 
 
-class Factors(ma.Schema):
+class FactorsSchema(ma.Schema):
     marked_joker = f.Boolean(required=True)
     first_bid_three = f.Boolean(required=True)
     show_hand = f.Boolean(required=True)
@@ -213,7 +213,7 @@ class Result(ma.Schema):
     landlord = f.Integer(required=True)
     bid = f.Integer(required=True)
     winner = f.String(required=True, validate=validate.OneOf(["landlord", "farmers"]))
-    factors = f.Nested(Factors, required=True)
+    factors = f.Nested(FactorsSchema, required=True)
     multiplier = f.String(required=True)
     first_disconnect = f.Integer(required=True, allow_none=True)
     settlement = f.Nested(SettlementAmounts, required=True)
@@ -281,7 +281,7 @@ class Legal(ma.Schema):
 # Commands and events
 
 
-class CommandRequest(Strict):
+class CommandRequestSchema(Strict):
     action = f.String(required=True, validate=validate.OneOf(PLAYER_ACTIONS))
     value = f.Raw(
         metadata={
@@ -394,7 +394,7 @@ class EventList(ma.Schema):
     events = f.List(f.Nested(EventDocument), required=True)
 
 
-class Deal(ma.Schema):
+class DealSchema(ma.Schema):
     hands = f.List(
         f.List(f.String()),
         required=True,
@@ -413,7 +413,7 @@ class HandRecord(ma.Schema):
     seats = f.List(f.Nested(SeatSummary, allow_none=True), required=True)
     commitment = f.String(required=True, allow_none=True)
     seed = f.String(required=True, allow_none=True)
-    deal = f.Nested(Deal, required=True, allow_none=True)
+    deal = f.Nested(DealSchema, required=True, allow_none=True)
     actions = f.List(f.Dict(), required=True)
     result = f.Nested(Result, required=True, allow_none=True)
 

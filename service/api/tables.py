@@ -65,7 +65,7 @@ class JoinRequest(schemas.Strict):
     )
 
 
-class TableSeat(ma.Schema):
+class TableSeatSchema(ma.Schema):
     player = f.String(required=True, allow_none=True)
     name = f.String(required=True, allow_none=True)
     bot = f.Boolean(required=True)
@@ -99,7 +99,7 @@ class TableDocument(ma.Schema):
     )
     bots_after = f.Integer(required=True, allow_none=True)
     next_hand_seconds = f.Integer(required=True)
-    seats = f.List(f.Nested(TableSeat, allow_none=True), required=True)
+    seats = f.List(f.Nested(TableSeatSchema, allow_none=True), required=True)
     match_id = f.UUID(
         required=True, allow_none=True, metadata={"description": "The hand under way, if any"}
     )

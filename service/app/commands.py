@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import psycopg
 
-from ..game import Command, GameError, State, decide, initial_state, replay
+from ..game import Command, DealHand, GameError, State, decide, initial_state, replay
+from ..game.state import DEALING
+from ..rules import new_seed
 from ..store import (
     ATTEMPTS,
     DatabaseUnavailable,
@@ -38,16 +40,14 @@ class CommandRequest:
     ``idempotency`` is (player, key, request hash): the key is written with the events,
     and a retry with the same key gets the first outcome back without deciding again (the
     same key with another request: :class:`IdempotencyMismatch`). ``new_match`` starts a
-    stream. ``then`` may name a command that follows from the new state (dealing once the
-    fourth seat is taken), appended with the first events; ``within`` writes what must
-    commit with the events (the ledger of a settlement), in their transaction."""
+    stream. ``within`` writes what must commit with the events (the ledger of a
+    settlement), in their transaction."""
 
     match_id: uuid.UUID
     decide: Callable[[State], Command]
     expected_version: int | None = None
     idempotency: tuple[uuid.UUID, str, bytes] | None = None
     new_match: bool = False
-    then: Callable[[State], Command | None] | None = None
     within: Callable[[psycopg.Connection, State], None] | None = None
 
 
@@ -171,9 +171,9 @@ class Commands:
             )
         events = decide(state, request.decide(state))
         after = replay(events, state)
-        follow_up = request.then(after) if request.then is not None else None
-        if follow_up is not None:
-            more = decide(after, follow_up)
+        if after.phase == DEALING:
+            # The fourth seat is taken: the deal, from a fresh secret seed, commits with it.
+            more = decide(after, DealHand(new_seed()))
             events, after = events + more, replay(more, after)
         if request.within is not None:
             request.within(conn, state)

@@ -30,9 +30,7 @@ from ..game import (
     replay,
 )
 from ..game.events import PlayerLeft
-from ..game.table_play import (
-    BOTS,
-    DEAL,
+from ..game.table_decider import (
     CreateTable,
     FillWithBots,
     Join,
@@ -40,12 +38,9 @@ from ..game.table_play import (
     RecordHand,
     StartHand,
     TableCommand,
-    TableState,
     decide_table,
-    due,
-    initial_table,
-    replay_table,
 )
+from ..game.table_play import BOTS, DEAL, TableState, due, initial_table, replay_table
 from ..rules import new_seed
 from ..store import EventStore, Loaded, MatchNotFound, Outcome, VersionConflict
 from ..store.tables import TableLoaded, TableStore, Ticket

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 import redis
-from rq import Queue, Worker
-from rq.utils import now
+from rq import Queue
 
 from ..game import State, deadline
 from ..game.state import ENDED
@@ -32,23 +31,33 @@ from ..store.tables import TableLoaded
 log = logging.getLogger(__name__)
 
 QUEUE = "ddz"
-#: RQ's ``worker_ttl`` for our workers: an idle RQ worker tells Redis it lives every
-#: ``worker_ttl - 15`` seconds (420 - 15 by default), so that /readyz can tell within
-#: seconds, not minutes, that no worker is left.
-WORKER_TTL = 30
 #: How long the mark that a job was enqueued is kept.
 MARK_SECONDS = 24 * 3600
+_HEARTBEAT = "ddz:worker-alive:"
 
 
 def queue(connection: redis.Redis) -> Queue:
     return Queue(QUEUE, connection=connection)
 
 
-def worker_alive(connection: redis.Redis, within: float) -> bool:
-    """Whether a worker of the queue has told Redis that it lives in the last ``within``
-    seconds (RQ's heartbeat; a worker that stopped cleanly has unregistered)."""
-    seen = [w.last_heartbeat for w in Worker.all(queue=queue(connection))]
-    return any(beat is not None and (now() - beat).total_seconds() < within for beat in seen)
+# One sign of life per worker, for both who asks: the workers (is a started job's worker
+# gone?) and /readyz (is any worker left?). RQ's own registry heartbeat is too slow for
+# either (its TTL is minutes, renewed only between jobs).
+def beat(connection: redis.Redis, worker_name: str, lasting: float) -> None:
+    """Tells Redis that the worker lives for the next ``lasting`` seconds."""
+    connection.set(_HEARTBEAT + worker_name, 1, px=int(lasting * 1000))
+
+
+def stopped(connection: redis.Redis, worker_name: str) -> None:
+    connection.delete(_HEARTBEAT + worker_name)
+
+
+def worker_is_alive(connection: redis.Redis, worker_name: str | None) -> bool:
+    return bool(worker_name) and bool(connection.exists(_HEARTBEAT + worker_name))
+
+
+def any_worker_alive(connection: redis.Redis) -> bool:
+    return next(connection.scan_iter(match=_HEARTBEAT + "*", count=1000), None) is not None
 
 
 #: The kinds of job, each with the function a worker runs for it. The function is named by

@@ -18,7 +18,7 @@ from .commands import Bid, Command, Disconnect, Pass, Play, Report, Resume, Show
 from .decider import can
 from .errors import GameError
 from .events import PLAYER, Event
-from .state import BIDDING, PLAYING, REPORT, SHOW_HAND, State
+from .state import BIDDING, BIDS, PLAYING, REPORT, SHOW_HAND, State
 
 #: The commands by which a seat takes its turn's decision, in the order they are offered.
 DECISIONS: tuple[type[Command], ...] = (Bid, ShowHand, Report, Play, Pass)
@@ -29,7 +29,7 @@ COMMANDS: dict[str, type[Command]] = {c.name: c for c in (*DECISIONS, Disconnect
 
 #: Each decision's candidate values in the phase it belongs to (``None``: the action takes no value).
 CANDIDATES: dict[type[Command], tuple[str, tuple[Any, ...] | None]] = {
-    Bid: (BIDDING, (0, 1, 2, 3)),
+    Bid: (BIDDING, BIDS),
     ShowHand: (SHOW_HAND, (True, False)),
     Report: (REPORT, tuple(choice.value for choice in ReportChoice)),
     Play: (PLAYING, None),

@@ -55,6 +55,7 @@ from .events import (
 from .settlement import Factors, HandOutcome, HandResult, settle
 from .state import (
     BIDDING,
+    BIDS,
     DEALING,
     DECISION_PHASES,
     ENDED,
@@ -68,6 +69,7 @@ from .state import (
     SHOW_HAND,
     State,
     evolve,
+    open_bids,
 )
 
 DISCONNECT_REASONS = ("deadline", "left")
@@ -142,9 +144,9 @@ def verify_deal(state: State, command: DealHand) -> None:
 def verify_bid(state: State, command: Bid) -> None:
     _phase(state, BIDDING)
     _turn(state, command.seat, command.by)
-    if command.value not in (0, 1, 2, 3) or type(command.value) is not int:
+    if command.value not in BIDS or type(command.value) is not int:
         raise GameError("a bid is 1, 2 or 3, or 0 to pass", "invalid_bid")
-    if command.value and command.value <= state.highest_bid:
+    if command.value not in open_bids(state.highest_bid):
         raise GameError(f"a bid must be higher than {state.highest_bid}", "bid_too_low")
 
 

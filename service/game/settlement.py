@@ -148,7 +148,7 @@ def _seat_tuple(values: Iterable[Any], what: str) -> tuple:
 # --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Factors:
     """Everything that multiplies the stake; docs/hand-record.md ``result.factors``.
 
@@ -260,7 +260,7 @@ def _parse_multiplier(text: Any) -> Fraction:
 # --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HandOutcome:
     """What settlement needs to know about a finished hand."""
 
@@ -295,7 +295,7 @@ class HandOutcome:
             )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Settlement:
     """docs/hand-record.md ``result.settlement`` plus the multiplier M that produced it.
 
@@ -372,7 +372,7 @@ class Settlement:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HandResult:
     """The hand record's ``result`` block (docs/hand-record.md): how the hand ended and its
     settlement. Its JSON is what the ``hand_ended`` event stores, the record shows, the

@@ -20,7 +20,7 @@ from .table import Table
 from .views import seat_view
 
 #: The events that are a seat's decision (a turn).
-DECISIONS = (BidMade, HandShown, Reported, Played, Passed)
+DECISION_EVENTS = (BidMade, HandShown, Reported, Played, Passed)
 #: Called before each turn; may return extra commands (a disconnect, a resume) to apply first.
 Interrupt = Callable[[State], Sequence[Command]]
 
@@ -86,7 +86,7 @@ class Tally:
         self.bombs += factors.bombs
         self.reports += factors.report is not None
         self.first_bid_threes += factors.first_bid_three
-        self.turns += sum(isinstance(e, DECISIONS) for e in events)
+        self.turns += sum(isinstance(e, DECISION_EVENTS) for e in events)
 
 
 def matchup(

@@ -42,6 +42,13 @@ NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
 LANDLORD, FARMERS = "landlord", "farmers"
 #: Phases in which a dealt hand is under way and a seat has a decision to take.
 DECISION_PHASES = (BIDDING, SHOW_HAND, REPORT, PLAYING)
+#: The bids a seat may make, 0 being a pass.
+BIDS = (0, 1, 2, 3)
+
+
+def open_bids(highest_bid: int) -> tuple[int, ...]:
+    """The bids open after ``highest_bid``: a pass, or a value above it."""
+    return tuple(value for value in BIDS if value == 0 or value > highest_bid)
 
 
 class Seat(NamedTuple):
@@ -100,9 +107,11 @@ class State:
 
     def replace(self, **changes: Any) -> State:
         # A copy of the instance dictionary: evolve runs this for every event, and it is three
-        # times as fast as dataclasses.replace (which calls __init__) or a slotted copy.
+        # times as fast as dataclasses.replace (which calls __init__) or a slotted copy. A
+        # new dictionary, not an update of the instance's own: that one shares its keys with
+        # the class's other instances and takes its items one at a time (a third slower).
         new = object.__new__(State)
-        new.__dict__.update(self.__dict__, **changes)
+        object.__setattr__(new, "__dict__", {**self.__dict__, **changes})
         return new
 
     def __repr__(self) -> str:
@@ -310,10 +319,20 @@ def replay(events, state: State = initial_state) -> State:
     return state
 
 
-def deadline(state: State, last_recorded_at: datetime | None) -> datetime | None:
-    """When the seat to act loses its turn to the system: ``turn_seconds`` after the last
-    event; None when no seat is to act (or nothing is recorded yet). The store writes the
-    same instant to the ``matches`` table in its append statement, for the deadline scan."""
-    if not state.awaits_decision() or last_recorded_at is None:
+def time_to_act(state: State) -> timedelta | None:
+    """How long the seat to act has to decide, counted from the last event (then the system
+    acts for it): ``turn_seconds`` while a seat is to decide, None otherwise."""
+    if not state.awaits_decision():
         return None
-    return last_recorded_at + timedelta(seconds=state.table.turn_seconds)
+    return timedelta(seconds=state.table.turn_seconds)
+
+
+def deadline(state: State, last_recorded_at: datetime | None) -> datetime | None:
+    """When the seat to act loses its turn to the system (see :func:`time_to_act`); None when
+    no seat is to act or nothing is recorded yet. The store's append writes the same instant
+    to the ``matches`` table, for the deadline scan, adding :func:`time_to_act` to the time
+    PostgreSQL records."""
+    allowed = time_to_act(state)
+    if allowed is None or last_recorded_at is None:
+        return None
+    return last_recorded_at + allowed

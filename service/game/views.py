@@ -18,7 +18,7 @@ from ..rules.cards import ONE_DECK
 from .actions import offered
 from .events import Event, HandDealt, LandlordChosen
 from .settlement import HandResult
-from .state import ENDED, State
+from .state import ENDED, State, open_bids
 
 #: Pass as ``seat`` to see everything, as an operator does.
 OPERATOR = "operator"
@@ -75,8 +75,7 @@ class SeatView:
 
     def bid_choices(self) -> list[int]:
         """The bids open now: a pass (0), or any value above the highest bid so far."""
-        highest = max((b or 0) for b in self.bids)
-        return [0] + [v for v in (1, 2, 3) if v > highest]
+        return list(open_bids(max((b or 0) for b in self.bids)))
 
     def plays(self) -> Iterator[Combination]:
         """Every legal play of the viewing seat now, by ranks (it leads when ``lead`` is

@@ -15,6 +15,6 @@ from .events import (
 from .migrate import migrate
 from .notify import Notifier
 from .players import Players
-from .pool import ATTEMPTS, DatabaseUnavailable, open_pool, pause, retried
+from .pool import ATTEMPTS, DatabaseUnavailable, open_pool, pause, ping, retried
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..game import Event, State, initial_state, replay
-from ..game.state import DEALING, ENDED, SEATING
+from ..game.state import DEALING, ENDED, SEATING, time_to_act
 from .pool import DatabaseUnavailable, connection_lost, live_connection, retried
 
 NOTIFY_CHANNEL = "ddz_events"
@@ -383,9 +383,8 @@ class EventStore:
                 " turn_seat, system_to_act, deadline, settled)"
                 " SELECT %(stream)s, %(ruleset)s, %(turn_seconds)s, %(status)s, %(phase)s, %(version)s, %(seats)s,"
                 " %(turn_seat)s, %(system)s,"
-                # The rule of game.state.deadline, on the time PostgreSQL records (the tests
-                # hold the two equal).
-                " CASE WHEN %(timed)s THEN max(recorded_at) + make_interval(secs => %(turn_seconds)s) END,"
+                # game.state.deadline on the time PostgreSQL records (NULL: no seat is timed).
+                " max(recorded_at) + %(time_to_act)s::interval,"
                 " %(settled)s FROM inserted HAVING count(*) > 0"
                 " ON CONFLICT (match_id) DO UPDATE SET status = EXCLUDED.status, phase = EXCLUDED.phase,"
                 " version = EXCLUDED.version, seats = EXCLUDED.seats, turn_seat = EXCLUDED.turn_seat,"
@@ -430,7 +429,7 @@ class EventStore:
                     "seats": Jsonb(seats),
                     "turn_seat": after.turn if timed else None,
                     "system": timed and after.is_system(after.turn),
-                    "timed": timed,
+                    "time_to_act": time_to_act(after),
                     "settled": after.settled,
                     "key_player": player,
                     "key": key,

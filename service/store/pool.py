@@ -97,6 +97,11 @@ def retried(
     raise AssertionError("unreachable")
 
 
+def ping(pool: ConnectionPool, timeout: float) -> None:
+    """Raises unless the database answers within ``timeout`` seconds (for readiness)."""
+    retried(pool, lambda conn: conn.execute("SELECT 1"), timeout=timeout)
+
+
 def pause(attempt: int) -> None:
     """Waits a little before the next try: the pool's other connections may have been
     terminated with this one, and a backend told to end takes a moment to say so (its
