@@ -11,7 +11,6 @@ from decimal import Decimal
 
 import psycopg
 import pytest
-from servers import OPERATOR_TOKEN
 from test_workers import (  # noqa: F401 - fixtures, used by name
     OP,
     api,
@@ -21,29 +20,19 @@ from test_workers import (  # noqa: F401 - fixtures, used by name
     new_player,
     rconn,
     run_burst,
+    worker_app,
     worker_database_url,
     worker_redis_url,
 )
 
 import workers.context
-from service.api import create_app
-from service.config import Config
 from workers import sweeper
 
 
 @pytest.fixture(scope="module")
 def wapp(worker_database_url, worker_redis_url):
     """As test_workers' app, without rate limits: the people here poll as fast as they can."""
-    app = create_app(
-        Config(
-            database_url=worker_database_url,
-            redis_url=worker_redis_url,
-            operator_token=OPERATOR_TOKEN,
-            stream_seconds=3.0,
-            keepalive_seconds=0.5,
-            rate_limits=False,
-        )
-    )
+    app = worker_app(worker_database_url, worker_redis_url, rate_limits=False)
     yield app
     app.extensions["ddz"].close()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..game import GameError, State, deadline, view, visible
+from ..game import GameError, State, Table, deadline, view, visible
 from ..store import Loaded, MatchNotFound, StoredEvent, StoreError
 from .auth import BEARER, Caller
 from .problems import ApiError
@@ -48,6 +48,21 @@ def documented(*statuses: int) -> dict:
 
 def game_error(exc: GameError | StoreError) -> ApiError:
     return ApiError(STATUS_OF.get(exc.code, 422), exc.code, str(exc))
+
+
+def table_of(body: dict[str, Any]) -> Table:
+    """The table of a request's ruleset and money options (a match's, or a table's)."""
+    try:
+        return Table.build(
+            body["ruleset"],
+            body["unit"],
+            body["cap"],
+            body["rake"],
+            body["bombs_double"],
+            body["turn_seconds"],
+        )
+    except GameError as exc:
+        raise game_error(exc) from None
 
 
 def seat_of(state: State, who: Caller) -> int | None:

@@ -21,7 +21,6 @@ from ..game import (
     Pass,
     Play,
     State,
-    Table,
     TakeSeat,
 )
 from ..game.actions import command_of
@@ -32,7 +31,16 @@ from ..rules import pick_cards
 from ..store import Loaded, Outcome, StoreError, request_hash, status
 from . import encoding, schemas
 from .auth import BEARER, Caller, caller, player
-from .documents import documented, event_documents, game_error, load, seat_of, since, view_document
+from .documents import (
+    documented,
+    event_documents,
+    game_error,
+    load,
+    seat_of,
+    since,
+    table_of,
+    view_document,
+)
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
@@ -94,17 +102,7 @@ def execute(request: CommandRequest) -> Outcome:
 def create_match(body):
     """Create a match (a table for one hand) with its ruleset and money options."""
     player()
-    try:
-        table = Table.build(
-            body["ruleset"],
-            body["unit"],
-            body["cap"],
-            body["rake"],
-            body["bombs_double"],
-            body["turn_seconds"],
-        )
-    except GameError as exc:
-        raise game_error(exc) from None
+    table = table_of(body)
     match_id = uuid.uuid4()
     outcome = execute(
         CommandRequest(match_id, lambda state: CreateMatch(str(match_id), table), new_match=True)

@@ -11,13 +11,13 @@ from marshmallow import fields as f
 from marshmallow import validate
 
 from ..app.tables import TableOptions
-from ..game import GameError, Table
+from ..game import GameError
 from ..game.table_play import MAX_WAIT_SECONDS, TableState, due
 from ..store import StoreError
 from ..store.tables import TableLoaded
 from . import schemas
 from .auth import caller, player
-from .documents import documented, game_error
+from .documents import documented, game_error, table_of
 from .routing import Blueprint
 from .services import services
 
@@ -163,15 +163,8 @@ def create_table(body):
     who = player()
     config = services().config
     next_hand = body["next_hand_seconds"]
+    table = table_of(body)
     try:
-        table = Table.build(
-            body["ruleset"],
-            body["unit"],
-            body["cap"],
-            body["rake"],
-            body["bombs_double"],
-            body["turn_seconds"],
-        )
         loaded = services().tables.create(
             table,
             TableOptions(

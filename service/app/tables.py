@@ -235,7 +235,7 @@ class Tables:
         take different tickets), and seated in the transaction that creates its table.
         Returns how many tables it made."""
         made = 0
-        for settings in self.tables.waiting_settings():
+        for settings in self.tables.waiting_settings(bots_after):
             while self._seat_group(settings, bots_after, next_hand_seconds):
                 made += 1
         return made

@@ -257,14 +257,17 @@ class TableStore:
             raise TicketNotFound("no such ticket")
         raise TicketSeated("the ticket is seated already: leave the table instead")
 
-    def waiting_settings(self) -> list[dict[str, Any]]:
-        """The settings that tickets wait with, those waiting longest first."""
+    def waiting_settings(self, bots_after: float) -> list[dict[str, Any]]:
+        """The settings whose waiting tickets can be seated now (four of them, or one that
+        allows bots and has waited ``bots_after`` seconds), those waiting longest first."""
         return self._run(
             lambda conn: [
                 row[0]
                 for row in conn.execute(
-                    "SELECT settings FROM lobby_tickets WHERE status = 'waiting'"
-                    " GROUP BY settings ORDER BY min(created_at)"
+                    "SELECT settings FROM lobby_tickets WHERE status = 'waiting' GROUP BY settings"
+                    " HAVING count(*) >= 4 OR min(created_at) FILTER (WHERE allow_bots)"
+                    " <= now() - make_interval(secs => %s) ORDER BY min(created_at)",
+                    (bots_after,),
                 )
             ]
         )
