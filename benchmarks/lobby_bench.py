@@ -45,13 +45,13 @@ def run(waiting: int, settings: int, groups: int, admin_url: str) -> None:
         for n in range(waiting):
             player, _ = players.create(f"w{n}")
             lone = Table.build(unit=f"{1000 + n}.00").to_json()
-            tables.tables.create_ticket(player, lone, False)
+            tables.table_store.create_ticket(player, lone, False)
         latencies = []
         for g in range(groups):
             kind = kinds[g % settings]
             for seat in range(4):
                 player, _ = players.create(f"g{g}s{seat}")
-                tables.tables.create_ticket(player, kind, False)
+                tables.table_store.create_ticket(player, kind, False)
             fourth = time.perf_counter()
             made = tables.match_tickets(bots_after=3600, next_hand_seconds=5)
             latencies.append(time.perf_counter() - fourth)

@@ -145,7 +145,7 @@ def scan_tables() -> int:
     empty seats, a settled hand to record), and seats the lobby's waiting tickets: what
     Redis lost (a flush, a killed worker) is found again here, from PostgreSQL."""
     ctx = context()
-    rows = ctx.tables.tables.due_now()
+    rows = ctx.tables.table_store.due_now()
     work = [
         (id_of_job(TABLE_DUE, str(t), v), TABLE_DUE, job_args(TABLE_DUE, str(t), v))
         for t, v in rows

@@ -71,7 +71,7 @@ def ticket_document(ticket: Ticket) -> dict:
 def _own(ticket_id) -> Ticket:
     who = player()
     try:
-        ticket = services().tables.tables.ticket(ticket_id)
+        ticket = services().tables.table_store.ticket(ticket_id)
     except StoreError as exc:
         raise game_error(exc) from None
     if ticket.player_id != who.player_id:
@@ -92,7 +92,7 @@ def create_ticket(body):
     who = player()
     try:
         table = Table.build(body["ruleset"], body["unit"], body["cap"])
-        ticket = services().tables.tables.create_ticket(
+        ticket = services().tables.table_store.create_ticket(
             who.player_id, table.to_json(), body["allow_bots"]
         )
     except (GameError, StoreError) as exc:
@@ -117,7 +117,7 @@ def cancel_ticket(ticket_id):
     ticket = _own(ticket_id)
     try:
         return ticket_document(
-            services().tables.tables.cancel_ticket(ticket.ticket_id, ticket.player_id)
+            services().tables.table_store.cancel_ticket(ticket.ticket_id, ticket.player_id)
         )
     except StoreError as exc:
         raise game_error(exc) from None

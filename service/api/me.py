@@ -171,7 +171,7 @@ def my_tables():
     return {
         "tables": [
             {"table_id": table_id, "created_at": created_at, "path": f"/v1/tables/{table_id}"}
-            for table_id, created_at in services().tables.tables.of_player(who.player or "")
+            for table_id, created_at in services().tables.table_store.of_player(who.player or "")
         ]
     }
 

@@ -181,7 +181,7 @@ def create_table(body):
 
 def _load(table_id: uuid.UUID) -> TableLoaded:
     try:
-        return services().tables.tables.load(table_id)
+        return services().tables.table_store.load(table_id)
     except StoreError as exc:
         raise game_error(exc) from None
 

@@ -60,11 +60,14 @@ class PlayerFeed:
         """The items after ``after`` (from the start without it), and whether more may be
         held back behind a running transaction. ``states`` keeps the matches' states from
         one call to the next (a stream's)."""
-        xid, position, index = (
-            (0, 0, -1) if after is None else (after.xid, after.position, after.index)
-        )
+        if after is None:
+            first = self.feed.first(player)
+            if first is None:
+                return [], False
+            after = Cursor(*first, -1)
+        xid, position, index = after.xid, after.position, after.index
         # From the cursor's own event, whose items after ``index`` are still to come.
-        found, held = self.feed.read(player, xid, position, after is not None, BATCH)
+        found, held = self.feed.read(player, xid, position, BATCH)
         items: list[dict[str, Any]] = []
         for fe in found:
             mine = list(self._items_of(player, fe, states))

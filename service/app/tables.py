@@ -71,7 +71,7 @@ class Tables:
         on_table: Callable[[uuid.UUID, TableLoaded], None] | None = None,
     ):
         self.store = store
-        self.tables = tables
+        self.table_store = tables
         self.commands = commands
         self.on_table = on_table
 
@@ -90,7 +90,7 @@ class Tables:
         for attempt in range(RETRIES):
             try:
                 with self.store.connection(transaction=True) as conn:
-                    state = initial_table if new else self.tables.load(table_id, conn).state
+                    state = initial_table if new else self.table_store.load(table_id, conn).state
                     if expected_version is not None and state.version != expected_version:
                         raise VersionConflict(
                             f"the table is at version {state.version}, not {expected_version}"
@@ -99,7 +99,7 @@ class Tables:
                     after = replay_table(events, state)
                     if within is not None:
                         within(conn, after)
-                    stored = self.tables.append(conn, table_id, state.version, events, after)
+                    stored = self.table_store.append(conn, table_id, state.version, events, after)
                 break
             except VersionConflict:
                 if expected_version is not None or new or attempt == RETRIES - 1:
@@ -179,7 +179,7 @@ class Tables:
 
     def record_hand(self, match_id: uuid.UUID) -> str:
         """Records the settled match at its table (once: a second call finds it done)."""
-        found = self.tables.by_match(match_id)
+        found = self.table_store.by_match(match_id)
         if found is None:
             return "no table"
         table_id, _ = found
@@ -201,7 +201,7 @@ class Tables:
     def advance(self, table_id: uuid.UUID, version: int) -> str:
         """Does what the table at ``version`` waits for, once its time has come: records
         its settled hand, fills its empty seats with bots, or deals the next hand."""
-        loaded = self.tables.load(table_id)
+        loaded = self.table_store.load(table_id)
         state = loaded.state
         if state.version != version:
             return "stale"
@@ -235,7 +235,7 @@ class Tables:
         take different tickets), and seated in the transaction that creates its table.
         Returns how many tables it made."""
         made = 0
-        for settings in self.tables.waiting_settings(bots_after):
+        for settings in self.table_store.waiting_settings(bots_after):
             while self._seat_group(settings, bots_after, next_hand_seconds):
                 made += 1
         return made
@@ -246,7 +246,7 @@ class Tables:
         table = Table.from_json(settings)
         table_id = uuid.uuid4()
         with self.store.connection(transaction=True) as conn:
-            claimed = self.tables.claim(conn, settings)
+            claimed = self.table_store.claim(conn, settings)
             seated = self._who_sits(conn, claimed, bots_after)
             if not seated:
                 return False
@@ -266,9 +266,9 @@ class Tables:
             for command in commands:
                 more = decide_table(state, command)
                 state, events = replay_table(more, state), events + more
-            stored = self.tables.append(conn, table_id, 0, events, state)
+            stored = self.table_store.append(conn, table_id, 0, events, state)
             seats = {s.player: i for i, s in enumerate(state.seats) if s is not None and s.player}
-            self.tables.seat_tickets(
+            self.table_store.seat_tickets(
                 conn,
                 table_id,
                 [(t.ticket_id, seats[str(t.player_id)]) for t in seated],
@@ -285,7 +285,7 @@ class Tables:
         with_bots = [t for t in claimed if t.allow_bots]
         if not with_bots:
             return []
-        now = self.tables.database_now(conn)
+        now = self.table_store.database_now(conn)
         if (now - with_bots[0].created_at).total_seconds() < bots_after:
             return []
         return with_bots

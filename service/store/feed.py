@@ -46,7 +46,7 @@ _READ = (
     " AND (s.until_version IS NULL OR e.version <= s.until_version) LIMIT 1) ps ON true"
     " LEFT JOIN LATERAL (SELECT t.ticket_id FROM lobby_tickets t WHERE e.type = 'player_joined'"
     " AND t.table_id = e.stream_id AND t.player_id = %(player)s LIMIT 1) lt ON true"
-    " WHERE (e.xid, e.position) {op} (%(xid)s::text::xid8, %(position)s) AND e.xid < h.xmin"
+    " WHERE (e.xid, e.position) >= (%(xid)s::text::xid8, %(position)s) AND e.xid < h.xmin"
     " AND (ps.stream_id IS NOT NULL OR EXISTS (SELECT 1 FROM matches m"
     " WHERE m.match_id = e.stream_id AND m.seats @> %(seat)s))"
     " ORDER BY e.xid, e.position LIMIT %(limit)s"
@@ -67,6 +67,20 @@ class Feed:
             ).fetchone()[0],
         )
 
+    def first(self, player: str) -> tuple[int, int] | None:
+        """Where the player's events start: (xid, position) of its first, if any (read by
+        its streams, not by scanning every event before it)."""
+        return retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT xid::text::bigint, position FROM events WHERE stream_id IN ("
+                " SELECT stream_id FROM player_streams WHERE player_id = %s"
+                " UNION SELECT match_id FROM matches WHERE seats @> %s)"
+                " ORDER BY xid, position LIMIT 1",
+                (player, Jsonb([{"player": player}])),
+            ).fetchone(),
+        )
+
     def streams(self, player: str) -> list[uuid.UUID]:
         """The streams whose next events may concern the player: the tables where it is
         seated and its matches not yet settled (what a waiting reader watches)."""
@@ -83,9 +97,9 @@ class Feed:
         )
 
     def read(
-        self, player: str, xid: int, position: int, inclusive: bool, limit: int
+        self, player: str, xid: int, position: int, limit: int
     ) -> tuple[list[FeedEvent], bool]:
-        """The player's events after (xid, position) (from it, if ``inclusive``), and
+        """The player's events from (xid, position) on, and
         whether events committed after it are still held back behind an older running
         transaction (the caller then reads again shortly)."""
         params = {
@@ -97,7 +111,7 @@ class Feed:
         }
 
         def read(conn):
-            rows = conn.execute(_READ.format(op=">=" if inclusive else ">"), params).fetchall()
+            rows = conn.execute(_READ, params).fetchall()
             held = conn.execute(
                 "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= pg_snapshot_xmin(pg_current_snapshot())"
                 " AND (xid, position) > (%s::text::xid8, %s))",
