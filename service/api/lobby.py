@@ -8,7 +8,6 @@ from marshmallow import validate
 
 from ..app.work import wake_lobby
 from ..game import GameError, Table
-from ..rules import RULESETS
 from ..store import StoreError
 from ..store.tables import Ticket, TicketNotFound
 from . import schemas
@@ -25,17 +24,12 @@ bp = Blueprint(
 )
 
 
-class TicketCreate(schemas.Strict):
-    ruleset = f.String(load_default="shanghai-platform", validate=validate.OneOf(sorted(RULESETS)))
-    unit = f.String(
-        load_default="1.00", validate=schemas.DECIMAL, metadata={"description": "Base stake (底分)"}
-    )
-    cap = f.String(
-        load_default=None,
-        allow_none=True,
-        validate=schemas.DECIMAL,
-        metadata={"description": "Per-hand cap (单局封顶); null: none"},
-    )
+class TicketCreate(schemas.MatchCreate):
+    """A match's ruleset, stake and cap (the rest as the lobby's tables have it)."""
+
+    class Meta(schemas.Strict.Meta):
+        exclude = ("rake", "bombs_double", "turn_seconds")
+
     allow_bots = schemas.JsonBoolean(
         load_default=True,
         metadata={

@@ -30,7 +30,7 @@ from ..game.state import ENDED
 from ..rules import pick_cards
 from ..store import Loaded, Outcome, StoreError, request_hash, status
 from . import encoding, schemas
-from .auth import BEARER, Caller, caller, player
+from .auth import Caller, caller, player
 from .documents import (
     documented,
     event_documents,
@@ -44,7 +44,7 @@ from .documents import (
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
-from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse
+from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse, stream_doc
 
 bp = Blueprint(
     "matches",
@@ -287,39 +287,30 @@ def _last_event_id() -> int | None:
 
 @bp.route("/<uuid:match_id>/stream", methods=["GET"])
 @bp.doc(
-    summary="Server-Sent Events of the match",
-    description="First a `snapshot` event with the caller's view (its `id` is the version), then "
-    "each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect "
-    "with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments "
-    "keep a quiet connection alive; the server closes the stream after a while (and at once "
-    "when the server process is stopping), and the client reconnects.\n\n"
-    "A match's last event is `settled`: the settlement job appends it shortly after "
-    "`hand_ended`, once the ledger holds the hand's settlement. The stream closes right after "
-    "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "
-    "a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an "
-    "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.",
-    responses={
-        "200": {
-            "description": "An event stream",
-            "content": {"text/event-stream": {"schema": schemas.STREAM_EVENT}},
+    **stream_doc(
+        summary="Server-Sent Events of the match",
+        description="First a `snapshot` event with the caller's view (its `id` is the version), then "
+        "each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect "
+        "with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments "
+        "keep a quiet connection alive; the server closes the stream after a while (and at once "
+        "when the server process is stopping), and the client reconnects.\n\n"
+        "A match's last event is `settled`: the settlement job appends it shortly after "
+        "`hand_ended`, once the ledger holds the hand's settlement. The stream closes right after "
+        "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "
+        "a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an "
+        "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.",
+        schema=schemas.STREAM_EVENT,
+        resume="Resume after this version (the `id` of the last event received)",
+        id_pattern="^[0-9]{1,9}$",
+        errors={
+            "204": {
+                "description": "The match is settled and the client has its every event: nothing more will come"
+            },
+            "400": {"$ref": "#/components/responses/BAD_REQUEST"},
+            "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
+            "404": {"$ref": "#/components/responses/NOT_FOUND"},
         },
-        "204": {
-            "description": "The match is settled and the client has its every event: nothing more will come"
-        },
-        "400": {"$ref": "#/components/responses/BAD_REQUEST"},
-        "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
-        "404": {"$ref": "#/components/responses/NOT_FOUND"},
-    },
-    parameters=[
-        {
-            "in": "header",
-            "name": "Last-Event-ID",
-            "required": False,
-            "description": "Resume after this version (the `id` of the last event received)",
-            "schema": {"type": "string", "pattern": "^[0-9]{1,9}$"},
-        }
-    ],
-    security=BEARER,
+    )
 )
 def stream(match_id):
     who = caller()

@@ -17,12 +17,12 @@ from marshmallow import validate
 from ..app.feed import Cursor
 from ..store import ledger
 from . import schemas
-from .auth import BEARER, player
+from .auth import player
 from .documents import documented, seat_of
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
-from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse
+from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse, stream_doc
 
 bp = Blueprint("me", __name__, url_prefix="/v1/me", description="The caller's own pages")
 
@@ -305,31 +305,23 @@ def my_events(query):
 
 @bp.route("/stream", methods=["GET"])
 @bp.doc(
-    summary="Server-Sent Events of everything that concerns the caller",
-    description="The items of `GET /v1/me/events` as they happen, each with `id:` its id and "
-    "`event:` its type. It starts with a `ready` event whose `id` marks the present (an item "
-    "committed a moment before may still follow it: never is one missed); a reconnection with `Last-Event-ID` resumes after that id with nothing lost or repeated. "
-    "Comments keep a quiet connection alive; the server closes the stream after a while (at "
-    "once when the server process is stopping), and the client reconnects.",
-    responses={
-        "200": {
-            "description": "An event stream",
-            "content": {"text/event-stream": {"schema": PLAYER_STREAM_EVENT}},
+    **stream_doc(
+        summary="Server-Sent Events of everything that concerns the caller",
+        description="The items of `GET /v1/me/events` as they happen, each with `id:` its id "
+        "and `event:` its type. It starts with a `ready` event whose `id` marks the present (an "
+        "item committed a moment before may still follow it: never is one missed); a "
+        "reconnection with `Last-Event-ID` resumes after that id with nothing lost or repeated. "
+        "Comments keep a quiet connection alive; the server closes the stream after a while (at "
+        "once when the server process is stopping), and the client reconnects.",
+        schema=PLAYER_STREAM_EVENT,
+        resume="Resume after this item (the `id` of the last event received)",
+        id_pattern=ITEM_ID,
+        errors={
+            "400": {"$ref": "#/components/responses/BAD_REQUEST"},
+            "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
+            "403": {"$ref": "#/components/responses/FORBIDDEN"},
         },
-        "400": {"$ref": "#/components/responses/BAD_REQUEST"},
-        "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
-        "403": {"$ref": "#/components/responses/FORBIDDEN"},
-    },
-    parameters=[
-        {
-            "in": "header",
-            "name": "Last-Event-ID",
-            "required": False,
-            "description": "Resume after this item (the `id` of the last event received)",
-            "schema": {"type": "string", "pattern": ITEM_ID},
-        }
-    ],
-    security=BEARER,
+    )
 )
 def my_stream():
     who = player()
