@@ -38,9 +38,9 @@ from ..game.table_decider import (
     RecordHand,
     StartHand,
     TableCommand,
-    decide_table,
+    decide_all,
 )
-from ..game.table_play import BOTS, DEAL, TableState, due, initial_table, replay_table
+from ..game.table_play import BOTS, DEAL, TableState, due, initial_table
 from ..rules import new_seed
 from ..store import EventStore, Loaded, MatchNotFound, Outcome, VersionConflict
 from ..store.tables import TableLoaded, TableStore, Ticket
@@ -78,15 +78,16 @@ class Tables:
     def execute(
         self,
         table_id: uuid.UUID,
-        command: Callable[[TableState], TableCommand],
+        command: Callable[[TableState], TableCommand | list[TableCommand]],
         *,
         new: bool = False,
         expected_version: int | None = None,
         within: Callable[[psycopg.Connection, TableState], None] | None = None,
     ) -> tuple[TableLoaded, list[Any]]:
-        """Decides ``command`` on the table's latest state and appends its events (with
-        what ``within`` writes, in their transaction); without ``expected_version`` a
-        lost race is decided again. Returns the new state and the events appended."""
+        """Decides ``command`` (or commands, one after the other) on the table's latest
+        state and appends their events (with what ``within`` writes, in their transaction);
+        without ``expected_version`` a lost race is decided again. Returns the new state
+        and the events appended."""
         for attempt in range(RETRIES):
             try:
                 with self.store.connection(transaction=True) as conn:
@@ -95,8 +96,10 @@ class Tables:
                         raise VersionConflict(
                             f"the table is at version {state.version}, not {expected_version}"
                         )
-                    events = decide_table(state, command(state))
-                    after = replay_table(events, state)
+                    decided = command(state)
+                    events, after = decide_all(
+                        state, decided if isinstance(decided, list) else [decided]
+                    )
                     if within is not None:
                         within(conn, after)
                     stored = self.table_store.append(conn, table_id, state.version, events, after)
@@ -121,10 +124,8 @@ class Tables:
             options.bots_after,
             options.next_hand_seconds,
         )
-        loaded, _ = self.execute(table_id, lambda _: create, new=True)
-        if creator is not None:
-            loaded = self.join(table_id, creator, invite)
-        return loaded
+        seat_creator = [] if creator is None else [Join(creator, invite)]
+        return self.execute(table_id, lambda _: [create, *seat_creator], new=True)[0]
 
     def join(self, table_id: uuid.UUID, player: str, invite: str | None) -> TableLoaded:
         return self.execute(table_id, lambda _: Join(player, invite))[0]
@@ -262,10 +263,7 @@ class Tables:
             commands += [Join(str(ticket.player_id)) for ticket in seated]
             if bots:
                 commands.append(FillWithBots())
-            state, events = initial_table, []
-            for command in commands:
-                more = decide_table(state, command)
-                state, events = replay_table(more, state), events + more
+            events, state = decide_all(initial_table, commands)
             stored = self.table_store.append(conn, table_id, 0, events, state)
             seats = {s.player: i for i, s in enumerate(state.seats) if s is not None and s.player}
             self.table_store.seat_tickets(

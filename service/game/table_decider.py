@@ -3,13 +3,15 @@ the match's (its state and ``evolve_table`` are in :mod:`service.game.table_play
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from hmac import compare_digest
 
 from ..rules.deal import SEATS
 from .errors import GameError
 from .events import Event, HandSettled, HandStarted, PlayerJoined, PlayerLeft, TableCreated
 from .table import Table
-from .table_play import MAX_WAIT_SECONDS, TableState, free_seats
+from .table_play import MAX_WAIT_SECONDS, TableState, free_seats, replay_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +98,7 @@ def decide_table(state: TableState, command: TableCommand) -> list[Event]:
         ]
     _created(state)
     if isinstance(command, Join):
-        if state.private and command.invite != state.invite:
+        if state.private and not compare_digest(command.invite or "", state.invite or ""):
             raise GameError(
                 "this table is private: join it with its invite code", "invite_required"
             )
@@ -132,3 +134,15 @@ def decide_table(state: TableState, command: TableCommand) -> list[Event]:
             raise GameError("a net amount per seat is needed", "invalid_net")
         return [HandSettled(state.hands + 1, command.match_id, command.net)]
     raise GameError(f"unknown table command {command!r}", "unknown_command")
+
+
+def decide_all(
+    state: TableState, commands: Sequence[TableCommand]
+) -> tuple[list[Event], TableState]:
+    """The events of ``commands`` decided one after the other (each on the state the ones
+    before it leave), appended together; and the state after them."""
+    events: list[Event] = []
+    for command in commands:
+        more = decide_table(state, command)
+        state, events = replay_table(more, state), events + more
+    return events, state
