@@ -205,6 +205,7 @@ class Item(ma.Schema):
     id = f.String(
         required=True, metadata={"description": "Its place in the player's stream: resume after it"}
     )
+    at = f.DateTime(required=True, metadata={"description": "When its event was recorded"})
     type = f.String(
         required=True,
         validate=validate.OneOf(ITEM_TYPES),

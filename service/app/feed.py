@@ -75,6 +75,7 @@ class PlayerFeed:
                 if (fe.xid, fe.stored.position) == (xid, position) and n <= index:
                     continue
                 item["id"] = str(Cursor(fe.xid, fe.stored.position, n))
+                item["at"] = fe.stored.recorded_at
                 items.append(item)
         return items, held or len(found) == BATCH
 
