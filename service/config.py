@@ -6,7 +6,9 @@ patches the standard library."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ class Config:
     #: table's default, and the lobby's tables'): DDZ_TABLE_NEXT_HAND_SECONDS.
     table_next_hand_seconds: int = 5
 
-    _ENV = {
+    _ENV: ClassVar[dict[str, str]] = {
         "database_url": "DATABASE_URL",
         "redis_url": "REDIS_URL",
         "operator_token": "DDZ_OPERATOR_TOKEN",
@@ -116,12 +118,14 @@ class Config:
     }
 
     @classmethod
-    def from_env(cls, environ=os.environ, **overrides) -> Config:
-        values = {}
+    def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: Any) -> Config:
+        values: dict[str, Any] = {}
         for field in fields(cls):
             name = cls._ENV.get(field.name)
             if name and environ.get(name):
-                kind = type(field.default) if field.default is not None else str
+                kind: Callable[[str], Any] = (
+                    type(field.default) if field.default is not None else str
+                )
                 if kind is bool:
                     values[field.name] = environ[name].strip().lower() not in (
                         "0",

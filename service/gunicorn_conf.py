@@ -14,8 +14,15 @@ gthread worker of 32 threads held at most 32 streams). psycopg 3 cooperates with
 once gunicorn has patched the standard library, as do redis-py and the pool."""
 
 import os
+from typing import TYPE_CHECKING
 
 from service.config import Config
+
+# For the hooks' annotations only (quoted: nothing more is imported before gevent patches).
+if TYPE_CHECKING:
+    from gunicorn.arbiter import Arbiter
+    from gunicorn.http.message import Request
+    from gunicorn.workers.base import Worker
 
 CONFIG = Config.from_env()
 #: gunicorn's gevent worker, writing the errors gunicorn answers itself (headers too
@@ -38,12 +45,12 @@ control_socket_disable = True
 REQUESTS_PER_CONNECTION = CONFIG.requests_per_connection
 
 
-def pre_request(worker, req):
+def pre_request(worker: "Worker", req: "Request") -> None:
     if req.req_number >= REQUESTS_PER_CONNECTION:
         req.must_close = True  # gunicorn answers with "Connection: close", then closes
 
 
-def post_worker_init(worker):
+def post_worker_init(worker: "Worker") -> None:
     """Hide what the worker allocated at start-up (the app, its modules, schemas, the
     OpenAPI document: about 85,000 objects) from the garbage collector. Otherwise every
     full collection walks them all, and on a busy machine that held every request of the
@@ -61,7 +68,7 @@ def post_worker_init(worker):
     gc.freeze()
     notifier = app.extensions["ddz"].notifier
 
-    def drain_when_stopping():
+    def drain_when_stopping() -> None:
         while worker.alive:
             time.sleep(0.5)
         notifier.drain()
@@ -69,7 +76,7 @@ def post_worker_init(worker):
     threading.Thread(target=drain_when_stopping, name="ddz-drain", daemon=True).start()
 
 
-def worker_exit(server, worker):
+def worker_exit(server: "Arbiter", worker: "Worker") -> None:
     """Close the worker's connections (pool, listener, Redis) before it exits."""
     from service.api.wsgi import app
 

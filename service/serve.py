@@ -37,7 +37,7 @@ def say(message: str) -> None:
         sys.stdout = open(os.devnull, "w")
 
 
-def _lock(data: Path) -> IO:
+def _lock(data: Path) -> IO[str]:
     """Holds ``data/serve.lock`` for as long as the returned file stays open (the lock
     goes with the process, however it ends)."""
     lock = open(data / "serve.lock", "a+")

@@ -6,12 +6,16 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
+
+import psycopg
 
 from service.app.commands import CommandRequest
 from service.app.work import BOT_TURN, work_for
-from service.game import Disconnect, GameError, Settle, deadline, seat_view
+from service.game import Disconnect, GameError, Settle, State, deadline, seat_view
 from service.game.bot import BotPolicy
+from service.game.commands import SeatCommand
 from service.game.events import (
     BidMade,
     Disconnected,
@@ -20,10 +24,11 @@ from service.game.events import (
     Passed,
     Played,
     Reported,
+    Settled,
 )
 from service.game.record import export, verify
 from service.game.state import ENDED
-from service.store import MatchNotFound, VersionConflict
+from service.store import MatchNotFound, StoredEvent, VersionConflict
 from service.store.ledger import write_settlement
 from service.store.tables import TableNotFound
 
@@ -35,7 +40,7 @@ POLICY = BotPolicy()
 EARLY_TOLERANCE = 2.0
 
 
-def describe(events) -> str:
+def describe(events: Sequence[StoredEvent]) -> str:
     """What the system did, for the operator's log: the kind of play and its card count,
     never a card (a hand's cards are hidden until played, and a log is no place for them)."""
     first = events[0].event
@@ -58,7 +63,7 @@ def describe(events) -> str:
     return said + (f"; the hand ended, {ended[0].result.outcome.winner} won" if ended else "")
 
 
-def _act(match_id: str, version: int, command, what: str) -> str:
+def _act(match_id: str, version: int, command: SeatCommand, what: str) -> str:
     ctx = context()
     try:
         outcome = ctx.commands.execute(
@@ -88,9 +93,12 @@ def bot_turn(match_id: str, version: int) -> str:
     state = loaded.state
     if state.version != version or work_for(state, loaded.last_recorded_at) != BOT_TURN:
         return "stale"
-    command = POLICY.act(seat_view(state, state.turn))
+    turn = state.turn
+    taken = None if turn is None else state.seats[turn]
+    assert turn is not None and taken is not None  # a bot turn is a seated seat's turn
+    command = POLICY.act(seat_view(state, turn))
     # A player's seat that the system plays since a disconnect: 系统代打.
-    what = "bot turn" if state.seats[state.turn].bot else "bot turn (系统代打)"
+    what = "bot turn" if taken.bot else "bot turn (系统代打)"
     try:
         return _act(match_id, version, command, what)
     except GameError as exc:
@@ -109,7 +117,11 @@ def turn_timeout(match_id: str, version: int) -> str:
         return "no such match"
     state = loaded.state
     due = deadline(state, loaded.last_recorded_at)
-    if state.version != version or due is None or state.is_system(state.turn):
+    if state.version != version or due is None:
+        return "stale"
+    turn = state.turn
+    assert turn is not None  # there is a deadline: a seat is to act
+    if state.is_system(turn):
         return "stale"
     early = (due - datetime.now(UTC)).total_seconds()
     if early > EARLY_TOLERANCE:
@@ -118,7 +130,7 @@ def turn_timeout(match_id: str, version: int) -> str:
         # This clock and the database's differ by a little: wait it out.
         time.sleep(early)
     # The disconnect is the takeover: the system plays the seat from now on (系统代打).
-    return _act(match_id, version, Disconnect(state.turn, "deadline"), "turn timeout")
+    return _act(match_id, version, Disconnect(turn, "deadline"), "turn timeout")
 
 
 def settle_match(match_id: str) -> str:
@@ -136,7 +148,7 @@ def settle_match(match_id: str) -> str:
         return "settled already"
     recomputed = verify(export(e.event for e in ctx.store.read(key)))
 
-    def ledger(conn, _) -> None:
+    def ledger(conn: psycopg.Connection, _: State) -> None:
         if not write_settlement(conn, key, recomputed):
             raise GameError("the hand is settled already", "already_settled")
 
@@ -147,6 +159,7 @@ def settle_match(match_id: str) -> str:
             return "settled already"
         raise
     settled = outcome.events[0].event
+    assert isinstance(settled, Settled)
     log.info(
         "settled: match %s v%s net %s house %s",
         match_id,

@@ -25,6 +25,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable, Sequence
+from typing import cast
 
 import psycopg
 import redis
@@ -45,6 +47,7 @@ from service.app.work import (
     job_args,
     queue,
     stopped,
+    unmark,
     worker_is_alive,
 )
 from service.store import DatabaseUnavailable
@@ -52,6 +55,9 @@ from service.store import DatabaseUnavailable
 from .context import context
 
 log = logging.getLogger(__name__)
+
+#: A job to make sure of: (job id, kind, the arguments of its function).
+Work = tuple[str, str, Sequence[object]]
 
 
 def job_is_live(connection: redis.Redis, job_id: str) -> bool:
@@ -77,9 +83,10 @@ def forget(connection: redis.Redis, job_id: str) -> None:
     # started registry, where RQ's cleanup would report it abandoned.
     connection.lrem(q.intermediate_queue_key, 0, job_id)
     started = q.started_job_registry
+    # RQ's connection does not decode responses: members come back as bytes.
     mine = [
         entry
-        for entry in connection.zrange(started.key, 0, -1)
+        for entry in cast(list[bytes], connection.zrange(started.key, 0, -1))
         if entry.decode().split(":", 1)[0] == job_id
     ]
     if mine:
@@ -87,17 +94,17 @@ def forget(connection: redis.Redis, job_id: str) -> None:
     # An execution listed without its hash (it expired, or was flushed) makes RQ's own
     # delete raise "Execution … not found": drop such listings first.
     executions = ExecutionRegistry(job_id, connection)
-    for execution_id in connection.zrange(executions.key, 0, -1):
+    for execution_id in cast(list[bytes], connection.zrange(executions.key, 0, -1)):
         if not connection.exists(Execution(execution_id.decode(), job_id, connection).key):
             connection.zrem(executions.key, execution_id)
-    connection.delete(f"ddz:enqueued:{job_id}")
+    unmark(connection, job_id)
     try:
         Job.fetch(job_id, connection=connection).delete()
     except NoSuchJobError:
         pass
 
 
-def ensure(connection: redis.Redis, job_id: str, kind: str, *args) -> bool:
+def ensure(connection: redis.Redis, job_id: str, kind: str, *args: object) -> bool:
     """Enqueues the job unless a live one exists; returns whether it enqueued."""
     if job_is_live(connection, job_id):
         return False
@@ -105,7 +112,7 @@ def ensure(connection: redis.Redis, job_id: str, kind: str, *args) -> bool:
     return enqueue_once(connection, job_id, kind, *args)
 
 
-def ensure_each(connection: redis.Redis, work, lost: bool = True) -> dict[str, int]:
+def ensure_each(connection: redis.Redis, work: Iterable[Work], lost: bool = True) -> dict[str, int]:
     """``ensure`` for each (job id, kind, args): one broken job (a half-flushed Redis)
     is logged and skipped, and the others are still enqueued. Redis itself gone ends the
     pass: the caller backs off. Each job enqueued is logged as lost work unless told
@@ -167,7 +174,7 @@ def rescue_started() -> int:
             job = Job.fetch(job_id, connection=connection)
         except NoSuchJobError:
             continue  # the sweep finds its work from PostgreSQL
-        kind = KIND_OF.get(job.func_name)
+        kind = None if job.func_name is None else KIND_OF.get(job.func_name)
         if (
             kind
             and job.get_status(refresh=False) == JobStatus.STARTED

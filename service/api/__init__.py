@@ -52,7 +52,8 @@ def create_app(
     cors(app, config.cors_origins)
     if connect:
         install_rate_limits(app, config)
-    app.wsgi_app = SecurityHeaders(BodyLimit(app.wsgi_app, config.max_body_bytes))
+    # Flask's documented way to wrap the app in WSGI middleware (mypy sees a method).
+    app.wsgi_app = SecurityHeaders(BodyLimit(app.wsgi_app, config.max_body_bytes))  # type: ignore[method-assign]
     logging.getLogger("ddz").setLevel(logging.INFO)
     return app
 

@@ -26,6 +26,13 @@ class Caller:
         return None if self.player_id is None else str(self.player_id)
 
 
+@dataclass(frozen=True)
+class PlayerCaller(Caller):
+    """A caller known to be a player (see :func:`player`)."""
+
+    player_id: uuid.UUID
+
+
 def caller() -> Caller:
     """Who sent the request; 401 without a valid token."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
@@ -50,12 +57,12 @@ def caller() -> Caller:
     return Caller(found.player_id, token_id=found.token_id)
 
 
-def player() -> Caller:
+def player() -> PlayerCaller:
     """A player's token is required (operators do not sit at tables)."""
     who = caller()
     if who.player_id is None:
         raise ApiError(403, "player_required", "this needs a player's token")
-    return who
+    return PlayerCaller(who.player_id, token_id=who.token_id)
 
 
 def operator() -> Caller:
@@ -66,4 +73,4 @@ def operator() -> Caller:
 
 
 #: OpenAPI security requirement of every authenticated operation.
-BEARER = [{"bearer": []}]
+BEARER: list[dict[str, list[str]]] = [{"bearer": []}]

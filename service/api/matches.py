@@ -71,6 +71,7 @@ def command_result(outcome: Outcome, who: Caller) -> dict[str, Any]:
 
 
 def match_document(state: State, created_at, updated_at) -> dict[str, Any]:
+    assert state.table is not None  # a listed match exists
     return {
         "match_id": state.match_id,
         "status": status(state),

@@ -7,14 +7,15 @@ import marshmallow as ma
 from marshmallow import fields as f
 from marshmallow import validate
 
-from ..game import EVENT_TYPES
+from ..game import state as game_state
 from ..game.actions import PLAYER_ACTIONS
-from ..game.events import TABLE_EVENTS
-from ..game.table import MAX_TURN_SECONDS
-from ..rules import RULESETS
+from ..game.events import MATCH_EVENTS
+from ..game.table import DEFAULT_TURN_SECONDS, MAX_TURN_SECONDS
+from ..rules import DEFAULT_RULESET, RULESETS, CombinationType
+from ..store import STATUSES
 
 #: The events of a match's stream (a table's are not shown as such).
-MATCH_EVENT_TYPES = [name for name, cls in EVENT_TYPES.items() if cls not in TABLE_EVENTS]
+MATCH_EVENT_TYPES = [cls.type for cls in MATCH_EVENTS]
 SEAT = validate.Range(0, 3)
 CARD_CODE = validate.Regexp(
     r"^([SHCD][3-9TJQKA2]|[BR]J)$",
@@ -28,20 +29,8 @@ SHARE = validate.Regexp(r"^(0(\.\d{1,4})?|1(\.0{1,4})?)$", error="a share from 0
 STORABLE_TEXT = validate.Regexp(
     r"^[^\x00\ud800-\udfff]*$", error="may not contain NUL or unpaired surrogates"
 )
-PHASES = ["seating", "dealing", "bidding", "show_hand", "report", "playing", "ended"]
-STATUSES = ["open", "playing", "ended"]
-COMBINATION_TYPES = [
-    "single",
-    "pair",
-    "triple",
-    "straight",
-    "pair_chain",
-    "plane",
-    "full_house",
-    "plane_with_pairs",
-    "bomb",
-    "joker_bomb",
-]
+PHASES = list(game_state.PHASES)
+COMBINATION_TYPES = [kind.value for kind in CombinationType]
 
 
 class Strict(ma.Schema):
@@ -90,7 +79,7 @@ class PlayerCreated(ma.Schema):
 
 
 class MatchCreate(Strict):
-    ruleset = f.String(load_default="shanghai-platform", validate=validate.OneOf(sorted(RULESETS)))
+    ruleset = f.String(load_default=DEFAULT_RULESET.name, validate=validate.OneOf(sorted(RULESETS)))
     unit = f.String(
         load_default="1.00", validate=DECIMAL, metadata={"description": "Base stake (底分)"}
     )
@@ -106,7 +95,9 @@ class MatchCreate(Strict):
         metadata={"description": "System cut (系统得分) as a share of each winner's gain"},
     )
     bombs_double = JsonBoolean(load_default=True)
-    turn_seconds = JsonInteger(load_default=30, validate=validate.Range(1, MAX_TURN_SECONDS))
+    turn_seconds = JsonInteger(
+        load_default=DEFAULT_TURN_SECONDS, validate=validate.Range(1, MAX_TURN_SECONDS)
+    )
 
 
 class Options(ma.Schema):

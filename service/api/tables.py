@@ -204,7 +204,7 @@ def join_table(body, table_id):
     """Take a free seat. When the fourth is taken the next hand is dealt to the four."""
     who = player()
     try:
-        loaded = services().tables.join(table_id, who.player, body["invite"])
+        loaded = services().tables.join(table_id, who.player or "", body["invite"])
     except (GameError, StoreError) as exc:
         raise game_error(exc) from None
     return table_document(loaded, who.player)
@@ -219,7 +219,7 @@ def leave_table(table_id):
     hand is settled."""
     who = player()
     try:
-        loaded = services().tables.leave(table_id, who.player)
+        loaded = services().tables.leave(table_id, who.player or "")
     except (GameError, StoreError) as exc:
         raise game_error(exc) from None
     return table_document(loaded, who.player)

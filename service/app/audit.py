@@ -36,6 +36,7 @@ def _recompute(store: EventStore, match_id: uuid.UUID, booked: dict[Any, Decimal
         state = verify(export(e.event for e in store.read(match_id)))
     except Discrepancy as exc:
         return [f"match {match_id}: its events do not verify: {exc}"]
+    assert state.result is not None  # a verified record is of an ended hand
     settlement = state.result.settlement
     expected: dict[Any, Decimal] = dict(enumerate(settlement.net))
     expected["house"] = settlement.house

@@ -17,14 +17,16 @@ from ..game.state import DEALING
 from ..rules import new_seed
 from ..store import (
     ATTEMPTS,
+    Behind,
+    ConnectionLost,
     DatabaseUnavailable,
     EventStore,
+    Idempotency,
     Loaded,
     Outcome,
     VersionConflict,
     pause,
 )
-from ..store.events import Behind, ConnectionLost
 
 #: Appends retried on a version conflict when the caller named no expected version.
 RETRIES = 5
@@ -46,7 +48,7 @@ class CommandRequest:
     match_id: uuid.UUID
     decide: Callable[[State], Command]
     expected_version: int | None = None
-    idempotency: tuple[uuid.UUID, str, bytes] | None = None
+    idempotency: Idempotency | None = None
     new_match: bool = False
     within: Callable[[psycopg.Connection, State], None] | None = None
 
@@ -132,6 +134,7 @@ class Commands:
                         if request.new_match
                         else store.load(match_id, conn)
                     )
+                assert known is not None  # read above when nothing was known
                 for _ in range(RETRIES):
                     try:
                         outcome = self._decide_and_append(conn, request, known.state, command_id)

@@ -29,7 +29,7 @@ from ..game import (
     initial_state,
     replay,
 )
-from ..game.events import PlayerLeft
+from ..game.events import Event, PlayerLeft
 from ..game.table_decider import (
     CreateTable,
     FillWithBots,
@@ -159,7 +159,7 @@ class Tables:
                 assert taken is not None
                 commands.append(TakeSeat(seat, taken.player, bot=taken.bot))
             commands.append(DealHand(new_seed()))
-            state, events = initial_state, []
+            state, events = initial_state, list[Event]()
             for command in commands:
                 more = decide(state, command)
                 state, events = replay(more, state), events + more
@@ -188,7 +188,7 @@ class Tables:
             state = self.store.load(match_id).state
         except MatchNotFound:
             return "no such match"
-        if not state.settled:
+        if not state.settled or state.result is None:
             return "not settled"
         net = tuple(state.result.settlement.to_json()["net"])
         try:

@@ -34,6 +34,7 @@ QUEUE = "ddz"
 #: How long the mark that a job was enqueued is kept.
 MARK_SECONDS = 24 * 3600
 _HEARTBEAT = "ddz:worker-alive:"
+_ENQUEUED = "ddz:enqueued:"
 
 
 def queue(connection: redis.Redis) -> Queue:
@@ -53,7 +54,7 @@ def stopped(connection: redis.Redis, worker_name: str) -> None:
 
 
 def worker_is_alive(connection: redis.Redis, worker_name: str | None) -> bool:
-    return bool(worker_name) and bool(connection.exists(_HEARTBEAT + worker_name))
+    return bool(worker_name and connection.exists(_HEARTBEAT + worker_name))
 
 
 def any_worker_alive(connection: redis.Redis) -> bool:
@@ -85,17 +86,17 @@ def id_of_job(kind: str, match_id: str, version: int) -> str:
     }[kind]
 
 
-def job_args(kind: str, match_id: str, version: int) -> tuple:
+def job_args(kind: str, match_id: str, version: int) -> tuple[()] | tuple[str] | tuple[str, int]:
     """The arguments of the job's function."""
     if kind == MATCH_TICKETS:
         return ()
     return (match_id,) if kind == SETTLE_MATCH else (match_id, version)
 
 
-def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args) -> bool:
+def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args: object) -> bool:
     """Enqueues the job unless this job id was enqueued already (one pipelined round trip
     after the mark)."""
-    if not connection.set(f"ddz:enqueued:{job_id}", 1, nx=True, ex=MARK_SECONDS):
+    if not connection.set(_ENQUEUED + job_id, 1, nx=True, ex=MARK_SECONDS):
         return False
     with connection.pipeline() as pipe:
         queue(connection).enqueue(
@@ -105,11 +106,20 @@ def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args) -> bool
     return True
 
 
+def unmark(connection: redis.Redis, job_id: str) -> None:
+    """Forgets that the job was enqueued, so that :func:`enqueue_once` enqueues it again."""
+    connection.delete(_ENQUEUED + job_id)
+
+
 def work_for(state: State, last_recorded_at: datetime | None) -> str | None:
     """The kind of job the state calls for now, if any."""
     if state.phase == ENDED:
         return None if state.settled else SETTLE_MATCH
-    if deadline(state, last_recorded_at) is not None and state.is_system(state.turn):
+    if (
+        deadline(state, last_recorded_at) is not None
+        and state.turn is not None
+        and state.is_system(state.turn)
+    ):
         return BOT_TURN
     return None
 

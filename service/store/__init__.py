@@ -1,7 +1,11 @@
 """PostgreSQL persistence: the event store (one stream per match), players, migrations."""
 
 from .events import (
+    STATUSES,
+    Behind,
+    ConnectionLost,
     EventStore,
+    Idempotency,
     IdempotencyMismatch,
     Loaded,
     MatchNotFound,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -29,6 +29,10 @@ NOTIFY_CHANNEL = "ddz_events"
 #: Bytes of a notification left for the event after "<match>:<version>:" (PostgreSQL
 #: refuses payloads of 8,000 bytes and more); a larger event is announced without itself.
 NOTE_ROOM = 7900
+
+#: (player, key, request hash) of a command sent with an Idempotency-Key.
+Idempotency = tuple[uuid.UUID, str, bytes]
+_T = TypeVar("_T")
 
 
 class StoreError(Exception):
@@ -92,7 +96,7 @@ class Outcome:
     replayed: bool = False
 
 
-def _decode(row) -> StoredEvent:
+def _decode(row: Sequence[Any]) -> StoredEvent:
     version, position, type_, schema_version, payload, recorded_at = row
     return StoredEvent(
         version, position, Event.from_payload(type_, schema_version, payload), recorded_at
@@ -134,7 +138,7 @@ class EventStore:
         self.pool = pool
         self.cache = cache or StateCache()
 
-    def _run(self, work: Callable[[psycopg.Connection], Any], conn: psycopg.Connection | None):
+    def _run(self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None) -> _T:
         """``work`` on ``conn`` when the caller has one (its transaction, say), else on one
         from the pool, retried on another when the connection breaks."""
         return retried(self.pool, work, conn)
@@ -222,7 +226,9 @@ class EventStore:
         sql += " ORDER BY created_at DESC LIMIT %s"
         params.append(limit)
 
-        def read(conn):
+        def read(
+            conn: psycopg.Connection,
+        ) -> tuple[list[tuple[Any, ...]], dict[uuid.UUID, Loaded]]:
             rows = conn.execute(sql, params).fetchall()
             return rows, self.load_many([row[0] for row in rows], conn)
 
@@ -248,7 +254,9 @@ class EventStore:
         sql += " ORDER BY m.created_at DESC, m.match_id DESC LIMIT %s"
         params.append(limit)
 
-        def read(conn):
+        def read(
+            conn: psycopg.Connection,
+        ) -> tuple[list[tuple[Any, ...]], dict[uuid.UUID, Loaded]]:
             rows = conn.execute(sql, params).fetchall()
             return rows, self.load_many([row[0] for row in rows], conn)
 
@@ -315,7 +323,7 @@ class EventStore:
         return Outcome(ours, replay((s.event for s in ours), known.state), ours[-1].recorded_at)
 
     def replayed(
-        self, match_id: uuid.UUID, idempotency, conn: psycopg.Connection | None = None
+        self, match_id: uuid.UUID, idempotency: Idempotency, conn: psycopg.Connection | None = None
     ) -> Outcome | None:
         """The first outcome of a request with this key, if there was one: the events it
         appended and the state right after them (the same key with another request:
@@ -349,12 +357,12 @@ class EventStore:
     @staticmethod
     def append(
         conn: psycopg.Connection,
-        match_id,
+        match_id: uuid.UUID,
         version: int,
         events: Sequence[Event],
         after: State,
-        command_id,
-        idempotency,
+        command_id: uuid.UUID,
+        idempotency: Idempotency | None,
     ) -> list[StoredEvent]:
         """Inserts the events at the versions after ``version`` if the stream is still at
         ``version``, each marked with ``command_id``, brings the match's row of the ``matches`` table up to ``after`` (its
@@ -367,6 +375,7 @@ class EventStore:
         player, key, digest = idempotency if idempotency is not None else (None, None, None)
         seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in after.seats]
         timed = after.awaits_decision()
+        assert after.table is not None  # a stream begins with the match's creation
         try:
             rows = conn.execute(
                 "WITH current AS ("
@@ -428,7 +437,7 @@ class EventStore:
                     "version": after.version,
                     "seats": Jsonb(seats),
                     "turn_seat": after.turn if timed else None,
-                    "system": timed and after.is_system(after.turn),
+                    "system": timed and after.turn is not None and after.is_system(after.turn),
                     "time_to_act": time_to_act(after),
                     "settled": after.settled,
                     "key_player": player,
@@ -441,6 +450,10 @@ class EventStore:
         if rows and not rows[0][0]:
             raise Behind([_decode(row[1:]) for row in rows])
         return [_decode(row[1:]) for row in rows]
+
+
+#: A match's status in the ``matches`` read model, in the order a match goes through them.
+STATUSES = ("open", "playing", "ended")
 
 
 def status(state: State) -> str:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -60,12 +62,14 @@ class Feed:
     def horizon(self) -> int:
         """The transaction id below which every transaction has ended: a reader starting
         there gets everything that commits from now on."""
-        return retried(
+        row = retried(
             self.pool,
             lambda conn: conn.execute(
                 "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
-            ).fetchone()[0],
+            ).fetchone(),
         )
+        assert row is not None
+        return int(row[0])
 
     def first(self, player: str) -> tuple[int, int] | None:
         """Where the player's events start: (xid, position) of its first, if any (read by
@@ -110,14 +114,14 @@ class Feed:
             "limit": limit,
         }
 
-        def read(conn):
+        def read(conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], bool]:
             rows = conn.execute(_READ, params).fetchall()
             held = conn.execute(
                 "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= pg_snapshot_xmin(pg_current_snapshot())"
                 " AND (xid, position) > (%s::text::xid8, %s))",
                 (str(xid), position),
-            ).fetchone()[0]
-            return rows, held
+            ).fetchone()
+            return rows, bool(held and held[0])
 
         rows, held = retried(self.pool, read)
         found = [

@@ -17,20 +17,26 @@ from .pool import retried
 
 HOUSE = "house"
 BOTS = "bots"
+#: A ledger entry: (account, seat or None for the house, kind, amount).
+Entry = tuple[str, int | None, str, Decimal]
+_Rows = list[tuple[Any, ...]]
 
 
 def account(state: State, seat: int) -> str:
-    player = state.seats[seat].player
+    taken = state.seats[seat]
+    assert taken is not None  # a settled hand had every seat taken
+    player = taken.player
     return BOTS if player is None else f"player:{player}"
 
 
-def movements(state: State) -> list[list[tuple[str, int | None, str, Decimal]]]:
+def movements(state: State) -> list[list[Entry]]:
     """The movements of an ended hand, each as its entries (account, seat, kind, amount),
     which add to zero: the stakes between each farmer and the landlord (after the cap),
     then each winner's system cut and the disconnect penalty, to the house."""
+    assert state.result is not None, "an ended hand"
     settlement = state.result.settlement
     landlord = state.result.outcome.landlord
-    moves = []
+    moves: list[list[Entry]] = []
     for seat in range(SEATS):
         amount = settlement.after_cap[seat]
         if seat != landlord and amount:
@@ -52,6 +58,7 @@ def movements(state: State) -> list[list[tuple[str, int | None, str, Decimal]]]:
 def write_settlement(conn: psycopg.Connection, match_id: uuid.UUID, state: State) -> bool:
     """Writes the settlement and its entries; ``False`` when the match is settled already
     (the primary key of ``settlements`` lets one settlement in, whoever runs the job)."""
+    assert state.result is not None, "an ended hand"
     inserted = conn.execute(
         "INSERT INTO settlements (match_id, result) VALUES (%s, %s) ON CONFLICT (match_id) DO NOTHING RETURNING match_id",
         (match_id, Jsonb(state.result.to_json())),
@@ -99,11 +106,13 @@ def settlement(pool: ConnectionPool, match_id: uuid.UUID) -> dict[str, Any] | No
 def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) -> dict[str, Any]:
     acct = f"player:{player_id}"
 
-    def read(conn: psycopg.Connection):
+    def read(conn: psycopg.Connection) -> tuple[Decimal, _Rows]:
         with conn.transaction():
-            balance = conn.execute(
+            total = conn.execute(
                 "SELECT coalesce(sum(amount), 0) FROM ledger_entries WHERE account = %s", (acct,)
-            ).fetchone()[0]
+            ).fetchone()
+            assert total is not None  # an aggregate has its row
+            balance: Decimal = total[0]
             rows = conn.execute(
                 "SELECT entry_id, match_id, seat, kind, amount, created_at FROM ledger_entries"
                 " WHERE account = %s ORDER BY entry_id DESC LIMIT %s",
@@ -133,11 +142,12 @@ def booked(
     each movement that does not add to zero (described), and each settled match's amounts
     by seat and for the house (``"house"``)."""
 
-    def read(conn: psycopg.Connection):
+    def read(conn: psycopg.Connection) -> tuple[tuple[Any, ...], _Rows, _Rows]:
         with conn.transaction():
             total = conn.execute(
                 "SELECT coalesce(sum(amount), 0), count(*) FROM ledger_entries"
             ).fetchone()
+            assert total is not None  # an aggregate has its row
             unbalanced = conn.execute(
                 "SELECT match_id, movement, sum(amount) FROM ledger_entries GROUP BY match_id, movement HAVING sum(amount) <> 0"
             ).fetchall()

@@ -102,6 +102,7 @@ class Notifier:
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=1.0):
                             if note.channel == REVOKED_CHANNEL:
+                                assert self._on_revoked is not None  # listened to with one only
                                 self._on_revoked(note.payload)
                             else:
                                 self._received(note.payload)

@@ -6,10 +6,10 @@ model and a notification; and the lobby's tickets, seated at most once (the prim
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -19,6 +19,8 @@ from ..game.events import HandStarted, PlayerJoined
 from ..game.table_play import TableState, due, replay_table
 from .events import NOTIFY_CHANNEL, EventStore, StoredEvent, StoreError, VersionConflict
 from .pool import retried
+
+_T = TypeVar("_T")
 
 
 class TableNotFound(StoreError):
@@ -64,7 +66,9 @@ class TableStore:
         self.events = events
         self.pool = events.pool
 
-    def _run(self, work, conn: psycopg.Connection | None = None):
+    def _run(
+        self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None = None
+    ) -> _T:
         return retried(self.pool, work, conn)
 
     # Tables
@@ -226,6 +230,7 @@ class TableStore:
             )
         except psycopg.errors.UniqueViolation:
             raise TicketWaiting("the player has a ticket waiting already") from None
+        assert row is not None
         return Ticket(*row)
 
     def ticket(self, ticket_id: uuid.UUID) -> Ticket:
@@ -285,7 +290,10 @@ class TableStore:
 
     @staticmethod
     def database_now(conn: psycopg.Connection) -> datetime:
-        return conn.execute("SELECT now()").fetchone()[0]
+        row = conn.execute("SELECT now()").fetchone()
+        assert row is not None
+        now: datetime = row[0]
+        return now
 
     @staticmethod
     def seat_tickets(
