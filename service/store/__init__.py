@@ -10,6 +10,7 @@ from .events import (
     Loaded,
     MatchNotFound,
     Outcome,
+    StateCache,
     StoredEvent,
     StoreError,
     VersionConflict,
