@@ -225,6 +225,14 @@ class EventStore:
             params.append(status)
         sql += " ORDER BY created_at DESC LIMIT %s"
         params.append(limit)
+        return [
+            (loaded, created_at, updated_at)
+            for loaded, (_, created_at, updated_at) in self._with_states(sql, params)
+        ]
+
+    def _with_states(self, sql: str, params: list[Any]) -> list[tuple[Loaded, tuple[Any, ...]]]:
+        """The rows of ``sql`` (a match id first), each with that match's state, read on one
+        connection."""
 
         def read(
             conn: psycopg.Connection,
@@ -233,9 +241,7 @@ class EventStore:
             return rows, self.load_many([row[0] for row in rows], conn)
 
         rows, states = self._run(read, None)
-        return [
-            (states[match_id], created_at, updated_at) for match_id, created_at, updated_at in rows
-        ]
+        return [(states[row[0]], row) for row in rows]
 
     def of_player(
         self, player: str, before: tuple[datetime, uuid.UUID] | None, limit: int
@@ -253,15 +259,10 @@ class EventStore:
             params += list(before)
         sql += " ORDER BY m.created_at DESC, m.match_id DESC LIMIT %s"
         params.append(limit)
-
-        def read(
-            conn: psycopg.Connection,
-        ) -> tuple[list[tuple[Any, ...]], dict[uuid.UUID, Loaded]]:
-            rows = conn.execute(sql, params).fetchall()
-            return rows, self.load_many([row[0] for row in rows], conn)
-
-        rows, states = self._run(read, None)
-        return [(states[match_id], created, table) for match_id, created, table in rows]
+        return [
+            (loaded, created_at, table_id)
+            for loaded, (_, created_at, table_id) in self._with_states(sql, params)
+        ]
 
     def past_deadline(self) -> list[tuple[uuid.UUID, int]]:
         """(match, version) of each match whose player to act has let the deadline pass."""
