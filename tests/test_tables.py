@@ -295,6 +295,10 @@ def test_a_lone_ticket_that_allows_bots_gets_them_after_the_wait(api, rconn, job
     assert [s["player"] for s in now["seats"]] == [lone_id, None, None, None]
     assert [s["bot"] for s in now["seats"]] == [False, True, True, True]
     assert now["match_id"] is not None
+    # The player's own stream says so: seated by that ticket, then the hand started.
+    items = feed(api, lone)["items"]
+    assert items[0]["type"] == "seated" and items[0]["ticket_id"] == mine["ticket_id"]
+    assert items[0]["table_id"] == seated["table_id"] and items[1]["type"] == "hand_started"
 
 
 def test_a_ticket_is_cancelled_and_only_by_its_player(api, rconn, jobs_env):
