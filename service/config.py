@@ -95,6 +95,12 @@ class Config:
     console_session_seconds: int = 8 * 3600
     #: The console's cookie only over HTTPS (``on`` behind TLS): DDZ_CONSOLE_SECURE_COOKIE.
     console_secure_cookie: bool = False
+    #: Seconds a lobby ticket that allows bots waits for people before the empty seats of
+    #: its table go to system bots: DDZ_LOBBY_BOTS_AFTER.
+    lobby_bots_after: float = 30.0
+    #: Seconds a table rests after a hand is settled before it deals the next (a new
+    #: table's default, and the lobby's tables'): DDZ_TABLE_NEXT_HAND_SECONDS.
+    table_next_hand_seconds: int = 5
 
     _ENV: ClassVar[dict[str, str]] = {
         "database_url": "DATABASE_URL",
@@ -128,6 +134,8 @@ class Config:
         "console_secret": "DDZ_CONSOLE_SECRET",
         "console_session_seconds": "DDZ_CONSOLE_SESSION_SECONDS",
         "console_secure_cookie": "DDZ_CONSOLE_SECURE_COOKIE",
+        "lobby_bots_after": "DDZ_LOBBY_BOTS_AFTER",
+        "table_next_hand_seconds": "DDZ_TABLE_NEXT_HAND_SECONDS",
     }
 
     @classmethod

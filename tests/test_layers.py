@@ -29,6 +29,7 @@ ENTRIES = {"cli", "serve", "embedded", "gunicorn_conf", "gunicorn_worker"}
 #: them into states: anything that decides (the store decides nothing).
 DECIDING = {
     "service.game.decider",
+    "service.game.table_decider",
     "service.game.actions",
     "service.game.record",
     "service.game.policies",

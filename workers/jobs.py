@@ -31,6 +31,7 @@ from service.game.record import export, verify
 from service.game.state import ENDED
 from service.store import MatchNotFound, StoredEvent, VersionConflict
 from service.store.ledger import write_settlement
+from service.store.tables import TableNotFound
 
 from .context import context
 
@@ -174,4 +175,22 @@ def settle_match(match_id: str) -> str:
         " ".join(settled.net),
         settled.house,
     )
+    # A table's hand: recorded at the table now (the sweep finds it if this worker dies).
+    ctx.tables.record_hand(key)
     return "settled"
+
+
+def table_due(table_id: str, version: int) -> str:
+    """Does what the table at ``version`` waits for: records its settled hand, seats bots
+    in its empty seats, or deals its next hand."""
+    try:
+        return context().tables.advance(uuid.UUID(table_id), version)
+    except TableNotFound:
+        return "no such table"
+
+
+def match_tickets() -> str:
+    """Seats the lobby's waiting tickets at new tables."""
+    config = context().config
+    made = context().tables.match_tickets(config.lobby_bots_after, config.table_next_hand_seconds)
+    return f"{made} tables"

@@ -3,6 +3,9 @@ truth and Redis only carries work.
 
 - The deadline scan (every ``deadline_scan_seconds`` of the configuration) enqueues a turn timeout for each player
   whose deadline has passed, and enqueues again each started job whose worker is gone.
+- The table scan (as often as the deadline scan) enqueues the job of each table whose
+  wait is over (its next deal, bots for its empty seats, a settled hand to record) and
+  seats the lobby's waiting tickets.
 - The sweep (at worker start, then every ``sweep_seconds``) finds work lost with Redis (a
   flush, a restart) or with a worker and enqueues it again: a bot or disconnected seat to
   act with no live job, an ended hand with no settlement.
@@ -36,6 +39,7 @@ from service.app.work import (
     BOT_TURN,
     KIND_OF,
     SETTLE_MATCH,
+    TABLE_DUE,
     TURN_TIMEOUT,
     beat,
     enqueue_once,
@@ -144,6 +148,21 @@ def scan_deadlines() -> int:
     return ensure_each(ctx.redis, work, lost=False).get(TURN_TIMEOUT, 0)
 
 
+def scan_tables() -> int:
+    """Enqueues the job of each table whose wait is over (its next deal, bots for its
+    empty seats, a settled hand to record), and seats the lobby's waiting tickets: what
+    Redis lost (a flush, a killed worker) is found again here, from PostgreSQL."""
+    ctx = context()
+    rows = ctx.tables.table_store.due_now()
+    work = [
+        (id_of_job(TABLE_DUE, str(t), v), TABLE_DUE, job_args(TABLE_DUE, str(t), v))
+        for t, v in rows
+    ]
+    found = ensure_each(ctx.redis, work, lost=False).get(TABLE_DUE, 0)
+    ctx.tables.match_tickets(ctx.config.lobby_bots_after, ctx.config.table_next_hand_seconds)
+    return found
+
+
 def rescue_started() -> int:
     """Enqueues again each started job whose worker's heartbeat is gone: a bot turn or a
     settlement is back on the queue within seconds of its worker's death."""
@@ -210,6 +229,7 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
                     next_sweep = time.monotonic() + config.sweep_seconds
                 else:
                     scan_deadlines()
+                scan_tables()
                 rescue_started()
             except Exception as exc:  # noqa: BLE001 - keep the timers alive through outages
                 backoff = min(max(backoff * 2, 1.0), config.max_backoff_seconds)

@@ -7,7 +7,7 @@ import logging
 from flask import Flask
 
 from ..config import Config
-from . import admin, console, health, ledger, matches, observe, players, tokens
+from . import admin, console, health, ledger, lobby, matches, me, observe, players, tables, tokens
 from .encoding import JsonProvider
 from .headers import SecurityHeaders, cors
 from .limits import BodyLimit
@@ -46,7 +46,7 @@ def create_app(
     if connect:
         app.extensions["ddz"] = services or Services.open(config)
     api = Api(app)
-    for module in (health, observe, players, tokens, matches, ledger, admin):
+    for module in (health, observe, players, tokens, matches, tables, lobby, me, ledger, admin):
         api.register_blueprint(module.bp)
     console.install(app, config)
     app.extensions["ddz_api"] = api

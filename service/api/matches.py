@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from flask import Response, request, stream_with_context
+from flask import Response
 
 from ..app.commands import CommandRequest
 from ..app.metrics import COMMANDS, OPEN_STREAMS
@@ -22,7 +22,6 @@ from ..game import (
     Pass,
     Play,
     State,
-    Table,
     TakeSeat,
 )
 from ..game.actions import command_of
@@ -32,11 +31,21 @@ from ..game.state import ENDED
 from ..rules import pick_cards
 from ..store import Loaded, Outcome, StoreError, request_hash, status
 from . import encoding, schemas
-from .auth import BEARER, Caller, audited, caller, player
-from .documents import documented, event_documents, game_error, load, seat_of, since, view_document
+from .auth import Caller, audited, caller, player
+from .documents import (
+    documented,
+    event_documents,
+    game_error,
+    load,
+    seat_of,
+    since,
+    table_of,
+    view_document,
+)
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
+from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse, stream_doc
 
 bp = Blueprint(
     "matches",
@@ -95,17 +104,7 @@ def execute(request: CommandRequest) -> Outcome:
 def create_match(body):
     """Create a match (a table for one hand) with its ruleset and money options."""
     player()
-    try:
-        table = Table.build(
-            body["ruleset"],
-            body["unit"],
-            body["cap"],
-            body["rake"],
-            body["bombs_double"],
-            body["turn_seconds"],
-        )
-    except GameError as exc:
-        raise game_error(exc) from None
+    table = table_of(body)
     match_id = uuid.uuid4()
     outcome = execute(
         CommandRequest(match_id, lambda state: CreateMatch(str(match_id), table), new_match=True)
@@ -282,7 +281,7 @@ def events(query, match_id):
 
 
 def _last_event_id() -> int | None:
-    raw = request.headers.get("Last-Event-ID")
+    raw = last_event_id()
     if raw is None:
         return None
     if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
@@ -294,47 +293,32 @@ def _last_event_id() -> int | None:
     return int(raw)
 
 
-def _sse(event: str, data: Any, event_id: int | None = None) -> str:
-    lines = [] if event_id is None else [f"id: {event_id}"]
-    lines += [f"event: {event}", f"data: {encoding.dumps(data).decode()}"]
-    return "\n".join(lines) + "\n\n"
-
-
 @bp.route("/<uuid:match_id>/stream", methods=["GET"])
 @bp.doc(
-    summary="Server-Sent Events of the match",
-    description="First a `snapshot` event with the caller's view (its `id` is the version), then "
-    "each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect "
-    "with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments "
-    "keep a quiet connection alive; the server closes the stream after a while (and at once "
-    "when the server process is stopping), and the client reconnects.\n\n"
-    "A match's last event is `settled`: the settlement job appends it shortly after "
-    "`hand_ended`, once the ledger holds the hand's settlement. The stream closes right after "
-    "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "
-    "a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an "
-    "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.",
-    responses={
-        "200": {
-            "description": "An event stream",
-            "content": {"text/event-stream": {"schema": schemas.STREAM_EVENT}},
+    **stream_doc(
+        summary="Server-Sent Events of the match",
+        description="First a `snapshot` event with the caller's view (its `id` is the version), then "
+        "each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect "
+        "with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments "
+        "keep a quiet connection alive; the server closes the stream after a while (and at once "
+        "when the server process is stopping), and the client reconnects.\n\n"
+        "A match's last event is `settled`: the settlement job appends it shortly after "
+        "`hand_ended`, once the ledger holds the hand's settlement. The stream closes right after "
+        "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "
+        "a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an "
+        "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.",
+        schema=schemas.STREAM_EVENT,
+        resume="Resume after this version (the `id` of the last event received)",
+        id_pattern="^[0-9]{1,9}$",
+        errors={
+            "204": {
+                "description": "The match is settled and the client has its every event: nothing more will come"
+            },
+            "400": {"$ref": "#/components/responses/BAD_REQUEST"},
+            "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
+            "404": {"$ref": "#/components/responses/NOT_FOUND"},
         },
-        "204": {
-            "description": "The match is settled and the client has its every event: nothing more will come"
-        },
-        "400": {"$ref": "#/components/responses/BAD_REQUEST"},
-        "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
-        "404": {"$ref": "#/components/responses/NOT_FOUND"},
-    },
-    parameters=[
-        {
-            "in": "header",
-            "name": "Last-Event-ID",
-            "required": False,
-            "description": "Resume after this version (the `id` of the last event received)",
-            "schema": {"type": "string", "pattern": "^[0-9]{1,9}$"},
-        }
-    ],
-    security=BEARER,
+    )
 )
 def stream(match_id):
     who = caller()
@@ -358,11 +342,11 @@ def stream(match_id):
     def follow() -> Iterator[str]:
         store, notifier = services().store, services().notifier
         seat = viewer(loaded.state, who)
-        yield "retry: 1000\n\n"
+        yield RETRY
         after = resume_after
         if after is None:
             after = loaded.state.version
-            yield _sse("snapshot", VIEW.dump(view_document(loaded, who)), after)
+            yield sse("snapshot", VIEW.dump(view_document(loaded, who)), after)
         started = time.monotonic()
         while True:
             remaining = config.stream_seconds - (time.monotonic() - started)
@@ -376,14 +360,13 @@ def stream(match_id):
                     if notifier.draining:
                         return  # the client reconnects (to a process that is not stopping)
                     if not woken.wait(min(config.keepalive_seconds, remaining)):
-                        yield ": keep-alive\n\n"
+                        yield KEEP_ALIVE
                     continue
             for document in event_documents(found, seat, latest):
-                yield _sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
+                yield sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
                 after = document["version"]
 
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return Response(stream_with_context(generate()), mimetype="text/event-stream", headers=headers)
+    return event_stream(generate())
 
 
 @bp.route("/<uuid:match_id>/record", methods=["GET"])

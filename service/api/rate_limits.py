@@ -57,6 +57,18 @@ KIND_OF = {
     "ledger.match_settlement": READS,
     "ledger.player_ledger": READS,
     "matches.stream": STREAMS,
+    "tables.create_table": COMMANDS,
+    "tables.join_table": COMMANDS,
+    "tables.leave_table": COMMANDS,
+    "tables.get_table": READS,
+    "lobby.create_ticket": COMMANDS,
+    "lobby.cancel_ticket": COMMANDS,
+    "lobby.get_ticket": READS,
+    "me.get_me": READS,
+    "me.my_matches": READS,
+    "me.my_tables": READS,
+    "me.my_events": READS,
+    "me.my_stream": STREAMS,
     # The operators' (operator requests are not limited; others get 403 here, as reads).
     "ledger.check_ledger": READS,
     "admin.all_events": READS,
@@ -101,7 +113,7 @@ return counts
 
 
 def kind() -> str | None:
-    if request.endpoint == "matches.events" and _waits():
+    if request.endpoint in ("matches.events", "me.my_events") and _waits():
         return STREAMS
     return KIND_OF.get(request.endpoint or "")
 

@@ -7,13 +7,15 @@ import marshmallow as ma
 from marshmallow import fields as f
 from marshmallow import validate
 
-from ..game import EVENT_TYPES
 from ..game import state as game_state
 from ..game.actions import PLAYER_ACTIONS
+from ..game.events import MATCH_EVENTS
 from ..game.table import DEFAULT_TURN_SECONDS, MAX_TURN_SECONDS
 from ..rules import DEFAULT_RULESET, RULESETS, CombinationType
 from ..store import STATUSES
 
+#: The events of a match's stream (a table's are not shown as such).
+MATCH_EVENT_TYPES = [cls.type for cls in MATCH_EVENTS]
 SEAT = validate.Range(0, 3)
 CARD_CODE = validate.Regexp(
     r"^([SHCD][3-9TJQKA2]|[BR]J)$",
@@ -297,7 +299,7 @@ class IdempotencyHeader(ma.Schema):
 
 
 class EventDocument(ma.Schema):
-    type = f.String(required=True, validate=validate.OneOf(sorted(EVENT_TYPES)))
+    type = f.String(required=True, validate=validate.OneOf(sorted(MATCH_EVENT_TYPES)))
     version = f.Integer(
         required=True, metadata={"description": "The event's version in the match stream"}
     )
@@ -329,21 +331,27 @@ class EventsQuery(ma.Schema):
     )
 
 
-def _stream_event(event: dict, data: str, description: str) -> dict:
+def stream_event(
+    event: dict,
+    data: str | dict,
+    description: str,
+    id_pattern: str = "^[0-9]+$",
+    id_description: str = "The match version (send it back as `Last-Event-ID`)",
+) -> dict:
+    """One kind of event of an event stream: its ``event:`` name, its ``id:`` and its
+    ``data:`` (JSON of the schema named, or of the schema given)."""
     return {
         "type": "object",
         "description": description,
         "properties": {
             "event": event,
-            "id": {
-                "type": "string",
-                "pattern": "^[0-9]+$",
-                "description": "The match version (send it back as `Last-Event-ID`)",
-            },
+            "id": {"type": "string", "pattern": id_pattern, "description": id_description},
             "data": {
                 "type": "string",
                 "contentMediaType": "application/json",
-                "contentSchema": {"$ref": f"#/components/schemas/{data}"},
+                "contentSchema": {"$ref": f"#/components/schemas/{data}"}
+                if isinstance(data, str)
+                else data,
             },
         },
         "required": ["event", "id", "data"],
@@ -358,13 +366,13 @@ def _stream_event(event: dict, data: str, description: str) -> dict:
 STREAM_EVENT = {
     "description": "Each event of the stream: first the caller's view, then the match's events",
     "oneOf": [
-        _stream_event(
+        stream_event(
             {"const": "snapshot"},
             "View",
             "The caller's view when the stream starts (not after `Last-Event-ID`)",
         ),
-        _stream_event(
-            {"type": "string", "enum": sorted(EVENT_TYPES)},
+        stream_event(
+            {"type": "string", "enum": sorted(MATCH_EVENT_TYPES)},
             "EventDocument",
             "An event of the match, as the caller may see it",
         ),

@@ -228,6 +228,63 @@ class Settled(Event):
     house: str
 
 
+# A table's stream (service.game.table_play): the seats of a table that plays hand after
+# hand, each hand a match of its own.
+
+
+@dataclass(frozen=True, slots=True)
+class TableCreated(Event):
+    """A table: its settings, whether it is ``private`` (joined only with ``invite``),
+    after how many seconds of waiting its empty seats go to system bots (``bots_after``,
+    ``None``: never) and how long it rests after a hand before dealing the next."""
+
+    type = "table_created"
+    table_id: str
+    table: Table
+    private: bool
+    invite: str | None
+    bots_after: int | None
+    next_hand_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerJoined(Event):
+    type = "player_joined"
+    seat: int
+    player: str | None
+    bot: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerLeft(Event):
+    """The seat's player left; during a hand (``at_hand_end``) the system plays the seat to
+    the end and the seat is free once the hand is settled."""
+
+    type = "player_left"
+    seat: int
+    player: str | None
+    at_hand_end: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HandStarted(Event):
+    """Hand ``number`` of the table is the match ``match_id``, dealt to these seats."""
+
+    type = "hand_started"
+    number: int
+    match_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class HandSettled(Event):
+    """The hand's match is settled: ``net`` per seat, as its ``settled`` event says."""
+
+    type = "hand_settled"
+    number: int
+    match_id: str
+    net: tuple[str, ...]
+
+
 def _report_declined_is_no_report(payload: dict[str, Any]) -> dict[str, Any]:
     factors = payload["result"]["factors"]
     if factors["report"] != "decline":
@@ -243,21 +300,30 @@ UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.type: cls
-    for cls in (
-        MatchCreated,
-        SeatTaken,
-        HandDealt,
-        BidMade,
-        LandlordChosen,
-        HandShown,
-        Reported,
-        Played,
-        Passed,
-        Disconnected,
-        Resumed,
-        HandEnded,
-        Settled,
-    )
-}
+#: The events of a table's stream (the others are a match's).
+TABLE_EVENTS: tuple[type[Event], ...] = (
+    TableCreated,
+    PlayerJoined,
+    PlayerLeft,
+    HandStarted,
+    HandSettled,
+)
+
+#: The events of a match's stream.
+MATCH_EVENTS: tuple[type[Event], ...] = (
+    MatchCreated,
+    SeatTaken,
+    HandDealt,
+    BidMade,
+    LandlordChosen,
+    HandShown,
+    Reported,
+    Played,
+    Passed,
+    Disconnected,
+    Resumed,
+    HandEnded,
+    Settled,
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in (*MATCH_EVENTS, *TABLE_EVENTS)}

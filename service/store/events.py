@@ -226,6 +226,14 @@ class EventStore:
             params.append(status)
         sql += " ORDER BY created_at DESC LIMIT %s"
         params.append(limit)
+        return [
+            (loaded, created_at, updated_at)
+            for loaded, (_, created_at, updated_at) in self._with_states(sql, params)
+        ]
+
+    def _with_states(self, sql: str, params: list[Any]) -> list[tuple[Loaded, tuple[Any, ...]]]:
+        """The rows of ``sql`` (a match id first), each with that match's state, read on one
+        connection."""
 
         def read(
             conn: psycopg.Connection,
@@ -234,8 +242,27 @@ class EventStore:
             return rows, self.load_many([row[0] for row in rows], conn)
 
         rows, states = self._run(read, None)
+        return [(states[row[0]], row) for row in rows]
+
+    def of_player(
+        self, player: str, before: tuple[datetime, uuid.UUID] | None, limit: int
+    ) -> list[tuple[Loaded, datetime, uuid.UUID | None]]:
+        """The player's matches, newest first, from just after ``before`` (the created-at
+        time and id of the last one seen): each with its state, when it was created and the
+        table whose hand it was (if any)."""
+        sql = (
+            "SELECT m.match_id, m.created_at, h.table_id FROM matches m"
+            " LEFT JOIN table_hands h USING (match_id) WHERE m.seats @> %s"
+        )
+        params: list[Any] = [Jsonb([{"player": player}])]
+        if before is not None:
+            sql += " AND (m.created_at, m.match_id) < (%s, %s)"
+            params += list(before)
+        sql += " ORDER BY m.created_at DESC, m.match_id DESC LIMIT %s"
+        params.append(limit)
         return [
-            (states[match_id], created_at, updated_at) for match_id, created_at, updated_at in rows
+            (loaded, created_at, table_id)
+            for loaded, (_, created_at, table_id) in self._with_states(sql, params)
         ]
 
     def past_deadline(self) -> list[tuple[uuid.UUID, int]]:

@@ -69,6 +69,19 @@ class Players:
         retried(self.pool, insert)
         return player_id, token
 
+    def names(self, player_ids: list[str]) -> dict[str, str]:
+        """Each player's name, by id (as text)."""
+        if not player_ids:
+            return {}
+        rows = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT player_id::text, name FROM players WHERE player_id = ANY(%s::uuid[])",
+                (player_ids,),
+            ).fetchall(),
+        )
+        return dict(rows)
+
     def issue(
         self, player_id: uuid.UUID, label: str | None, expires_in: int | None
     ) -> tuple[str, Token]:
