@@ -60,8 +60,11 @@ CREATE TRIGGER lobby_seatings_immutable BEFORE UPDATE OR DELETE ON lobby_seating
 -- The player's own stream (GET /v1/me/stream) reads the events of every stream that
 -- concerns the player in one order that no later commit can cut into: by the id of the
 -- transaction that appended them, once no transaction older than it is still running
--- (pg_snapshot_xmin), then by position. Rows written before this get this migration's.
-ALTER TABLE events ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+-- (pg_snapshot_xmin), then by position. Rows written before this get 1, older than any
+-- transaction: a constant default is only recorded in the catalog, where a volatile one
+-- would rewrite the whole table under an exclusive lock. New rows get their own.
+ALTER TABLE events ADD COLUMN xid xid8 NOT NULL DEFAULT '1';
+ALTER TABLE events ALTER COLUMN xid SET DEFAULT pg_current_xact_id();
 CREATE INDEX events_by_xid ON events (xid, position);
 
 -- The table streams a player reads in its own stream: from the version it joined to the
