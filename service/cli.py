@@ -164,27 +164,28 @@ def run_worker(burst: bool) -> int:
     import logging
     import threading
 
-    from rq import SimpleWorker
-
     from workers.context import context
     from workers.sweeper import keep_alive, run_periodically, sweep
+    from workers.worker import JobWorker
 
+    from .app import logs
     from .app.work import queue
 
-    # One line per bot turn, turn timeout and settlement (workers.jobs), per lost job
+    # One JSON line per bot turn, turn timeout and settlement (workers.jobs), per lost job
     # enqueued again, per outage step; RQ's own logger only from WARNING, so that its two
     # lines per job do not drown them. A lost Redis is told by the sweeper's timer, once
     # per back-off step: RQ's main loop and its pubsub thread would tell it every retry.
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure()
     logging.getLogger("rq.worker").addFilter(
         lambda record: "could not connect to Redis" not in str(record.msg)
     )
     ctx = context()  # built once, before the timer threads share it
-    # SimpleWorker runs jobs in this process: no fork per job, so a bot turn takes
-    # milliseconds; the job timeout still bounds a stuck one.
-    worker = SimpleWorker([queue(ctx.redis)], connection=ctx.redis)
+    if ctx.config.worker_metrics:
+        from prometheus_client import start_http_server
+
+        host, _, port = ctx.config.worker_metrics.rpartition(":")
+        start_http_server(int(port), addr=host or "127.0.0.1")
+    worker = JobWorker([queue(ctx.redis)], connection=ctx.redis)
     # Back at work as soon as Redis is (RQ waits up to 60 s between its tries).
     worker.max_connection_wait_time = ctx.config.max_backoff_seconds
     stop = threading.Event()
@@ -203,6 +204,56 @@ def run_worker(burst: bool) -> int:
     finally:
         stop.set()
     return 0
+
+
+def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
+    """``ddz operator add|token|list``: operators' accounts on DATABASE_URL."""
+    import getpass
+
+    from .config import Config
+    from .store import open_pool
+    from .store.operators import OperatorExists, Operators
+
+    pool = open_pool(Config.from_env().database_url, 1, "ddz-cli")
+    try:
+        operators = Operators(pool)
+        if args.action == "list":
+            for found, created_at in operators.all():
+                stdout.write(f"{found.name}\t{found.role}\t{created_at:%Y-%m-%d %H:%M}\n")
+            return 0
+        if args.action == "add":
+            if args.password_stdin:
+                password = stdin.readline().rstrip("\n")
+            else:
+                password = getpass.getpass(f"password for {args.name}: ")
+                if getpass.getpass("again: ") != password:
+                    print("ddz operator: the passwords differ", file=sys.stderr)
+                    return 2
+            if len(password) < 12:
+                print("ddz operator: a password has at least 12 characters", file=sys.stderr)
+                return 2
+            try:
+                operators.add(args.name, args.role, password)
+            except OperatorExists as exc:
+                print(f"ddz operator: {exc}", file=sys.stderr)
+                return 2
+            stdout.write(f"operator {args.name} added ({args.role})\n")
+            return 0
+        named = next((o for o, _ in operators.all() if o.name == args.name), None)
+        if named is None or named.operator_id is None:
+            print(f"ddz operator: no operator named {args.name!r}", file=sys.stderr)
+            return 2
+        if args.action == "revoke":
+            stdout.write(f"{operators.revoke(args.name)} token(s) of {args.name} revoked\n")
+        elif args.action == "remove":
+            operators.remove(args.name)
+            stdout.write(f"operator {args.name} removed, with their tokens\n")
+        else:
+            # The token is shown once: only its hash is kept.
+            stdout.write(operators.issue(named.operator_id, args.label) + "\n")
+        return 0
+    finally:
+        pool.close()
 
 
 def run_openapi(stdout: TextIO) -> int:
@@ -284,6 +335,33 @@ def build_parser() -> argparse.ArgumentParser:
         "--data", default=".ddz-data", help="where embedded servers keep their data"
     )
     commands.add_parser("openapi", help="print the OpenAPI document generated from the app")
+    operator_parser = commands.add_parser(
+        "operator",
+        help="operators' accounts on DATABASE_URL: add, token, list, revoke, remove",
+        description="Operators sign in to the console (/console/) with a name and password, and "
+        "call the API with their tokens; auditors read everything, admins also manage operators "
+        "(docs/operations.md).",
+    )
+    operator_actions = operator_parser.add_subparsers(dest="action", required=True)
+    add_parser = operator_actions.add_parser("add", help="add an operator (asks for a password)")
+    add_parser.add_argument("name")
+    add_parser.add_argument("--role", choices=("auditor", "admin"), required=True)
+    add_parser.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password from the first line of stdin instead of asking",
+    )
+    token_parser = operator_actions.add_parser(
+        "token", help="print a new API token of the operator (shown once)"
+    )
+    token_parser.add_argument("name")
+    token_parser.add_argument("--label", default=None)
+    operator_actions.add_parser("list", help="list the operators and their roles")
+    for action, what in (
+        ("revoke", "revoke every API token of the operator"),
+        ("remove", "remove the operator (and their tokens; the audit trail keeps the name)"),
+    ):
+        operator_actions.add_parser(action, help=what).add_argument("name")
     return parser
 
 
@@ -304,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             return serve(args.host, args.port, args.workers, args.data)
         if args.command == "openapi":
             return run_openapi(sys.stdout)
+        if args.command == "operator":
+            return run_operator(args, sys.stdin, sys.stdout)
         if args.command == "simulate":
             if args.hands < 1:
                 raise RulesError("--hands must be at least 1", "invalid_argument")

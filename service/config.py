@@ -6,7 +6,9 @@ patches the standard library."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -30,10 +32,14 @@ class Config:
     #: connection's. Behind a proxy, leaving it 0 puts every client under one address's
     #: rate limits; setting it without a proxy lets clients choose their address.
     trusted_proxies: int = 0
+    #: Matches whose latest state each process keeps in memory, so that a command on one
+    #: reads only the events appended since (at most a few kB each): DDZ_STATE_CACHE_SIZE.
+    state_cache_size: int = 2048
     #: Origins whose browser pages may call the API (CORS), comma-separated, e.g.
     #: ``https://play.example,https://admin.example``: DDZ_CORS_ORIGINS. Empty: none.
     cors_origins: str = ""
-    #: Seconds a request waits for a database connection before it answers 503: DDZ_DB_TIMEOUT.
+    #: Seconds a request (or a job) waits for a database connection before it answers 503
+    #: (or fails, to be run again): DDZ_DB_TIMEOUT.
     db_timeout: float = 10.0
     #: A worker is alive while its heartbeat is, which it renews every third of this many
     #: seconds from a thread of its own: when it lapses, the other workers enqueue the dead
@@ -87,8 +93,26 @@ class Config:
     #: Database connections per RQ worker process (a worker runs one job at a time, plus its
     #: sweeper's timer): DDZ_WORKER_DB_POOL_SIZE.
     worker_db_pool_size: int = 4
+    #: Where a worker serves its own /metrics, as ``host:port`` (``0.0.0.0:9101``), for a
+    #: worker on another machine than the API: DDZ_WORKER_METRICS. Empty: none (a worker
+    #: beside the API under ``ddz serve`` shares PROMETHEUS_MULTIPROC_DIR with it instead).
+    worker_metrics: str = ""
+    #: The key that signs the console's session cookies: DDZ_CONSOLE_SECRET. Every API
+    #: process must have the same one (gunicorn's master draws one for its workers when it
+    #: is unset; then a restart signs every operator out).
+    console_secret: str | None = None
+    #: Console sessions last this many seconds after signing in: DDZ_CONSOLE_SESSION_SECONDS.
+    console_session_seconds: int = 8 * 3600
+    #: The console's cookie only over HTTPS (``on`` behind TLS): DDZ_CONSOLE_SECURE_COOKIE.
+    console_secure_cookie: bool = False
+    #: Seconds a lobby ticket that allows bots waits for people before the empty seats of
+    #: its table go to system bots: DDZ_LOBBY_BOTS_AFTER.
+    lobby_bots_after: float = 30.0
+    #: Seconds a table rests after a hand is settled before it deals the next (a new
+    #: table's default, and the lobby's tables'): DDZ_TABLE_NEXT_HAND_SECONDS.
+    table_next_hand_seconds: int = 5
 
-    _ENV = {
+    _ENV: ClassVar[dict[str, str]] = {
         "database_url": "DATABASE_URL",
         "redis_url": "REDIS_URL",
         "operator_token": "DDZ_OPERATOR_TOKEN",
@@ -97,6 +121,7 @@ class Config:
         "keepalive_seconds": "DDZ_KEEPALIVE_SECONDS",
         "db_pool_size": "DDZ_DB_POOL_SIZE",
         "trusted_proxies": "DDZ_TRUSTED_PROXIES",
+        "state_cache_size": "DDZ_STATE_CACHE_SIZE",
         "cors_origins": "DDZ_CORS_ORIGINS",
         "db_timeout": "DDZ_DB_TIMEOUT",
         "worker_heartbeat_seconds": "DDZ_WORKER_HEARTBEAT_SECONDS",
@@ -117,15 +142,23 @@ class Config:
         "worker_connections": "DDZ_WORKER_CONNECTIONS",
         "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
         "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",
+        "worker_metrics": "DDZ_WORKER_METRICS",
+        "console_secret": "DDZ_CONSOLE_SECRET",
+        "console_session_seconds": "DDZ_CONSOLE_SESSION_SECONDS",
+        "console_secure_cookie": "DDZ_CONSOLE_SECURE_COOKIE",
+        "lobby_bots_after": "DDZ_LOBBY_BOTS_AFTER",
+        "table_next_hand_seconds": "DDZ_TABLE_NEXT_HAND_SECONDS",
     }
 
     @classmethod
-    def from_env(cls, environ=os.environ, **overrides) -> Config:
-        values = {}
+    def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: Any) -> Config:
+        values: dict[str, Any] = {}
         for field in fields(cls):
             name = cls._ENV.get(field.name)
             if name and environ.get(name):
-                kind = type(field.default) if field.default is not None else str
+                kind: Callable[[str], Any] = (
+                    type(field.default) if field.default is not None else str
+                )
                 if kind is bool:
                     values[field.name] = environ[name].strip().lower() not in (
                         "0",

@@ -28,6 +28,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import psutil
 
@@ -46,7 +48,7 @@ class Child:
     """A process ``serve`` started, and the signal that stops it cleanly."""
 
     name: str
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     stop_signal: int
 
     def alive(self) -> bool:
@@ -57,7 +59,7 @@ def _die_with_parent(sig: int) -> Callable[[], None]:
     """A ``preexec_fn`` asking Linux to send ``sig`` to the child when ``serve`` dies."""
     parent = os.getpid()
 
-    def preexec():
+    def preexec() -> None:
         if not sys.platform.startswith("linux"):
             return
         import ctypes
@@ -70,7 +72,7 @@ def _die_with_parent(sig: int) -> Callable[[], None]:
     return preexec
 
 
-def start(name: str, args: list[str], stop_signal: int = signal.SIGTERM, **popen) -> Child:
+def start(name: str, args: list[str], stop_signal: int = signal.SIGTERM, **popen: Any) -> Child:
     process = subprocess.Popen(
         args, start_new_session=True, preexec_fn=_die_with_parent(stop_signal), **popen
     )
@@ -148,7 +150,7 @@ def _wait(child: Child, ready: Callable[[], bool], log: Path, stopping: Callable
         time.sleep(0.1)
 
 
-def _pgserver():
+def _pgserver() -> ModuleType:
     """pgserver's modules, for its binaries and its helpers to run them as root."""
     with warnings.catch_warnings():
         # Its package computes the path of a lock it takes for its own servers (not used
@@ -159,11 +161,13 @@ def _pgserver():
     return pgserver
 
 
-def _postgres_user() -> dict:
-    """PostgreSQL refuses to run as root: as root, it runs as the user pgserver uses."""
+def _postgres_user() -> str | None:
+    """PostgreSQL refuses to run as root: as root, it runs as the user pgserver uses (None:
+    as this process's user)."""
     if os.geteuid() != 0:
-        return {}
-    return {"user": _pgserver().utils.ensure_user_exists("pgserver").pw_name}
+        return None
+    name: str = _pgserver().utils.ensure_user_exists("pgserver").pw_name
+    return name
 
 
 def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[Child, str]:
@@ -179,7 +183,7 @@ def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[C
         pgdata.mkdir(mode=0o700, exist_ok=True)
         for path in (pgdata, sockets):
             _pgserver().utils.ensure_prefix_permissions(path)
-            shutil.chown(path, user["user"])
+            shutil.chown(path, user)
     with open(log, "ab") as out:
         if not (pgdata / "PG_VERSION").exists():
             print("initialising the embedded PostgreSQL", flush=True)
@@ -192,7 +196,10 @@ def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[C
                 "-U",
                 "postgres",
             ]
-            if subprocess.run(initdb, stdout=out, stderr=subprocess.STDOUT, **user).returncode != 0:
+            if (
+                subprocess.run(initdb, stdout=out, stderr=subprocess.STDOUT, user=user).returncode
+                != 0
+            ):
                 raise StartError(f"initdb failed; see {log}")
         child = start(
             "PostgreSQL",
@@ -213,7 +220,7 @@ def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[C
             stop_signal=signal.SIGINT,
             stdout=out,
             stderr=subprocess.STDOUT,
-            **user,
+            user=user,
         )
     url = f"postgresql://postgres@/postgres?host={sockets}&port={_PG_PORT}"
 

@@ -14,10 +14,53 @@ gthread worker of 32 threads held at most 32 streams). psycopg 3 cooperates with
 once gunicorn has patched the standard library, as do redis-py and the pool."""
 
 import os
+import secrets
+import shutil
+import tempfile
+from typing import TYPE_CHECKING
 
 from service.config import Config
 
+# For the hooks' annotations only (quoted: nothing more is imported before gevent patches).
+if TYPE_CHECKING:
+    from gunicorn.arbiter import Arbiter
+    from gunicorn.http.message import Request
+    from gunicorn.workers.base import Worker
+
+#: One key for the console's session cookies in every worker: a session signed by one
+#: must be good in the others.
+os.environ.setdefault("DDZ_CONSOLE_SECRET", secrets.token_urlsafe(32))
 CONFIG = Config.from_env()
+
+#: Metrics across worker processes (service/app/metrics.py): each process writes its
+#: samples to files in this directory, set here in the master before any worker forks so
+#: that every worker inherits it. Unless the environment names one (``ddz serve`` does,
+#: shared with its RQ worker), a fresh one that goes when the master exits.
+_OWN_METRICS_DIR = None
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    _OWN_METRICS_DIR = tempfile.mkdtemp(prefix="ddz-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _OWN_METRICS_DIR
+
+#: gunicorn's own lines (start, stop, a worker's crash) as JSON, as the app's are
+#: (service/app/logs.py); the app logs each request itself, with its request id, so
+#: gunicorn's access log stays off.
+logconfig_dict = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "root": {"level": "INFO", "handlers": ["json"]},
+    "loggers": {
+        "gunicorn.error": {"level": "INFO", "propagate": True, "qualname": "gunicorn.error"},
+        "gunicorn.access": {"level": "INFO", "propagate": False, "qualname": "gunicorn.access"},
+    },
+    "handlers": {
+        "json": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "stream": "ext://sys.stderr",
+        }
+    },
+    "formatters": {"json": {"()": "service.app.logs.Formatter"}},
+}
 #: gunicorn's gevent worker, writing the errors gunicorn answers itself (headers too
 #: large ...) as problem documents.
 worker_class = "service.gunicorn_worker.ProblemWorker"
@@ -67,12 +110,12 @@ REQUESTS_PER_CONNECTION = CONFIG.requests_per_connection
 GC_YOUNGEST_THRESHOLD = 50_000
 
 
-def pre_request(worker, req):
+def pre_request(worker: "Worker", req: "Request") -> None:
     if req.req_number >= REQUESTS_PER_CONNECTION:
         req.must_close = True  # gunicorn answers with "Connection: close", then closes
 
 
-def post_worker_init(worker):
+def post_worker_init(worker: "Worker") -> None:
     """Hide what the worker allocated at start-up (the app, its modules, schemas, the
     OpenAPI document: about 85,000 objects) from the garbage collector. Otherwise every
     full collection walks them all, and on a busy machine that held every request of the
@@ -95,7 +138,7 @@ def post_worker_init(worker):
     gc.set_threshold(GC_YOUNGEST_THRESHOLD, *gc.get_threshold()[1:])
     notifier = app.extensions["ddz"].notifier
 
-    def drain_when_stopping():
+    def drain_when_stopping() -> None:
         while worker.alive:
             time.sleep(0.5)
         notifier.drain()
@@ -103,7 +146,19 @@ def post_worker_init(worker):
     threading.Thread(target=drain_when_stopping, name="ddz-drain", daemon=True).start()
 
 
-def worker_exit(server, worker):
+def child_exit(server: "Arbiter", worker: "Worker") -> None:
+    """A worker's live gauges (its open streams) leave the sums with it."""
+    from service.app.metrics import process_exited
+
+    process_exited(int(worker.pid))
+
+
+def on_exit(server: "Arbiter") -> None:
+    if _OWN_METRICS_DIR:
+        shutil.rmtree(_OWN_METRICS_DIR, ignore_errors=True)
+
+
+def worker_exit(server: "Arbiter", worker: "Worker") -> None:
     """Close the worker's connections (pool, listener, Redis) before it exits."""
     from service.api.wsgi import app
 

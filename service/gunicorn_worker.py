@@ -12,8 +12,10 @@ worker patches the standard library (see ``gunicorn_conf``)."""
 from __future__ import annotations
 
 import http
+import socket
 
 from gunicorn.http.errors import LimitRequestHeaders, LimitRequestLine
+from gunicorn.http.message import Request
 from gunicorn.workers.ggevent import GeventWorker
 
 
@@ -30,9 +32,12 @@ class _Page:
 
 
 class ProblemWorker(GeventWorker):
-    def handle_error(self, req, client, addr, exc):
+    def handle_error(
+        self, req: Request | None, client: socket.socket, addr: object, exc: BaseException
+    ) -> None:
         page = _Page()
-        super().handle_error(req, page, addr, exc)
+        # gunicorn only calls sendall on the socket it writes its page to.
+        super().handle_error(req, page, addr, exc)  # type: ignore[arg-type]
         status = int(page.data.split(b" ", 2)[1])
         code, detail = self.problem_of(status, exc)
         from service.api.headers import NO_STORE, SECURITY_HEADERS
@@ -51,7 +56,7 @@ class ProblemWorker(GeventWorker):
         except OSError:
             self.log.debug("Failed to send error message.")
 
-    def problem_of(self, status: int, exc: Exception) -> tuple[str, str]:
+    def problem_of(self, status: int, exc: BaseException) -> tuple[str, str]:
         if isinstance(exc, LimitRequestLine):
             return (
                 "request_line_too_long",

@@ -37,7 +37,7 @@ def say(message: str) -> None:
         sys.stdout = open(os.devnull, "w")
 
 
-def _lock(data: Path) -> IO:
+def _lock(data: Path) -> IO[str]:
     """Holds ``data/serve.lock`` for as long as the returned file stays open (the lock
     goes with the process, however it ends)."""
     lock = open(data / "serve.lock", "a+")
@@ -124,6 +124,12 @@ def _run(
     if not env.get("DDZ_OPERATOR_TOKEN"):
         env["DDZ_OPERATOR_TOKEN"] = secrets.token_urlsafe(24)
         say(f"operator token (set DDZ_OPERATOR_TOKEN to choose it): {env['DDZ_OPERATOR_TOKEN']}")
+    # The API's and the worker's metrics in one directory, so that /metrics adds up both;
+    # the last run's samples are not this run's.
+    metrics = data / "metrics"
+    shutil.rmtree(metrics, ignore_errors=True)
+    metrics.mkdir()
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
     applied = migrate(env["DATABASE_URL"])
     say(f"migrations applied: {', '.join(applied) or 'none needed'}")
     if stopping.is_set():
@@ -146,8 +152,6 @@ def _run(
                 "--bind",
                 f"{host}:{port}",
                 *(["--workers", str(workers)] if workers else []),
-                "--access-logfile",
-                "-",
                 "service.api.wsgi:app",
             ],
             env=env,

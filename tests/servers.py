@@ -353,8 +353,8 @@ def client(app):
 
 
 @contextmanager
-def served(app) -> Iterator[str]:
-    """``app`` served over real HTTP on a free local port (threaded): its base URL."""
+def serving(app) -> Iterator[str]:
+    """The app served over real HTTP on a free local port (threaded); its base URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -369,7 +369,6 @@ def served(app) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def live_server(app):
-    """The app served over real HTTP on a free local port (threaded), for streams,
-    concurrent clients and schemathesis. Yields its base URL."""
-    with served(app) as base:
-        yield base
+    """The session's app over HTTP, for streams, concurrent clients and schemathesis."""
+    with serving(app) as url:
+        yield url

@@ -1,14 +1,16 @@
 """Every player decision is known to every place that must know it: the action mapping,
-the hand record (both ways), the actions offered to a seat, the decider and the API's schema."""
+the hand record (both ways), the actions offered to a seat, the decider, ``evolve``, the
+system's players, the simulator and the API's schema."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import fields
 
 import pytest
 
 from service.api import schemas
-from service.game import commands, decider
+from service.game import Table, commands, decider
 from service.game.actions import (
     CANDIDATES,
     COMMANDS,
@@ -17,10 +19,15 @@ from service.game.actions import (
     action_of,
     command_of,
     command_of_event,
+    offered,
 )
+from service.game.bot import BotPolicy
 from service.game.commands import Command
-from service.game.events import EVENT_TYPES
-from service.rules import parse_cards
+from service.game.events import BOT, EVENT_TYPES
+from service.game.policies import RandomPolicy
+from service.game.simulate import DECISION_EVENTS, play_hand
+from service.game.state import _EVOLVE, evolve, initial_state
+from service.rules import RULESETS, parse_cards
 
 
 def test_every_command_a_seat_decides_by_is_a_decision():
@@ -61,3 +68,37 @@ def test_a_decision_is_known_everywhere(cls):
         assert command.cards == parse_cards(["S3", "H3"])
     event = event_cls(**{f.name: getattr(command, f.name, None) for f in fields(event_cls)})
     assert command_of_event(event) == command
+
+
+def played(policy, ruleset: str, hands: int = 30):
+    """The decisions offered to the system's seats, and those taken, over ``hands`` hands
+    that ``policy`` plays at all four seats."""
+    rng = random.Random(1)
+    offered_names: set[str] = set()
+    taken: set[str] = set()
+    for _ in range(hands):
+        events, _ = play_hand(Table.build(ruleset=ruleset), rng.randbytes(32), [policy(rng)] * 4)
+        state = initial_state
+        for event in events:
+            if state.awaits_decision():
+                offered_names |= {a["action"] for a in offered(state, state.turn, BOT)}
+            state = evolve(state, event)
+            taken.add(event.type)
+    return offered_names, taken
+
+
+@pytest.mark.parametrize("ruleset", sorted(RULESETS))
+def test_every_decision_is_offered_taken_by_the_system_and_evolved(ruleset):
+    """A decision the views never offer, that no system player takes (the random policy or
+    the bot) or that ``evolve`` or the simulator's turn count does not know, fails here."""
+    names = {cls.name for cls in DECISIONS}
+    offered_names, taken = set(), set()
+    for policy in (RandomPolicy, lambda rng: BotPolicy()):
+        more_offered, more_taken = played(policy, ruleset)
+        offered_names |= more_offered
+        taken |= more_taken
+    assert names <= offered_names
+    assert names <= taken
+    for cls in DECISIONS:
+        assert EVENT_TYPES[cls.name] in _EVOLVE
+        assert EVENT_TYPES[cls.name] in DECISION_EVENTS

@@ -34,7 +34,7 @@ from api_support import (
 )
 from servers import OPERATOR_TOKEN
 
-from service.api import matches as matches_module
+from service.app import commands as commands_module
 from service.game.record import verify
 from service.rules import counts_of, report_units
 
@@ -46,10 +46,10 @@ def landlord_can_report(d, ruleset) -> bool:
 
 def use_seed(monkeypatch, seed: bytes) -> None:
     """The next deal of the app (in this process) uses ``seed`` instead of a fresh one."""
-    assert hasattr(matches_module, "new_seed"), (
-        "the API no longer draws the deal's seed with matches.new_seed"
+    assert hasattr(commands_module, "new_seed"), (
+        "the command path no longer draws the deal's seed with app.commands.new_seed"
     )
-    monkeypatch.setattr(matches_module, "new_seed", lambda: seed)
+    monkeypatch.setattr(commands_module, "new_seed", lambda: seed)
 
 
 class Hand:

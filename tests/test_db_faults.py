@@ -240,7 +240,6 @@ def test_a_bots_command_through_the_store_survives_a_lost_answer(faulty):
                 store,
                 match_id,
                 lambda _, s=seat: TakeSeat(s, None, bot=True),
-                then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None,
             )
         state = outcome.state
         with connection_lost_after_append(store, url) as calls:

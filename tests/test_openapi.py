@@ -114,6 +114,8 @@ def test_the_document_has_exactly_the_routes_the_app_serves(app, spec):
     served = {
         (rule_to_path(rule.rule), method.lower())
         for rule in app.url_map.iter_rules()
+        # The console's HTML pages are not the JSON API (docs/operations.md).
+        if not rule.endpoint.startswith("console.")
         for method in rule.methods - {"HEAD", "OPTIONS"}
     }
     documented = {(path, method) for path, method, _ in operations(spec)}
@@ -124,6 +126,8 @@ def test_the_document_has_exactly_the_routes_the_app_serves(app, spec):
 def test_path_parameters_are_documented_as_their_converters_accept_them(app, spec):
     converters = {"uuid": {"type": "string", "format": "uuid"}}
     for rule in app.url_map.iter_rules():
+        if rule.endpoint.startswith("console."):
+            continue
         item = spec["paths"][rule_to_path(rule.rule)]
         for method in rule.methods - {"HEAD", "OPTIONS"}:
             parameters = [
@@ -330,6 +334,53 @@ class Contract:
         self.seen.add((path, method.lower(), response.status_code))
 
 
+def tables_lobby_and_me(contract: Contract, tokens: list[str]) -> None:
+    """Tables, the lobby and the caller's own pages and stream, as the document says."""
+    call = contract.call
+    table = call("POST", "/v1/tables", token=tokens[0], json={"private": True}, expect=201).json()
+    at = {"table_id": table["table_id"]}
+    call("POST", "/v1/tables/{table_id}/seats", token=tokens[1], path_params=at, expect=403)
+    call(
+        "POST",
+        "/v1/tables/{table_id}/seats",
+        token=tokens[1],
+        path_params=at,
+        json={"invite": table["invite"]},
+        expect=201,
+    )
+    call("GET", "/v1/tables/{table_id}", token=tokens[2], path_params=at, expect=200)
+    call("POST", "/v1/tables/{table_id}/leave", token=tokens[1], path_params=at, expect=200)
+    call("POST", "/v1/tables/{table_id}/leave", token=tokens[1], path_params=at, expect=403)
+    ticket = call(
+        "POST", "/v1/lobby/tickets", token=tokens[2], json={"allow_bots": False}, expect=201
+    ).json()
+    mine = {"ticket_id": ticket["ticket_id"]}
+    call("POST", "/v1/lobby/tickets", token=tokens[2], json={}, expect=409)
+    call("GET", "/v1/lobby/tickets/{ticket_id}", token=tokens[2], path_params=mine, expect=200)
+    call("GET", "/v1/lobby/tickets/{ticket_id}", token=tokens[3], path_params=mine, expect=404)
+    call("DELETE", "/v1/lobby/tickets/{ticket_id}", token=tokens[2], path_params=mine, expect=200)
+    call("GET", "/v1/me", token=tokens[0], expect=200)
+    page = call("GET", "/v1/me/matches", token=tokens[0], params={"limit": 1}, expect=200).json()
+    assert len(page["matches"]) == 1
+    call("GET", "/v1/me/matches", token=tokens[0], params={"cursor": "bm90LWl0"}, expect=422)
+    call("GET", "/v1/me/tables", token=tokens[0], expect=200)
+    items = call("GET", "/v1/me/events", token=tokens[0], expect=200).json()["items"]
+    assert items[0]["type"] == "hand_started"  # the match above, from its first item
+    call("GET", "/v1/me/events", token=tokens[0], params={"after": "x"}, expect=422)
+    call("GET", "/v1/me/stream", token=tokens[0], headers={"Last-Event-ID": "x"}, expect=400)
+    with contract.http.get(
+        contract.base_url + "/v1/me/stream",
+        headers={"Authorization": f"Bearer {tokens[0]}", "Last-Event-ID": items[0]["id"]},
+        stream=True,
+        timeout=30,
+    ) as response:
+        contract.check(response, "/v1/me/stream", "GET")
+        assert response.status_code == 200
+        for line in response.iter_lines(decode_unicode=True):
+            if line.startswith("data:"):
+                break
+
+
 @pytest.fixture(scope="module")
 def contract(spec, live_server):
     return Contract(spec, live_server)
@@ -420,6 +471,7 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
     live_worker.stop()
     assert call("GET", "/readyz", expect=503).json()["checks"]["worker"] != "ok"
     live_worker.start()
+    assert "ddz_http_request_duration_seconds" in call("GET", "/metrics", expect=200).text
 
     # Players
     players = [new_player(contract, f"player {i}") for i in range(5)]
@@ -818,6 +870,8 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
         path_params={"match_id": "not-a-uuid"},
         expect=404,
     )
+
+    tables_lobby_and_me(contract, tokens)
 
     # Every operation's success was seen and checked (but a settlement's, which needs the
     # worker)

@@ -97,7 +97,6 @@ def dealt(store: EventStore) -> uuid.UUID:
             store,
             match_id,
             seat(n),
-            then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None,
         )
     return match_id
 
@@ -188,7 +187,6 @@ def test_a_store_learns_the_events_another_appended_from_notifications(pool, sto
             b,
             match_id,
             seat(n),
-            then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None,
         )
     execute(b, match_id, lambda state: Bid(state.turn, 1))
     heard(listening, pool)
@@ -261,7 +259,6 @@ def test_the_deadline_the_append_writes_is_the_games_deadline(pool, stores):
             store,
             match_id,
             seat(n),
-            then=lambda state: DealHand(new_seed()) if state.phase == DEALING else None,
         )
     written, computed = both()
     assert written is not None and written == computed

@@ -20,7 +20,7 @@ from api_support import (
     open_stream,
     seated_match,
 )
-from servers import served
+from servers import serving
 from test_api_stream import act_once, read_messages, without_deadline
 
 from service.api import create_app
@@ -30,10 +30,10 @@ BOUND = 12
 
 @pytest.fixture(scope="module")
 def bounded(config) -> Iterator[tuple[str, object]]:
-    """An app holding at most BOUND streams, served over HTTP: its base URL and its feeds."""
+    """An app holding at most BOUND streams, served over HTTP: its base URL and its fan-out."""
     app = create_app(dataclasses.replace(config, max_streams=BOUND, stream_seconds=30.0))
-    with served(app) as base:
-        yield base, app.extensions["ddz"].feeds
+    with serving(app) as base:
+        yield base, app.extensions["ddz"].fanout
     app.extensions["ddz"].close()
 
 
@@ -45,7 +45,7 @@ def wait_for(condition, seconds: float = 10.0) -> None:
 
 
 def test_every_stream_gets_every_event_once_in_order_from_one_reader(bounded):
-    base, feeds = bounded
+    base, fanout = bounded
     api = HttpApi(base)
     players, match_id = seated_match(api, "fanout")
     advance_to_playing(players, match_id)
@@ -56,7 +56,7 @@ def test_every_stream_gets_every_event_once_in_order_from_one_reader(bounded):
         snapshots = [read_messages(response, 1)[0] for _, response in streams]
         start = int(snapshots[0].id)
         assert all(int(s.id) == start for s in snapshots)
-        assert feeds.watched() == 1 and feeds.open == BOUND  # one reader for the match
+        assert fanout.watched() == 1 and fanout.open == BOUND  # one reader for the match
 
         answers = [act_once(players, match_id) for _ in range(6)]
         last = answers[-1]["version"]
@@ -74,12 +74,12 @@ def test_every_stream_gets_every_event_once_in_order_from_one_reader(bounded):
         for conn, response in streams:
             response.close()
             conn.close()
-    wait_for(lambda: feeds.open == 0)  # closed streams leave (noticed at the next keep-alive)
-    assert feeds.watched() == 0
+    wait_for(lambda: fanout.open == 0)  # closed streams leave (noticed at the next keep-alive)
+    assert fanout.watched() == 0
 
 
 def test_a_stream_beyond_the_bound_is_refused_and_commands_still_answer(bounded):
-    base, feeds = bounded
+    base, fanout = bounded
     api = HttpApi(base)
     players, match_id = seated_match(api, "bound")
     streams = [open_stream(base, match_id, players[i % 4].token, timeout=30) for i in range(BOUND)]
@@ -100,7 +100,7 @@ def test_a_stream_beyond_the_bound_is_refused_and_commands_still_answer(bounded)
         conn, response = streams.pop()  # one stream leaves: another may open
         response.close()
         conn.close()
-        wait_for(lambda: feeds.open < BOUND)
+        wait_for(lambda: fanout.open < BOUND)
         conn, response = open_stream(base, match_id, players[0].token)
         streams.append((conn, response))
         assert response.status == 200

@@ -77,19 +77,24 @@ def worker_database_url(postgres_admin_url):
         yield url
 
 
-@pytest.fixture(scope="module")
-def wapp(worker_database_url, worker_redis_url):
-    # As servers.config, on this module's database and Redis (``config`` itself would flush
-    # the shared Redis db of other test sessions running at the same time).
-    app = create_app(
+def worker_app(database_url: str, redis_url: str, **overrides):
+    """As servers.config, on a module's own database and Redis (``config`` itself would
+    flush the shared Redis db of other test sessions running at the same time)."""
+    return create_app(
         Config(
-            database_url=worker_database_url,
-            redis_url=worker_redis_url,
+            database_url=database_url,
+            redis_url=redis_url,
             operator_token=OPERATOR_TOKEN,
             stream_seconds=3.0,
             keepalive_seconds=0.5,
+            **overrides,
         )
     )
+
+
+@pytest.fixture(scope="module")
+def wapp(worker_database_url, worker_redis_url):
+    app = worker_app(worker_database_url, worker_redis_url)
     yield app
     app.extensions["ddz"].close()
 

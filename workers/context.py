@@ -10,9 +10,11 @@ import redis
 from psycopg_pool import ConnectionPool
 
 from service.app.commands import Commands
-from service.app.work import enqueuer
+from service.app.tables import Tables
+from service.app.work import enqueuer, table_enqueuer
 from service.config import Config
-from service.store import EventStore, open_pool
+from service.store import EventStore, StateCache, open_pool
+from service.store.tables import TableStore
 
 
 @dataclass
@@ -22,13 +24,18 @@ class Context:
     store: EventStore
     commands: Commands
     redis: redis.Redis
+    tables: Tables
 
 
 @functools.cache
 def context() -> Context:
     config = Config.from_env()
-    pool = open_pool(config.database_url, config.worker_db_pool_size, "ddz-worker")
-    store = EventStore(pool)
+    pool = open_pool(
+        config.database_url, config.worker_db_pool_size, "ddz-worker", config.db_timeout
+    )
+    store = EventStore(pool, StateCache(config.state_cache_size))
     connection = redis.Redis.from_url(config.redis_url)
     # After an append, the work the new state calls for (the next bot turn, the settlement).
-    return Context(config, pool, store, Commands(store, enqueuer(connection)), connection)
+    commands = Commands(store, enqueuer(connection))
+    tables = Tables(store, TableStore(store), commands, table_enqueuer(connection))
+    return Context(config, pool, store, commands, connection, tables)

@@ -6,12 +6,17 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
+import psycopg
+
 from service.app.commands import CommandRequest
-from service.app.work import BOT_TURN, work_for
-from service.game import Disconnect, GameError, Settle, deadline, seat_view
+from service.app.metrics import JOB_SECONDS, SETTLEMENT_LAG
+from service.app.work import BOT_TURN, SETTLE_MATCH, TURN_TIMEOUT, work_for
+from service.game import Disconnect, GameError, Settle, State, deadline, seat_view
 from service.game.bot import BotPolicy
+from service.game.commands import SeatCommand
 from service.game.events import (
     BidMade,
     Disconnected,
@@ -20,11 +25,13 @@ from service.game.events import (
     Passed,
     Played,
     Reported,
+    Settled,
 )
 from service.game.record import export, verify
 from service.game.state import ENDED
-from service.store import MatchNotFound, VersionConflict
+from service.store import MatchNotFound, StoredEvent, VersionConflict
 from service.store.ledger import write_settlement
+from service.store.tables import TableNotFound
 
 from .context import context
 
@@ -34,7 +41,7 @@ POLICY = BotPolicy()
 EARLY_TOLERANCE = 2.0
 
 
-def describe(events) -> str:
+def describe(events: Sequence[StoredEvent]) -> str:
     """What the system did, for the operator's log: the kind of play and its card count,
     never a card (a hand's cards are hidden until played, and a log is no place for them)."""
     first = events[0].event
@@ -57,7 +64,7 @@ def describe(events) -> str:
     return said + (f"; the hand ended, {ended[0].result.outcome.winner} won" if ended else "")
 
 
-def _act(match_id: str, version: int, command, what: str) -> str:
+def _act(match_id: str, version: int, command: SeatCommand, what: str) -> str:
     ctx = context()
     try:
         outcome = ctx.commands.execute(
@@ -77,6 +84,7 @@ def _act(match_id: str, version: int, command, what: str) -> str:
     return f"{command.name} at version {version}"
 
 
+@JOB_SECONDS.labels(BOT_TURN).time()
 def bot_turn(match_id: str, version: int) -> str:
     """Plays the turn of a seat the system plays (a bot seat, or 系统代打), if the match is
     still at ``version``. The policy sees only that seat's view."""
@@ -87,9 +95,12 @@ def bot_turn(match_id: str, version: int) -> str:
     state = loaded.state
     if state.version != version or work_for(state, loaded.last_recorded_at) != BOT_TURN:
         return "stale"
-    command = POLICY.act(seat_view(state, state.turn))
+    turn = state.turn
+    taken = None if turn is None else state.seats[turn]
+    assert turn is not None and taken is not None  # a bot turn is a seated seat's turn
+    command = POLICY.act(seat_view(state, turn))
     # A player's seat that the system plays since a disconnect: 系统代打.
-    what = "bot turn" if state.seats[state.turn].bot else "bot turn (系统代打)"
+    what = "bot turn" if taken.bot else "bot turn (系统代打)"
     try:
         return _act(match_id, version, command, what)
     except GameError as exc:
@@ -99,6 +110,7 @@ def bot_turn(match_id: str, version: int) -> str:
         raise RuntimeError(f"bot command refused: {exc.code}") from None
 
 
+@JOB_SECONDS.labels(TURN_TIMEOUT).time()
 def turn_timeout(match_id: str, version: int) -> str:
     """The seat to act at ``version`` missed its deadline: it is disconnected, and the
     system plays it from now on (the first seat to disconnect pays the penalty)."""
@@ -108,7 +120,11 @@ def turn_timeout(match_id: str, version: int) -> str:
         return "no such match"
     state = loaded.state
     due = deadline(state, loaded.last_recorded_at)
-    if state.version != version or due is None or state.is_system(state.turn):
+    if state.version != version or due is None:
+        return "stale"
+    turn = state.turn
+    assert turn is not None  # there is a deadline: a seat is to act
+    if state.is_system(turn):
         return "stale"
     early = (due - datetime.now(UTC)).total_seconds()
     if early > EARLY_TOLERANCE:
@@ -117,25 +133,27 @@ def turn_timeout(match_id: str, version: int) -> str:
         # This clock and the database's differ by a little: wait it out.
         time.sleep(early)
     # The disconnect is the takeover: the system plays the seat from now on (系统代打).
-    return _act(match_id, version, Disconnect(state.turn, "deadline"), "turn timeout")
+    return _act(match_id, version, Disconnect(turn, "deadline"), "turn timeout")
 
 
+@JOB_SECONDS.labels(SETTLE_MATCH).time()
 def settle_match(match_id: str) -> str:
     """Writes the ended hand's settlement, recomputed from its events, to the ledger and
     appends ``settled``, in one transaction. A second run, or two at once, pays once."""
     ctx = context()
     key = uuid.UUID(match_id)
     try:
-        state = ctx.store.load(key).state
+        loaded = ctx.store.load(key)
     except MatchNotFound:
         return "no such match"
+    state = loaded.state
     if state.phase != ENDED:
         return "not ended"
     if state.settled:
         return "settled already"
     recomputed = verify(export(e.event for e in ctx.store.read(key)))
 
-    def ledger(conn, _) -> None:
+    def ledger(conn: psycopg.Connection, _: State) -> None:
         if not write_settlement(conn, key, recomputed):
             raise GameError("the hand is settled already", "already_settled")
 
@@ -146,6 +164,10 @@ def settle_match(match_id: str) -> str:
             return "settled already"
         raise
     settled = outcome.events[0].event
+    assert isinstance(settled, Settled)
+    # Unsettled, the match's last event is hand_ended; both were recorded.
+    assert outcome.last_recorded_at is not None and loaded.last_recorded_at is not None
+    SETTLEMENT_LAG.observe((outcome.last_recorded_at - loaded.last_recorded_at).total_seconds())
     log.info(
         "settled: match %s v%s net %s house %s",
         match_id,
@@ -153,4 +175,22 @@ def settle_match(match_id: str) -> str:
         " ".join(settled.net),
         settled.house,
     )
+    # A table's hand: recorded at the table now (the sweep finds it if this worker dies).
+    ctx.tables.record_hand(key)
     return "settled"
+
+
+def table_due(table_id: str, version: int) -> str:
+    """Does what the table at ``version`` waits for: records its settled hand, seats bots
+    in its empty seats, or deals its next hand."""
+    try:
+        return context().tables.advance(uuid.UUID(table_id), version)
+    except TableNotFound:
+        return "no such table"
+
+
+def match_tickets() -> str:
+    """Seats the lobby's waiting tickets at new tables."""
+    config = context().config
+    made = context().tables.match_tickets(config.lobby_bots_after, config.table_next_hand_seconds)
+    return f"{made} tables"

@@ -3,6 +3,9 @@ truth and Redis only carries work.
 
 - The deadline scan (every ``deadline_scan_seconds`` of the configuration) enqueues a turn timeout for each player
   whose deadline has passed, and enqueues again each started job whose worker is gone.
+- The table scan (as often as the deadline scan) enqueues the job of each table whose
+  wait is over (its next deal, bots for its empty seats, a settled hand to record) and
+  seats the lobby's waiting tickets.
 - The sweep (at worker start, then every ``sweep_seconds``) finds work lost with Redis (a
   flush, a restart) or with a worker and enqueues it again: a bot or disconnected seat to
   act with no live job, an ended hand with no settlement.
@@ -22,6 +25,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable, Sequence
+from typing import cast
 
 import psycopg
 import redis
@@ -34,6 +39,7 @@ from service.app.work import (
     BOT_TURN,
     KIND_OF,
     SETTLE_MATCH,
+    TABLE_DUE,
     TURN_TIMEOUT,
     beat,
     enqueue_once,
@@ -41,6 +47,8 @@ from service.app.work import (
     job_args,
     queue,
     stopped,
+    unmark,
+    work_for,
     worker_is_alive,
 )
 from service.store import DatabaseUnavailable
@@ -48,6 +56,9 @@ from service.store import DatabaseUnavailable
 from .context import context
 
 log = logging.getLogger(__name__)
+
+#: A job to make sure of: (job id, kind, the arguments of its function).
+Work = tuple[str, str, Sequence[object]]
 
 
 def job_is_live(connection: redis.Redis, job_id: str) -> bool:
@@ -73,9 +84,10 @@ def forget(connection: redis.Redis, job_id: str) -> None:
     # started registry, where RQ's cleanup would report it abandoned.
     connection.lrem(q.intermediate_queue_key, 0, job_id)
     started = q.started_job_registry
+    # RQ's connection does not decode responses: members come back as bytes.
     mine = [
         entry
-        for entry in connection.zrange(started.key, 0, -1)
+        for entry in cast(list[bytes], connection.zrange(started.key, 0, -1))
         if entry.decode().split(":", 1)[0] == job_id
     ]
     if mine:
@@ -83,17 +95,17 @@ def forget(connection: redis.Redis, job_id: str) -> None:
     # An execution listed without its hash (it expired, or was flushed) makes RQ's own
     # delete raise "Execution … not found": drop such listings first.
     executions = ExecutionRegistry(job_id, connection)
-    for execution_id in connection.zrange(executions.key, 0, -1):
+    for execution_id in cast(list[bytes], connection.zrange(executions.key, 0, -1)):
         if not connection.exists(Execution(execution_id.decode(), job_id, connection).key):
             connection.zrem(executions.key, execution_id)
-    connection.delete(f"ddz:enqueued:{job_id}")
+    unmark(connection, job_id)
     try:
         Job.fetch(job_id, connection=connection).delete()
     except NoSuchJobError:
         pass
 
 
-def ensure(connection: redis.Redis, job_id: str, kind: str, *args) -> bool:
+def ensure(connection: redis.Redis, job_id: str, kind: str, *args: object) -> bool:
     """Enqueues the job unless a live one exists; returns whether it enqueued."""
     if job_is_live(connection, job_id):
         return False
@@ -101,7 +113,7 @@ def ensure(connection: redis.Redis, job_id: str, kind: str, *args) -> bool:
     return enqueue_once(connection, job_id, kind, *args)
 
 
-def ensure_each(connection: redis.Redis, work, lost: bool = True) -> dict[str, int]:
+def ensure_each(connection: redis.Redis, work: Iterable[Work], lost: bool = True) -> dict[str, int]:
     """``ensure`` for each (job id, kind, args): one broken job (a half-flushed Redis)
     is logged and skipped, and the others are still enqueued. Redis itself gone ends the
     pass: the caller backs off. Each job enqueued is logged as lost work unless told
@@ -136,6 +148,21 @@ def scan_deadlines() -> int:
     return ensure_each(ctx.redis, work, lost=False).get(TURN_TIMEOUT, 0)
 
 
+def scan_tables() -> int:
+    """Enqueues the job of each table whose wait is over (its next deal, bots for its
+    empty seats, a settled hand to record), and seats the lobby's waiting tickets: what
+    Redis lost (a flush, a killed worker) is found again here, from PostgreSQL."""
+    ctx = context()
+    rows = ctx.tables.table_store.due_now()
+    work = [
+        (id_of_job(TABLE_DUE, str(t), v), TABLE_DUE, job_args(TABLE_DUE, str(t), v))
+        for t, v in rows
+    ]
+    found = ensure_each(ctx.redis, work, lost=False).get(TABLE_DUE, 0)
+    ctx.tables.match_tickets(ctx.config.lobby_bots_after, ctx.config.table_next_hand_seconds)
+    return found
+
+
 def rescue_started() -> int:
     """Enqueues again each started job whose worker's heartbeat is gone: a bot turn or a
     settlement is back on the queue within seconds of its worker's death."""
@@ -148,7 +175,7 @@ def rescue_started() -> int:
             job = Job.fetch(job_id, connection=connection)
         except NoSuchJobError:
             continue  # the sweep finds its work from PostgreSQL
-        kind = KIND_OF.get(job.func_name)
+        kind = None if job.func_name is None else KIND_OF.get(job.func_name)
         if (
             kind
             and job.get_status(refresh=False) == JobStatus.STARTED
@@ -163,10 +190,12 @@ def sweep() -> dict[str, int]:
     ctx = context()
     found = {BOT_TURN: 0, SETTLE_MATCH: 0, TURN_TIMEOUT: scan_deadlines()}
     work = []
-    for match_id, version, status in ctx.store.awaiting_system():
-        match = str(match_id)
-        kind = SETTLE_MATCH if status == "ended" else BOT_TURN
-        work.append((id_of_job(kind, match, version), kind, job_args(kind, match, version)))
+    for match_id in ctx.store.awaiting_system():
+        loaded = ctx.store.load(match_id)
+        kind = work_for(loaded.state, loaded.last_recorded_at)
+        if kind is not None:
+            match, version = str(match_id), loaded.state.version
+            work.append((id_of_job(kind, match, version), kind, job_args(kind, match, version)))
     for kind, count in ensure_each(ctx.redis, work).items():
         found[kind] += count
     return found
@@ -200,6 +229,7 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
                     next_sweep = time.monotonic() + config.sweep_seconds
                 else:
                     scan_deadlines()
+                scan_tables()
                 rescue_started()
             except Exception as exc:  # noqa: BLE001 - keep the timers alive through outages
                 backoff = min(max(backoff * 2, 1.0), config.max_backoff_seconds)

@@ -8,7 +8,7 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from ..config import Config
-from . import admin, health, ledger, matches, players, tokens
+from . import admin, console, health, ledger, lobby, matches, me, observe, players, tables, tokens
 from .encoding import JsonProvider
 from .headers import SecurityHeaders, cors
 from .limits import BodyLimit
@@ -47,16 +47,19 @@ def create_app(
     if connect:
         app.extensions["ddz"] = services or Services.open(config)
     api = Api(app)
-    for module in (health, players, tokens, matches, ledger, admin):
+    for module in (health, observe, players, tokens, matches, tables, lobby, me, ledger, admin):
         api.register_blueprint(module.bp)
+    console.install(app, config)
     app.extensions["ddz_api"] = api
     cors(app, config.cors_origins)
     if connect:
         install_rate_limits(app, config)
-    app.wsgi_app = SecurityHeaders(BodyLimit(app.wsgi_app, config.max_body_bytes))
+        observe.install(app)
+    # Flask's documented way to wrap the app in WSGI middleware (mypy sees a method).
+    app.wsgi_app = SecurityHeaders(BodyLimit(app.wsgi_app, config.max_body_bytes))  # type: ignore[method-assign]
     if config.trusted_proxies:
         # The client's address (its per-address rate limits) is the one the proxies forward.
-        app.wsgi_app = ProxyFix(
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
             app.wsgi_app, x_for=config.trusted_proxies, x_proto=config.trusted_proxies
         )
     logging.getLogger("ddz").setLevel(logging.INFO)

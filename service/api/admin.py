@@ -1,4 +1,4 @@
-"""Operator endpoints: unredacted events and the audit of a match (operator token only)."""
+"""Operator endpoints: unredacted events and the audit of a match (operators only)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 from ..game import OPERATOR
 from ..game.record import Discrepancy, export, verify
 from . import schemas
-from .auth import operator
+from .auth import audited, operator
 from .documents import documented, event_documents, since
 from .routing import Blueprint
 
@@ -21,8 +21,9 @@ bp = Blueprint(
 @bp.doc(**documented(401, 403, 404))
 def all_events(match_id: uuid.UUID):
     """Every event of the match, hidden cards and the seed included."""
-    operator()
+    who = operator()
     stored, latest = since(match_id, 0)
+    audited(who, "events", match_id)
     return {"version": latest.state.version, "events": event_documents(stored, OPERATOR, latest)}
 
 

@@ -1,4 +1,5 @@
-"""Bearer tokens: a player's (from ``POST /v1/players``) or the operator's (configured)."""
+"""Bearer tokens: a player's (from ``POST /v1/players``), a named operator's (from ``ddz
+operator token NAME``), or the shared bootstrap operator token (configured)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 
 from flask import request
 
+from ..store.operators import BOOTSTRAP, Operator
 from .problems import ApiError
 from .services import services
 
@@ -17,13 +19,21 @@ CHALLENGE = {"WWW-Authenticate": 'Bearer realm="ddz"'}
 @dataclass(frozen=True)
 class Caller:
     player_id: uuid.UUID | None
-    operator: bool = False
+    #: The operator who sent the request (the bootstrap admin for the shared token).
+    operator: Operator | None = None
     #: The player's token that sent the request.
     token_id: uuid.UUID | None = None
 
     @property
     def player(self) -> str | None:
         return None if self.player_id is None else str(self.player_id)
+
+
+@dataclass(frozen=True)
+class PlayerCaller(Caller):
+    """A caller known to be a player (see :func:`player`)."""
+
+    player_id: uuid.UUID
 
 
 def caller() -> Caller:
@@ -34,9 +44,12 @@ def caller() -> Caller:
         raise ApiError(401, "unauthorized", "send 'Authorization: Bearer <token>'", CHALLENGE)
     operator_token = services().config.operator_token
     if operator_token and hmac.compare_digest(token.encode(), operator_token.encode()):
-        return Caller(None, operator=True)
+        return Caller(None, operator=BOOTSTRAP)
     found = services().players.by_token(token)
     if found is None:
+        staff = services().operators.by_token(token)
+        if staff is not None:
+            return Caller(None, operator=staff)
         raise ApiError(
             401, "invalid_token", "this token belongs to no player (or was revoked)", CHALLENGE
         )
@@ -50,20 +63,27 @@ def caller() -> Caller:
     return Caller(found.player_id, token_id=found.token_id)
 
 
-def player() -> Caller:
+def player() -> PlayerCaller:
     """A player's token is required (operators do not sit at tables)."""
     who = caller()
     if who.player_id is None:
         raise ApiError(403, "player_required", "this needs a player's token")
-    return who
+    return PlayerCaller(who.player_id, token_id=who.token_id)
 
 
 def operator() -> Caller:
     who = caller()
     if not who.operator:
-        raise ApiError(403, "operator_required", "this needs the operator token")
+        raise ApiError(403, "operator_required", "this needs an operator's token")
     return who
 
 
+def audited(who: Caller, action: str, match_id: uuid.UUID) -> None:
+    """An operator read the match's hidden data (``action``: what): the audit trail says
+    who, when and what. Nothing for a player reading their own."""
+    if who.operator is not None:
+        services().operators.audit(who.operator, action, match_id, "api")
+
+
 #: OpenAPI security requirement of every authenticated operation.
-BEARER = [{"bearer": []}]
+BEARER: list[dict[str, list[str]]] = [{"bearer": []}]

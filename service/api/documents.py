@@ -7,14 +7,27 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..game import GameError, State, deadline, view, visible
+from ..app import audit
+from ..app.metrics import LEDGER_OK, LEDGER_PROBLEMS
+from ..game import GameError, State, Table, deadline, view, visible
 from ..store import Loaded, MatchNotFound, StoredEvent, StoreError
 from .auth import BEARER, Caller
 from .problems import ApiError
 from .services import services
 
 #: HTTP status of each decider or store error code that is not a plain 422.
-STATUS_OF = {"match_not_found": 404, "version_conflict": 409, "not_seated": 403}
+STATUS_OF = {
+    "match_not_found": 404,
+    "version_conflict": 409,
+    "not_seated": 403,
+    "table_not_found": 404,
+    "ticket_not_found": 404,
+    "invite_required": 403,
+    "already_seated": 409,
+    "table_full": 409,
+    "ticket_waiting": 409,
+    "ticket_seated": 409,
+}
 
 
 def documented(*statuses: int) -> dict:
@@ -37,6 +50,21 @@ def documented(*statuses: int) -> dict:
 
 def game_error(exc: GameError | StoreError) -> ApiError:
     return ApiError(STATUS_OF.get(exc.code, 422), exc.code, str(exc))
+
+
+def table_of(body: dict[str, Any]) -> Table:
+    """The table of a request's ruleset and money options (a match's, or a table's)."""
+    try:
+        return Table.build(
+            body["ruleset"],
+            body["unit"],
+            body["cap"],
+            body["rake"],
+            body["bombs_double"],
+            body["turn_seconds"],
+        )
+    except GameError as exc:
+        raise game_error(exc) from None
 
 
 def seat_of(state: State, who: Caller) -> int | None:
@@ -87,3 +115,12 @@ def event_documents(found: list[StoredEvent], seat, latest: Loaded) -> list[dict
             }
         )
     return documents
+
+
+def checked_ledger() -> dict[str, Any]:
+    """The ledger check (:func:`~service.app.audit.check_ledger`), its verdict kept for
+    ``/metrics``."""
+    found = audit.check_ledger(services().pool, services().store)
+    LEDGER_OK.set(1 if found["ok"] else 0)
+    LEDGER_PROBLEMS.set(len(found["problems"]))
+    return found

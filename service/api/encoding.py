@@ -4,10 +4,10 @@ a command's CPU."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import orjson
-from flask import Response
+from flask import Flask, Response
 from flask.json.provider import DefaultJSONProvider
 
 
@@ -26,6 +26,7 @@ class JsonProvider(DefaultJSONProvider):
         return dumps(obj).decode()
 
     def response(self, *args: Any, **kwargs: Any) -> Response:
-        return self._app.response_class(
+        app = cast(Flask, self._app)  # this provider serves a Flask app, not a bare sansio one
+        return app.response_class(
             dumps(self._prepare_response_obj(args, kwargs)), mimetype=self.mimetype
         )

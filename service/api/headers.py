@@ -30,9 +30,11 @@ class SecurityHeaders:
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         def start(status: str, headers: list, exc_info=None):
-            if not any(name.lower() == "cache-control" for name, _ in headers):
+            given = {name.lower() for name, _ in headers}
+            if "cache-control" not in given:
                 headers.append(NO_STORE)
-            headers.extend(SECURITY_HEADERS)
+            # A page of the console sets a policy of its own (its style and script).
+            headers.extend(h for h in SECURITY_HEADERS if h[0].lower() not in given)
             return start_response(status, headers, exc_info)
 
         return self.app(environ, start)

@@ -10,7 +10,7 @@ from marshmallow import fields as f
 
 from ..store import ledger
 from .auth import caller, operator
-from .documents import documented, load, seat_of
+from .documents import checked_ledger, documented, load, seat_of
 from .problems import ApiError
 from .routing import Blueprint
 from .schemas import FactorsSchema
@@ -103,4 +103,4 @@ def check_ledger():
     """Every movement, every match and the whole ledger add to zero, and every settled
     match recomputed from its events equals its ledger entries; lists any difference."""
     operator()
-    return ledger.check(services().pool, services().store)
+    return checked_ledger()

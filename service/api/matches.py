@@ -9,33 +9,32 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from flask import Response, request, stream_with_context
+from flask import Response, request
 
 from ..app.commands import CommandRequest
+from ..app.metrics import COMMANDS, OPEN_STREAMS
 from ..game import (
     OPERATOR,
     PLAYER,
     Command,
     CreateMatch,
-    DealHand,
     Disconnect,
     GameError,
     Pass,
     Play,
     State,
-    Table,
     TakeSeat,
 )
 from ..game.actions import command_of
 from ..game.actions import offered as offered_actions
 from ..game.record import export
-from ..game.state import DEALING, ENDED
-from ..rules import new_seed, pick_cards
+from ..game.state import ENDED
+from ..rules import pick_cards
 from ..store import (
     Batch,
-    FeedFailed,
     Loaded,
     Outcome,
+    ReaderFailed,
     StoredEvent,
     StoreError,
     Subscription,
@@ -44,11 +43,21 @@ from ..store import (
     status,
 )
 from . import encoding, schemas
-from .auth import BEARER, Caller, caller, player
-from .documents import documented, event_documents, game_error, load, seat_of, since, view_document
+from .auth import Caller, audited, caller, player
+from .documents import (
+    documented,
+    event_documents,
+    game_error,
+    load,
+    seat_of,
+    since,
+    table_of,
+    view_document,
+)
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
+from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse, stream_doc
 
 bp = Blueprint(
     "matches",
@@ -75,6 +84,7 @@ def command_result(outcome: Outcome, who: Caller) -> dict[str, Any]:
 
 
 def match_document(state: State, created_at, updated_at) -> dict[str, Any]:
+    assert state.table is not None  # a listed match exists
     return {
         "match_id": state.match_id,
         "status": status(state),
@@ -95,11 +105,6 @@ def execute(request: CommandRequest) -> Outcome:
         raise game_error(exc) from None
 
 
-def deal_when_full(state: State) -> Command | None:
-    """The four seats are taken: deal, appended with the seat, from a fresh secret seed."""
-    return DealHand(new_seed()) if state.phase == DEALING else None
-
-
 @bp.route("", methods=["POST"])
 @bp.arguments(
     schemas.MatchCreate(),
@@ -111,17 +116,7 @@ def deal_when_full(state: State) -> Command | None:
 def create_match(body):
     """Create a match (a table for one hand) with its ruleset and money options."""
     player()
-    try:
-        table = Table.build(
-            body["ruleset"],
-            body["unit"],
-            body["cap"],
-            body["rake"],
-            body["bombs_double"],
-            body["turn_seconds"],
-        )
-    except GameError as exc:
-        raise game_error(exc) from None
+    table = table_of(body)
     match_id = uuid.uuid4()
     outcome = execute(
         CommandRequest(match_id, lambda state: CreateMatch(str(match_id), table), new_match=True)
@@ -170,7 +165,7 @@ def take_seat(body, match_id):
             return TakeSeat(seat, None, bot=True)
         return TakeSeat(seat, who.player)
 
-    outcome = execute(CommandRequest(match_id, command, then=deal_when_full))
+    outcome = execute(CommandRequest(match_id, command))
     return view_document(Loaded(outcome.state, outcome.last_recorded_at), who)
 
 
@@ -234,14 +229,19 @@ def command(body, match_id, key=None):
     idempotency = None
     if key is not None:
         idempotency = (who.player_id, f"{match_id}:{key}", request_hash(body))
-    outcome = execute(
-        CommandRequest(
-            match_id,
-            decide_for_caller,
-            expected_version=body.get("expected_version"),
-            idempotency=idempotency,
+    try:
+        outcome = execute(
+            CommandRequest(
+                match_id,
+                decide_for_caller,
+                expected_version=body.get("expected_version"),
+                idempotency=idempotency,
+            )
         )
-    )
+    except ApiError as exc:
+        COMMANDS.labels(body["action"], exc.code).inc()
+        raise
+    COMMANDS.labels(body["action"], "ok").inc()
     # The hot path: plain JSON of a document already in the schema's shape (the contract
     # tests hold it to the schema), which costs a tenth of a schema dump. A retry's outcome
     # is the first one again, so its answer is the same, byte for byte.
@@ -285,6 +285,7 @@ def events(query, match_id):
         if not found and query["wait"] > 0:
             woken.wait(query["wait"])
             found, latest = since(match_id, query["after"])
+    audited(who, "events", match_id)
     return {
         "version": latest.state.version,
         "events": event_documents(found, viewer(latest.state, who), latest),
@@ -292,7 +293,7 @@ def events(query, match_id):
 
 
 def _last_event_id() -> int | None:
-    raw = request.headers.get("Last-Event-ID")
+    raw = last_event_id()
     if raw is None:
         return None
     if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
@@ -304,51 +305,36 @@ def _last_event_id() -> int | None:
     return int(raw)
 
 
-def _sse(event: str, data: Any, event_id: int | None = None) -> str:
-    lines = [] if event_id is None else [f"id: {event_id}"]
-    lines += [f"event: {event}", f"data: {encoding.dumps(data).decode()}"]
-    return "\n".join(lines) + "\n\n"
-
-
 @bp.route("/<uuid:match_id>/stream", methods=["GET"])
 @bp.doc(
-    summary="Server-Sent Events of the match",
-    description="First a `snapshot` event with the caller's view (its `id` is the version), then "
-    "each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect "
-    "with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments "
-    "keep a quiet connection alive; the server closes the stream after a while (and at once "
-    "when the server process is stopping), and the client reconnects.\n\n"
-    "A match's last event is `settled`: the settlement job appends it shortly after "
-    "`hand_ended`, once the ledger holds the hand's settlement. The stream closes right after "
-    "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "
-    "a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an "
-    "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.\n\n"
-    "A server process holds a bounded number of open streams (so that they never take the "
-    "connections commands need): beyond it the answer is 503 `too_many_streams` with "
-    "`Retry-After`.",
-    responses={
-        "200": {
-            "description": "An event stream",
-            "content": {"text/event-stream": {"schema": schemas.STREAM_EVENT}},
+    **stream_doc(
+        summary="Server-Sent Events of the match",
+        description="First a `snapshot` event with the caller's view (its `id` is the version), then "
+        "each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect "
+        "with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments "
+        "keep a quiet connection alive; the server closes the stream after a while (and at once "
+        "when the server process is stopping), and the client reconnects.\n\n"
+        "A match's last event is `settled`: the settlement job appends it shortly after "
+        "`hand_ended`, once the ledger holds the hand's settlement. The stream closes right after "
+        "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "
+        "a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an "
+        "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.\n\n"
+        "A server process holds a bounded number of open streams (so that they never take the "
+        "connections commands need): beyond it the answer is 503 `too_many_streams` with "
+        "`Retry-After`.",
+        schema=schemas.STREAM_EVENT,
+        resume="Resume after this version (the `id` of the last event received)",
+        id_pattern="^[0-9]{1,9}$",
+        errors={
+            "204": {
+                "description": "The match is settled and the client has its every event: nothing more will come"
+            },
+            "400": {"$ref": "#/components/responses/BAD_REQUEST"},
+            "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
+            "404": {"$ref": "#/components/responses/NOT_FOUND"},
+            "503": {"$ref": "#/components/responses/SERVICE_UNAVAILABLE"},
         },
-        "204": {
-            "description": "The match is settled and the client has its every event: nothing more will come"
-        },
-        "400": {"$ref": "#/components/responses/BAD_REQUEST"},
-        "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
-        "404": {"$ref": "#/components/responses/NOT_FOUND"},
-        "503": {"$ref": "#/components/responses/SERVICE_UNAVAILABLE"},
-    },
-    parameters=[
-        {
-            "in": "header",
-            "name": "Last-Event-ID",
-            "required": False,
-            "description": "Resume after this version (the `id` of the last event received)",
-            "schema": {"type": "string", "pattern": "^[0-9]{1,9}$"},
-        }
-    ],
-    security=BEARER,
+    )
 )
 def stream(match_id):
     who = caller()
@@ -369,13 +355,18 @@ def stream(match_id):
     if resume_after == loaded.state.version and loaded.state.settled:
         subscription.close()
         return Response(status=204)
+    audited(who, "stream", match_id)
     config, notifier = services().config, services().notifier
     seat = viewer(loaded.state, who)
 
     def generate() -> Iterator[bytes]:
-        yield b"retry: 1000\n\n"
+        with OPEN_STREAMS.track_inprogress():
+            yield from follow()
+
+    def follow() -> Iterator[bytes]:
+        yield RETRY.encode()
         if resume_after is None:
-            yield _sse(
+            yield sse(
                 "snapshot", VIEW.dump(view_document(loaded, who)), loaded.state.version
             ).encode()
         else:
@@ -384,7 +375,7 @@ def stream(match_id):
             return  # the client has the match's last event: nothing more will come
         direct = DirectStream.of(request.environ, seat, loaded.state.version)
         if direct is not None:
-            # Under gunicorn's gevent worker the feed's reader writes to the socket itself.
+            # Under gunicorn's gevent worker the match's reader writes to the socket itself.
             direct.run(subscription, config, notifier)
             return  # gunicorn then ends the response (its last chunk)
         after = loaded.state.version
@@ -395,7 +386,7 @@ def stream(match_id):
                 return  # the client reconnects (to a process that is not stopping)
             try:
                 batches = subscription.next(min(config.keepalive_seconds, remaining))
-            except FeedFailed:
+            except ReaderFailed:
                 return  # the client reconnects, and its stream gets a new reader
             sent = False
             for batch in batches:
@@ -406,12 +397,9 @@ def stream(match_id):
                     if batch.latest.state.settled:
                         return
             if not sent:
-                yield KEEP_ALIVE
+                yield KEEP_ALIVE_BYTES
 
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    response = Response(
-        stream_with_context(generate()), mimetype="text/event-stream", headers=headers
-    )
+    response = event_stream(generate())
     # Also when the stream never starts (the client left first).
     response.call_on_close(subscription.close)
     return response
@@ -423,7 +411,7 @@ STREAMS_RETRY_AFTER = 5
 
 def _subscribe(match_id: uuid.UUID) -> Subscription:
     try:
-        return services().feeds.subscribe(match_id)
+        return services().fanout.subscribe(match_id)
     except TooManySubscriptions:
         raise ApiError(
             503,
@@ -434,7 +422,8 @@ def _subscribe(match_id: uuid.UUID) -> Subscription:
         ) from None
 
 
-KEEP_ALIVE = b": keep-alive\n\n"
+#: Sent on a quiet stream, as bytes: what the streams send is bytes, rendered once.
+KEEP_ALIVE_BYTES = KEEP_ALIVE.encode()
 
 
 def _news(batch: Batch, seat, after: int) -> bytes | None:
@@ -451,7 +440,7 @@ def _news(batch: Batch, seat, after: int) -> bytes | None:
 
 
 class DirectStream:
-    """A stream written straight to its client's socket by the feed's reader, for each
+    """A stream written straight to its client's socket by its match's reader, for each
     batch as it is read, without waking the stream's own greenlet: at 5,000 streams a
     process, a wake-up and a pass through the WSGI iterator and gunicorn's writer per
     stream and event made the last stream get its event a third of a second after the
@@ -503,11 +492,12 @@ class DirectStream:
             self.wake.set()
 
     def on_news(self, batch: Batch | None) -> None:
-        """The feed reader's call: ``batch`` as just read, or None on other news."""
+        """The reader's call: ``batch`` as just read, or None on other news."""
         if batch is not None and not self.done:
             data = _news(batch, self._seat, self._after)
             if data is not None:
-                if data is batch.rendered.get(self._seat):
+                shared = data is batch.rendered.get(self._seat)
+                if shared:
                     # Framed once per viewer too: no allocation per stream and event.
                     key = (self._seat, self._chunked)
                     if key not in batch.rendered:
@@ -530,7 +520,7 @@ class DirectStream:
             if remaining <= 0:
                 break
             if not self.wake.wait(min(config.keepalive_seconds, remaining)):
-                self.send(KEEP_ALIVE)
+                self.send(KEEP_ALIVE_BYTES)
             self.wake.clear()
             self._flush()
         self._flush()
@@ -552,7 +542,7 @@ class DirectStream:
 
 def _rendered(found: list[StoredEvent], seat, latest: Loaded) -> bytes:
     return "".join(
-        _sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
+        sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
         for document in event_documents(found, seat, latest)
     ).encode()
 
@@ -572,6 +562,7 @@ def record(match_id):
             "record_not_available",
             "the record is for the seated players once the hand has ended",
         )
+    audited(who, "record", match_id)
     document = export([s.event for s in stored])
     document.setdefault("commitment", None)
     document.setdefault("seed", None)

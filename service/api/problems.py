@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http
 import logging
+from typing import Any
 
 import marshmallow as ma
 from apispec import BasePlugin
@@ -231,6 +232,7 @@ class Api(SmorestApi):
     def _detail(error: HTTPException, status: int, code: str) -> str:
         """Ours, not Werkzeug's prose ("If you entered the URL manually ...")."""
         if hasattr(error, "problem_code"):
+            assert error.description is not None  # an ApiError always says what went wrong
             return error.description
         if status == 404:
             return "nothing is served at this path"
@@ -269,7 +271,9 @@ class Api(SmorestApi):
 
     def _register_responses(self):
         for status in http.HTTPStatus:
-            response = {"description": ERROR_DESCRIPTIONS.get(status, status.phrase)}
+            response: dict[str, Any] = {
+                "description": ERROR_DESCRIPTIONS.get(status, status.phrase)
+            }
             if status >= 400:
                 response["schema"] = self.ERROR_SCHEMA
             prepare_response(response, self.spec, PROBLEM_JSON)

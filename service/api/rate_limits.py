@@ -57,13 +57,42 @@ KIND_OF = {
     "ledger.match_settlement": READS,
     "ledger.player_ledger": READS,
     "matches.stream": STREAMS,
+    "tables.create_table": COMMANDS,
+    "tables.join_table": COMMANDS,
+    "tables.leave_table": COMMANDS,
+    "tables.get_table": READS,
+    "lobby.create_ticket": COMMANDS,
+    "lobby.cancel_ticket": COMMANDS,
+    "lobby.get_ticket": READS,
+    "me.get_me": READS,
+    "me.my_matches": READS,
+    "me.my_tables": READS,
+    "me.my_events": READS,
+    "me.my_stream": STREAMS,
     # The operators' (operator requests are not limited; others get 403 here, as reads).
     "ledger.check_ledger": READS,
     "admin.all_events": READS,
     "admin.audit": READS,
+    # The console: signing in as sign-ups are (per address: guessing passwords is slow),
+    # and its pages as reads of the address (they take no bearer token).
+    "console.sign_in": SIGNUPS,
+    **{
+        f"console.{page}": READS
+        for page in (
+            "sign_out",
+            "home",
+            "matches",
+            "match",
+            "ledger_page",
+            "settlements_csv",
+            "players",
+            "system",
+            "operators",
+        )
+    },
 }
-#: Not limited: the health checks.
-UNLIMITED = {"health.healthz", "health.readyz"}
+#: Not limited: the health checks and the metrics (Prometheus scrapes on a private network).
+UNLIMITED = {"health.healthz", "health.readyz", "metrics.metrics"}
 #: How long a Redis call of the limiter may take before the process counts in memory.
 STORAGE_TIMEOUT = 1.0
 #: After Redis failed, how long the process counts in memory before it tries Redis again.
@@ -84,7 +113,7 @@ return counts
 
 
 def kind() -> str | None:
-    if request.endpoint == "matches.events" and _waits():
+    if request.endpoint in ("matches.events", "me.my_events") and _waits():
         return STREAMS
     return KIND_OF.get(request.endpoint or "")
 

@@ -7,11 +7,15 @@ import marshmallow as ma
 from marshmallow import fields as f
 from marshmallow import validate
 
-from ..game import EVENT_TYPES
+from ..game import state as game_state
 from ..game.actions import PLAYER_ACTIONS
-from ..game.table import MAX_TURN_SECONDS
-from ..rules import RULESETS
+from ..game.events import MATCH_EVENTS
+from ..game.table import DEFAULT_TURN_SECONDS, MAX_TURN_SECONDS
+from ..rules import DEFAULT_RULESET, RULESETS, CombinationType
+from ..store import STATUSES
 
+#: The events of a match's stream (a table's are not shown as such).
+MATCH_EVENT_TYPES = [cls.type for cls in MATCH_EVENTS]
 SEAT = validate.Range(0, 3)
 CARD_CODE = validate.Regexp(
     r"^([SHCD][3-9TJQKA2]|[BR]J)$",
@@ -25,20 +29,8 @@ SHARE = validate.Regexp(r"^(0(\.\d{1,4})?|1(\.0{1,4})?)$", error="a share from 0
 STORABLE_TEXT = validate.Regexp(
     r"^[^\x00\ud800-\udfff]*$", error="may not contain NUL or unpaired surrogates"
 )
-PHASES = ["seating", "dealing", "bidding", "show_hand", "report", "playing", "ended"]
-STATUSES = ["open", "playing", "ended"]
-COMBINATION_TYPES = [
-    "single",
-    "pair",
-    "triple",
-    "straight",
-    "pair_chain",
-    "plane",
-    "full_house",
-    "plane_with_pairs",
-    "bomb",
-    "joker_bomb",
-]
+PHASES = list(game_state.PHASES)
+COMBINATION_TYPES = [kind.value for kind in CombinationType]
 
 
 class Strict(ma.Schema):
@@ -87,7 +79,7 @@ class PlayerCreated(ma.Schema):
 
 
 class MatchCreate(Strict):
-    ruleset = f.String(load_default="shanghai-platform", validate=validate.OneOf(sorted(RULESETS)))
+    ruleset = f.String(load_default=DEFAULT_RULESET.name, validate=validate.OneOf(sorted(RULESETS)))
     unit = f.String(
         load_default="1.00", validate=DECIMAL, metadata={"description": "Base stake (底分)"}
     )
@@ -103,7 +95,9 @@ class MatchCreate(Strict):
         metadata={"description": "System cut (系统得分) as a share of each winner's gain"},
     )
     bombs_double = JsonBoolean(load_default=True)
-    turn_seconds = JsonInteger(load_default=30, validate=validate.Range(1, MAX_TURN_SECONDS))
+    turn_seconds = JsonInteger(
+        load_default=DEFAULT_TURN_SECONDS, validate=validate.Range(1, MAX_TURN_SECONDS)
+    )
 
 
 class Options(ma.Schema):
@@ -305,7 +299,7 @@ class IdempotencyHeader(ma.Schema):
 
 
 class EventDocument(ma.Schema):
-    type = f.String(required=True, validate=validate.OneOf(sorted(EVENT_TYPES)))
+    type = f.String(required=True, validate=validate.OneOf(sorted(MATCH_EVENT_TYPES)))
     version = f.Integer(
         required=True, metadata={"description": "The event's version in the match stream"}
     )
@@ -337,21 +331,27 @@ class EventsQuery(ma.Schema):
     )
 
 
-def _stream_event(event: dict, data: str, description: str) -> dict:
+def stream_event(
+    event: dict,
+    data: str | dict,
+    description: str,
+    id_pattern: str = "^[0-9]+$",
+    id_description: str = "The match version (send it back as `Last-Event-ID`)",
+) -> dict:
+    """One kind of event of an event stream: its ``event:`` name, its ``id:`` and its
+    ``data:`` (JSON of the schema named, or of the schema given)."""
     return {
         "type": "object",
         "description": description,
         "properties": {
             "event": event,
-            "id": {
-                "type": "string",
-                "pattern": "^[0-9]+$",
-                "description": "The match version (send it back as `Last-Event-ID`)",
-            },
+            "id": {"type": "string", "pattern": id_pattern, "description": id_description},
             "data": {
                 "type": "string",
                 "contentMediaType": "application/json",
-                "contentSchema": {"$ref": f"#/components/schemas/{data}"},
+                "contentSchema": {"$ref": f"#/components/schemas/{data}"}
+                if isinstance(data, str)
+                else data,
             },
         },
         "required": ["event", "id", "data"],
@@ -366,13 +366,13 @@ def _stream_event(event: dict, data: str, description: str) -> dict:
 STREAM_EVENT = {
     "description": "Each event of the stream: first the caller's view, then the match's events",
     "oneOf": [
-        _stream_event(
+        stream_event(
             {"const": "snapshot"},
             "View",
             "The caller's view when the stream starts (not after `Last-Event-ID`)",
         ),
-        _stream_event(
-            {"type": "string", "enum": sorted(EVENT_TYPES)},
+        stream_event(
+            {"type": "string", "enum": sorted(MATCH_EVENT_TYPES)},
             "EventDocument",
             "An event of the match, as the caller may see it",
         ),

@@ -9,9 +9,14 @@ from flask import current_app
 from psycopg_pool import ConnectionPool
 
 from ..app.commands import Commands
-from ..app.work import enqueuer
+from ..app.feed import PlayerFeed
+from ..app.tables import Tables
+from ..app.work import enqueuer, table_enqueuer
 from ..config import Config
-from ..store import EventStore, Feeds, Notifier, Players, open_pool
+from ..store import EventStore, Fanout, Notifier, Players, StateCache, open_pool
+from ..store.feed import Feed
+from ..store.operators import Operators
+from ..store.tables import TableStore
 
 
 @dataclass
@@ -21,29 +26,36 @@ class Services:
     store: EventStore
     commands: Commands
     players: Players
+    operators: Operators
     notifier: Notifier
-    feeds: Feeds
+    fanout: Fanout
     redis: redis.Redis
+    tables: Tables
+    feed: PlayerFeed
 
     @classmethod
     def open(cls, config: Config) -> Services:
         pool = open_pool(config.database_url, config.db_pool_size, "ddz", config.db_timeout)
-        store = EventStore(pool)
+        store = EventStore(pool, StateCache(config.state_cache_size))
         players = Players(pool)
         connection = redis.Redis.from_url(
             config.redis_url, socket_timeout=5, socket_connect_timeout=5
         )
+        # After an append, the work the new state calls for (a bot turn) goes on the queue.
+        commands = Commands(store, enqueuer(connection))
         notifier = Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget)
         return cls(
             config=config,
             pool=pool,
             store=store,
-            # After an append, the work the new state calls for (a bot turn) goes on the queue.
-            commands=Commands(store, enqueuer(connection)),
+            commands=commands,
             players=players,
+            operators=Operators(pool),
             notifier=notifier,
-            feeds=Feeds(store, notifier, config.max_streams),
+            fanout=Fanout(store, notifier, config.max_streams),
             redis=connection,
+            tables=Tables(store, TableStore(store), commands, table_enqueuer(connection)),
+            feed=PlayerFeed(store, Feed(pool)),
         )
 
     def close(self) -> None:

@@ -12,17 +12,22 @@ from dataclasses import dataclass
 
 import psycopg
 
-from ..game import Command, GameError, State, decide, initial_state, replay
+from ..game import Command, DealHand, GameError, State, decide, initial_state, replay
+from ..game.state import DEALING
+from ..rules import new_seed
 from ..store import (
     ATTEMPTS,
+    Behind,
+    ConnectionLost,
     DatabaseUnavailable,
     EventStore,
+    Idempotency,
     Loaded,
     Outcome,
     VersionConflict,
     pause,
 )
-from ..store.events import Behind, ConnectionLost
+from .metrics import APPEND_SECONDS, VERSION_CONFLICTS
 
 #: Appends retried on a version conflict when the caller named no expected version.
 RETRIES = 5
@@ -38,16 +43,14 @@ class CommandRequest:
     ``idempotency`` is (player, key, request hash): the key is written with the events,
     and a retry with the same key gets the first outcome back without deciding again (the
     same key with another request: :class:`IdempotencyMismatch`). ``new_match`` starts a
-    stream. ``then`` may name a command that follows from the new state (dealing once the
-    fourth seat is taken), appended with the first events; ``within`` writes what must
-    commit with the events (the ledger of a settlement), in their transaction."""
+    stream. ``within`` writes what must commit with the events (the ledger of a
+    settlement), in their transaction."""
 
     match_id: uuid.UUID
     decide: Callable[[State], Command]
     expected_version: int | None = None
-    idempotency: tuple[uuid.UUID, str, bytes] | None = None
+    idempotency: Idempotency | None = None
     new_match: bool = False
-    then: Callable[[State], Command | None] | None = None
     within: Callable[[psycopg.Connection, State], None] | None = None
 
 
@@ -132,11 +135,13 @@ class Commands:
                         if request.new_match
                         else store.load(match_id, conn)
                     )
+                assert known is not None  # read above when nothing was known
                 for _ in range(RETRIES):
                     try:
                         outcome = self._decide_and_append(conn, request, known.state, command_id)
                         break
                     except Behind as behind:
+                        VERSION_CONFLICTS.inc()
                         if request.within is not None or expected is not None:
                             raise VersionConflict(
                                 f"the match is at version {behind.missed[-1].version}, not {known.state.version}"
@@ -171,13 +176,20 @@ class Commands:
             )
         events = decide(state, request.decide(state))
         after = replay(events, state)
-        follow_up = request.then(after) if request.then is not None else None
-        if follow_up is not None:
-            more = decide(after, follow_up)
+        if after.phase == DEALING:
+            # The fourth seat is taken: the deal, from a fresh secret seed, commits with it.
+            more = decide(after, DealHand(new_seed()))
             events, after = events + more, replay(more, after)
         if request.within is not None:
             request.within(conn, state)
-        stored = self.store.append(
-            conn, request.match_id, state.version, events, after, command_id, request.idempotency
-        )
+        with APPEND_SECONDS.time():
+            stored = self.store.append(
+                conn,
+                request.match_id,
+                state.version,
+                events,
+                after,
+                command_id,
+                request.idempotency,
+            )
         return Outcome(stored, after, stored[-1].recorded_at)

@@ -24,7 +24,9 @@ from rq import Queue
 
 from ..game import State, deadline
 from ..game.state import ENDED
+from ..game.table_play import due
 from ..store import Outcome
+from ..store.tables import TableLoaded
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +34,22 @@ QUEUE = "ddz"
 #: How long the mark that a job was enqueued is kept.
 MARK_SECONDS = 24 * 3600
 _HEARTBEAT = "ddz:worker-alive:"
+_ENQUEUED = "ddz:enqueued:"
 
 
 def queue(connection: redis.Redis) -> Queue:
     return Queue(QUEUE, connection=connection)
+
+
+def depths(connection: redis.Redis) -> dict[str, int]:
+    """The jobs of the queue by state: waiting, running (started), failed, scheduled."""
+    q = queue(connection)
+    return {
+        "queued": q.count,
+        "started": q.started_job_registry.count,
+        "failed": q.failed_job_registry.count,
+        "scheduled": q.scheduled_job_registry.count,
+    }
 
 
 # One sign of life per worker, for both who asks: the workers (is a started job's worker
@@ -51,39 +65,57 @@ def stopped(connection: redis.Redis, worker_name: str) -> None:
 
 
 def worker_is_alive(connection: redis.Redis, worker_name: str | None) -> bool:
-    return bool(worker_name) and bool(connection.exists(_HEARTBEAT + worker_name))
+    return bool(worker_name and connection.exists(_HEARTBEAT + worker_name))
 
 
 def any_worker_alive(connection: redis.Redis) -> bool:
     return next(connection.scan_iter(match=_HEARTBEAT + "*", count=1000), None) is not None
 
 
+def workers_alive(connection: redis.Redis) -> list[str]:
+    """The names of the workers whose heartbeat lives."""
+    return sorted(
+        key.decode()[len(_HEARTBEAT) :]
+        for key in connection.scan_iter(match=_HEARTBEAT + "*", count=1000)
+    )
+
+
 #: The kinds of job, each with the function a worker runs for it. The function is named by
 #: its path, as RQ stores it, so that the API enqueues jobs without importing the workers.
 BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH = "bot_turn", "turn_timeout", "settle_match"
-JOBS = {kind: f"workers.jobs.{kind}" for kind in (BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH)}
+#: A table's wait is over (its next deal, bots for its empty seats, its settled hand to
+#: record); the lobby has tickets to seat.
+TABLE_DUE, MATCH_TICKETS = "table_due", "match_tickets"
+JOBS = {
+    kind: f"workers.jobs.{kind}"
+    for kind in (BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH, TABLE_DUE, MATCH_TICKETS)
+}
 KIND_OF = {function: kind for kind, function in JOBS.items()}
 
 
 def id_of_job(kind: str, match_id: str, version: int) -> str:
-    """The id of the job of that kind for that match at that version (a match is settled
-    once, whatever its version)."""
+    """The id of the job of that kind for that match (or table) at that version (a match is
+    settled once, whatever its version; the lobby's job is woken by a ticket, its id)."""
     return {
         BOT_TURN: f"bot-turn-{match_id}-{version}",
         TURN_TIMEOUT: f"timeout-{match_id}-{version}",
         SETTLE_MATCH: f"settle-{match_id}",
+        TABLE_DUE: f"table-{match_id}-{version}",
+        MATCH_TICKETS: f"lobby-{match_id}",
     }[kind]
 
 
-def job_args(kind: str, match_id: str, version: int) -> tuple:
+def job_args(kind: str, match_id: str, version: int) -> tuple[()] | tuple[str] | tuple[str, int]:
     """The arguments of the job's function."""
+    if kind == MATCH_TICKETS:
+        return ()
     return (match_id,) if kind == SETTLE_MATCH else (match_id, version)
 
 
-def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args) -> bool:
+def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args: object) -> bool:
     """Enqueues the job unless this job id was enqueued already (one pipelined round trip
     after the mark)."""
-    if not connection.set(f"ddz:enqueued:{job_id}", 1, nx=True, ex=MARK_SECONDS):
+    if not connection.set(_ENQUEUED + job_id, 1, nx=True, ex=MARK_SECONDS):
         return False
     with connection.pipeline() as pipe:
         queue(connection).enqueue(
@@ -93,11 +125,20 @@ def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args) -> bool
     return True
 
 
+def unmark(connection: redis.Redis, job_id: str) -> None:
+    """Forgets that the job was enqueued, so that :func:`enqueue_once` enqueues it again."""
+    connection.delete(_ENQUEUED + job_id)
+
+
 def work_for(state: State, last_recorded_at: datetime | None) -> str | None:
     """The kind of job the state calls for now, if any."""
     if state.phase == ENDED:
         return None if state.settled else SETTLE_MATCH
-    if deadline(state, last_recorded_at) is not None and state.is_system(state.turn):
+    if (
+        deadline(state, last_recorded_at) is not None
+        and state.turn is not None
+        and state.is_system(state.turn)
+    ):
         return BOT_TURN
     return None
 
@@ -116,20 +157,31 @@ def after_append(
     """Enqueues what the new state calls for. Redis only carries work: when it is down, the
     events are safe in PostgreSQL and the sweeper enqueues the work later."""
     kind = work_for(state, last_recorded_at)
-    if kind is None:
-        return
+    if kind is not None:
+        _enqueue(connection, kind, match_id, state.version)
+
+
+def table_enqueuer(connection: redis.Redis) -> Callable[[uuid.UUID, TableLoaded], None]:
+    """The ``on_table`` callback of :class:`~service.app.tables.Tables`: a table whose wait
+    is over at once (four seated for their first hand, bots due now) gets its job now; a
+    later one is found by the workers' scan of the ``tables`` table when it is due."""
+
+    def after_table(table_id: uuid.UUID, loaded: TableLoaded) -> None:
+        waiting = due(loaded.state)
+        if waiting is not None and waiting[1] == 0:
+            _enqueue(connection, TABLE_DUE, str(table_id), loaded.state.version)
+
+    return after_table
+
+
+def wake_lobby(connection: redis.Redis, ticket_id: uuid.UUID) -> None:
+    """Wakes the matcher for a new ticket. The ticket is in PostgreSQL already: if Redis
+    loses this, the workers' scan finds the ticket within a second."""
+    _enqueue(connection, MATCH_TICKETS, str(ticket_id), 0)
+
+
+def _enqueue(connection: redis.Redis, kind: str, key: str, version: int) -> None:
     try:
-        enqueue_once(
-            connection,
-            id_of_job(kind, match_id, state.version),
-            kind,
-            *job_args(kind, match_id, state.version),
-        )
+        enqueue_once(connection, id_of_job(kind, key, version), kind, *job_args(kind, key, version))
     except redis.RedisError as exc:
-        log.warning(
-            "could not enqueue %s for match %s at version %s: %s",
-            kind,
-            match_id,
-            state.version,
-            exc,
-        )
+        log.warning("could not enqueue %s for %s at version %s: %s", kind, key, version, exc)

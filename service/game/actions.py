@@ -14,21 +14,22 @@ from dataclasses import fields
 from typing import Any
 
 from ..rules import InvalidNotation, ReportChoice, parse_cards, pick_cards
-from .commands import Bid, Command, Disconnect, Pass, Play, Report, Resume, ShowHand
+from .commands import Bid, Disconnect, Pass, Play, Report, Resume, SeatCommand, ShowHand
 from .decider import can
 from .errors import GameError
 from .events import PLAYER, Event
 from .state import BIDDING, BIDS, PLAYING, REPORT, SHOW_HAND, State
 
 #: The commands by which a seat takes its turn's decision, in the order they are offered.
-DECISIONS: tuple[type[Command], ...] = (Bid, ShowHand, Report, Play, Pass)
+DECISIONS: tuple[type[SeatCommand], ...] = (Bid, ShowHand, Report, Play, Pass)
 #: What a player may send (its decisions, and taking its seat back); the hand record's
 #: actions add ``disconnect``.
-PLAYER_ACTIONS: tuple[str, ...] = tuple(c.name for c in (*DECISIONS, Resume))
-COMMANDS: dict[str, type[Command]] = {c.name: c for c in (*DECISIONS, Disconnect, Resume)}
+PLAYER_ACTIONS: tuple[str, ...] = (*(c.name for c in DECISIONS), Resume.name)
+_SEAT_COMMANDS: tuple[type[SeatCommand], ...] = (*DECISIONS, Disconnect, Resume)
+COMMANDS: dict[str, type[SeatCommand]] = {c.name: c for c in _SEAT_COMMANDS}
 
 #: Each decision's candidate values in the phase it belongs to (``None``: the action takes no value).
-CANDIDATES: dict[type[Command], tuple[str, tuple[Any, ...] | None]] = {
+CANDIDATES: dict[type[SeatCommand], tuple[str, tuple[Any, ...] | None]] = {
     Bid: (BIDDING, BIDS),
     ShowHand: (SHOW_HAND, (True, False)),
     Report: (REPORT, tuple(choice.value for choice in ReportChoice)),
@@ -36,14 +37,14 @@ CANDIDATES: dict[type[Command], tuple[str, tuple[Any, ...] | None]] = {
     Pass: (PLAYING, None),
 }
 #: What each value-taking action's ``value`` is, for the error that says so.
-_VALUES: dict[type[Command], tuple[type, str]] = {
+_VALUES: dict[type[SeatCommand], tuple[type, str]] = {
     Bid: (int, "0 (pass), 1, 2 or 3"),
     ShowHand: (bool, "true or false"),
     Report: (str, "{}, {} or {}".format(*ReportChoice)),
 }
 
 
-def command_of(action: Mapping[str, Any], seat: int, by: str = PLAYER) -> Command:
+def command_of(action: Mapping[str, Any], seat: int, by: str = PLAYER) -> SeatCommand:
     """The command an action document asks for; a :class:`GameError` (``invalid_command``)
     when it is malformed."""
     name, value = action["action"], action.get("value")
@@ -67,14 +68,15 @@ def command_of(action: Mapping[str, Any], seat: int, by: str = PLAYER) -> Comman
             return Play(seat, parse_cards(action["cards"]), by)
         except InvalidNotation as exc:
             raise GameError(str(exc), "invalid_command") from None
-    if cls is Pass:
-        return Pass(seat, by)
     if cls is Disconnect:
         return Disconnect(seat, action.get("reason", "left"))
-    return Resume(seat)
+    if cls is Resume:
+        return Resume(seat)
+    # A decision that takes nothing but the seat: pass, and any like it.
+    return cls(seat, by)  # type: ignore[call-arg]
 
 
-def action_of(command: Command) -> dict[str, Any]:
+def action_of(command: SeatCommand) -> dict[str, Any]:
     """The hand record's action entry of a seat's command: ``seat``, ``action``, then the
     command's own fields (cards by their codes)."""
     entry: dict[str, Any] = {"seat": command.seat, "action": command.name}
@@ -85,7 +87,7 @@ def action_of(command: Command) -> dict[str, Any]:
     return entry
 
 
-def command_of_event(event: Event) -> Command | None:
+def command_of_event(event: Event) -> SeatCommand | None:
     """The seat's command that caused ``event``; ``None`` for events that are no seat's action."""
     cls = COMMANDS.get(event.type)
     if cls is None:
@@ -115,11 +117,12 @@ def offered(state: State, seat: int | None, by: str = PLAYER) -> list[dict[str, 
     return actions
 
 
-def _candidates(state: State, cls: type[Command], seat: int, by: str) -> Iterator[Command]:
-    if cls is Pass:
-        yield Pass(seat, by)
-    elif cls is Play:
+def _candidates(state: State, cls: type[SeatCommand], seat: int, by: str) -> Iterator[SeatCommand]:
+    if cls is Play:
         # A seat that can beat nothing may only pass; the first legal play found is enough.
         for combination in state.plays(seat):
             yield Play(seat, pick_cards(state.hands[seat], combination.counts), by)
             return
+    else:
+        # A decision that takes nothing but the seat (pass, and any like it).
+        yield cls(seat, by)  # type: ignore[call-arg]

@@ -20,6 +20,14 @@ class Command:
 
 
 @dataclass(frozen=True, slots=True)
+class SeatCommand(Command):
+    """A command about one seat: its decisions, and its leaving and resuming (the actions of
+    the API and the hand record)."""
+
+    seat: int
+
+
+@dataclass(frozen=True, slots=True)
 class CreateMatch(Command):
     name = "create_match"
     match_id: str
@@ -46,55 +54,48 @@ class DealHand(Command):
 
 
 @dataclass(frozen=True, slots=True)
-class Bid(Command):
+class Bid(SeatCommand):
     name = "bid"
-    seat: int
     value: int  # 1, 2, 3, or 0 to pass
     by: str = PLAYER
 
 
 @dataclass(frozen=True, slots=True)
-class ShowHand(Command):
+class ShowHand(SeatCommand):
     name = "show_hand"
-    seat: int
     value: bool
     by: str = PLAYER
 
 
 @dataclass(frozen=True, slots=True)
-class Report(Command):
+class Report(SeatCommand):
     name = "report"
-    seat: int
     value: ReportChoice
     by: str = PLAYER
 
 
 @dataclass(frozen=True, slots=True)
-class Play(Command):
+class Play(SeatCommand):
     name = "play"
-    seat: int
     cards: tuple[Card, ...]
     by: str = PLAYER
 
 
 @dataclass(frozen=True, slots=True)
-class Pass(Command):
+class Pass(SeatCommand):
     name = "pass"
-    seat: int
     by: str = PLAYER
 
 
 @dataclass(frozen=True, slots=True)
-class Disconnect(Command):
+class Disconnect(SeatCommand):
     name = "disconnect"
-    seat: int
     reason: str = "left"  # or "deadline"
 
 
 @dataclass(frozen=True, slots=True)
-class Resume(Command):
+class Resume(SeatCommand):
     name = "resume"
-    seat: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,10 @@ in the PokerKit manner; ``decide`` is built from the ``verify`` checks.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..rules import (
+    SEATS,
     Combination,
     ReportChoice,
     RulesError,
@@ -52,7 +54,7 @@ from .events import (
     SeatTaken,
     Settled,
 )
-from .settlement import Factors, HandOutcome, HandResult, settle
+from .settlement import MAX_BID, Factors, HandOutcome, HandResult, settle
 from .state import (
     BIDDING,
     BIDS,
@@ -65,7 +67,6 @@ from .state import (
     PLAYING,
     REPORT,
     SEATING,
-    SEATS,
     SHOW_HAND,
     State,
     evolve,
@@ -84,7 +85,7 @@ def _phase(state: State, *phases: str) -> None:
         )
 
 
-def _seat(seat) -> None:
+def _seat(seat: object) -> None:
     if type(seat) is not int or not 0 <= seat < SEATS:
         raise GameError(f"seat must be 0, 1, 2 or 3, not {seat!r}", "invalid_seat")
 
@@ -170,6 +171,7 @@ def verify_play_command(state: State, command: Play) -> Combination:
     """The reading the play is recorded as; raises if it is not legal now."""
     _phase(state, PLAYING)
     _turn(state, command.seat, command.by)
+    assert state.table is not None
     try:
         return verify_play(
             state.hands[command.seat],
@@ -195,7 +197,9 @@ def verify_disconnect(state: State, command: Disconnect) -> None:
     _seat(command.seat)
     if command.reason not in DISCONNECT_REASONS:
         raise GameError(f"reason is one of {', '.join(DISCONNECT_REASONS)}", "invalid_command")
-    if state.seats[command.seat].bot:
+    taken = state.seats[command.seat]
+    assert taken is not None  # every seat is taken before the deal
+    if taken.bot:
         raise GameError("a bot seat cannot disconnect", "bot_seat")
     if state.disconnected[command.seat]:
         raise GameError("the seat is disconnected already", "already_disconnected")
@@ -238,11 +242,12 @@ def _decide_bid(state: State, c: Bid) -> list[Event]:
     events: list[Event] = [BidMade(c.seat, c.value, c.by)]
     after = evolve(state, events[0])
     turns_taken = sum(b is not None for b in after.bids)
-    if c.value == 3 or turns_taken == SEATS:
+    if c.value == MAX_BID or turns_taken == SEATS:
         if after.highest_bid:
             landlord, bid = after.highest_bidder, after.highest_bid
         else:
             landlord, bid = after.marked_seat, 1  # all passed: the marked card's holder, at 1
+        assert landlord is not None
         events.append(LandlordChosen(landlord, bid, state.bottom))
     return events
 
@@ -257,7 +262,7 @@ def _decide_report(state: State, c: Report) -> list[Event]:
     units = state.reportable_units() if c.value != ReportChoice.DECLINE else []
     locked = tuple(sorted(locked_ranks(units)))
     cards = tuple(card for card in state.hands[c.seat] if card.rank in locked)
-    event = Reported(c.seat, c.value, len(units), cards, locked, c.by)
+    event = Reported(c.seat, ReportChoice(c.value), len(units), cards, locked, c.by)
     if c.value != ReportChoice.NO_PLAY:
         return [event]
     # 不打: the hand ends at once, a landlord win by the 报到 formula.
@@ -290,12 +295,14 @@ def _decide_resume(state: State, c: Resume) -> list[Event]:
 
 def _decide_settle(state: State, c: Settle) -> list[Event]:
     verify_settle(state, c)
+    assert state.result is not None  # the hand has ended
     settlement = state.result.settlement.to_json()
     return [Settled(tuple(settlement["net"]), settlement["house"])]
 
 
 def outcome(state: State, winner: str) -> HandOutcome:
     """What settlement needs to know of a hand that ends with ``winner``."""
+    assert state.marked_card is not None and state.landlord is not None and state.bid is not None
     factors = Factors(
         marked_joker=state.marked_card.is_joker,
         first_bid_three=state.first_bid_three,
@@ -309,6 +316,7 @@ def outcome(state: State, winner: str) -> HandOutcome:
 
 def _hand_ended(state: State, winner: str) -> HandEnded:
     table = state.table
+    assert table is not None and state.seed is not None
     result = outcome(state, winner)
     settlement = settle(
         result,
@@ -320,7 +328,9 @@ def _hand_ended(state: State, winner: str) -> HandEnded:
     return HandEnded(state.seed, HandResult(result, settlement))
 
 
-_DECIDE: dict[type[Command], Callable[[State, Command], list[Event]]] = {
+# Each handler takes the command class it is filed under (hence Any, which the dict's pairs
+# make safe).
+_DECIDE: dict[type[Command], Callable[[State, Any], list[Event]]] = {
     CreateMatch: _decide_create_match,
     TakeSeat: _decide_take_seat,
     DealHand: _decide_deal,
@@ -334,7 +344,7 @@ _DECIDE: dict[type[Command], Callable[[State, Command], list[Event]]] = {
     Settle: _decide_settle,
 }
 
-_VERIFY: dict[type[Command], Callable[[State, Command], object]] = {
+_VERIFY: dict[type[Command], Callable[[State, Any], object]] = {
     CreateMatch: verify_create_match,
     TakeSeat: verify_take_seat,
     DealHand: verify_deal,

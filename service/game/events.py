@@ -7,11 +7,14 @@ see of each is :func:`service.game.views.visible`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from enum import Enum
+from types import UnionType
+from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
-from ..rules import Card, parse_cards
+from ..rules import Card, ReportChoice, parse_cards
 from .errors import GameError
 from .settlement import HandResult
 from .table import Table
@@ -46,7 +49,9 @@ class Event:
                 f"event {type!r} has schema version {version}, expected {cls.version}",
                 "unknown_event",
             )
-        return cls(**{f.name: _LOADERS.get(f.name, _same)(payload[f.name]) for f in fields(cls)})
+        # A class is hashable, though mypy does not see it (python/mypy#11470).
+        loaders = _loaders(cls)  # type: ignore[arg-type]
+        return cls(**{name: load(payload[name]) for name, load in loaders})
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Event:
@@ -54,7 +59,8 @@ class Event:
         return Event.from_payload(data["type"], data["version"], payload)
 
 
-def _dump(value):
+def _dump(value: object) -> Any:
+    """The value as JSON holds it."""
     if isinstance(value, Card):
         return value.code
     if isinstance(value, tuple):
@@ -64,24 +70,34 @@ def _dump(value):
     return value
 
 
-def _same(value):
+def _same(value: Any) -> Any:
     return value
 
 
-def _cards(codes) -> tuple[Card, ...]:
-    return parse_cards(codes)
+def _loader(hint: Any) -> Callable[[Any], Any]:
+    """How a payload value becomes a field of the type ``hint``: by the type, so that every
+    event field of a type loads alike, whatever its name."""
+    args = get_args(hint)
+    if get_origin(hint) in (Union, UnionType) and type(None) in args:
+        (inner,) = (a for a in args if a is not type(None))
+        load = _loader(inner)
+        return _same if load is _same else lambda v: None if v is None else load(v)
+    if get_origin(hint) is tuple:
+        if args == (Card, Ellipsis):
+            return parse_cards
+        item = _loader(args[0])
+        return tuple if item is _same else lambda v: tuple(item(x) for x in v)
+    if hint is Card:
+        return Card.from_code
+    if isinstance(hint, type) and issubclass(hint, (Table, HandResult, Enum)):
+        return getattr(hint, "from_json", hint)
+    return _same
 
 
-_LOADERS = {
-    "table": Table.from_json,
-    "result": HandResult.from_json,
-    "cards": _cards,
-    "bottom": _cards,
-    "hands": lambda hands: tuple(_cards(hand) for hand in hands),
-    "marked_card": Card.from_code,
-    "locked": tuple,
-    "net": tuple,
-}
+@functools.cache
+def _loaders(cls: type[Event]) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    hints = get_type_hints(cls)
+    return tuple((f.name, _loader(hints[f.name])) for f in fields(cls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +166,7 @@ class Reported(Event):
 
     type = "report"
     seat: int
-    value: str
+    value: ReportChoice
     units: int
     cards: tuple[Card, ...]
     locked: tuple[int, ...]
@@ -212,6 +228,63 @@ class Settled(Event):
     house: str
 
 
+# A table's stream (service.game.table_play): the seats of a table that plays hand after
+# hand, each hand a match of its own.
+
+
+@dataclass(frozen=True, slots=True)
+class TableCreated(Event):
+    """A table: its settings, whether it is ``private`` (joined only with ``invite``),
+    after how many seconds of waiting its empty seats go to system bots (``bots_after``,
+    ``None``: never) and how long it rests after a hand before dealing the next."""
+
+    type = "table_created"
+    table_id: str
+    table: Table
+    private: bool
+    invite: str | None
+    bots_after: int | None
+    next_hand_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerJoined(Event):
+    type = "player_joined"
+    seat: int
+    player: str | None
+    bot: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerLeft(Event):
+    """The seat's player left; during a hand (``at_hand_end``) the system plays the seat to
+    the end and the seat is free once the hand is settled."""
+
+    type = "player_left"
+    seat: int
+    player: str | None
+    at_hand_end: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HandStarted(Event):
+    """Hand ``number`` of the table is the match ``match_id``, dealt to these seats."""
+
+    type = "hand_started"
+    number: int
+    match_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class HandSettled(Event):
+    """The hand's match is settled: ``net`` per seat, as its ``settled`` event says."""
+
+    type = "hand_settled"
+    number: int
+    match_id: str
+    net: tuple[str, ...]
+
+
 def _report_declined_is_no_report(payload: dict[str, Any]) -> dict[str, Any]:
     factors = payload["result"]["factors"]
     if factors["report"] != "decline":
@@ -227,21 +300,30 @@ UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.type: cls
-    for cls in (
-        MatchCreated,
-        SeatTaken,
-        HandDealt,
-        BidMade,
-        LandlordChosen,
-        HandShown,
-        Reported,
-        Played,
-        Passed,
-        Disconnected,
-        Resumed,
-        HandEnded,
-        Settled,
-    )
-}
+#: The events of a table's stream (the others are a match's).
+TABLE_EVENTS: tuple[type[Event], ...] = (
+    TableCreated,
+    PlayerJoined,
+    PlayerLeft,
+    HandStarted,
+    HandSettled,
+)
+
+#: The events of a match's stream.
+MATCH_EVENTS: tuple[type[Event], ...] = (
+    MatchCreated,
+    SeatTaken,
+    HandDealt,
+    BidMade,
+    LandlordChosen,
+    HandShown,
+    Reported,
+    Played,
+    Passed,
+    Disconnected,
+    Resumed,
+    HandEnded,
+    Settled,
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {cls.type: cls for cls in (*MATCH_EVENTS, *TABLE_EVENTS)}

@@ -8,7 +8,7 @@ import random
 from typing import Protocol
 
 from ..rules import Combination, ReportChoice, pick_cards
-from .commands import Bid, Command, Pass, Play, Report, ShowHand
+from .commands import Bid, Pass, Play, Report, SeatCommand, ShowHand
 from .events import BOT, PLAYER
 from .state import BIDDING, PLAYING, REPORT, SHOW_HAND
 from .views import SeatView
@@ -17,13 +17,15 @@ from .views import SeatView
 class Policy(Protocol):
     name: str
 
-    def act(self, view: SeatView) -> Command:
+    def act(self, view: SeatView) -> SeatCommand:
         """A legal command for ``view.seat``, whose turn it is."""
 
 
 def acting_party(view: SeatView) -> str:
     """``bot`` for a bot seat or a disconnected player, else ``player``."""
+    assert view.seat is not None, "a policy acts for a seat"
     info = view.seats[view.seat]
+    assert info is not None
     return BOT if info.bot or info.disconnected else PLAYER
 
 
@@ -32,11 +34,12 @@ class RandomPolicy:
 
     name = "random"
 
-    def __init__(self, rng: random.Random | None = None):
+    def __init__(self, rng: random.Random | None = None) -> None:
         self.rng = rng or random.Random()
 
-    def act(self, view: SeatView) -> Command:
+    def act(self, view: SeatView) -> SeatCommand:
         seat, by, rng = view.seat, acting_party(view), self.rng
+        assert seat is not None
         if view.phase == BIDDING:
             return Bid(seat, rng.choice(view.bid_choices()), by)
         if view.phase == SHOW_HAND:

@@ -59,6 +59,7 @@ def export(events: Iterable[Event]) -> dict[str, Any]:
             if command is not None:
                 document["actions"].append(action_of(command))
     if state.phase == ENDED:
+        assert state.result is not None
         document["result"] = state.result.to_json()
     return document
 
@@ -87,11 +88,11 @@ def load(data: bytes) -> dict[str, Any]:
         document = json.loads(data)
     except (ValueError, RecursionError):
         raise NotARecord("not JSON") from None
-    _require_record(document)
-    return document
+    return _require_record(document)
 
 
-def _require_record(document: Any) -> None:
+def _require_record(document: object) -> dict[str, Any]:
+    """The document, if it is a hand record at all."""
     if not isinstance(document, dict):
         kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
         kind = kinds.get(type(document), "a number")
@@ -100,6 +101,7 @@ def _require_record(document: Any) -> None:
         if "format" not in document:
             raise NotARecord('no "format" field')
         raise NotARecord(f"format {document['format']!r}")
+    return document
 
 
 def _command(action: dict[str, Any], state: State) -> Command:
@@ -108,12 +110,12 @@ def _command(action: dict[str, Any], state: State) -> Command:
     return command_of(action, seat, action.get("by", BOT if system else PLAYER))
 
 
-def _check(where: str, recorded, recomputed) -> None:
+def _check(where: str, recorded: object, recomputed: object) -> None:
     if recorded != recomputed:
         raise Discrepancy(where, f"recorded {recorded!r}, recomputed {recomputed!r}")
 
 
-def _compare(where: str, recorded, recomputed) -> None:
+def _compare(where: str, recorded: object, recomputed: object) -> None:
     """The first difference between two JSON values, field by field; a producer's addition
     may be absent, and fields of the record that we do not write are not compared."""
     if isinstance(recomputed, dict) and isinstance(recorded, dict):
@@ -176,6 +178,7 @@ def _verify(document: dict[str, Any]) -> State:
 
     if state.phase != ENDED:
         raise Discrepancy("actions", f"the hand has not ended (phase {state.phase})")
+    assert state.result is not None
     _compare("result", document["result"], state.result.to_json())
     return state
 

@@ -134,7 +134,7 @@ def _parse_amount(text: Any, what: str) -> Decimal:
     return Decimal(text)
 
 
-def _seat_tuple(values: Iterable[Any], what: str) -> tuple:
+def _seat_tuple(values: Iterable[Any], what: str) -> tuple[Any, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise SettlementError(f"{what} must be a sequence of {SEATS} amounts, got {values!r}")
     values = tuple(values)
@@ -300,15 +300,16 @@ class Settlement:
     """docs/hand-record.md ``result.settlement`` plus the multiplier M that produced it.
 
     Every amount is a Decimal with exactly two places; the per-seat amounts are tuples in
-    seat order. The invariants of docs/hand-record.md are checked on construction.
+    seat order, one per seat (:data:`SEATS`). The invariants of docs/hand-record.md are
+    checked on construction.
     """
 
     multiplier: Fraction
-    gross: tuple[Decimal, Decimal, Decimal, Decimal]
-    after_cap: tuple[Decimal, Decimal, Decimal, Decimal]
-    rake: tuple[Decimal, Decimal, Decimal, Decimal]
-    penalty: tuple[Decimal, Decimal, Decimal, Decimal]
-    net: tuple[Decimal, Decimal, Decimal, Decimal]
+    gross: tuple[Decimal, ...]
+    after_cap: tuple[Decimal, ...]
+    rake: tuple[Decimal, ...]
+    penalty: tuple[Decimal, ...]
+    net: tuple[Decimal, ...]
     house: Decimal
 
     def __post_init__(self) -> None:

@@ -10,17 +10,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..rules import SEATS
+from .actions import DECISIONS
 from .bot import BotPolicy
 from .commands import Command, CreateMatch, DealHand, TakeSeat
 from .decider import decide
-from .events import BidMade, Event, HandShown, Passed, Played, Reported
+from .events import EVENT_TYPES, Event
 from .policies import Policy, RandomPolicy
 from .state import ENDED, LANDLORD, State, evolve, initial_state
 from .table import Table
 from .views import seat_view
 
 #: The events that are a seat's decision (a turn).
-DECISION_EVENTS = (BidMade, HandShown, Reported, Played, Passed)
+DECISION_EVENTS = tuple(EVENT_TYPES[command.name] for command in DECISIONS)
 #: Called before each turn; may return extra commands (a disconnect, a resume) to apply first.
 Interrupt = Callable[[State], Sequence[Command]]
 
@@ -53,8 +54,9 @@ def play_hand(
         if interrupt is not None:
             for command in interrupt(state):
                 state = apply(state, command, log)
-        seat = state.turn
-        state = apply(state, policies[seat].act(seat_view(state, seat)), log)
+        turn = state.turn
+        assert turn is not None  # until the hand ends, a seat is always to act
+        state = apply(state, policies[turn].act(seat_view(state, turn)), log)
     return log, state
 
 
@@ -79,6 +81,7 @@ class Tally:
 
     def add(self, events: Sequence[Event], state: State) -> None:
         result = state.result
+        assert result is not None, "a tally adds ended hands"
         self.hands += 1
         factors = result.outcome.factors
         self.landlord_wins += result.outcome.winner == LANDLORD
@@ -93,7 +96,7 @@ def matchup(
     hands: int, seed: str, table: Table, policies: Callable[[int], Sequence[Policy]]
 ) -> list[tuple[list[Event], State, Sequence[Policy]]]:
     """Plays ``hands`` hands, hand ``i`` with ``policies(i)`` at the four seats."""
-    played = []
+    played: list[tuple[list[Event], State, Sequence[Policy]]] = []
     for i in range(hands):
         seats = policies(i)
         events, state = play_hand(table, hand_seed(seed, i), seats, match_id=f"sim-{seed}-{i}")
@@ -125,21 +128,27 @@ def win_rates(hands: int, seed: str, table: Table) -> dict[str, tuple[float, int
         lambda i: [_random(seed, i, s) if s == i % SEATS else bot for s in range(SEATS)],
     )
 
-    def rate(played, keep, won) -> tuple[float, int]:
+    def rate(
+        played: list[tuple[list[Event], State, Sequence[Policy]]],
+        keep: Callable[[State, Sequence[Policy]], bool],
+        won: Callable[[State], bool],
+    ) -> tuple[float, int]:
         kept = [(state, seats) for _, state, seats in played if keep(state, seats)]
         return (
             sum(won(state) for state, _ in kept) / len(kept) if kept else float("nan"),
             len(kept),
         )
 
+    def bot_landlord(state: State, seats: Sequence[Policy]) -> bool:
+        assert state.landlord is not None  # every ended hand had a landlord
+        return seats[state.landlord] is bot
+
     landlord_won = lambda state: state.result.outcome.winner == LANDLORD  # noqa: E731
     farmers_won = lambda state: state.result.outcome.winner != LANDLORD  # noqa: E731
     return {
         "random landlord vs random farmers": rate(baseline, lambda s, p: True, landlord_won),
-        "bot landlord vs random farmers": rate(
-            one_bot, lambda s, p: p[s.landlord] is bot, landlord_won
-        ),
+        "bot landlord vs random farmers": rate(one_bot, bot_landlord, landlord_won),
         "bot farmers vs random landlord": rate(
-            three_bots, lambda s, p: p[s.landlord] is not bot, farmers_won
+            three_bots, lambda s, p: not bot_landlord(s, p), farmers_won
         ),
     }

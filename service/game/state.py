@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ..rules import SEATS, Card, Combination, ReportChoice, counts_of, legal_plays, report_units
 from ..rules.combinations import _readings
@@ -26,7 +26,7 @@ from .events import (
     SeatTaken,
     Settled,
 )
-from .settlement import HandResult
+from .settlement import MAX_BID, MIN_BID, HandResult
 from .table import Table
 
 NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
@@ -39,11 +39,13 @@ NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
     "playing",
     "ended",
 )
+#: The phases a match shows (``new`` is only the state before its first event).
+PHASES = (SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED)
 LANDLORD, FARMERS = "landlord", "farmers"
 #: Phases in which a dealt hand is under way and a seat has a decision to take.
 DECISION_PHASES = (BIDDING, SHOW_HAND, REPORT, PLAYING)
 #: The bids a seat may make, 0 being a pass.
-BIDS = (0, 1, 2, 3)
+BIDS = (0, *range(MIN_BID, MAX_BID + 1))
 
 
 def open_bids(highest_bid: int) -> tuple[int, ...]:
@@ -68,6 +70,11 @@ class State:
     turn, 0 passed, 1-3. ``lead`` is the combination to beat, ``None`` when the seat to act
     leads. ``report`` is the landlord's 报到 choice and ``locked`` the ranks it reported
     (see :meth:`locks`). ``settled``: the result is in the ledger.
+
+    The optional fields fill in as the match goes: ``match_id`` and ``table`` from its
+    creation on, every seat once dealing begins, ``landlord`` and ``bid`` once bidding is
+    over, ``result`` once it has ended. The methods below assert what their phase
+    guarantees.
     """
 
     phase: str = NEW
@@ -125,17 +132,21 @@ class State:
 
     def is_system(self, seat: int) -> bool:
         """Whether the system acts for the seat: a bot seat, or a disconnected player."""
-        return self.seats[seat].bot or self.disconnected[seat]
+        taken = self.seats[seat]
+        assert taken is not None, "asked of a seated seat only"
+        return taken.bot or self.disconnected[seat]
 
     def bombs_left(self, seat: int) -> int | None:
         """How many more bombs the seat may play (``None``: no limit)."""
         if seat == self.landlord:
             return None
+        assert self.table is not None and self.bid is not None, "asked once bidding is over"
         limit = self.table.ruleset.bomb_limit.for_farmer(self.bids[seat], self.bid)
         return None if limit is None else max(0, limit - self.bombs_played[seat])
 
     def reportable_units(self) -> list[frozenset[int]]:
         """The 报到 units the landlord may report now."""
+        assert self.table is not None and self.landlord is not None
         return report_units(counts_of(self.hands[self.landlord]), self.table.ruleset)
 
     def locks(self, seat: int | None) -> frozenset[int]:
@@ -144,6 +155,7 @@ class State:
 
     def plays(self, seat: int) -> Iterator[Combination]:
         """Every legal play of ``seat`` now, by ranks (it leads when ``lead`` is None)."""
+        assert self.table is not None
         return legal_plays(
             self.hands[seat],
             self.lead,
@@ -160,8 +172,10 @@ class State:
 
 initial_state = State()
 
+_T = TypeVar("_T")
 
-def _set(items: tuple, index: int, value) -> tuple:
+
+def _set(items: tuple[_T, ...], index: int, value: _T) -> tuple[_T, ...]:
     return items[:index] + (value,) + items[index + 1 :]
 
 
@@ -174,6 +188,7 @@ def _remove(hand: tuple[Card, ...], cards: tuple[Card, ...]) -> tuple[Card, ...]
 
 def recorded_combination(event: Played, state: State) -> Combination:
     """The reading a play was recorded as."""
+    assert state.table is not None
     for reading in _readings(counts_of(event.cards), state.table.ruleset):
         if reading.type.value == event.combination and reading.rank == event.rank:
             return reading
@@ -212,7 +227,7 @@ def _bid(state: State, e: BidMade) -> State:
     changes: dict[str, Any] = {"bids": _set(state.bids, e.seat, e.value), "turn": next_seat(e.seat)}
     if e.value > state.highest_bid:
         changes.update(highest_bid=e.value, highest_bidder=e.seat)
-    if e.value == 3 and e.seat == state.marked_seat:
+    if e.value == MAX_BID and e.seat == state.marked_seat:
         changes["first_bid_three"] = True
     return state.replace(**changes)
 
@@ -312,7 +327,7 @@ def evolve(state: State, event: Event) -> State:
     return new
 
 
-def replay(events, state: State = initial_state) -> State:
+def replay(events: Iterable[Event], state: State = initial_state) -> State:
     """Folds events into a state: ``evolve`` over the whole stream."""
     for event in events:
         state = evolve(state, event)
@@ -324,6 +339,7 @@ def time_to_act(state: State) -> timedelta | None:
     acts for it): ``turn_seconds`` while a seat is to decide, None otherwise."""
     if not state.awaits_decision():
         return None
+    assert state.table is not None
     return timedelta(seconds=state.table.turn_seconds)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from ..rules import Ruleset
 from .errors import GameError
@@ -11,9 +13,11 @@ from .errors import GameError
 CENT = Decimal("0.01")
 DEFAULT_TURN_SECONDS = 30
 MAX_TURN_SECONDS = 3600
+#: How a money option may be given (anything else is refused, see :func:`amount`).
+Amount = Decimal | int | str
 
 
-def amount(value, name: str) -> Decimal:
+def amount(value: object, name: str) -> Decimal:
     """A money option of a table (``unit``, ``cap``, ``rake``): a finite decimal of at least
     0, given as a Decimal, an int or a decimal string (a float is no exact amount). The one
     check of these options, for a table and for :func:`~.settlement.settle`."""
@@ -32,7 +36,7 @@ def amount(value, name: str) -> Decimal:
     return exact
 
 
-def share(value, name: str) -> Decimal:
+def share(value: object, name: str) -> Decimal:
     """The ``rake``: an amount from 0 to 1, the share of each winner's gain."""
     exact = amount(value, name)
     if exact > 1:
@@ -56,9 +60,9 @@ class Table:
     def build(
         cls,
         ruleset: str | None = None,
-        unit="1.00",
-        cap=None,
-        rake="0.00",
+        unit: Amount = "1.00",
+        cap: Amount | None = None,
+        rake: Amount = "0.00",
         bombs_double: bool | None = None,
         turn_seconds: int = DEFAULT_TURN_SECONDS,
     ) -> Table:
@@ -82,7 +86,7 @@ class Table:
         cap_ = None if cap_ is None else cap_.quantize(CENT)
         return cls(base, unit_.quantize(CENT), cap_, rake_, turn_seconds)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "ruleset": self.ruleset.name,
             "unit": str(self.unit),
@@ -92,14 +96,14 @@ class Table:
             "turn_seconds": self.turn_seconds,
         }
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         """The table as every answer of the API shows it: ``ruleset`` (its name) and the
         ``options`` of the table."""
         options = self.to_json()
         return {"ruleset": options.pop("ruleset"), "options": options}
 
     @classmethod
-    def from_json(cls, data: dict) -> Table:
+    def from_json(cls, data: Mapping[str, Any]) -> Table:
         return cls.build(
             data.get("ruleset"),
             data["unit"],

@@ -9,7 +9,7 @@ exactly this), and :func:`visible` what it sees of each event.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from .actions import offered
 from .events import Event, HandDealt, LandlordChosen
 from .settlement import HandResult
 from .state import ENDED, State, open_bids
+from .table import Table
 
 #: Pass as ``seat`` to see everything, as an operator does.
 OPERATOR = "operator"
@@ -41,7 +42,7 @@ class SeatView:
     phase: str
     version: int
     seat: int | None
-    table: Any
+    table: Table
     seats: tuple[SeatInfo | None, ...]
     commitment: str | None
     marked_card: Card | None
@@ -152,7 +153,7 @@ def _code(card: Card | None) -> str | None:
 _ORDER = {card: i for i, card in enumerate(ONE_DECK)}
 
 
-def _codes(cards) -> list[str] | None:
+def _codes(cards: Iterable[Card] | None) -> list[str] | None:
     return None if cards is None else [card.code for card in sorted(cards, key=_ORDER.__getitem__)]
 
 
@@ -161,14 +162,15 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
     :data:`OPERATOR` sees everything."""
     operator = seat == OPERATOR
     ended = state.phase == ENDED
-    seated = isinstance(seat, int) and not operator
+    own = seat if isinstance(seat, int) else None  # the viewing seat, if it has one
     landlord = state.landlord
-    hand = state.hands[seat] if seated else ()
+    hand = state.hands[own] if own is not None else ()
+    assert state.match_id is not None and state.table is not None, "a match is seen once created"
     return SeatView(
         match_id=state.match_id,
         phase=state.phase,
         version=state.version,
-        seat=seat if seated else None,
+        seat=own,
         table=state.table,
         seats=tuple(
             None
@@ -189,18 +191,18 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
         first_bid_three=state.first_bid_three,
         show_hand=state.show_hand,
         landlord_hand=state.hands[landlord]
-        if state.show_hand or (operator and landlord is not None)
+        if landlord is not None and (state.show_hand or operator)
         else None,
         report=state.report,
         reported_cards=state.reported_cards,
-        locked=state.locks(seat if seated else None),
+        locked=state.locks(own),
         turn=state.turn,
         lead=state.lead,
         lead_seat=state.lead_seat if state.lead is not None else None,
         lead_cards=state.lead_cards if state.lead is not None else (),
         passes=state.passes,
         bombs=state.bombs,
-        bombs_left=state.bombs_left(seat) if seated and landlord is not None else None,
+        bombs_left=state.bombs_left(own) if own is not None and landlord is not None else None,
         result=state.result,
         seed=state.seed if ended or operator else None,
     )

@@ -1,18 +1,23 @@
 """PostgreSQL persistence: the event store (one stream per match), players, migrations."""
 
 from .events import (
+    STATUSES,
+    Behind,
+    ConnectionLost,
     EventStore,
+    Idempotency,
     IdempotencyMismatch,
     Loaded,
     MatchNotFound,
     Outcome,
+    StateCache,
     StoredEvent,
     StoreError,
     VersionConflict,
     request_hash,
     status,
 )
-from .feeds import Batch, FeedFailed, Feeds, Subscription, TooManySubscriptions
+from .fanout import Batch, Fanout, ReaderFailed, Subscription, TooManySubscriptions
 from .migrate import migrate
 from .notify import Notifier
 from .players import Players

@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from ..config import Config
 from ..game import Event, State, initial_state, replay
 from ..game.state import DEALING, ENDED, SEATING, time_to_act
 from .pool import DatabaseUnavailable, connection_lost, live_connection, retried
@@ -29,6 +30,10 @@ NOTIFY_CHANNEL = "ddz_events"
 #: Bytes of a notification left for the event after "<match>:<version>:" (PostgreSQL
 #: refuses payloads of 8,000 bytes and more); a larger event is announced without itself.
 NOTE_ROOM = 7900
+
+#: (player, key, request hash) of a command sent with an Idempotency-Key.
+Idempotency = tuple[uuid.UUID, str, bytes]
+_T = TypeVar("_T")
 
 
 class StoreError(Exception):
@@ -92,7 +97,7 @@ class Outcome:
     replayed: bool = False
 
 
-def _decode(row) -> StoredEvent:
+def _decode(row: Sequence[Any]) -> StoredEvent:
     version, position, type_, schema_version, payload, recorded_at = row
     return StoredEvent(
         version, position, Event.from_payload(type_, schema_version, payload), recorded_at
@@ -107,7 +112,7 @@ class StateCache:
     events appended since, or none. Events never change, so a cached (version, state)
     stays true; it may only be behind."""
 
-    def __init__(self, size: int = 2048):
+    def __init__(self, size: int = Config.state_cache_size):
         self._size = size
         self._items: OrderedDict[uuid.UUID, Loaded] = OrderedDict()
         self._lock = threading.Lock()
@@ -134,7 +139,7 @@ class EventStore:
         self.pool = pool
         self.cache = cache or StateCache()
 
-    def _run(self, work: Callable[[psycopg.Connection], Any], conn: psycopg.Connection | None):
+    def _run(self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None) -> _T:
         """``work`` on ``conn`` when the caller has one (its transaction, say), else on one
         from the pool, retried on another when the connection breaks."""
         return retried(self.pool, work, conn)
@@ -221,14 +226,43 @@ class EventStore:
             params.append(status)
         sql += " ORDER BY created_at DESC LIMIT %s"
         params.append(limit)
+        return [
+            (loaded, created_at, updated_at)
+            for loaded, (_, created_at, updated_at) in self._with_states(sql, params)
+        ]
 
-        def read(conn):
+    def _with_states(self, sql: str, params: list[Any]) -> list[tuple[Loaded, tuple[Any, ...]]]:
+        """The rows of ``sql`` (a match id first), each with that match's state, read on one
+        connection."""
+
+        def read(
+            conn: psycopg.Connection,
+        ) -> tuple[list[tuple[Any, ...]], dict[uuid.UUID, Loaded]]:
             rows = conn.execute(sql, params).fetchall()
             return rows, self.load_many([row[0] for row in rows], conn)
 
         rows, states = self._run(read, None)
+        return [(states[row[0]], row) for row in rows]
+
+    def of_player(
+        self, player: str, before: tuple[datetime, uuid.UUID] | None, limit: int
+    ) -> list[tuple[Loaded, datetime, uuid.UUID | None]]:
+        """The player's matches, newest first, from just after ``before`` (the created-at
+        time and id of the last one seen): each with its state, when it was created and the
+        table whose hand it was (if any)."""
+        sql = (
+            "SELECT m.match_id, m.created_at, h.table_id FROM matches m"
+            " LEFT JOIN table_hands h USING (match_id) WHERE m.seats @> %s"
+        )
+        params: list[Any] = [Jsonb([{"player": player}])]
+        if before is not None:
+            sql += " AND (m.created_at, m.match_id) < (%s, %s)"
+            params += list(before)
+        sql += " ORDER BY m.created_at DESC, m.match_id DESC LIMIT %s"
+        params.append(limit)
         return [
-            (states[match_id], created_at, updated_at) for match_id, created_at, updated_at in rows
+            (loaded, created_at, table_id)
+            for loaded, (_, created_at, table_id) in self._with_states(sql, params)
         ]
 
     def past_deadline(self) -> list[tuple[uuid.UUID, int]]:
@@ -241,16 +275,34 @@ class EventStore:
             None,
         )
 
-    def awaiting_system(self) -> list[tuple[uuid.UUID, int, str]]:
-        """(match, version, status) of each match waiting for the system: a bot or
-        disconnected seat to act (playing), or a settlement (ended)."""
+    def awaiting_system(self) -> list[uuid.UUID]:
+        """The matches that the read model shows waiting for the system: a bot or
+        disconnected seat to act, or a settlement (what each calls for is the app's
+        ``work_for``, asked of its state)."""
         return self._run(
-            lambda conn: conn.execute(
-                "SELECT match_id, version, status FROM matches"
-                " WHERE (status = 'playing' AND system_to_act) OR (status = 'ended' AND NOT settled)"
-            ).fetchall(),
+            lambda conn: [
+                row[0]
+                for row in conn.execute(
+                    "SELECT match_id FROM matches"
+                    " WHERE (status = 'playing' AND system_to_act) OR (status = 'ended' AND NOT settled)"
+                )
+            ],
             None,
         )
+
+    def unsettled(self) -> tuple[int, float]:
+        """How many ended hands wait for their settlement, and for how long (seconds) the
+        oldest has waited: the settlement lag as it stands."""
+        row = self._run(
+            lambda conn: conn.execute(
+                "SELECT count(*), coalesce(extract(epoch FROM now() - min(updated_at)), 0)"
+                " FROM matches WHERE status = 'ended' AND NOT settled"
+            ).fetchone(),
+            None,
+        )
+        assert row is not None  # an aggregate answers one row
+        count, oldest = row
+        return count, float(oldest)
 
     # Writing
 
@@ -291,7 +343,7 @@ class EventStore:
         return Outcome(ours, replay((s.event for s in ours), known.state), ours[-1].recorded_at)
 
     def replayed(
-        self, match_id: uuid.UUID, idempotency, conn: psycopg.Connection | None = None
+        self, match_id: uuid.UUID, idempotency: Idempotency, conn: psycopg.Connection | None = None
     ) -> Outcome | None:
         """The first outcome of a request with this key, if there was one: the events it
         appended and the state right after them (the same key with another request:
@@ -325,12 +377,12 @@ class EventStore:
     @staticmethod
     def append(
         conn: psycopg.Connection,
-        match_id,
+        match_id: uuid.UUID,
         version: int,
         events: Sequence[Event],
         after: State,
-        command_id,
-        idempotency,
+        command_id: uuid.UUID,
+        idempotency: Idempotency | None,
     ) -> list[StoredEvent]:
         """Inserts the events at the versions after ``version`` if the stream is still at
         ``version``, each marked with ``command_id``, brings the match's row of the ``matches`` table up to ``after`` (its
@@ -343,6 +395,7 @@ class EventStore:
         player, key, digest = idempotency if idempotency is not None else (None, None, None)
         seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in after.seats]
         timed = after.awaits_decision()
+        assert after.table is not None  # a stream begins with the match's creation
         try:
             rows = conn.execute(
                 "WITH current AS ("
@@ -404,7 +457,7 @@ class EventStore:
                     "version": after.version,
                     "seats": Jsonb(seats),
                     "turn_seat": after.turn if timed else None,
-                    "system": timed and after.is_system(after.turn),
+                    "system": timed and after.turn is not None and after.is_system(after.turn),
                     "time_to_act": time_to_act(after),
                     "settled": after.settled,
                     "key_player": player,
@@ -417,6 +470,10 @@ class EventStore:
         if rows and not rows[0][0]:
             raise Behind([_decode(row[1:]) for row in rows])
         return [_decode(row[1:]) for row in rows]
+
+
+#: A match's status in the ``matches`` read model, in the order a match goes through them.
+STATUSES = ("open", "playing", "ended")
 
 
 def status(state: State) -> str:

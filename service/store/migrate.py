@@ -16,9 +16,9 @@ _LOCK = 0x64647A6D  # "ddzm": one migrator at a time, even before yoyo's own tab
 def yoyo_url(dsn: str) -> str:
     """yoyo's URL for a libpq DSN (it picks the driver from the scheme)."""
     info = psycopg.conninfo.conninfo_to_dict(dsn)
-    user = quote(info.get("user", ""), safe="")
-    password = f":{quote(info['password'], safe='')}" if info.get("password") else ""
-    host = info.get("host", "")
+    user = quote(str(info.get("user", "")), safe="")
+    password = f":{quote(str(info['password']), safe='')}" if info.get("password") else ""
+    host = str(info.get("host", ""))
     port = f":{info['port']}" if info.get("port") else ""
     auth = f"{user}{password}@" if user else ""
     query = ""

@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import psycopg
@@ -45,20 +45,29 @@ class Notifier:
     def watch(self, match_id: uuid.UUID) -> Iterator[threading.Event]:
         """An event set when the match gets new events (or when the listener reconnects,
         since it may have missed some). Register before reading the table, then wait."""
+        with self.watch_all([match_id]) as woken:
+            yield woken
+
+    @contextmanager
+    def watch_all(self, stream_ids: Iterable[uuid.UUID]) -> Iterator[threading.Event]:
+        """As :meth:`watch`, set when any of these streams (matches or tables) gets one."""
         woken = threading.Event()
         if self.draining:
             woken.set()
+        watched = set(stream_ids)
         with self._lock:
-            self._waiters.setdefault(match_id, set()).add(woken)
+            for stream_id in watched:
+                self._waiters.setdefault(stream_id, set()).add(woken)
         try:
             yield woken
         finally:
             with self._lock:
-                waiters = self._waiters.get(match_id)
-                if waiters is not None:
-                    waiters.discard(woken)
-                    if not waiters:
-                        del self._waiters[match_id]
+                for stream_id in watched:
+                    waiters = self._waiters.get(stream_id)
+                    if waiters is not None:
+                        waiters.discard(woken)
+                        if not waiters:
+                            del self._waiters[stream_id]
 
     @property
     def draining(self) -> bool:
@@ -93,6 +102,7 @@ class Notifier:
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=1.0):
                             if note.channel == REVOKED_CHANNEL:
+                                assert self._on_revoked is not None  # listened to with one only
                                 self._on_revoked(note.payload)
                             else:
                                 self._received(note.payload)

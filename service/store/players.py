@@ -10,6 +10,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from .pool import retried
@@ -57,7 +58,7 @@ class Players:
         """A new player and its first token; the token is never stored and cannot be shown again."""
         player_id, token, token_id = uuid.uuid4(), secrets.token_urlsafe(32), uuid.uuid4()
 
-        def insert(conn) -> None:
+        def insert(conn: psycopg.Connection) -> None:
             with conn.transaction():
                 conn.execute(
                     "INSERT INTO players (player_id, name) VALUES (%s, %s) ON CONFLICT (player_id) DO NOTHING",
@@ -67,6 +68,19 @@ class Players:
 
         retried(self.pool, insert)
         return player_id, token
+
+    def names(self, player_ids: list[str]) -> dict[str, str]:
+        """Each player's name, by id (as text)."""
+        if not player_ids:
+            return {}
+        rows = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT player_id::text, name FROM players WHERE player_id = ANY(%s::uuid[])",
+                (player_ids,),
+            ).fetchall(),
+        )
+        return dict(rows)
 
     def issue(
         self, player_id: uuid.UUID, label: str | None, expires_in: int | None
@@ -79,7 +93,7 @@ class Players:
 
     @staticmethod
     def _issue(
-        conn,
+        conn: psycopg.Connection,
         player_id: uuid.UUID,
         label: str | None,
         expires_in: int | None,
@@ -94,6 +108,7 @@ class Players:
             f" ON CONFLICT (token_id) DO UPDATE SET token_id = EXCLUDED.token_id RETURNING {_COLUMNS}",
             (token_id, player_id, token_hash(token), token[-4:], label, expires_in),
         ).fetchone()
+        assert row is not None  # RETURNING the inserted or the existing row
         return Token(*row)
 
     def tokens(self, player_id: uuid.UUID) -> list[Token]:

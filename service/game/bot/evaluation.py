@@ -13,6 +13,7 @@ from math import exp
 
 from ...rules import ReportChoice, locked_ranks, report_units
 from ...rules.cards import ACE, BIG_JOKER, SMALL_JOKER, TWO, Counts, counts_of
+from ..settlement import MAX_BID
 from ..views import SeatView
 from .planning import plan
 
@@ -97,7 +98,7 @@ def bid(view: SeatView) -> int:
         if value not in allowed:
             continue
         unlimited = 0.0
-        if value == 3:
+        if value == MAX_BID:
             # A bid of 3 frees the farmers' bombs: every farmer under shanghai-local,
             # those who never get a turn to bid under shanghai-platform.
             first = view.seat == view.marked_seat
@@ -146,6 +147,7 @@ def report(view: SeatView) -> ReportChoice:
 def _unlimited_share(view: SeatView) -> float:
     """The share of farmers who may bomb without limit."""
     limit = view.table.ruleset.bomb_limit
+    assert view.bid is not None  # 报到 comes after bidding
     farmers = [s for s in range(len(view.bids)) if s != view.landlord]
     free = sum(1 for s in farmers if limit.for_farmer(view.bids[s], view.bid) is None)
     return free / len(farmers)

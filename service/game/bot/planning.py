@@ -12,7 +12,7 @@ to win.
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from typing import NamedTuple
+from typing import Literal, NamedTuple, overload
 
 from ...rules import Combination
 from ...rules.cards import BIG_JOKER, NUM_RANKS, SMALL_JOKER, Counts
@@ -111,11 +111,21 @@ def _split_bomb(n: int) -> tuple[int, int, int]:
 
 class _Context(NamedTuple):
     bomb_cap: int | None  # bombs the seat may still play (None: no limit)
-    locked: frozenset  # reported ranks (whole bombs only)
+    locked: frozenset[int]  # reported ranks (whole bombs only)
     joker_bomb: bool  # BBRR is a bomb in this ruleset
 
 
-def _leaf(counts: Counts, ctx: _Context, build: bool = False):
+@overload
+def _leaf(counts: Counts, ctx: _Context, build: Literal[False] = False) -> float: ...
+@overload
+def _leaf(
+    counts: Counts, ctx: _Context, build: Literal[True]
+) -> tuple[float, list[Combination]]: ...
+
+
+def _leaf(
+    counts: Counts, ctx: _Context, build: bool = False
+) -> float | tuple[float, list[Combination]]:
     """Cost (and, with ``build``, the plays) of grouping cards without sequences."""
     bombs: list[tuple[int, int]] = []  # (size, rank); rank BIG_JOKER for the joker bomb
     singles: list[int] = []
@@ -187,15 +197,22 @@ def _leaf(counts: Counts, ctx: _Context, build: bool = False):
     for t in triples:
         q = next((q for q in carried_left if q != t), None)
         if q is None:
-            combos.append(_SIMPLE[TRIPLE][t])
+            combos.append(_held(_SIMPLE[TRIPLE][t]))
         else:
             carried_left.remove(q)
-            combos.append(_FULL_HOUSES[t][q])
+            combos.append(_held(_FULL_HOUSES[t][q]))
     for q in carried_left + pairs[len(triples) :]:
-        combos.append(_SIMPLE[PAIR][q])
+        combos.append(_held(_SIMPLE[PAIR][q]))
     for r in singles:
-        combos.append(_SIMPLE[SINGLE][r])
+        combos.append(_held(_SIMPLE[SINGLE][r]))
     return cost, combos
+
+
+def _held(combo: Combination | None) -> Combination:
+    """A play of the rules' tables for cards the hand holds: the tables have None only
+    where no such play exists (a full house of one rank, a triple of jokers)."""
+    assert combo is not None
+    return combo
 
 
 def subtract(counts: Counts, delta: Counts) -> Counts:
@@ -230,12 +247,12 @@ class _Search:
 
     def __init__(self, ctx: _Context, budget: int, width: int = 6):
         self.ctx = ctx
-        self.memo: dict = {}
+        self.memo: dict[tuple[Counts, int], tuple[float, tuple[Combination, int] | None]] = {}
         self.budget = budget
         self.width = width
         self.nodes = 0
 
-    def options(self, counts: Counts, p: int):
+    def options(self, counts: Counts, p: int) -> list[tuple[float, int, Combination, float]]:
         """The most promising sequences starting at position ``p`` or later, as
         (estimated gain, start, combination, cost)."""
         ctx = self.ctx
@@ -327,7 +344,7 @@ class _Search:
             counts = subtract(counts, combo.counts)
 
 
-_PLAN_CACHE: dict = {}
+_PLAN_CACHE: dict[tuple[Counts, _Context], Plan] = {}
 _PLAN_CACHE_LIMIT = 5000
 #: Search nodes per plan: keeps the worst case fast (the rest is grouped without sequences).
 SEARCH_BUDGET = 80

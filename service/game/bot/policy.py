@@ -26,7 +26,7 @@ from ...rules.cards import COPIES, NUM_RANKS, Counts, counts_of
 from ...rules.combinations import FULL_HOUSE, JOKER_BOMB, PAIR, SEQUENCE_TYPES, SINGLE
 from ...rules.errors import RulesError
 from ...rules.moves import pick_cards, verify_play
-from ..commands import Bid, Command, Pass, Play, Report, ShowHand
+from ..commands import Bid, Pass, Play, Report, SeatCommand, ShowHand
 from ..policies import acting_party
 from ..state import BIDDING, PLAYING, REPORT, SHOW_HAND
 from ..views import SeatView
@@ -55,6 +55,8 @@ class _Seat:
     """What one decision needs to know about the table, from the seat's view."""
 
     def __init__(self, view: SeatView):
+        # The bot plays for a seat, and play begins once there is a landlord.
+        assert view.seat is not None and view.landlord is not None
         self.view = view
         self.me = view.seat
         self.landlord = view.landlord
@@ -149,8 +151,9 @@ class BotPolicy:
 
     # -- the protocol ----------------------------------------------------------------
 
-    def act(self, view: SeatView) -> Command:
+    def act(self, view: SeatView) -> SeatCommand:
         seat, by = view.seat, acting_party(view)
+        assert seat is not None  # a policy acts for the seat whose turn it is
         if view.phase == BIDDING:
             return Bid(seat, evaluation.bid(view), by)
         if view.phase == SHOW_HAND:
@@ -163,7 +166,7 @@ class BotPolicy:
 
     # -- playing ------------------------------------------------------------------------
 
-    def play(self, view: SeatView) -> Command:
+    def play(self, view: SeatView) -> SeatCommand:
         seat = _Seat(view)
         try:
             combo = self.lead(seat) if view.lead is None else self.follow(seat)
@@ -171,14 +174,14 @@ class BotPolicy:
             combo = None if view.lead is not None else next(iter(seat.plays(None)))
         return self.command(seat, combo)
 
-    def command(self, seat: _Seat, combo: Combination | None) -> Command:
+    def command(self, seat: _Seat, combo: Combination | None) -> SeatCommand:
         view = seat.view
         by = acting_party(view)
         if combo is None:
             if view.lead is None:  # the leader may not pass
                 combo = min(seat.plays(None), key=_lead_key)
             else:
-                return Pass(view.seat, by)
+                return Pass(seat.me, by)
         cards = pick_cards(view.hand, combo.counts)
         try:
             verify_play(
@@ -192,9 +195,9 @@ class BotPolicy:
         except RulesError:
             fallback = seat.plays(view.lead)
             if view.lead is not None:
-                return Pass(view.seat, by)
+                return Pass(seat.me, by)
             cards = pick_cards(view.hand, min(fallback, key=_lead_key).counts)
-        return Play(view.seat, cards, by)
+        return Play(seat.me, cards, by)
 
     def lead(self, seat: _Seat) -> Combination:
         p = seat.plan()
@@ -240,6 +243,7 @@ class BotPolicy:
         view = seat.view
         style = self.style
         lead = view.lead
+        assert lead is not None and view.lead_seat is not None  # following: there is a lead
         candidates = seat.plays(lead)
         if not candidates:
             return None
@@ -281,7 +285,7 @@ class BotPolicy:
                 return self.best_bomb(seat, bombs, base)[0]
         block = style.landlord_block if seat.is_landlord else style.farmer_block
         best, best_value = self.cheapest(seat, normal, base, block)
-        if best is not None and (urgent or best_value >= threshold):
+        if best_value is not None and (urgent or best_value >= threshold):  # a reply exists
             return best
         if not bombs:
             return None
@@ -306,6 +310,7 @@ class BotPolicy:
                 or (abs(value - chosen_value) <= 1e-9 and _bomb_key(c) < _bomb_key(chosen))
             ):
                 chosen, chosen_value, chosen_plan = c, value, after
+        assert chosen is not None, "best_bomb needs at least one bomb"
         return chosen, chosen_plan
 
     def cheapest(
@@ -331,6 +336,7 @@ class BotPolicy:
         if seat.cards[landlord] > self.style.farmer_reinforce:
             return None
         n = len(view.seats)
+        assert view.lead is not None and view.lead_seat is not None  # the partner's play
         if (landlord - seat.me) % n >= (view.lead_seat - seat.me) % n:
             return None  # the landlord has passed this trick already
         pool = seat.opponent_pool()
@@ -355,7 +361,7 @@ def _prune(candidates: list[Combination], counts: Counts) -> list[Combination]:
             out.append(c)
     for t, houses in pairs_for.items():
 
-        def key(c: Combination, t=t) -> tuple[int, int]:
+        def key(c: Combination, t: int = t) -> tuple[int, int]:
             q = next(r for r, n in enumerate(c.counts) if n == 2 and r != t)
             return (counts[q] != 2, q)
 

@@ -3,12 +3,12 @@ of the match in the process.
 
 Without it each stream read the event table on its own when woken: a match watched by
 1,900 streams in a process cost 1,900 reads per event, and the last stream got its event
-441 ms after the commit. With a feed, the notifier wakes one reader per match, which reads
+441 ms after the commit. Now the notifier wakes one reader per match, which reads
 the new events once and publishes them as a :class:`Batch`; the subscriptions take the
-batches from the feed's log, and what a viewer sees of a batch is rendered once per
+batches from the reader's log, and what a viewer sees of a batch is rendered once per
 viewer (see :attr:`Batch.rendered`), not once per stream.
 
-The feeds also bound the streams a process holds open (:class:`TooManySubscriptions`
+The fan-out also bounds the streams a process holds open (:class:`TooManySubscriptions`
 beyond it), so that streams cannot take every connection and starve the commands."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ class TooManySubscriptions(Exception):
     """The process holds as many open subscriptions as it may."""
 
 
-class FeedFailed(Exception):
-    """The feed's reader could not read the match: its subscriptions end (a client
+class ReaderFailed(Exception):
+    """The match's reader could not read it: its subscriptions end (a client
     reconnects and gets a new reader)."""
 
 
@@ -46,7 +46,7 @@ class Batch:
     rendered: dict[Any, Any] = field(default_factory=dict, compare=False)
 
 
-class Feed:
+class MatchReader:
     """A match's reader (a thread: a greenlet under gevent) and the batches it read since
     it started. It lives while the match has subscriptions; a hand's events are a few
     hundred at most, so the log is kept whole."""
@@ -58,7 +58,7 @@ class Feed:
         self.version = 0
         self.error: BaseException | None = None
         self.lock = threading.Lock()
-        #: Set (and replaced by a new one) when the feed has news. Not a Condition: its
+        #: Set (and replaced by a new one) when the reader has news. Not a Condition: its
         #: notify_all releases a lock per waiter, and each woken waiter takes the
         #: condition's lock again; with 5,000 streams that was a tenth of the fan-out's
         #: time. An Event wakes all its waiters at once (gevent's in one pass of its hub).
@@ -70,7 +70,9 @@ class Feed:
         self.subscribers = 0
         self._stop = threading.Event()
         self._woken: threading.Event | None = None
-        self._thread = threading.Thread(target=self._run, name=f"ddz-feed-{match_id}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"ddz-reader-{match_id}", daemon=True
+        )
         self._thread.start()
 
     def _run(self) -> None:
@@ -79,7 +81,7 @@ class Feed:
             try:
                 # Registered before this first read, so nothing after it is missed. A
                 # subscription takes the log from where it joined and reads what came
-                # before itself, after this read (see Feeds.subscribe).
+                # before itself, after this read (see Fanout.subscribe).
                 self.version = self._store.load(self.match_id).state.version
             except Exception as exc:  # noqa: BLE001 - the subscriptions report it
                 self._fail(exc)
@@ -130,27 +132,27 @@ class Feed:
 
 
 class Subscription:
-    """A stream's place in its match's feed."""
+    """A stream's place in its match's reader."""
 
-    def __init__(self, feeds: Feeds, feed: Feed, index: int):
-        self._feeds, self._feed, self._index = feeds, feed, index
+    def __init__(self, fanout: Fanout, reader: MatchReader, index: int):
+        self._fanout, self._reader, self._index = fanout, reader, index
         self._closed = False
         self._listener: Callable[[Batch | None], None] | None = None
 
     def next(self, timeout: float) -> list[Batch]:
         """The batches published since the last call, waiting up to ``timeout`` seconds
-        for one; none when the wait ends without news (raises :class:`FeedFailed`)."""
-        feed = self._feed
-        with feed.lock:
-            news = feed.news
-            idle = self._index == len(feed.log) and feed.error is None
+        for one; none when the wait ends without news (raises :class:`ReaderFailed`)."""
+        reader = self._reader
+        with reader.lock:
+            news = reader.news
+            idle = self._index == len(reader.log) and reader.error is None
         if idle:
             news.wait(timeout)
-        with feed.lock:
-            if feed.error is not None:
-                raise FeedFailed("the match could not be read") from feed.error
-            batches = feed.log[self._index :]
-            self._index = len(feed.log)
+        with reader.lock:
+            if reader.error is not None:
+                raise ReaderFailed("the match could not be read") from reader.error
+            batches = reader.log[self._index :]
+            self._index = len(reader.log)
         return batches
 
     def listen(self, listener: Callable[[Batch | None], None]) -> list[Batch]:
@@ -158,65 +160,67 @@ class Subscription:
         on other news), in the reader's thread: it must not block. Returns the batches
         published since the last :meth:`next`, which the listener will not get. Ends
         with :meth:`close`."""
-        feed = self._feed
-        with feed.lock:
-            feed.listeners.append(listener)
+        reader = self._reader
+        with reader.lock:
+            reader.listeners.append(listener)
             self._listener = listener
-            batches = feed.log[self._index :]
-            self._index = len(feed.log)
+            batches = reader.log[self._index :]
+            self._index = len(reader.log)
         return batches
 
     @property
     def failed(self) -> bool:
-        return self._feed.error is not None
+        return self._reader.error is not None
 
     def close(self) -> None:
-        """Leaves the feed (idempotent: a response closes it once it ends, whether or not
+        """Leaves the reader (idempotent: a response closes it once it ends, whether or not
         its stream started)."""
         if not self._closed:
             self._closed = True
             if self._listener is not None:
-                with self._feed.lock:
-                    self._feed.listeners.remove(self._listener)
-            self._feeds._leave(self._feed)
+                with self._reader.lock:
+                    self._reader.listeners.remove(self._listener)
+            self._fanout._leave(self._reader)
 
 
-class Feeds:
-    """The process's feeds, one per watched match, and its bound on subscriptions."""
+class Fanout:
+    """The process's readers, one per watched match, and its bound on subscriptions."""
 
     def __init__(self, store: EventStore, notifier: Notifier, limit: int):
         self._store, self._notifier, self.limit = store, notifier, limit
-        self._feeds: dict[uuid.UUID, Feed] = {}
+        self._readers: dict[uuid.UUID, MatchReader] = {}
         self._lock = threading.Lock()
         self.open = 0
 
     def subscribe(self, match_id: uuid.UUID) -> Subscription:
         """A subscription to the match's events from now on (raises
         :class:`TooManySubscriptions` at the bound). The caller reads the match after
-        this returns: the feed has then read it already, so whatever the caller's read
+        this returns: the reader has then read it already, so whatever the caller's read
         did not see comes in the subscription's batches. Close it when done."""
         with self._lock:
             if self.open >= self.limit:
                 raise TooManySubscriptions(f"this process holds {self.open} open streams")
             self.open += 1
-            feed = self._feeds.get(match_id)
-            if feed is None or feed.error is not None:
-                feed = self._feeds[match_id] = Feed(match_id, self._store, self._notifier)
-            feed.subscribers += 1
-        feed.primed.wait()
-        with feed.lock:
-            return Subscription(self, feed, len(feed.log))
+            reader = self._readers.get(match_id)
+            if reader is None or reader.error is not None:
+                reader = self._readers[match_id] = MatchReader(
+                    match_id, self._store, self._notifier
+                )
+            reader.subscribers += 1
+        reader.primed.wait()
+        with reader.lock:
+            return Subscription(self, reader, len(reader.log))
 
-    def _leave(self, feed: Feed) -> None:
+    def _leave(self, reader: MatchReader) -> None:
         with self._lock:
             self.open -= 1
-            feed.subscribers -= 1
-            if feed.subscribers == 0:
-                if self._feeds.get(feed.match_id) is feed:
-                    del self._feeds[feed.match_id]
-                feed.stop()
+            reader.subscribers -= 1
+            if reader.subscribers == 0:
+                if self._readers.get(reader.match_id) is reader:
+                    del self._readers[reader.match_id]
+                reader.stop()
 
     def watched(self) -> int:
         """How many matches have a reader."""
         with self._lock:
-            return len(self._feeds)
+            return len(self._readers)

@@ -1,0 +1,148 @@
+"""Table benchmark: hands per minute that tables of one player and three system bots play
+hand after hand, and how soon "your turn" reaches the player on its own stream.
+
+    python benchmarks/table_bench.py [--tables 20] [--seconds 60] [--workers 2]
+
+Uses a fresh database on --admin-url and a Redis server of its own (``redis-server`` on a
+free port), both dropped at the end; starts ``--workers`` worker processes (``ddz
+worker``) and serves the API in this process (its test client: no HTTP, each client a
+thread). Each table is made by its player with ``bots_after`` 0 (bots at once) and
+``next_hand_seconds`` 0; the player's thread long-polls ``GET /v1/me/events`` and acts on
+each ``your_turn`` at once (the highest bid, no 摊打 or 报到, the first legal play). The
+figures: hands settled per minute over the run, and the delay of each ``your_turn`` from
+its event's recording (``at``) to the client reading it (one clock: this machine's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.worker_bench import fresh_database, percentile, start_workers  # noqa: E402
+from service.api import create_app  # noqa: E402
+from service.config import Config  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def choose(client, auth: dict, item: dict) -> dict:
+    action = item["actions"][0]
+    if action["action"] == "bid":
+        return {"action": "bid", "value": action["choices"][-1]}
+    if action["action"] in ("show_hand", "report"):
+        return {"action": action["action"], "value": action["choices"][-1]}
+    legal = client.get(f"/v1/matches/{item['match_id']}/legal", headers=auth).json
+    if legal["plays"]:
+        return {"action": "play", "cards": legal["plays"][0]["cards"]}
+    return {"action": "pass"}
+
+
+def player(app, stop: threading.Event, delays: list[float], hands: list[int]) -> None:
+    client = app.test_client()
+    token = client.post("/v1/players", json={"name": "bench"}).json["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    client.post("/v1/tables", json={"bots_after": 0, "next_hand_seconds": 0}, headers=auth)
+    after = None
+    while not stop.is_set():
+        query = {"wait": 5} | ({} if after is None else {"after": after})
+        page = client.get("/v1/me/events", query_string=query, headers=auth).json
+        read = datetime.now(UTC)
+        after = page["last_id"] or after
+        turns = [i for i in page["items"] if i["type"] == "your_turn"]
+        hands.extend(1 for i in page["items"] if i["type"] == "settled")
+        delays.extend((read - datetime.fromisoformat(t["at"])).total_seconds() for t in turns)
+        if turns:  # the last is the present (an earlier one of the page was acted on)
+            body = {**choose(client, auth, turns[-1]), "expected_version": turns[-1]["version"]}
+            client.post(f"/v1/matches/{turns[-1]['match_id']}/commands", json=body, headers=auth)
+
+
+def run(tables: int, seconds: float, workers: int, admin_url: str) -> None:
+    name, url = fresh_database(admin_url)
+    port = free_port()
+    redis_server = subprocess.Popen(
+        [
+            shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server"),
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    redis_url = f"redis://127.0.0.1:{port}/0"
+    env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url}
+    app = create_app(Config(database_url=url, redis_url=redis_url, rate_limits=False))
+    procs = []
+    stop = threading.Event()
+    delays: list[float] = []
+    hands: list[int] = []
+    try:
+        time.sleep(0.5)
+        procs = start_workers(workers, env)
+        threads = [
+            threading.Thread(target=player, args=(app, stop, delays, hands), daemon=True)
+            for _ in range(tables)
+        ]
+        for thread in threads:
+            thread.start()
+        time.sleep(seconds)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+        print(
+            f"{tables} tables (1 player, 3 bots each), {workers} workers, {seconds:.0f} s:"
+            f" {len(hands) / seconds * 60:,.0f} hands/min"
+        )
+        if delays:
+            ms = [d * 1000 for d in delays]
+            print(
+                f"your_turn on the player's stream, recorded to read: p50"
+                f" {statistics.median(ms):.1f} ms, p99 {percentile(ms, 0.99):.1f} ms"
+                f" ({len(ms)} turns)"
+            )
+    finally:
+        stop.set()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=15)
+        app.extensions["ddz"].close()
+        redis_server.terminate()
+        redis_server.wait(timeout=15)
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    args = parser.parse_args()
+    run(args.tables, args.seconds, args.workers, args.admin_url)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,455 @@
+"""The operators' console (``/console/``): server-rendered pages for auditing matches,
+settlements and the ledger in a browser (docs/operations.md).
+
+Operators sign in with the name and password ``ddz operator add`` gave them; the session
+is a signed cookie (HttpOnly, SameSite=Lax) and every form carries a CSRF token (Flask-WTF),
+checked on every POST of the console and nowhere else (the JSON API takes bearer tokens,
+which a browser never sends by itself). A page that shows hidden cards (a match's replay)
+is written to the audit trail. Auditors read every page; the operators page is for admins.
+
+These are HTML pages, not the JSON API: they are left out of openapi.yaml."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import functools
+import io
+import secrets
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from flask import (
+    Blueprint,
+    Flask,
+    Response,
+    abort,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+from flask.typing import ResponseReturnValue
+from flask_wtf.csrf import CSRFError, CSRFProtect
+
+from ..app import work
+from ..config import Config
+from ..game import initial_state
+from ..game.decider import outcome
+from ..game.events import (
+    BidMade,
+    Disconnected,
+    HandDealt,
+    HandEnded,
+    HandShown,
+    LandlordChosen,
+    Passed,
+    Played,
+    Reported,
+    Resumed,
+    Settled,
+)
+from ..game.record import Discrepancy, export, verify
+from ..game.settlement import multiplier
+from ..game.state import evolve
+from ..rules import RULESETS
+from ..store import MatchNotFound, StoredEvent, ledger, reports
+from ..store.operators import ROLES, OperatorExists
+from .documents import checked_ledger
+from .services import services
+
+bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates")
+csrf = CSRFProtect()
+PER_PAGE = 25
+CHART_DAYS = 30
+STATUSES = ("open", "playing", "ended")
+
+
+def install(app: Flask, config: Config) -> None:
+    app.config.update(
+        # One process (tests, a single worker) may draw its own; gunicorn's workers share one.
+        SECRET_KEY=config.console_secret or secrets.token_urlsafe(32),
+        SESSION_COOKIE_NAME="ddz_console",
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=config.console_secure_cookie,
+        SESSION_COOKIE_PATH="/console",
+        PERMANENT_SESSION_LIFETIME=dt.timedelta(seconds=config.console_session_seconds),
+        # Checked by the console's own hook, not on every POST of the app: the JSON API
+        # authenticates by bearer token, which a page of another site cannot send.
+        WTF_CSRF_CHECK_DEFAULT=False,
+        WTF_CSRF_TIME_LIMIT=None,  # a token lives as long as its session
+    )
+    csrf.init_app(app)
+    app.register_blueprint(bp)
+
+
+@bp.before_request
+def _signed_in() -> ResponseReturnValue | None:
+    # The page's own style and script run, and nothing else (no other source, no inline
+    # script an injected string might bring).
+    g.csp_nonce = secrets.token_urlsafe(16)
+    if request.method == "POST":
+        csrf.protect()
+    g.operator = None
+    operator_id = session.get("operator_id")
+    if operator_id is not None:
+        g.operator = services().operators.by_id(uuid.UUID(operator_id))
+        if g.operator is None:  # removed since: signed out
+            session.clear()
+    if g.operator is None and request.endpoint != "console.sign_in":
+        return redirect(url_for("console.sign_in", next=request.full_path.rstrip("?")))
+    return None
+
+
+@bp.after_request
+def _policy(response: Response) -> Response:
+    nonce = g.get("csp_nonce", "")
+    response.headers["Content-Security-Policy"] = (
+        f"default-src 'none'; style-src 'nonce-{nonce}'; script-src 'nonce-{nonce}';"
+        " form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    )
+    return response
+
+
+@bp.errorhandler(CSRFError)
+def _csrf_refused(exc: CSRFError):
+    return render_template("console/error.html", title="Refused", message=exc.description), 400
+
+
+@bp.errorhandler(403)
+def _forbidden(_exc):
+    return render_template(
+        "console/error.html", title="Forbidden", message="This page is for admins."
+    ), 403
+
+
+@bp.errorhandler(404)
+def _not_found(_exc):
+    return render_template(
+        "console/error.html", title="Not found", message="There is no such page."
+    ), 404
+
+
+def admin_only(view: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(view)
+    def check(*args: Any, **kwargs: Any) -> Any:
+        if not g.operator.admin:
+            abort(403)
+        return view(*args, **kwargs)
+
+    return check
+
+
+@bp.app_template_filter("card")
+def card_filter(code: str) -> str:
+    """A card code as the console shows it: the suit's sign and the rank (10 for T)."""
+    if code in ("BJ", "RJ"):
+        return "Joker" if code == "RJ" else "joker"
+    suit, rank = code[0], code[1]
+    return {"S": "♠", "H": "♥", "C": "♣", "D": "♦"}[suit] + ("10" if rank == "T" else rank)
+
+
+@bp.app_template_filter("red")
+def red_filter(code: str) -> bool:
+    return code[0] in "HD" or code == "RJ"
+
+
+# Signing in and out
+
+
+@bp.route("/sign-in", methods=["GET", "POST"])
+def sign_in():
+    if request.method == "GET":
+        return render_template("console/sign_in.html", title="Sign in", failed=False)
+    found = services().operators.sign_in(
+        request.form.get("name", ""), request.form.get("password", "")
+    )
+    if found is None:
+        return render_template("console/sign_in.html", title="Sign in", failed=True), 401
+    session.clear()  # a new session (and CSRF token) for the operator signing in
+    session.permanent = True
+    session["operator_id"] = str(found.operator_id)
+    target = request.args.get("next", "")
+    # Only a path of the console: never somewhere else.
+    if not target.startswith("/console/") or target.startswith("//"):
+        target = url_for("console.matches")
+    return redirect(target)
+
+
+@bp.route("/sign-out", methods=["POST"])
+def sign_out():
+    session.clear()
+    return redirect(url_for("console.sign_in"))
+
+
+@bp.route("/")
+def home():
+    return redirect(url_for("console.matches"))
+
+
+# Matches
+
+
+def _day(name: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(request.args.get(name, ""))
+    except ValueError:
+        return None
+
+
+def _page() -> int:
+    raw = request.args.get("page", "1")
+    return max(1, int(raw)) if raw.isdigit() else 1
+
+
+@bp.route("/matches")
+def matches():
+    query = reports.MatchQuery(
+        player=request.args.get("player") or None,
+        status=request.args.get("status") if request.args.get("status") in STATUSES else None,
+        ruleset=request.args.get("ruleset") if request.args.get("ruleset") in RULESETS else None,
+        since=_day("since"),
+        until=_day("until"),
+    )
+    page = _page()
+    found, total = reports.matches(services().pool, query, page, PER_PAGE)
+    return render_template(
+        "console/matches.html",
+        title="Matches",
+        matches=found,
+        total=total,
+        page=page,
+        pages=max(1, -(-total // PER_PAGE)),
+        statuses=STATUSES,
+        rulesets=sorted(RULESETS),
+    )
+
+
+#: What happened at a step of the replay, by the kind of event (operators see every card).
+_SAYS: dict[type, Callable[[Any], str]] = {
+    HandDealt: lambda e: f"dealt; the marked card {e.marked_card} is with seat {e.marked_seat}",
+    BidMade: lambda e: (
+        f"seat {e.seat} bid {e.value}" if e.value else f"seat {e.seat} passed the bid"
+    ),
+    LandlordChosen: lambda e: f"seat {e.seat} is the landlord at {e.bid}, and takes the bottom",
+    HandShown: lambda e: f"seat {e.seat} {'showed' if e.value else 'did not show'} the hand (摊打)",
+    Reported: lambda e: f"seat {e.seat} answered 报到 with {e.value}",
+    Played: lambda e: (
+        f"seat {e.seat} played {e.combination}" + ("" if e.by == "player" else " (system)")
+    ),
+    Passed: lambda e: f"seat {e.seat} passed",
+    Disconnected: lambda e: f"seat {e.seat} disconnected ({e.reason}); the system plays it",
+    Resumed: lambda e: f"seat {e.seat} took the seat back",
+    HandEnded: lambda e: f"the hand ended: the {e.result.outcome.winner} won",
+    Settled: lambda e: "settled in the ledger",
+}
+
+
+def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
+    """The hand step by step from its deal: at each event, every seat's hand, the bottom,
+    the cards played (if any) and the multiplier as it stands once there is a landlord."""
+    state, steps = initial_state, []
+    for item in stored:
+        state = evolve(state, item.event)
+        if state.marked_card is None:
+            continue  # seating: nothing to show yet
+        event = item.event
+        played = [c.code for c in event.cards] if isinstance(event, Played) else []
+        factor = None
+        if state.landlord is not None and state.table is not None:
+            factor = multiplier(
+                outcome(state, "landlord").factors, state.table.ruleset.bombs_double
+            )
+        steps.append(
+            {
+                "version": item.version,
+                "seat": getattr(event, "seat", None),
+                "said": _SAYS.get(type(event), lambda e: e.type)(event),
+                "played": played,
+                "hands": [[c.code for c in hand] for hand in state.hands],
+                "bottom": [c.code for c in state.bottom],
+                "landlord": state.landlord,
+                "turn": state.turn,
+                "multiplier": None if factor is None else str(factor),
+                "bombs": state.bombs,
+            }
+        )
+    return steps
+
+
+@bp.route("/matches/<uuid:match_id>")
+def match(match_id: uuid.UUID):
+    ctx = services()
+    try:
+        stored, loaded = ctx.store.since(match_id, 0)
+    except MatchNotFound:
+        abort(404)
+    state = loaded.state
+    document = export(e.event for e in stored)
+    verdict: str | None = None
+    if state.result is not None:
+        try:
+            verify(document)
+            verdict = "ok"
+        except Discrepancy as exc:
+            verdict = str(exc)
+    ctx.operators.audit(g.operator, "replay", match_id, "console")
+    names = reports.player_names(ctx.pool, {s.player for s in state.seats if s and s.player})
+    return render_template(
+        "console/match.html",
+        title=f"Match {str(match_id)[:8]}",
+        match_id=match_id,
+        state=state,
+        seats=[reports.seat_label(s and s._asdict(), names) for s in state.seats],
+        options=document.get("options", {}),
+        ruleset=document.get("ruleset"),
+        result=document.get("result"),
+        settlement=ledger.settlement(ctx.pool, match_id),
+        entries=reports.entries(ctx.pool, match_id),
+        verdict=verdict,
+        steps=replay(stored),
+    )
+
+
+# The ledger
+
+
+@bp.route("/ledger")
+def ledger_page():
+    today = dt.datetime.now(dt.UTC).date()
+    days = reports.house_by_day(services().pool, CHART_DAYS, today)
+    top = max((d["rake"] + d["penalty"] for d in days), default=0) or 1
+    return render_template(
+        "console/ledger.html",
+        title="Ledger",
+        check=checked_ledger(),
+        days=days,
+        top=top,
+        since=(today - dt.timedelta(days=CHART_DAYS - 1)).isoformat(),
+        until=today.isoformat(),
+    )
+
+
+CSV_COLUMNS = (
+    "match_id",
+    "settled_at",
+    "ruleset",
+    "landlord",
+    "bid",
+    "winner",
+    "multiplier",
+    *(f"net_seat_{n}" for n in range(4)),
+    "house",
+)
+
+
+@bp.route("/ledger/settlements.csv")
+def settlements_csv():
+    since, until = _day("since"), _day("until")
+    if since is None or until is None or since > until:
+        return render_template(
+            "console/error.html",
+            title="Export",
+            message="Give a range of days: since and until, as YYYY-MM-DD, since first.",
+        ), 400
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    for row in reports.settlements(services().pool, since, until):
+        result = row["result"]
+        writer.writerow(
+            [
+                row["match_id"],
+                row["settled_at"].isoformat(),
+                row["ruleset"],
+                result["landlord"],
+                result["bid"],
+                result["winner"],
+                result["multiplier"],
+                *result["settlement"]["net"],
+                result["settlement"]["house"],
+            ]
+        )
+    return Response(
+        out.getvalue(),
+        mimetype="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="settlements-{since}-{until}.csv"'},
+    )
+
+
+# Players
+
+
+@bp.route("/players")
+def players():
+    sort = request.args.get("sort", "rate")
+    sort = sort if sort in reports.PLAYER_SORTS else "rate"
+    descending = request.args.get("order", "desc") != "asc"
+    page = _page()
+    found, total = reports.players(services().pool, sort, descending, page, PER_PAGE)
+    return render_template(
+        "console/players.html",
+        title="Players",
+        players=found,
+        sort=sort,
+        descending=descending,
+        page=page,
+        pages=max(1, -(-total // PER_PAGE)),
+        columns=(
+            ("name", "Player"),
+            ("balance", "Balance"),
+            ("hands", "Hands"),
+            ("disconnects", "Disconnects"),
+            ("rate", "Disconnect rate"),
+        ),
+    )
+
+
+# The system
+
+
+@bp.route("/system")
+def system():
+    ctx = services()
+    unsettled, oldest = ctx.store.unsettled()
+    return render_template(
+        "console/system.html",
+        title="System",
+        workers=work.workers_alive(ctx.redis),
+        depths=work.depths(ctx.redis),
+        unsettled=unsettled,
+        oldest=oldest,
+        trail=ctx.operators.trail(),
+    )
+
+
+# Operators (admins only)
+
+
+@bp.route("/operators", methods=["GET", "POST"])
+@admin_only
+def operators():
+    ctx, message = services(), None
+    if request.method == "POST":
+        name = request.form.get("name", "").strip()
+        role = request.form.get("role", "")
+        password = request.form.get("password", "")
+        if not name or role not in ROLES or len(password) < 12:
+            message = "A name, a role and a password of at least 12 characters, please."
+        else:
+            try:
+                ctx.operators.add(name, role, password)
+                message = f"Operator {name} added ({role})."
+            except OperatorExists as exc:
+                message = str(exc)
+    return render_template(
+        "console/operators.html",
+        title="Operators",
+        operators=ctx.operators.all(),
+        roles=ROLES,
+        message=message,
+    )

@@ -1,0 +1,354 @@
+"""The caller's own pages: who it is and its balance, its matches, its tables."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import marshmallow as ma
+from marshmallow import fields as f
+from marshmallow import validate
+
+from ..app.feed import Cursor
+from ..store import ledger
+from . import schemas
+from .auth import player
+from .documents import documented, seat_of
+from .problems import ApiError
+from .routing import Blueprint
+from .services import services
+from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse, stream_doc
+
+bp = Blueprint("me", __name__, url_prefix="/v1/me", description="The caller's own pages")
+
+
+class Me(ma.Schema):
+    player_id = f.UUID(required=True)
+    name = f.String(required=True)
+    balance = f.String(required=True, metadata={"description": "The ledger's balance"})
+
+
+class MatchesQuery(ma.Schema):
+    cursor = f.String(
+        load_default=None,
+        validate=validate.Regexp(r"^[A-Za-z0-9_=-]{1,200}$"),
+        metadata={"description": "The `next_cursor` of the previous page; none: the newest"},
+    )
+    limit = f.Integer(load_default=20, validate=validate.Range(1, 100))
+
+
+class NamedSeat(ma.Schema):
+    player = f.String(required=True, allow_none=True)
+    name = f.String(required=True, allow_none=True)
+    bot = f.Boolean(required=True)
+
+
+class MyMatch(ma.Schema):
+    match_id = f.UUID(required=True)
+    table_id = f.UUID(
+        required=True, allow_none=True, metadata={"description": "The table whose hand it was"}
+    )
+    created_at = f.DateTime(required=True)
+    phase = f.String(required=True)
+    seats = f.List(f.Nested(NamedSeat, allow_none=True), required=True)
+    seat = f.Integer(required=True)
+    role = f.String(required=True, allow_none=True, metadata={"description": "landlord or farmer"})
+    winner = f.String(
+        required=True, allow_none=True, metadata={"description": "landlord or farmers"}
+    )
+    net = f.String(
+        required=True, allow_none=True, metadata={"description": "The caller's net, once ended"}
+    )
+    record = f.String(required=True, metadata={"description": "The hand record's path"})
+
+
+class MyMatches(ma.Schema):
+    matches = f.List(f.Nested(MyMatch), required=True, metadata={"description": "Newest first"})
+    next_cursor = f.String(
+        required=True, allow_none=True, metadata={"description": "The next page; null: no more"}
+    )
+
+
+class MyTable(ma.Schema):
+    table_id = f.UUID(required=True)
+    created_at = f.DateTime(required=True)
+    path = f.String(required=True)
+
+
+class MyTables(ma.Schema):
+    tables = f.List(f.Nested(MyTable), required=True, metadata={"description": "Newest first"})
+
+
+@bp.route("", methods=["GET"])
+@bp.response(200, Me)
+@bp.doc(**documented(401, 403))
+def get_me():
+    """The caller: its name and its balance in the ledger."""
+    who = player()
+    names = services().players.names([who.player or ""])
+    balance = ledger.player_ledger(services().pool, who.player_id, limit=0)["balance"]
+    return {"player_id": who.player_id, "name": names.get(who.player or "", ""), "balance": balance}
+
+
+def _cursor(created_at: datetime, match_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{match_id}".encode()).decode()
+
+
+def _after(cursor: str | None) -> tuple[datetime, uuid.UUID] | None:
+    if cursor is None:
+        return None
+    try:
+        created, _, match = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(created), uuid.UUID(match)
+    except (binascii.Error, UnicodeError, ValueError):
+        raise ApiError(422, "invalid_cursor", "the cursor is not one this list gave") from None
+
+
+@bp.route("/matches", methods=["GET"])
+@bp.arguments(MatchesQuery(), location="query")
+@bp.response(200, MyMatches)
+@bp.doc(**documented(401, 403, 422))
+def my_matches(query):
+    """The caller's matches, newest first, a page at a time: the table, the seats by name,
+    the caller's seat and role, the result and the caller's net, and the record's path."""
+    who = player()
+    limit = query["limit"]
+    found = services().store.of_player(who.player or "", _after(query["cursor"]), limit + 1)
+    page = found[:limit]
+    players = {
+        s.player
+        for loaded, _, _ in page
+        for s in loaded.state.seats
+        if s is not None and s.player is not None
+    }
+    names = services().players.names(sorted(players))
+    matches: list[dict[str, Any]] = []
+    for loaded, created_at, table_id in page:
+        state = loaded.state
+        seat = seat_of(state, who)
+        assert seat is not None
+        result = state.result
+        matches.append(
+            {
+                "match_id": state.match_id,
+                "table_id": table_id,
+                "created_at": created_at,
+                "phase": state.phase,
+                "seats": [
+                    None
+                    if s is None
+                    else {"player": s.player, "name": names.get(s.player or ""), "bot": s.bot}
+                    for s in state.seats
+                ],
+                "seat": seat,
+                "role": state.role(seat),
+                "winner": None if result is None else result.outcome.winner,
+                "net": None if result is None else result.settlement.to_json()["net"][seat],
+                "record": f"/v1/matches/{state.match_id}/record",
+            }
+        )
+    more = len(found) > limit
+    last = page[-1] if page else None
+    return {
+        "matches": matches,
+        "next_cursor": _cursor(last[1], uuid.UUID(last[0].state.match_id))
+        if more and last is not None and last[0].state.match_id is not None
+        else None,
+    }
+
+
+@bp.route("/tables", methods=["GET"])
+@bp.response(200, MyTables)
+@bp.doc(**documented(401, 403))
+def my_tables():
+    """The tables where the caller is seated, newest first."""
+    who = player()
+    return {
+        "tables": [
+            {"table_id": table_id, "created_at": created_at, "path": f"/v1/tables/{table_id}"}
+            for table_id, created_at in services().tables.table_store.of_player(who.player or "")
+        ]
+    }
+
+
+# The player's own stream
+
+#: How long a stream sleeps before reading again when committed events are held back
+#: behind an older transaction that is still running.
+HELD_SECONDS = 0.02
+
+
+ITEM_TYPES = ["seated", "left", "hand_started", "your_turn", "hand_ended", "settled"]
+#: An item's id: ``<xid>-<position>-<n>`` (service.app.feed.Cursor).
+ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"
+
+
+class FeedQuery(ma.Schema):
+    after = f.String(
+        load_default=None,
+        validate=validate.Regexp(ITEM_ID),
+        metadata={"description": "The `id` of the last item received; none: from the first"},
+    )
+    wait = f.Float(
+        load_default=0,
+        validate=validate.Range(0, 30),
+        metadata={"description": "Long-poll up to this many seconds"},
+    )
+
+
+class Item(ma.Schema):
+    id = f.String(
+        required=True, metadata={"description": "Its place in the player's stream: resume after it"}
+    )
+    at = f.DateTime(required=True, metadata={"description": "When its event was recorded"})
+    type = f.String(
+        required=True,
+        validate=validate.OneOf(ITEM_TYPES),
+    )
+    table_id = f.String(allow_none=True)
+    match_id = f.String()
+    version = f.Integer(metadata={"description": "The match's version the item comes from"})
+    seat = f.Integer()
+    ticket_id = f.String(
+        allow_none=True, metadata={"description": "seated: the lobby ticket it seated"}
+    )
+    at_hand_end = f.Boolean(metadata={"description": "left: during a hand"})
+    hand = f.List(f.String(), metadata={"description": "hand_started: the player's own cards"})
+    phase = f.String(metadata={"description": "your_turn: the match's phase"})
+    deadline = f.DateTime(
+        allow_none=True, metadata={"description": "your_turn: when the system takes the seat"}
+    )
+    actions = f.List(
+        f.Nested(schemas.Action), metadata={"description": "your_turn: the actions allowed now"}
+    )
+    result = f.Dict(metadata={"description": "hand_ended: the hand's result (docs/hand-record.md)"})
+    net = f.String(metadata={"description": "settled: the player's net in the ledger"})
+
+
+class Items(ma.Schema):
+    items = f.List(f.Nested(Item), required=True)
+    last_id = f.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "Send as `after` for what follows; null: nothing yet"},
+    )
+
+
+ITEM = Item()
+#: One event of ``GET /v1/me/stream``, as its fields parse (as the match stream's).
+PLAYER_STREAM_EVENT = {
+    "description": "Each event of the stream: `ready` (unless resumed), then the items",
+    "oneOf": [
+        schemas.stream_event(
+            {"const": "ready"},
+            {"type": "object", "maxProperties": 0},
+            "The present, when the stream starts (not after `Last-Event-ID`)",
+            ITEM_ID,
+            "Where the stream starts (send it back as `Last-Event-ID`)",
+        ),
+        schemas.stream_event(
+            {"type": "string", "enum": ITEM_TYPES},
+            "Item",
+            "An item of the caller's stream",
+            ITEM_ID,
+            "The item's id (send it back as `Last-Event-ID`)",
+        ),
+    ],
+}
+
+
+def _cursor_of(text: str | None) -> Cursor | None:
+    if text is None:
+        return None
+    cursor = Cursor.parse(text)
+    if cursor is None:
+        raise ApiError(
+            400, "invalid_last_event_id", "Last-Event-ID must be an id sent by this stream"
+        )
+    return cursor
+
+
+def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: float):
+    """The items after ``after``, waiting up to ``seconds`` for the first."""
+    services_ = services()
+    deadline_at = time.monotonic() + seconds
+    while True:
+        with services_.notifier.watch_all(services_.feed.feed.streams(player_id)) as woken:
+            items, more = services_.feed.items(player_id, after, states)
+            remaining = deadline_at - time.monotonic()
+            if items or remaining <= 0 or services_.notifier.draining:
+                return items, more
+            woken.wait(min(HELD_SECONDS, remaining) if more else remaining)
+
+
+@bp.route("/events", methods=["GET"])
+@bp.arguments(FeedQuery(), location="query")
+@bp.response(200, Items)
+@bp.doc(**documented(400, 401, 403, 422))
+def my_events(query):
+    """What concerns the caller across its tables and matches, in one ordered sequence:
+    seated, left, hand_started (with the caller's own hand), your_turn (the match, its
+    version, the deadline and the actions allowed), hand_ended, settled. ``after`` the id
+    of the last item received gives what follows, with nothing missed or repeated; with
+    ``wait``, waits up to that many seconds for the next (long-polling)."""
+    who = player()
+    after = query["after"]
+    items, _ = _read_until(
+        who.player or "", Cursor.parse(after) if after else None, {}, query["wait"]
+    )
+    return {"items": items, "last_id": items[-1]["id"] if items else after}
+
+
+@bp.route("/stream", methods=["GET"])
+@bp.doc(
+    **stream_doc(
+        summary="Server-Sent Events of everything that concerns the caller",
+        description="The items of `GET /v1/me/events` as they happen, each with `id:` its id "
+        "and `event:` its type. It starts with a `ready` event whose `id` marks the present (an "
+        "item committed a moment before may still follow it: never is one missed); a "
+        "reconnection with `Last-Event-ID` resumes after that id with nothing lost or repeated. "
+        "Comments keep a quiet connection alive; the server closes the stream after a while (at "
+        "once when the server process is stopping), and the client reconnects.",
+        schema=PLAYER_STREAM_EVENT,
+        resume="Resume after this item (the `id` of the last event received)",
+        id_pattern=ITEM_ID,
+        errors={
+            "400": {"$ref": "#/components/responses/BAD_REQUEST"},
+            "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
+            "403": {"$ref": "#/components/responses/FORBIDDEN"},
+        },
+    )
+)
+def my_stream():
+    who = player()
+    player_id = who.player or ""
+    after = _cursor_of(last_event_id())
+    config = services().config
+
+    def generate() -> Iterator[str]:
+        nonlocal after
+        yield RETRY
+        if after is None:
+            after = services().feed.now()
+            yield sse("ready", {}, str(after))
+        states: dict = {}
+        started = time.monotonic()
+        while not services().notifier.draining:
+            remaining = config.stream_seconds - (time.monotonic() - started)
+            if remaining <= 0:
+                return
+            items, _ = _read_until(
+                player_id, after, states, min(config.keepalive_seconds, remaining)
+            )
+            if not items:
+                yield KEEP_ALIVE
+            for item in items:
+                yield sse(item["type"], ITEM.dump(item), item["id"])
+                after = Cursor.parse(item["id"])
+
+    return event_stream(generate())

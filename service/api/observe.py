@@ -1,0 +1,105 @@
+"""What runs the service sees of the API: each request timed (by route template and
+status) and logged as one JSON line with its request id, and ``/metrics`` in the
+Prometheus format (docs/operations.md).
+
+A request id comes from the client's ``X-Request-ID`` when it is a sane one (up to 128
+letters, digits and ``._-``), or is made here; either way the response carries it back,
+and every log line written while serving the request names it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+
+from flask import Flask, Response, g, request
+
+from ..app import work
+from ..app.logs import CONTEXT
+from ..app.metrics import REQUEST_SECONDS, Sampled, exposition
+from .routing import Blueprint
+from .services import services
+
+log = logging.getLogger("ddz.access")
+HEADER = "X-Request-ID"
+_SANE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+bp = Blueprint("metrics", __name__, description="Metrics for Prometheus")
+
+
+def _sample():
+    """The gauges read at each scrape: the queue, the workers, the settlement lag."""
+    ctx = services()
+    for state, count in work.depths(ctx.redis).items():
+        yield "ddz_queue_jobs", "Jobs of the work queue, by state", {"state": state}, count
+    alive = work.workers_alive(ctx.redis)
+    yield "ddz_workers_alive", "Workers that told Redis they live, lately", {}, len(alive)
+    count, oldest = ctx.store.unsettled()
+    yield "ddz_unsettled_hands", "Ended hands not yet settled", {}, count
+    yield (
+        "ddz_unsettled_oldest_seconds",
+        "How long the oldest ended hand has waited for its settlement",
+        {},
+        oldest,
+    )
+
+
+SAMPLED = Sampled(_sample)
+
+
+@bp.route("/metrics", methods=["GET"])
+@bp.doc(
+    summary="Metrics in the Prometheus text format",
+    description="Every API and worker process's counters and histograms added up (requests by "
+    "route and status, commands by action and outcome, version conflicts, append, job and "
+    "settlement latency, open streams, the ledger check's verdict), and gauges read at the "
+    "scrape (queue depths, workers alive, unsettled hands). Unauthenticated, as Prometheus "
+    "scrapes: serve it on a private network only (docs/operations.md).",
+    responses={
+        "200": {
+            "description": "The metrics",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
+)
+def metrics():
+    body, content_type = exposition(SAMPLED)
+    return Response(body, mimetype=content_type.split(";")[0], content_type=content_type)
+
+
+def _started() -> None:
+    given = request.headers.get(HEADER, "")
+    g.request_id = given if _SANE.fullmatch(given) else os.urandom(16).hex()
+    # Not reset at the end: the next request served on this thread or greenlet sets it.
+    CONTEXT.set({"request_id": g.request_id})
+    g.started = time.perf_counter()
+
+
+def _finished(response: Response) -> Response:
+    request_id = g.get("request_id")
+    if request_id is None:  # a request refused before it reached the app's hooks
+        return response
+    response.headers[HEADER] = request_id
+    seconds = time.perf_counter() - g.started
+    route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+    REQUEST_SECONDS.labels(request.method, route, str(response.status_code)).observe(seconds)
+    log.info(
+        "%s %s %s",
+        request.method,
+        route,
+        response.status_code,
+        extra={
+            "path": request.path,
+            "status": response.status_code,
+            "ms": round(seconds * 1000, 2),
+        },
+    )
+    return response
+
+
+def install(app: Flask) -> None:
+    # First of the before-request hooks, so that a refusal by a later one (a rate limit)
+    # is timed and logged with its id too.
+    app.before_request_funcs.setdefault(None, []).insert(0, _started)
+    app.after_request(_finished)

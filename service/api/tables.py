@@ -1,0 +1,225 @@
+"""Tables that play hand after hand: create one, see it, take a seat, leave."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import marshmallow as ma
+from marshmallow import fields as f
+from marshmallow import validate
+
+from ..app.tables import TableOptions
+from ..game import GameError
+from ..game.table_play import MAX_WAIT_SECONDS, TableState, due
+from ..store import StoreError
+from ..store.tables import TableLoaded
+from . import schemas
+from .auth import caller, player
+from .documents import documented, game_error, table_of
+from .routing import Blueprint
+from .services import services
+
+bp = Blueprint(
+    "tables",
+    __name__,
+    url_prefix="/v1/tables",
+    description="Tables: four seats that play hand after hand, each hand a match",
+)
+
+WAIT = validate.Range(0, MAX_WAIT_SECONDS)
+
+
+class TableCreate(schemas.MatchCreate):
+    bots_after = schemas.JsonInteger(
+        load_default=None,
+        allow_none=True,
+        validate=WAIT,
+        metadata={
+            "description": "Seconds the empty seats wait for people between hands before "
+            "system bots take them; null: they wait for people"
+        },
+    )
+    next_hand_seconds = schemas.JsonInteger(
+        load_default=None,
+        allow_none=True,
+        validate=WAIT,
+        metadata={
+            "description": "Seconds between a hand's settlement and the next deal; null: "
+            "the server's default"
+        },
+    )
+    private = schemas.JsonBoolean(
+        load_default=False,
+        metadata={"description": "A private table is joined only with its invite code"},
+    )
+
+
+class JoinRequest(schemas.Strict):
+    invite = f.String(
+        load_default=None,
+        allow_none=True,
+        validate=validate.Length(1, 64),
+        metadata={"description": "The invite code of a private table"},
+    )
+
+
+class TableSeatSchema(ma.Schema):
+    player = f.String(required=True, allow_none=True)
+    name = f.String(required=True, allow_none=True)
+    bot = f.Boolean(required=True)
+    leaving = f.Boolean(
+        required=True,
+        metadata={"description": "Left during the hand: the seat is free once it is settled"},
+    )
+
+
+class Score(ma.Schema):
+    player = f.String(required=True)
+    name = f.String(required=True, allow_none=True)
+    net = f.String(required=True, metadata={"description": "The player's net at this table"})
+
+
+class Waiting(ma.Schema):
+    what = f.String(required=True, validate=validate.OneOf(["deal", "bots"]))
+    at = f.DateTime(required=True)
+
+
+class TableDocument(ma.Schema):
+    table_id = f.UUID(required=True)
+    version = f.Integer(required=True)
+    ruleset = f.String(required=True)
+    options = f.Nested(schemas.Options, required=True)
+    private = f.Boolean(required=True)
+    invite = f.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "A private table's invite code, shown to its seated players"},
+    )
+    bots_after = f.Integer(required=True, allow_none=True)
+    next_hand_seconds = f.Integer(required=True)
+    seats = f.List(f.Nested(TableSeatSchema, allow_none=True), required=True)
+    match_id = f.UUID(
+        required=True, allow_none=True, metadata={"description": "The hand under way, if any"}
+    )
+    hands = f.Integer(required=True, metadata={"description": "Hands played and settled"})
+    scoreboard = f.List(f.Nested(Score), required=True)
+    waiting = f.Nested(
+        Waiting,
+        required=True,
+        allow_none=True,
+        metadata={"description": "What the table waits for between hands, and until when"},
+    )
+
+
+def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
+    """The table as anyone may see it; its invite code only to its seated players."""
+    state: TableState = loaded.state
+    assert state.table is not None
+    players = [s.player for s in state.seats if s is not None and s.player is not None]
+    names = services().players.names(players + list(state.scoreboard))
+    waiting = due(state)
+    seated = viewer is not None and state.seat_of(viewer) is not None
+    return {
+        "table_id": state.table_id,
+        "version": state.version,
+        **state.table.settings(),
+        "private": state.private,
+        "invite": state.invite if seated else None,
+        "bots_after": state.bots_after,
+        "next_hand_seconds": state.next_hand_seconds,
+        "seats": [
+            None
+            if s is None
+            else {
+                "player": s.player,
+                "name": names.get(s.player or ""),
+                "bot": s.bot,
+                "leaving": s.leaving,
+            }
+            for s in state.seats
+        ],
+        "match_id": state.match_id,
+        "hands": state.hands,
+        "scoreboard": [
+            {"player": p, "name": names.get(p), "net": f"{net:.2f}"}
+            for p, net in sorted(state.scoreboard.items(), key=lambda item: -item[1])
+        ],
+        "waiting": None
+        if waiting is None or loaded.last_recorded_at is None
+        else {"what": waiting[0], "at": loaded.last_recorded_at + timedelta(seconds=waiting[1])},
+    }
+
+
+@bp.route("", methods=["POST"])
+@bp.arguments(
+    TableCreate(), required=False, description="Without a body, every option takes its default"
+)
+@bp.response(201, TableDocument)
+@bp.doc(**documented(401, 403, 422))
+def create_table(body):
+    """Create a table and take its first seat. A private table answers with its invite code."""
+    who = player()
+    config = services().config
+    next_hand = body["next_hand_seconds"]
+    table = table_of(body)
+    try:
+        loaded = services().tables.create(
+            table,
+            TableOptions(
+                body["private"],
+                body["bots_after"],
+                config.table_next_hand_seconds if next_hand is None else next_hand,
+            ),
+            who.player,
+        )
+    except (GameError, StoreError) as exc:
+        raise game_error(exc) from None
+    return table_document(loaded, who.player)
+
+
+def _load(table_id: uuid.UUID) -> TableLoaded:
+    try:
+        return services().tables.table_store.load(table_id)
+    except StoreError as exc:
+        raise game_error(exc) from None
+
+
+@bp.route("/<uuid:table_id>", methods=["GET"])
+@bp.response(200, TableDocument)
+@bp.doc(**documented(401, 404))
+def get_table(table_id):
+    """The table: its seats with the players' names, the hand under way, the hands played,
+    the scoreboard (each player's net at this table) and what it waits for."""
+    who = caller()
+    return table_document(_load(table_id), who.player)
+
+
+@bp.route("/<uuid:table_id>/seats", methods=["POST"])
+@bp.arguments(JoinRequest(), required=False, description="A private table needs its invite code")
+@bp.response(201, TableDocument)
+@bp.doc(**documented(401, 403, 404, 409, 422))
+def join_table(body, table_id):
+    """Take a free seat. When the fourth is taken the next hand is dealt to the four."""
+    who = player()
+    try:
+        loaded = services().tables.join(table_id, who.player or "", body["invite"])
+    except (GameError, StoreError) as exc:
+        raise game_error(exc) from None
+    return table_document(loaded, who.player)
+
+
+@bp.route("/<uuid:table_id>/leave", methods=["POST"])
+@bp.response(200, TableDocument)
+@bp.doc(**documented(401, 403, 404, 409, 422))
+def leave_table(table_id):
+    """Leave the table. Between hands the seat is free at once; during a hand the seat is
+    disconnected (the system plays it to the end, the penalty stands) and is free once the
+    hand is settled."""
+    who = player()
+    try:
+        loaded = services().tables.leave(table_id, who.player or "")
+    except (GameError, StoreError) as exc:
+        raise game_error(exc) from None
+    return table_document(loaded, who.player)

@@ -1,0 +1,143 @@
+"""A player's own stream: what concerns the player across its tables and matches, one
+ordered sequence with nothing missed on resumption. Each item comes from one stored event,
+as the player's seat may see it (docs/rules.md §6): seated and left (tables), hand started
+with the player's own hand, your turn (the match, its version, the deadline and the
+actions allowed, as the seat's view offers them), hand ended (its result) and settled
+(the player's net in the ledger).
+
+An item's id is ``<xid>-<position>-<n>``: its event's place in the feed's order
+(:mod:`service.store.feed`) and its index among that event's items."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..game import State, deadline, evolve, offered, replay, visible
+from ..game.events import HandDealt, HandEnded, PlayerJoined, PlayerLeft, Settled
+from ..store import EventStore
+from ..store.feed import Feed, FeedEvent
+
+#: Events read per round trip.
+BATCH = 200
+_ID = re.compile(r"^(\d{1,20})-(\d{1,20})-(\d{1,3})$")
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """After the item ``index`` of the event at (xid, position)."""
+
+    xid: int
+    position: int
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.xid}-{self.position}-{self.index}"
+
+    @staticmethod
+    def parse(text: str) -> Cursor | None:
+        found = _ID.match(text)
+        if found is None:
+            return None
+        return Cursor(int(found[1]), int(found[2]), int(found[3]))
+
+
+class PlayerFeed:
+    def __init__(self, store: EventStore, feed: Feed):
+        self.store = store
+        self.feed = feed
+
+    def now(self) -> Cursor:
+        """A cursor before everything that commits from now on."""
+        return Cursor(self.feed.horizon(), 0, 0)
+
+    def items(
+        self, player: str, after: Cursor | None, states: dict[uuid.UUID, State]
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """The items after ``after`` (from the start without it), and whether more may be
+        held back behind a running transaction. ``states`` keeps the matches' states from
+        one call to the next (a stream's)."""
+        if after is None:
+            first = self.feed.first(player)
+            if first is None:
+                return [], False
+            after = Cursor(*first, -1)
+        xid, position, index = after.xid, after.position, after.index
+        # From the cursor's own event, whose items after ``index`` are still to come.
+        found, held = self.feed.read(player, xid, position, BATCH)
+        items: list[dict[str, Any]] = []
+        for fe in found:
+            mine = list(self._items_of(player, fe, states))
+            for n, item in enumerate(mine):
+                if (fe.xid, fe.stored.position) == (xid, position) and n <= index:
+                    continue
+                item["id"] = str(Cursor(fe.xid, fe.stored.position, n))
+                item["at"] = fe.stored.recorded_at
+                items.append(item)
+        return items, held or len(found) == BATCH
+
+    def _state_at(
+        self, match_id: uuid.UUID, fe: FeedEvent, states: dict[uuid.UUID, State]
+    ) -> State:
+        known = states.get(match_id)
+        version = fe.stored.version
+        if known is None or known.version != version - 1:
+            stored = self.store.read(match_id, 0)
+            known = replay(s.event for s in stored if s.version < version)
+        state = evolve(known, fe.stored.event)
+        states[match_id] = state
+        return state
+
+    def _items_of(
+        self, player: str, fe: FeedEvent, states: dict[uuid.UUID, State]
+    ) -> Iterator[dict[str, Any]]:
+        event = fe.stored.event
+        if fe.of_table:
+            table = {"table_id": str(fe.stream_id)}
+            if isinstance(event, PlayerJoined) and event.player == player:
+                ticket = None if fe.ticket_id is None else str(fe.ticket_id)
+                yield {"type": "seated", **table, "seat": event.seat, "ticket_id": ticket}
+            elif isinstance(event, PlayerLeft) and event.player == player:
+                yield {
+                    "type": "left",
+                    **table,
+                    "seat": event.seat,
+                    "at_hand_end": event.at_hand_end,
+                }
+            return
+        match_id = fe.stream_id
+        state = self._state_at(match_id, fe, states)
+        seat = next(
+            (i for i, s in enumerate(state.seats) if s is not None and s.player == player), None
+        )
+        if seat is None:
+            return
+        where = {
+            "match_id": str(match_id),
+            "table_id": None if fe.table_id is None else str(fe.table_id),
+            "version": fe.stored.version,
+        }
+        if isinstance(event, HandDealt):
+            shown = visible(event, seat)
+            yield {"type": "hand_started", **where, "seat": seat, "hand": shown["hand"]}
+        elif isinstance(event, HandEnded):
+            yield {"type": "hand_ended", **where, "result": event.result.to_json()}
+        elif isinstance(event, Settled):
+            yield {"type": "settled", **where, "net": event.net[seat]}
+        if (
+            fe.last_of_command
+            and state.awaits_decision()
+            and state.turn == seat
+            and not state.is_system(seat)
+        ):
+            yield {
+                "type": "your_turn",
+                **where,
+                "seat": seat,
+                "phase": state.phase,
+                "deadline": deadline(state, fe.stored.recorded_at),
+                "actions": offered(state, seat),
+            }

@@ -1,0 +1,139 @@
+"""The events that concern one player, across its tables and matches, in one order that no
+later commit can cut into: by the appending transaction's id (``events.xid``), and only
+once no older transaction is running (``pg_snapshot_xmin``), then by position. Whatever
+commits later has a transaction id at or above that horizon, so a reader that went past an
+event never finds an earlier one appear behind it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from ..game import Event
+from .events import StoredEvent
+from .pool import retried
+
+
+@dataclass(frozen=True)
+class FeedEvent:
+    xid: int
+    stream_id: uuid.UUID
+    stored: StoredEvent
+    #: The last event its command appended (the state after it is one a seat sees).
+    last_of_command: bool
+    #: A table's stream (else a match's).
+    of_table: bool
+    #: The table whose hand the match is, if any.
+    table_id: uuid.UUID | None
+    #: The player's lobby ticket seated at this table, if any.
+    ticket_id: uuid.UUID | None
+
+
+_READ = (
+    "WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)"
+    " SELECT e.xid::text::bigint, e.stream_id, e.version, e.position, e.type, e.schema_version,"
+    " e.payload, e.recorded_at,"
+    " (e.command_id IS NULL OR n.version IS NULL OR n.command_id IS DISTINCT FROM e.command_id),"
+    " ps.stream_id IS NOT NULL, th.table_id, lt.ticket_id"
+    " FROM events e CROSS JOIN h"
+    " LEFT JOIN events n ON n.stream_id = e.stream_id AND n.version = e.version + 1"
+    " LEFT JOIN table_hands th ON th.match_id = e.stream_id"
+    " LEFT JOIN LATERAL (SELECT s.stream_id FROM player_streams s WHERE s.player_id = %(player)s"
+    " AND s.stream_id = e.stream_id AND e.version >= s.from_version"
+    " AND (s.until_version IS NULL OR e.version <= s.until_version) LIMIT 1) ps ON true"
+    " LEFT JOIN LATERAL (SELECT t.ticket_id FROM lobby_tickets t WHERE e.type = 'player_joined'"
+    " AND t.table_id = e.stream_id AND t.player_id = %(player)s LIMIT 1) lt ON true"
+    " WHERE (e.xid, e.position) >= (%(xid)s::text::xid8, %(position)s) AND e.xid < h.xmin"
+    " AND (ps.stream_id IS NOT NULL OR EXISTS (SELECT 1 FROM matches m"
+    " WHERE m.match_id = e.stream_id AND m.seats @> %(seat)s))"
+    " ORDER BY e.xid, e.position LIMIT %(limit)s"
+)
+
+
+class Feed:
+    def __init__(self, pool: ConnectionPool):
+        self.pool = pool
+
+    def horizon(self) -> int:
+        """The transaction id below which every transaction has ended: a reader starting
+        there gets everything that commits from now on."""
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+            ).fetchone(),
+        )
+        assert row is not None
+        return int(row[0])
+
+    def first(self, player: str) -> tuple[int, int] | None:
+        """Where the player's events start: (xid, position) of its first, if any (read by
+        its streams, not by scanning every event before it)."""
+        return retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT xid::text::bigint, position FROM events WHERE stream_id IN ("
+                " SELECT stream_id FROM player_streams WHERE player_id = %s"
+                " UNION SELECT match_id FROM matches WHERE seats @> %s)"
+                " ORDER BY xid, position LIMIT 1",
+                (player, Jsonb([{"player": player}])),
+            ).fetchone(),
+        )
+
+    def streams(self, player: str) -> list[uuid.UUID]:
+        """The streams whose next events may concern the player: the tables where it is
+        seated and its matches not yet settled (what a waiting reader watches)."""
+        return retried(
+            self.pool,
+            lambda conn: [
+                row[0]
+                for row in conn.execute(
+                    "SELECT stream_id FROM player_streams WHERE player_id = %s AND until_version IS NULL"
+                    " UNION SELECT match_id FROM matches WHERE seats @> %s AND NOT settled",
+                    (player, Jsonb([{"player": player}])),
+                )
+            ],
+        )
+
+    def read(
+        self, player: str, xid: int, position: int, limit: int
+    ) -> tuple[list[FeedEvent], bool]:
+        """The player's events from (xid, position) on, and
+        whether events committed after it are still held back behind an older running
+        transaction (the caller then reads again shortly)."""
+        params = {
+            "player": player,
+            "xid": str(xid),
+            "position": position,
+            "seat": Jsonb([{"player": player}]),
+            "limit": limit,
+        }
+
+        def read(conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], bool]:
+            rows = conn.execute(_READ, params).fetchall()
+            held = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= pg_snapshot_xmin(pg_current_snapshot())"
+                " AND (xid, position) > (%s::text::xid8, %s))",
+                (str(xid), position),
+            ).fetchone()
+            return rows, bool(held and held[0])
+
+        rows, held = retried(self.pool, read)
+        found = [
+            FeedEvent(
+                row[0],
+                row[1],
+                StoredEvent(row[2], row[3], Event.from_payload(row[4], row[5], row[6]), row[7]),
+                row[8],
+                row[9],
+                row[10],
+                row[11],
+            )
+            for row in rows
+        ]
+        return found, held

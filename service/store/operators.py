@@ -1,0 +1,176 @@
+"""Operators: named accounts with a role (``auditor`` reads everything, ``admin`` also
+manages operators), an argon2 password hash for the console, API tokens stored as SHA-256
+hashes (as players' are), and the audit trail of every read of hidden data."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import secrets
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from psycopg_pool import ConnectionPool
+
+from .players import token_hash
+from .pool import retried
+
+AUDITOR, ADMIN = "auditor", "admin"
+ROLES = (AUDITOR, ADMIN)
+_HASHER = PasswordHasher()
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash to verify against when the name is unknown, so that a wrong name takes as
+    long as a wrong password and the time tells nobody which names exist. Made on first
+    use: hashing takes a third of a second, which no process should pay at start."""
+    return _HASHER.hash(secrets.token_urlsafe(16))
+
+
+class OperatorExists(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Operator:
+    operator_id: uuid.UUID | None
+    name: str
+    role: str
+
+    @property
+    def admin(self) -> bool:
+        return self.role == ADMIN
+
+
+#: The holder of the shared token (DDZ_OPERATOR_TOKEN): the bootstrap admin, no row.
+BOOTSTRAP = Operator(None, "bootstrap", ADMIN)
+
+
+class Operators:
+    def __init__(self, pool: ConnectionPool):
+        self.pool = pool
+
+    def add(self, name: str, role: str, password: str) -> Operator:
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}")
+        operator_id, hashed = uuid.uuid4(), _HASHER.hash(password)
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "INSERT INTO operators (operator_id, name, role, password_hash)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO NOTHING RETURNING operator_id",
+                (operator_id, name, role, hashed),
+            ).fetchone(),
+        )
+        if row is None:
+            raise OperatorExists(f"an operator named {name!r} exists already")
+        return Operator(operator_id, name, role)
+
+    def all(self) -> list[tuple[Operator, dt.datetime]]:
+        rows = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT operator_id, name, role, created_at FROM operators ORDER BY name"
+            ).fetchall(),
+        )
+        return [(Operator(r[0], r[1], r[2]), r[3]) for r in rows]
+
+    def by_id(self, operator_id: uuid.UUID) -> Operator | None:
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT operator_id, name, role FROM operators WHERE operator_id = %s",
+                (operator_id,),
+            ).fetchone(),
+        )
+        return None if row is None else Operator(*row)
+
+    def sign_in(self, name: str, password: str) -> Operator | None:
+        """The operator when the password is theirs; None otherwise (unknown name included)."""
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT operator_id, name, role, password_hash FROM operators WHERE name = %s",
+                (name,),
+            ).fetchone(),
+        )
+        try:
+            _HASHER.verify(_dummy_hash() if row is None else row[3], password)
+        except (VerificationError, InvalidHashError):
+            return None
+        return None if row is None else Operator(row[0], row[1], row[2])
+
+    def issue(self, operator_id: uuid.UUID, label: str | None = None) -> str:
+        """A new API token of the operator (shown once; only its hash is kept)."""
+        token = secrets.token_urlsafe(32)
+        retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "INSERT INTO operator_tokens (token_id, operator_id, token_hash, label)"
+                " VALUES (%s, %s, %s, %s)",
+                (uuid.uuid4(), operator_id, token_hash(token), label),
+            ),
+        )
+        return token
+
+    def revoke(self, name: str) -> int:
+        """Deletes every API token of the operator; how many there were."""
+        return retried(
+            self.pool,
+            lambda conn: (
+                conn.execute(
+                    "DELETE FROM operator_tokens WHERE operator_id ="
+                    " (SELECT operator_id FROM operators WHERE name = %s)",
+                    (name,),
+                ).rowcount
+            ),
+        )
+
+    def remove(self, name: str) -> bool:
+        """Removes the operator and their tokens (their console session ends with the next
+        request); the audit trail keeps their name."""
+        return bool(
+            retried(
+                self.pool,
+                lambda conn: (
+                    conn.execute("DELETE FROM operators WHERE name = %s", (name,)).rowcount
+                ),
+            )
+        )
+
+    def by_token(self, token: str) -> Operator | None:
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT o.operator_id, o.name, o.role FROM operator_tokens t"
+                " JOIN operators o USING (operator_id) WHERE t.token_hash = %s",
+                (token_hash(token),),
+            ).fetchone(),
+        )
+        return None if row is None else Operator(*row)
+
+    def audit(self, who: Operator, action: str, match_id: uuid.UUID | None, via: str) -> None:
+        """Writes one read of hidden data to the audit trail."""
+        retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "INSERT INTO audit_trail (operator, action, match_id, via) VALUES (%s, %s, %s, %s)",
+                (who.name, action, match_id, via),
+            ),
+        )
+
+    def trail(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest entries of the audit trail first."""
+        rows = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT at, operator, action, match_id, via FROM audit_trail"
+                " ORDER BY audit_id DESC LIMIT %s",
+                (limit,),
+            ).fetchall(),
+        )
+        return [dict(zip(("at", "operator", "action", "match_id", "via"), r)) for r in rows]

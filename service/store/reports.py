@@ -1,0 +1,219 @@
+"""What the operators' console reads (docs/operations.md): matches searched, players'
+figures, the house's takings by day, settlements for export. Read-only queries of the
+read model and the ledger; none touches the events of a match but for disconnects."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from .ledger import HOUSE
+from .pool import retried
+
+
+@dataclass(frozen=True)
+class MatchQuery:
+    #: A player's id, or part of a name (any case).
+    player: str | None = None
+    status: str | None = None
+    ruleset: str | None = None
+    #: Created on or after this day, and on or before ``until`` (UTC).
+    since: dt.date | None = None
+    until: dt.date | None = None
+
+
+def _uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+def matches(
+    pool: ConnectionPool, query: MatchQuery, page: int, per_page: int
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of the matches the query finds, newest first, and how many it finds."""
+    where: list[str] = []
+    params: list[Any] = []
+    if query.player:
+        player_id = _uuid(query.player.strip())
+        where.append(
+            "EXISTS (SELECT 1 FROM jsonb_array_elements(m.seats) s"
+            " LEFT JOIN players p ON p.player_id::text = s->>'player'"
+            " WHERE s->>'player' = %s OR p.name ILIKE %s)"
+        )
+        pattern = "%" + query.player.strip().replace("\\", "\\\\").replace("%", r"\%") + "%"
+        params += [str(player_id) if player_id else None, pattern]
+    for column, value in (("status", query.status), ("ruleset", query.ruleset)):
+        if value:
+            where.append(f"m.{column} = %s")
+            params.append(value)
+    if query.since:
+        where.append("m.created_at >= %s::date AT TIME ZONE 'UTC'")
+        params.append(query.since)
+    if query.until:
+        where.append("m.created_at < (%s::date + 1) AT TIME ZONE 'UTC'")
+        params.append(query.until)
+    condition = (" WHERE " + " AND ".join(where)) if where else ""
+
+    def read(conn: psycopg.Connection) -> tuple[int, list[tuple[Any, ...]]]:
+        with conn.transaction():
+            total = conn.execute(f"SELECT count(*) FROM matches m{condition}", params).fetchone()
+            rows = conn.execute(
+                "SELECT m.match_id, m.ruleset, m.status, m.phase, m.version, m.seats, m.settled,"
+                f" m.created_at, m.updated_at FROM matches m{condition}"
+                " ORDER BY m.created_at DESC, m.match_id LIMIT %s OFFSET %s",
+                [*params, per_page, (page - 1) * per_page],
+            ).fetchall()
+        return (total[0] if total else 0), rows
+
+    total, rows = retried(pool, read)
+    keys = (
+        "match_id",
+        "ruleset",
+        "status",
+        "phase",
+        "version",
+        "seats",
+        "settled",
+        "created_at",
+        "updated_at",
+    )
+    found = [dict(zip(keys, row)) for row in rows]
+    names = player_names(
+        pool, {s["player"] for m in found for s in m["seats"] if s and s["player"]}
+    )
+    for match in found:
+        match["seats"] = [seat_label(seat, names) for seat in match["seats"]]
+    return found, total
+
+
+def player_names(pool: ConnectionPool, player_ids: set[str]) -> dict[str, str]:
+    if not player_ids:
+        return {}
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT player_id::text, name FROM players WHERE player_id = ANY(%s::uuid[])",
+            (list(player_ids),),
+        ).fetchall(),
+    )
+    return dict(rows)
+
+
+def seat_label(seat: dict[str, Any] | None, names: dict[str, str]) -> str:
+    """How the console names a seat: its player's name, "bot", or "empty"."""
+    if seat is None:
+        return "empty"
+    player: str | None = seat.get("player")
+    return "bot" if player is None else names.get(player, player)
+
+
+def entries(pool: ConnectionPool, match_id: uuid.UUID) -> list[dict[str, Any]]:
+    """The match's ledger entries, movement by movement."""
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT movement, account, seat, kind, amount FROM ledger_entries"
+            " WHERE match_id = %s ORDER BY movement, entry_id",
+            (match_id,),
+        ).fetchall(),
+    )
+    keys = ("movement", "account", "seat", "kind", "amount")
+    return [dict(zip(keys, row)) for row in rows]
+
+
+def house_by_day(pool: ConnectionPool, days: int, today: dt.date) -> list[dict[str, Any]]:
+    """The house's takings (system cut and penalties) on each of the ``days`` days up to
+    ``today`` (UTC), oldest first, days without any included."""
+    first = today - dt.timedelta(days=days - 1)
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT (created_at AT TIME ZONE 'UTC')::date, kind, sum(amount) FROM ledger_entries"
+            " WHERE account = %s AND created_at >= %s::date AT TIME ZONE 'UTC'"
+            " GROUP BY 1, 2",
+            (HOUSE, first),
+        ).fetchall(),
+    )
+    taken = {(day, kind): amount for day, kind, amount in rows}
+    return [
+        {
+            "day": day,
+            "rake": taken.get((day, "rake"), Decimal(0)),
+            "penalty": taken.get((day, "penalty"), Decimal(0)),
+        }
+        for day in (first + dt.timedelta(days=n) for n in range(days))
+    ]
+
+
+def settlements(pool: ConnectionPool, since: dt.date, until: dt.date) -> list[dict[str, Any]]:
+    """The settlements made from ``since`` to ``until`` (UTC days, both included), oldest
+    first, with the match's ruleset and seats."""
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT s.match_id, s.settled_at, m.ruleset, m.seats, s.result FROM settlements s"
+            " JOIN matches m USING (match_id)"
+            " WHERE s.settled_at >= %s::date AT TIME ZONE 'UTC'"
+            " AND s.settled_at < (%s::date + 1) AT TIME ZONE 'UTC'"
+            " ORDER BY s.settled_at, s.match_id",
+            (since, until),
+        ).fetchall(),
+    )
+    keys = ("match_id", "settled_at", "ruleset", "seats", "result")
+    return [dict(zip(keys, row)) for row in rows]
+
+
+#: The players table's columns that it may be sorted by, and their SQL.
+PLAYER_SORTS = {
+    "name": "name",
+    "balance": "balance",
+    "hands": "hands",
+    "disconnects": "disconnects",
+    "rate": "rate",
+}
+
+
+def players(
+    pool: ConnectionPool, sort: str, descending: bool, page: int, per_page: int
+) -> tuple[list[dict[str, Any]], int]:
+    """Each player's balance, ended hands, the hands they disconnected from (left or
+    missed a deadline) and the share of hands that is; one page, sorted."""
+    order = f"{PLAYER_SORTS[sort]} {'DESC' if descending else 'ASC'} NULLS LAST, player_id"
+    sql = f"""
+        WITH seated AS (
+            SELECT m.match_id, (s.ord - 1)::int AS seat, (s.value->>'player')::uuid AS player_id
+            FROM matches m, jsonb_array_elements(m.seats) WITH ORDINALITY AS s(value, ord)
+            WHERE m.status = 'ended' AND s.value->>'player' IS NOT NULL
+        ),
+        dropped AS (
+            SELECT DISTINCT stream_id AS match_id, (payload->>'seat')::int AS seat
+            FROM events WHERE type = 'disconnect'
+        ),
+        figures AS (
+            SELECT p.player_id, p.name,
+                coalesce((SELECT sum(amount) FROM ledger_entries
+                          WHERE account = 'player:' || p.player_id), 0) AS balance,
+                count(s.match_id) AS hands,
+                count(d.match_id) AS disconnects
+            FROM players p
+            LEFT JOIN seated s ON s.player_id = p.player_id
+            LEFT JOIN dropped d ON d.match_id = s.match_id AND d.seat = s.seat
+            GROUP BY p.player_id, p.name
+        )
+        SELECT player_id, name, balance, hands, disconnects,
+            disconnects::numeric / nullif(hands, 0) AS rate, count(*) OVER () AS total
+        FROM figures ORDER BY {order} LIMIT %s OFFSET %s
+    """
+    rows = retried(
+        pool, lambda conn: conn.execute(sql, (per_page, (page - 1) * per_page)).fetchall()
+    )
+    keys = ("player_id", "name", "balance", "hands", "disconnects", "rate")
+    return [dict(zip(keys, row[:6])) for row in rows], (rows[0][6] if rows else 0)

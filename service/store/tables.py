@@ -1,0 +1,313 @@
+"""Tables on PostgreSQL: each table a stream of the events table (folded with the table's
+``evolve_table``), appended to at an expected version with its row of the ``tables`` read
+model and a notification; and the lobby's tickets, seated at most once (the primary key of
+``lobby_seatings``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from ..game import Event
+from ..game.events import HandStarted, PlayerJoined
+from ..game.table_play import TableState, due, replay_table
+from .events import NOTIFY_CHANNEL, EventStore, StoredEvent, StoreError, VersionConflict
+from .pool import retried
+
+_T = TypeVar("_T")
+
+
+class TableNotFound(StoreError):
+    code = "table_not_found"
+
+
+class TicketNotFound(StoreError):
+    code = "ticket_not_found"
+
+
+class TicketWaiting(StoreError):
+    code = "ticket_waiting"
+
+
+class TicketSeated(StoreError):
+    code = "ticket_seated"
+
+
+@dataclass(frozen=True)
+class TableLoaded:
+    """A table's state with the time of its last event (what it waits for counts from it)."""
+
+    state: TableState
+    last_recorded_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Ticket:
+    ticket_id: uuid.UUID
+    player_id: uuid.UUID
+    settings: dict[str, Any]
+    allow_bots: bool
+    status: str
+    table_id: uuid.UUID | None
+    created_at: datetime
+
+
+_TICKET = "ticket_id, player_id, settings, allow_bots, status, table_id, created_at"
+
+
+class TableStore:
+    def __init__(self, events: EventStore):
+        self.events = events
+        self.pool = events.pool
+
+    def _run(
+        self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None = None
+    ) -> _T:
+        return retried(self.pool, work, conn)
+
+    # Tables
+
+    def load(self, table_id: uuid.UUID, conn: psycopg.Connection | None = None) -> TableLoaded:
+        stored = self.events.read(table_id, 0, conn)
+        if not stored or stored[0].event.type != "table_created":
+            raise TableNotFound("no such table")
+        return TableLoaded(replay_table(s.event for s in stored), stored[-1].recorded_at)
+
+    @staticmethod
+    def append(
+        conn: psycopg.Connection,
+        table_id: uuid.UUID,
+        version: int,
+        events: Sequence[Event],
+        after: TableState,
+    ) -> list[StoredEvent]:
+        """Inserts the events after ``version`` (a :class:`VersionConflict` if another
+        append came first), brings the table's row of ``tables`` up to ``after`` (with what
+        it waits for, counted from the time of these events) and records a hand dealt, in
+        the caller's transaction; and wakes the table's readers."""
+        waiting = due(after)
+        try:
+            with conn.transaction():
+                rows = conn.execute(
+                    "INSERT INTO events (stream_id, version, type, schema_version, payload)"
+                    " SELECT %s, e.version, e.type, e.schema_version, e.payload"
+                    " FROM jsonb_to_recordset(%s)"
+                    " AS e(version integer, type text, schema_version integer, payload jsonb)"
+                    " ORDER BY e.version"
+                    " RETURNING version, position, type, schema_version, payload, recorded_at",
+                    (
+                        table_id,
+                        Jsonb(
+                            [
+                                {
+                                    "version": v,
+                                    "type": e.type,
+                                    "schema_version": e.version,
+                                    "payload": e.payload(),
+                                }
+                                for v, e in enumerate(events, start=version + 1)
+                            ]
+                        ),
+                    ),
+                ).fetchall()
+                stored = [
+                    StoredEvent(
+                        version_,
+                        position,
+                        Event.from_payload(type_, schema, payload),
+                        recorded_at,
+                    )
+                    for version_, position, type_, schema, payload, recorded_at in rows
+                ]
+                conn.execute(
+                    "INSERT INTO tables AS t (table_id, version, private, seats, match_id, hands, due, due_at)"
+                    " VALUES (%(table)s, %(version)s, %(private)s, %(seats)s, %(match)s, %(hands)s, %(due)s,"
+                    " %(at)s::timestamptz + make_interval(secs => %(seconds)s))"
+                    " ON CONFLICT (table_id) DO UPDATE SET version = EXCLUDED.version,"
+                    " seats = EXCLUDED.seats, match_id = EXCLUDED.match_id, hands = EXCLUDED.hands,"
+                    " due = EXCLUDED.due, due_at = EXCLUDED.due_at, updated_at = now()",
+                    {
+                        "table": table_id,
+                        "version": after.version,
+                        "private": after.private,
+                        "seats": Jsonb(
+                            [
+                                None
+                                if s is None
+                                else {"player": s.player, "bot": s.bot, "leaving": s.leaving}
+                                for s in after.seats
+                            ]
+                        ),
+                        "match": after.match_id,
+                        "hands": after.hands,
+                        "due": None if waiting is None else waiting[0],
+                        "at": None if waiting is None else stored[-1].recorded_at,
+                        "seconds": 0 if waiting is None else waiting[1],
+                    },
+                )
+                for s in stored:
+                    if isinstance(s.event, HandStarted):
+                        conn.execute(
+                            "INSERT INTO table_hands (match_id, table_id, number) VALUES (%s, %s, %s)",
+                            (s.event.match_id, table_id, s.event.number),
+                        )
+                    elif isinstance(s.event, PlayerJoined) and s.event.player is not None:
+                        conn.execute(
+                            "INSERT INTO player_streams (player_id, stream_id, from_version)"
+                            " VALUES (%s, %s, %s)",
+                            (s.event.player, table_id, s.version),
+                        )
+                # A player's own stream reads the table until the player's seat is freed.
+                seated = [s.player for s in after.seats if s is not None and s.player is not None]
+                conn.execute(
+                    "UPDATE player_streams SET until_version = %s WHERE stream_id = %s"
+                    " AND until_version IS NULL AND NOT (player_id = ANY(%s::uuid[]))",
+                    (after.version, table_id, seated),
+                )
+                conn.execute(
+                    "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{table_id}:{after.version}")
+                )
+        except psycopg.errors.UniqueViolation:
+            raise VersionConflict("someone else changed the table first; try again") from None
+        return stored
+
+    def by_match(self, match_id: uuid.UUID) -> tuple[uuid.UUID, int] | None:
+        """The table and hand number whose hand the match is, if any."""
+        return self._run(
+            lambda conn: conn.execute(
+                "SELECT table_id, number FROM table_hands WHERE match_id = %s", (match_id,)
+            ).fetchone()
+        )
+
+    def due_now(self) -> list[tuple[uuid.UUID, int]]:
+        """(table, version) of each table whose wait is over (its next deal, or bots), and
+        of each whose hand's match is settled but not yet recorded at the table."""
+        return self._run(
+            lambda conn: conn.execute(
+                "SELECT table_id, version FROM tables WHERE due_at <= now()"
+                " UNION ALL SELECT t.table_id, t.version FROM tables t"
+                " JOIN matches m ON m.match_id = t.match_id WHERE m.settled"
+            ).fetchall()
+        )
+
+    def of_player(self, player: str) -> list[tuple[uuid.UUID, datetime]]:
+        """The tables where the player is seated, newest first."""
+        return self._run(
+            lambda conn: conn.execute(
+                "SELECT table_id, created_at FROM tables WHERE seats @> %s"
+                " ORDER BY created_at DESC, table_id",
+                (Jsonb([{"player": player}]),),
+            ).fetchall()
+        )
+
+    def created_at(self, table_id: uuid.UUID) -> datetime | None:
+        row = self._run(
+            lambda conn: conn.execute(
+                "SELECT created_at FROM tables WHERE table_id = %s", (table_id,)
+            ).fetchone()
+        )
+        return None if row is None else row[0]
+
+    # The lobby's tickets
+
+    def create_ticket(
+        self, player_id: uuid.UUID, settings: dict[str, Any], allow_bots: bool
+    ) -> Ticket:
+        ticket_id = uuid.uuid4()
+        try:
+            row = self._run(
+                lambda conn: conn.execute(
+                    "INSERT INTO lobby_tickets (ticket_id, player_id, settings, allow_bots, status)"
+                    f" VALUES (%s, %s, %s, %s, 'waiting') RETURNING {_TICKET}",
+                    (ticket_id, player_id, Jsonb(settings), allow_bots),
+                ).fetchone()
+            )
+        except psycopg.errors.UniqueViolation:
+            raise TicketWaiting("the player has a ticket waiting already") from None
+        assert row is not None
+        return Ticket(*row)
+
+    def ticket(self, ticket_id: uuid.UUID) -> Ticket:
+        row = self._run(
+            lambda conn: conn.execute(
+                f"SELECT {_TICKET} FROM lobby_tickets WHERE ticket_id = %s", (ticket_id,)
+            ).fetchone()
+        )
+        if row is None:
+            raise TicketNotFound("no such ticket")
+        return Ticket(*row)
+
+    def cancel_ticket(self, ticket_id: uuid.UUID, player_id: uuid.UUID) -> Ticket:
+        """Cancels the player's waiting ticket (a cancelled one stays so)."""
+
+        def cancel(conn: psycopg.Connection) -> Any:
+            return conn.execute(
+                "UPDATE lobby_tickets SET status = 'cancelled', updated_at = now()"
+                f" WHERE ticket_id = %s AND player_id = %s AND status IN ('waiting', 'cancelled')"
+                f" RETURNING {_TICKET}",
+                (ticket_id, player_id),
+            ).fetchone()
+
+        row = self._run(cancel)
+        if row is not None:
+            return Ticket(*row)
+        ticket = self.ticket(ticket_id)
+        if ticket.player_id != player_id:
+            raise TicketNotFound("no such ticket")
+        raise TicketSeated("the ticket is seated already: leave the table instead")
+
+    def waiting_settings(self, bots_after: float) -> list[dict[str, Any]]:
+        """The settings whose waiting tickets can be seated now (four of them, or one that
+        allows bots and has waited ``bots_after`` seconds), those waiting longest first."""
+        return self._run(
+            lambda conn: [
+                row[0]
+                for row in conn.execute(
+                    "SELECT settings FROM lobby_tickets WHERE status = 'waiting' GROUP BY settings"
+                    " HAVING count(*) >= 4 OR min(created_at) FILTER (WHERE allow_bots)"
+                    " <= now() - make_interval(secs => %s) ORDER BY min(created_at)",
+                    (bots_after,),
+                )
+            ]
+        )
+
+    @staticmethod
+    def claim(conn: psycopg.Connection, settings: dict[str, Any]) -> list[Ticket]:
+        """The four longest waiting tickets with these settings that no other matcher holds,
+        locked until the caller's transaction ends."""
+        rows = conn.execute(
+            f"SELECT {_TICKET} FROM lobby_tickets WHERE status = 'waiting' AND settings = %s"
+            " ORDER BY created_at, ticket_id LIMIT 4 FOR UPDATE SKIP LOCKED",
+            (Jsonb(settings),),
+        ).fetchall()
+        return [Ticket(*row) for row in rows]
+
+    @staticmethod
+    def database_now(conn: psycopg.Connection) -> datetime:
+        row = conn.execute("SELECT now()").fetchone()
+        assert row is not None
+        now: datetime = row[0]
+        return now
+
+    @staticmethod
+    def seat_tickets(
+        conn: psycopg.Connection, table_id: uuid.UUID, seats: Sequence[tuple[uuid.UUID, int]]
+    ) -> None:
+        """Records each (ticket, seat) at the table, in the caller's transaction: a ticket
+        seated already fails the transaction (the primary key of ``lobby_seatings``)."""
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO lobby_seatings (ticket_id, table_id, seat) VALUES (%s, %s, %s)",
+                [(ticket, table_id, seat) for ticket, seat in seats],
+            )
+        conn.execute(
+            "UPDATE lobby_tickets SET status = 'seated', table_id = %s, updated_at = now()"
+            " WHERE ticket_id = ANY(%s)",
+            (table_id, [ticket for ticket, _ in seats]),
+        )

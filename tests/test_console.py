@@ -1,0 +1,211 @@
+"""Operators' accounts and the console without a browser (docs/operations.md): who gets
+nothing (a player's token, a signed-out browser, a wrong password), CSRF, the audit trail
+of every hidden-data read, and what the pages and the CSV export say."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+from handplay import OP, PASSWORDS, add_operator, bearer, new_player, ops, service
+
+from service.cli import main
+
+
+def operator_token(name: str, capsys) -> str:
+    capsys.readouterr()
+    assert main(["operator", "token", name]) == 0
+    return capsys.readouterr().out.strip()
+
+
+def csrf_of(page: str) -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+
+
+def signed_in(app, name: str):
+    browser = app.test_client()
+    token = csrf_of(browser.get("/console/sign-in").get_data(as_text=True))
+    r = browser.post(
+        "/console/sign-in",
+        data={"name": name, "password": PASSWORDS[name], "csrf_token": token},
+    )
+    assert r.status_code == 302 and r.headers["Location"].endswith("/console/matches")
+    return browser
+
+
+def trail(app) -> list[dict]:
+    return app.extensions["ddz"].operators.trail()
+
+
+def test_an_operator_token_from_the_cli_reads_and_each_read_is_audited(service, capsys):
+    app, match_id, _ = service
+    client = app.test_client()
+    token = operator_token("otto", capsys)
+    before = len(trail(app))
+    for path in (
+        f"/v1/admin/matches/{match_id}/events",
+        f"/v1/matches/{match_id}/events?after=0",
+        f"/v1/matches/{match_id}/record",
+    ):
+        assert client.get(path, headers=bearer(token)).status_code == 200, path
+    stream = client.get(f"/v1/matches/{match_id}/stream", headers=bearer(token))
+    assert stream.status_code == 200
+    stream.close()
+    # Not hidden data: no entry.
+    assert client.get(f"/v1/matches/{match_id}/audit").status_code == 404  # no such route
+    assert client.get(f"/v1/admin/matches/{match_id}/audit", headers=bearer(token)).json["ok"]
+    newest = trail(app)[: len(trail(app)) - before]
+    assert [(t["operator"], t["action"], str(t["match_id"]), t["via"]) for t in newest] == [
+        ("otto", action, match_id, "api") for action in ("stream", "record", "events", "events")
+    ]
+    # The shared token is the bootstrap admin, audited under that name.
+    client.get(f"/v1/admin/matches/{match_id}/events", headers=OP)
+    assert trail(app)[0]["operator"] == "bootstrap"
+    # A page of the console that shows the hands is audited too.
+    signed_in(app, "otto").get(f"/console/matches/{match_id}")
+    assert (trail(app)[0]["operator"], trail(app)[0]["action"], trail(app)[0]["via"]) == (
+        "otto",
+        "replay",
+        "console",
+    )
+
+
+CONSOLE_PAGES = (
+    "/console/",
+    "/console/matches",
+    "/console/ledger",
+    "/console/ledger/settlements.csv?since=2020-01-01&until=2100-01-01",
+    "/console/players",
+    "/console/system",
+    "/console/operators",
+)
+
+
+def test_a_player_a_signed_out_browser_and_a_wrong_password_get_nothing(service):
+    app, match_id, _ = service
+    client = app.test_client()
+    _, player_token = new_player(client, "mallory")
+    player = bearer(player_token)
+    for path in (f"/v1/admin/matches/{match_id}/events", "/v1/admin/ledger/check"):
+        r = client.get(path, headers=player)
+        assert r.status_code == 403 and r.json["code"] == "operator_required"
+    assert client.get(f"/v1/matches/{match_id}/record", headers=player).status_code == 403
+    before = len(trail(app))
+    pages = (*CONSOLE_PAGES, f"/console/matches/{match_id}")
+    for headers in ({}, player):
+        for path in pages:
+            r = client.get(path, headers=headers)
+            assert r.status_code == 302 and "/console/sign-in" in r.headers["Location"], path
+            # Only the way to the sign-in page: no name, card or amount.
+            assert not re.search(r"carol|class=\"card|\d\.\d\d", r.text), path
+    browser = app.test_client()
+    token = csrf_of(browser.get("/console/sign-in").get_data(as_text=True))
+    for name, password in (("otto", "not otto's password"), ("nobody", PASSWORDS["otto"])):
+        r = browser.post(
+            "/console/sign-in", data={"name": name, "password": password, "csrf_token": token}
+        )
+        assert r.status_code == 401 and "Wrong name or password" in r.get_data(as_text=True)
+        assert browser.get("/console/matches").status_code == 302
+    assert len(trail(app)) == before
+
+
+def test_csrf_is_enforced_on_every_form(service):
+    app, _, _ = service
+    browser = app.test_client()
+    r = browser.post("/console/sign-in", data={"name": "ada", "password": PASSWORDS["ada"]})
+    assert r.status_code == 400 and browser.get("/console/matches").status_code == 302
+    admin = signed_in(app, "ada")
+    page = admin.get("/console/operators").get_data(as_text=True)
+    form = {"name": "eve", "role": "admin", "password": "eve's own passphrase"}
+    for token in (None, "forged", csrf_of(signed_in(app, "otto").get("/console/system").text)):
+        data = form if token is None else {**form, "csrf_token": token}
+        assert admin.post("/console/operators", data=data).status_code == 400
+    assert admin.post("/console/sign-out").status_code == 400
+    assert admin.get("/console/matches").status_code == 200  # still signed in
+    r = admin.post("/console/operators", data={**form, "csrf_token": csrf_of(page)})
+    assert r.status_code == 200 and "Operator eve added (admin)" in r.text
+    r = admin.post("/console/sign-out", data={"csrf_token": csrf_of(page)})
+    assert r.status_code == 302 and admin.get("/console/matches").status_code == 302
+
+
+def test_an_auditor_reads_every_page_but_the_admins(service):
+    app, _, _ = service
+    auditor = signed_in(app, "otto")
+    for path in CONSOLE_PAGES[:-1]:
+        assert auditor.get(path, follow_redirects=True).status_code == 200, path
+    r = auditor.get("/console/operators")
+    assert r.status_code == 403 and "for admins" in r.text
+    token = csrf_of(auditor.get("/console/system").text)
+    form = {"name": "mole", "role": "admin", "password": "a sneaky passphrase", "csrf_token": token}
+    assert auditor.post("/console/operators", data=form).status_code == 403
+    assert "mole" not in [o.name for o, _ in app.extensions["ddz"].operators.all()]
+
+
+def test_the_match_page_shows_the_hand_the_settlement_and_the_replay(service):
+    app, match_id, _ = service
+    client = app.test_client()
+    settlement = client.get(f"/v1/matches/{match_id}/settlement", headers=OP).json
+    events = client.get(f"/v1/admin/matches/{match_id}/events", headers=OP).json["events"]
+    page = signed_in(app, "otto").get(f"/console/matches/{match_id}").text
+    assert 'id="verdict">Verified' in page
+    assert all(amount in page for amount in settlement["net"])
+    dealt = next(e["version"] for e in events if e["type"] == "hand_dealt")
+    assert page.count('class="step"') == len(events) - dealt + 1
+    first_step = page.split('class="step"')[1]
+    hands = next(e for e in events if e["type"] == "hand_dealt")["payload"]["hands"]
+    # The first step shows the deal: all four hands of 25 cards.
+    assert first_step.count("cards</div>") == 4 and "25 cards" in first_step
+    assert all(f'title="{code}"' in first_step for code in hands[0])
+    assert f'multiplier <strong class="multiplier">{settlement["multiplier"]}</strong>' in page
+
+
+def test_the_csv_export_has_the_settlements_of_the_range(service):
+    app, played, left = service
+    console = signed_in(app, "otto")
+    r = console.get("/console/ledger/settlements.csv?since=2000-01-01&until=2999-12-31")
+    assert r.status_code == 200 and r.mimetype == "text/csv"
+    rows = {row["match_id"]: row for row in csv.DictReader(io.StringIO(r.text))}
+    assert {played, left} <= rows.keys()
+    net = app.test_client().get(f"/v1/matches/{played}/settlement", headers=OP).json["net"]
+    assert [rows[played][f"net_seat_{n}"] for n in range(4)] == net
+    empty = console.get("/console/ledger/settlements.csv?since=2000-01-01&until=2000-01-02")
+    assert empty.text.strip() == ",".join(next(csv.reader(io.StringIO(r.text))))
+    assert console.get("/console/ledger/settlements.csv?since=2001-01-01").status_code == 400
+
+
+def test_the_players_page_shows_who_disconnects(service):
+    app, _, _ = service
+    page = signed_in(app, "otto").get("/console/players?sort=rate&order=desc").text
+    rows = re.findall(r"<tr><td><a [^>]+>([^<]+)</a></td>\s*(.*?)</tr>", page, re.S)
+    figures = {name: re.findall(r'class="num">([^<]*)<', rest) for name, rest in rows}
+    assert figures["dave"][1:] == ["1", "1", "100%"]
+    assert figures["carol"][1:] == ["1", "0", "0%"]
+    assert [name for name, _ in rows].index("dave") < [name for name, _ in rows].index("carol")
+
+
+def test_matches_are_found_by_player_status_and_date(service):
+    app, played, left = service
+    console = signed_in(app, "otto")
+    by_player = console.get("/console/matches?player=dav").text
+    assert played[:8] not in by_player and left[:8] in by_player
+    ended = console.get("/console/matches?status=ended&since=2000-01-01").text
+    assert played[:8] in ended and left[:8] in ended
+    assert played[:8] not in console.get("/console/matches?status=open").text
+    assert played[:8] not in console.get("/console/matches?until=2000-01-01").text
+
+
+def test_a_revoked_token_and_a_removed_operator_get_nothing(service, capsys):
+    app, match_id, _ = service
+    client = app.test_client()
+    add_operator("temp", "auditor")
+    token = operator_token("temp", capsys)
+    events = f"/v1/admin/matches/{match_id}/events"
+    assert client.get(events, headers=bearer(token)).status_code == 200
+    assert main(["operator", "revoke", "temp"]) == 0
+    assert client.get(events, headers=bearer(token)).status_code == 401
+    console = signed_in(app, "temp")
+    assert console.get("/console/matches").status_code == 200
+    assert main(["operator", "remove", "temp"]) == 0
+    assert console.get("/console/matches").status_code == 302
+    assert "temp" in [t["operator"] for t in trail(app)]  # the trail keeps the name

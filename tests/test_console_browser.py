@@ -1,0 +1,163 @@
+"""The console in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
+which .ci/run installs), driven by Selenium: sign in, find a match, step through its
+replay, export the CSV, and an auditor refused the admins' page; on a laptop's window and
+a phone's. Screenshots go to DDZ_TEST_SCREENSHOTS when set (else a temporary directory)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from handplay import PASSWORDS, ops, service
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from servers import serving
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def base_url(service):
+    with serving(service[0]) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    where = os.environ.get("DDZ_TEST_SCREENSHOTS")
+    path = Path(where) if where else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture()
+def downloads(tmp_path) -> Path:
+    return tmp_path
+
+
+@pytest.fixture()
+def browser(downloads):
+    assert os.path.exists(CHROMIUM) and os.path.exists(DRIVER), (
+        "the browser tests need Debian's chromium and chromium-driver (.ci/run installs them)"
+    )
+    options = Options()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    options.add_argument("--window-size=1280,900")
+    options.add_experimental_option(
+        "prefs",
+        {"download.default_directory": str(downloads), "download.prompt_for_download": False},
+    )
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.implicitly_wait(5)
+    yield driver
+    driver.quit()
+
+
+def sign_in(browser, base_url: str, name: str, path: str = "/console/") -> None:
+    browser.get(base_url + path)
+    assert "/console/sign-in" in browser.current_url
+    browser.find_element(By.ID, "name").send_keys(name)
+    browser.find_element(By.ID, "password").send_keys(PASSWORDS[name])
+    browser.find_element(By.ID, "sign-in").click()
+
+
+def visible_step(browser):
+    steps = [s for s in browser.find_elements(By.CSS_SELECTOR, "#replay .step") if s.is_displayed()]
+    assert len(steps) == 1
+    return steps[0]
+
+
+def test_sign_in_find_a_match_step_through_its_replay_and_export_the_csv(
+    base_url, service, browser, downloads, shots
+):
+    _, played, _ = service
+    sign_in(browser, base_url, "otto", "/console/matches")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Matches"
+    browser.find_element(By.NAME, "player").send_keys("carol")
+    browser.find_element(By.ID, "search").click()
+    links = browser.find_elements(By.CSS_SELECTOR, "#matches tbody a")
+    assert [a.text for a in links] == [played[:8]]
+    browser.save_screenshot(str(shots / "1-matches-found.png"))
+    links[0].click()
+    assert browser.find_element(By.ID, "verdict").text.startswith("Verified")
+
+    position = browser.find_element(By.ID, "replay-position")
+    total = int(position.text.rsplit(" ", 1)[1])
+    assert position.text == f"Step 1 of {total}"
+    browser.execute_script("document.getElementById('replay').scrollIntoView()")
+    first = visible_step(browser)
+    assert "dealt" in first.find_element(By.CLASS_NAME, "said").text
+    assert len(first.find_elements(By.CLASS_NAME, "seat")) == 4
+    assert all("25 cards" in s.text for s in first.find_elements(By.CLASS_NAME, "seat"))
+    browser.save_screenshot(str(shots / "2-replay-deal.png"))
+
+    # Forward to the first play: its cards are highlighted, and the multiplier is known.
+    step = 1
+    while not visible_step(browser).find_elements(By.CSS_SELECTOR, ".card.hit"):
+        browser.find_element(By.ID, "replay-next").click()
+        step += 1
+        assert position.text == f"Step {step} of {total}"
+    shown = visible_step(browser)
+    assert "played" in shown.find_element(By.CLASS_NAME, "said").text
+    assert shown.find_element(By.CLASS_NAME, "multiplier").text[0].isdigit()
+    assert shown.find_elements(By.CSS_SELECTOR, ".seat.acting")
+    browser.save_screenshot(str(shots / "3-replay-first-play.png"))
+    browser.find_element(By.ID, "replay-previous").click()
+    assert position.text == f"Step {step - 1} of {total}"
+    browser.find_element(By.CSS_SELECTOR, "[data-go=last]").click()
+    assert position.text == f"Step {total} of {total}"
+    assert visible_step(browser).find_element(By.CLASS_NAME, "said").text == "settled in the ledger"
+
+    browser.find_element(By.LINK_TEXT, "Ledger").click()
+    assert "checks out" in browser.find_element(By.ID, "ledger-verdict").text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#takings rect")) == 60
+    browser.save_screenshot(str(shots / "4-ledger.png"))
+    browser.find_element(By.ID, "export").click()
+    deadline = time.monotonic() + 10
+    while not list(downloads.glob("settlements-*.csv")):
+        assert time.monotonic() < deadline, "no CSV was downloaded"
+        time.sleep(0.1)
+    (exported,) = downloads.glob("settlements-*.csv")
+    with exported.open() as f:
+        assert played in [row["match_id"] for row in csv.DictReader(f)]
+
+
+def test_an_auditor_is_refused_the_admins_page_and_an_admin_is_not(
+    base_url, service, browser, shots
+):
+    sign_in(browser, base_url, "otto")
+    browser.find_element(By.LINK_TEXT, "Operators").click()
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Forbidden"
+    assert browser.find_element(By.ID, "message").text == "This page is for admins."
+    browser.save_screenshot(str(shots / "5-auditor-forbidden.png"))
+    browser.find_element(By.XPATH, "//button[text()='Sign out']").click()
+    sign_in(browser, base_url, "ada")
+    browser.find_element(By.LINK_TEXT, "Operators").click()
+    names = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#operators td:first-child")]
+    assert {"ada", "otto"} <= set(names)
+
+
+def test_the_console_fits_a_phone(base_url, service, browser, shots):
+    _, played, _ = service
+    browser.set_window_size(390, 844)
+    sign_in(browser, base_url, "otto", f"/console/matches/{played}")
+    assert browser.find_element(By.ID, "verdict").is_displayed()
+    # Wide tables scroll inside their box; the page itself does not scroll sideways.
+    assert browser.execute_script(
+        "return document.documentElement.scrollWidth <= window.innerWidth"
+    )
+    browser.save_screenshot(str(shots / "6-phone-match.png"))
+    browser.find_element(By.LINK_TEXT, "Players").click()
+    assert browser.execute_script(
+        "return document.documentElement.scrollWidth <= window.innerWidth"
+    )
+    browser.save_screenshot(str(shots / "7-phone-players.png"))

@@ -1,0 +1,539 @@
+"""Tables that play hand after hand, and the lobby, over HTTP with real RQ workers (burst
+mode, in this process) on a PostgreSQL database and a Redis of this module's own (the
+fixtures of ``test_workers``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from decimal import Decimal
+
+import psycopg
+import pytest
+from test_workers import (  # noqa: F401 - fixtures, used by name
+    OP,
+    api,
+    bearer,
+    db,
+    jobs_env,
+    new_player,
+    rconn,
+    run_burst,
+    worker_app,
+    worker_database_url,
+    worker_redis_url,
+)
+
+import workers.context
+from workers import sweeper
+
+
+@pytest.fixture(scope="module")
+def wapp(worker_database_url, worker_redis_url):
+    """As test_workers' app, without rate limits: the people here poll as fast as they can."""
+    app = worker_app(worker_database_url, worker_redis_url, rate_limits=False)
+    yield app
+    app.extensions["ddz"].close()
+
+
+def new_table(api, token: str, **options) -> dict:
+    r = api.post("/v1/tables", json=options, headers=bearer(token))
+    assert r.status_code == 201, r.json
+    return r.json
+
+
+def table(api, table_id: str, token: str) -> dict:
+    r = api.get(f"/v1/tables/{table_id}", headers=bearer(token))
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def join(api, table_id: str, token: str, **body):
+    return api.post(f"/v1/tables/{table_id}/seats", json=body, headers=bearer(token))
+
+
+def people(api, n: int) -> list[tuple[str, str]]:
+    return [new_player(api, f"p{i}") for i in range(n)]
+
+
+def choose(api, match_id: str, token: str, view: dict) -> dict:
+    """What a person at the seat to act chooses: bid the lowest, decline 摊打 and 报到,
+    play the legal play with most cards, pass when there is none."""
+    kinds = {a["action"]: a for a in view["actions"]}
+    if "bid" in kinds:
+        return {"action": "bid", "value": max(kinds["bid"]["choices"])}
+    if "show_hand" in kinds:
+        return {"action": "show_hand", "value": False}
+    if "report" in kinds:
+        return {"action": "report", "value": kinds["report"]["choices"][-1]}
+    legal = api.get(f"/v1/matches/{match_id}/legal", headers=bearer(token)).json
+    if legal["plays"]:
+        play = max(legal["plays"], key=lambda p: len(p["cards"]))
+        return {"action": "play", "cards": play["cards"]}
+    return {"action": "pass"}
+
+
+def play_hand(api, match_id: str, tokens: dict[str, str], rconn) -> None:
+    """The people at the match play it to its end (bot seats by the workers)."""
+    for _ in range(600):
+        run_burst(rconn)
+        any_token = next(iter(tokens.values()))
+        view = api.get(f"/v1/matches/{match_id}", headers=bearer(any_token)).json
+        if view["phase"] == "ended":
+            return
+        seat = view["seats"][view["turn"]]
+        token = tokens.get(seat["player"]) if seat and not seat["bot"] else None
+        if token is None:
+            continue  # a system seat: its job runs in the next burst
+        view = api.get(f"/v1/matches/{match_id}", headers=bearer(token)).json
+        if not view["actions"]:
+            continue
+        body = {**choose(api, match_id, token, view), "expected_version": view["version"]}
+        r = api.post(f"/v1/matches/{match_id}/commands", json=body, headers=bearer(token))
+        assert r.status_code == 200, (body, r.json)
+    raise AssertionError("the hand did not end")
+
+
+def ledger_of(db, player: str, match_ids: list[str]) -> Decimal:
+    (total,) = db.execute(
+        "SELECT coalesce(sum(amount), 0) FROM ledger_entries WHERE account = %s AND match_id = ANY(%s::uuid[])",
+        (f"player:{player}", match_ids),
+    ).fetchone()
+    return total
+
+
+def test_four_people_play_two_hands_in_a_row_at_one_table(api, db, rconn, jobs_env):
+    four = people(api, 4)
+    tokens = dict(four)
+    created = new_table(api, four[0][1], next_hand_seconds=0, turn_seconds=60)
+    table_id = created["table_id"]
+    assert created["seats"][0]["player"] == four[0][0] and created["seats"][0]["name"] == "p0"
+    assert created["hands"] == 0 and created["match_id"] is None and created["waiting"] is None
+    for _, token in four[1:]:
+        r = join(api, table_id, token)
+        assert r.status_code == 201, r.json
+    assert join(api, table_id, four[1][1]).json["code"] == "already_seated"
+    late_id, late = new_player(api, "late")
+    r = join(api, table_id, late)
+    assert r.status_code == 409 and r.json["code"] == "table_full"
+
+    played = []
+    for hand in (1, 2):
+        run_burst(rconn)
+        now = table(api, table_id, late)
+        assert now["match_id"] is not None and now["hands"] == hand - 1, now
+        match_id = now["match_id"]
+        assert match_id not in played
+        view = api.get(f"/v1/matches/{match_id}", headers=bearer(four[0][1])).json
+        assert [s["player"] for s in view["seats"]] == [p for p, _ in four]
+        play_hand(api, match_id, tokens, rconn)
+        played.append(match_id)
+        run_burst(rconn)  # the settlement, then the hand recorded at the table, the next deal
+    final = table(api, table_id, four[0][1])
+    assert final["hands"] == 2
+    assert final["match_id"] not in played  # the third hand is dealt already
+    # The scoreboard equals the ledger: each player's entries for the table's two hands.
+    board = {row["player"]: Decimal(row["net"]) for row in final["scoreboard"]}
+    assert board == {p: ledger_of(db, p, played) for p, _ in four}
+    assert sum(board.values()) <= 0  # what the players won and lost, less the house's part
+
+
+def test_a_private_table_refuses_without_its_code(api, rconn, jobs_env):
+    (host_id, host), (guest_id, guest) = people(api, 2)
+    created = new_table(api, host, private=True)
+    code = created["invite"]
+    assert code
+    assert table(api, created["table_id"], guest)["invite"] is None  # not to those not seated
+    for body in ({}, {"invite": "wrong"}):
+        r = join(api, created["table_id"], guest, **body)
+        assert r.status_code == 403 and r.json["code"] == "invite_required", r.json
+    assert table(api, created["table_id"], host)["seats"][1] is None
+    r = join(api, created["table_id"], guest, invite=code)
+    assert r.status_code == 201 and r.json["seats"][1]["player"] == guest_id
+    assert r.json["invite"] == code
+
+
+def test_bots_fill_the_empty_seats_after_bots_after_and_a_leaver_is_freed_at_hand_end(
+    api, db, rconn, jobs_env
+):
+    (alone_id, alone), (other_id, other) = people(api, 2)
+    created = new_table(api, alone, bots_after=1, next_hand_seconds=0, turn_seconds=60)
+    table_id = created["table_id"]
+    assert join(api, table_id, other).status_code == 201
+    waiting = table(api, table_id, alone)["waiting"]
+    assert waiting["what"] == "bots"
+    run_burst(rconn)
+    assert table(api, table_id, alone)["match_id"] is None  # not yet: nobody waited a second
+    time.sleep(1.1)
+    assert sweeper.scan_tables() >= 1  # this table's bots (others of this module may be due)
+    run_burst(rconn)
+    now = table(api, table_id, alone)
+    assert [bool(s and s["bot"]) for s in now["seats"]] == [False, False, True, True]
+    match_id = now["match_id"]
+    assert match_id is not None
+    # The other leaves during the hand: disconnected (the system plays the seat), seated
+    # until the hand is settled.
+    r = api.post(f"/v1/tables/{table_id}/leave", headers=bearer(other))
+    assert r.status_code == 200 and r.json["seats"][1]["leaving"] is True, r.json
+    view = api.get(f"/v1/matches/{match_id}", headers=bearer(other)).json
+    assert view["seats"][1]["disconnected"] is True
+    r = api.post(f"/v1/tables/{table_id}/leave", headers=bearer(other))
+    assert r.status_code == 403 and r.json["code"] == "not_seated"
+    play_hand(api, match_id, {alone_id: alone}, rconn)
+    run_burst(rconn)
+    after = table(api, table_id, alone)
+    assert after["hands"] == 1 and after["seats"][1] is None
+    # The seat waits for a second, then a bot takes it and the next hand is dealt.
+    time.sleep(1.1)
+    sweeper.scan_tables()
+    run_burst(rconn)
+    again = table(api, table_id, alone)
+    assert again["seats"][1]["bot"] is True and again["match_id"] not in (None, match_id)
+    board = {row["player"]: Decimal(row["net"]) for row in again["scoreboard"]}
+    assert board == {p: ledger_of(db, p, [match_id]) for p in (alone_id, other_id)}
+
+
+def test_leaving_between_hands_frees_the_seat_at_once(api, rconn, jobs_env):
+    (host_id, host), (guest_id, guest) = people(api, 2)
+    table_id = new_table(api, host)["table_id"]
+    assert join(api, table_id, guest).status_code == 201
+    r = api.post(f"/v1/tables/{table_id}/leave", headers=bearer(guest))
+    assert r.status_code == 200 and r.json["seats"][1] is None
+    r = api.get("/v1/me/tables", headers=bearer(host))
+    assert table_id in [t["table_id"] for t in r.json["tables"]]
+    r = api.get("/v1/me/tables", headers=bearer(guest))
+    assert table_id not in [t["table_id"] for t in r.json["tables"]]
+
+
+def test_an_unknown_table_is_404(api, jobs_env):
+    _, token = new_player(api)
+    r = api.get(f"/v1/tables/{uuid.uuid4()}", headers=bearer(token))
+    assert r.status_code == 404 and r.json["code"] == "table_not_found"
+
+
+# --- the lobby ---------------------------------------------------------------------------
+
+
+def ticket(api, token: str, **body) -> dict:
+    r = api.post("/v1/lobby/tickets", json=body, headers=bearer(token))
+    assert r.status_code == 201, r.json
+    return r.json
+
+
+def ticket_now(api, token: str, ticket_id: str) -> dict:
+    r = api.get(f"/v1/lobby/tickets/{ticket_id}", headers=bearer(token))
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def match_tickets() -> int:
+    ctx = workers.context.context()
+    return ctx.tables.match_tickets(ctx.config.lobby_bots_after, 0)
+
+
+def test_four_tickets_are_seated_once_at_one_table_with_two_matchers_racing(
+    api, db, rconn, jobs_env
+):
+    four = people(api, 4)
+    tickets = [ticket(api, token, unit="2.00", allow_bots=False) for _, token in four]
+    assert {t["status"] for t in tickets} == {"waiting"}
+    rconn.flushdb()  # Redis only wakes the matcher: the tickets are in PostgreSQL
+    made = []
+    start = threading.Barrier(2)
+
+    def matcher() -> None:
+        start.wait()
+        made.append(match_tickets())
+
+    threads = [threading.Thread(target=matcher) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 2 and sum(made) >= 1  # (other tickets of this module may be due)
+    seated = [ticket_now(api, token, t["ticket_id"]) for (_, token), t in zip(four, tickets)]
+    assert {t["status"] for t in seated} == {"seated"}
+    (table_id,) = {t["table_id"] for t in seated}
+    rows = db.execute(
+        "SELECT ticket_id, seat FROM lobby_seatings WHERE table_id = %s", (table_id,)
+    ).fetchall()
+    assert sorted(seat for _, seat in rows) == [0, 1, 2, 3]
+    # No ticket is seated twice, whatever the code does: the database refuses it.
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        db.execute(
+            "INSERT INTO lobby_seatings (ticket_id, table_id, seat) VALUES (%s, %s, 0)",
+            (rows[0][0], table_id),
+        )
+    assert all(
+        ticket_now(api, t, k["ticket_id"])["table_id"] == table_id
+        for (_, t), k in zip(four, tickets)
+    )
+    # The table deals its first hand to the four, at the tickets' stake.
+    sweeper.scan_tables()
+    run_burst(rconn)
+    now = table(api, table_id, four[0][1])
+    assert now["options"]["unit"] == "2.00" and now["match_id"] is not None
+    assert sorted(s["player"] for s in now["seats"]) == sorted(p for p, _ in four)
+
+
+def test_a_lone_ticket_that_allows_bots_gets_them_after_the_wait(api, rconn, jobs_env, monkeypatch):
+    monkeypatch.setenv("DDZ_LOBBY_BOTS_AFTER", "1")
+    workers.context.context.cache_clear()
+    (lone_id, lone), (picky_id, picky) = people(api, 2)
+    mine = ticket(api, lone, unit="3.00")
+    theirs = ticket(api, picky, unit="3.00", allow_bots=False)
+    run_burst(rconn)  # the matcher, woken: two tickets, no one has waited yet
+    assert ticket_now(api, lone, mine["ticket_id"])["status"] == "waiting"
+    time.sleep(1.1)
+    sweeper.scan_tables()
+    run_burst(rconn)
+    seated = ticket_now(api, lone, mine["ticket_id"])
+    assert seated["status"] == "seated"
+    assert ticket_now(api, picky, theirs["ticket_id"])["status"] == "waiting"
+    now = table(api, seated["table_id"], lone)
+    assert [s["player"] for s in now["seats"]] == [lone_id, None, None, None]
+    assert [s["bot"] for s in now["seats"]] == [False, True, True, True]
+    assert now["match_id"] is not None
+    # The player's own stream says so: seated by that ticket, then the hand started.
+    items = feed(api, lone)["items"]
+    assert items[0]["type"] == "seated" and items[0]["ticket_id"] == mine["ticket_id"]
+    assert items[0]["table_id"] == seated["table_id"] and items[1]["type"] == "hand_started"
+
+
+def test_a_ticket_is_cancelled_and_only_by_its_player(api, rconn, jobs_env):
+    (a_id, a), (b_id, b) = people(api, 2)
+    mine = ticket(api, a, unit="4.00", allow_bots=False)
+    r = api.post("/v1/lobby/tickets", json={"unit": "4.00"}, headers=bearer(a))
+    assert r.status_code == 409 and r.json["code"] == "ticket_waiting"
+    path = f"/v1/lobby/tickets/{mine['ticket_id']}"
+    for method in (api.get, api.delete):
+        r = method(path, headers=bearer(b))
+        assert r.status_code == 404 and r.json["code"] == "ticket_not_found"
+    r = api.delete(path, headers=bearer(a))
+    assert r.status_code == 200 and r.json["status"] == "cancelled"
+    assert ticket_now(api, a, mine["ticket_id"])["status"] == "cancelled"
+    again = ticket(api, a, unit="4.00")
+    assert again["status"] == "waiting"  # a new one may wait now
+    assert (
+        api.delete(f"/v1/lobby/tickets/{again['ticket_id']}", headers=bearer(a)).status_code == 200
+    )
+
+
+# --- the player's own stream -------------------------------------------------------------
+
+
+def feed(api, token: str, after: str | None = None, wait: float = 0) -> dict:
+    query = {"wait": wait} | ({} if after is None else {"after": after})
+    r = api.get("/v1/me/events", query_string=query, headers=bearer(token))
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def sse_messages(body: str) -> list[dict]:
+    messages = []
+    for block in body.split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":")
+        )
+        if "event" in fields:
+            messages.append(fields)
+    return messages
+
+
+def test_the_player_stream_says_your_turn_once_each_and_resumes_without_gaps(api, rconn, jobs_env):
+    me, token = new_player(api, "solo")
+    table_id = new_table(api, token, bots_after=0, next_hand_seconds=60, turn_seconds=60)[
+        "table_id"
+    ]
+    items: list[dict] = []
+    acted: list[tuple[str, int]] = []
+    after = None
+    for _ in range(500):
+        run_burst(rconn)
+        page = feed(api, token, after)
+        items += page["items"]
+        after = page["last_id"]
+        if any(i["type"] == "settled" for i in items):
+            break
+        turns = [i for i in page["items"] if i["type"] == "your_turn"]
+        if not turns:
+            continue
+        turn = turns[-1]
+        view = api.get(f"/v1/matches/{turn['match_id']}", headers=bearer(token)).json
+        # Nothing happens while the player is to act: the last your_turn is the present.
+        assert view["version"] == turn["version"] and view["actions"] == turn["actions"]
+        body = {**choose(api, turn["match_id"], token, view), "expected_version": view["version"]}
+        r = api.post(f"/v1/matches/{turn['match_id']}/commands", json=body, headers=bearer(token))
+        assert r.status_code == 200, r.json
+        acted.append((turn["match_id"], turn["version"]))
+    else:
+        raise AssertionError("the hand did not end")
+    kinds = [i["type"] for i in items]
+    assert kinds[0] == "seated" and items[0]["table_id"] == table_id
+    assert kinds[1] == "hand_started" and kinds[-2:] == ["hand_ended", "settled"]
+    # Every your_turn exactly once, and each one the player acted on.
+    turns = [(i["match_id"], i["version"]) for i in items if i["type"] == "your_turn"]
+    assert turns == acted and len(set(turns)) == len(turns)
+    # Only what the player's seat may see: its own hand, no other seat's, no bottom.
+    match_id = items[1]["match_id"]
+    dealt = api.get(f"/v1/matches/{match_id}/events", headers=OP).json["events"]
+    deal = next(e for e in dealt if e["type"] == "hand_dealt")["payload"]
+    seat = items[1]["seat"]
+    assert items[1]["hand"] == deal["hands"][seat]
+    for item in items:
+        assert not {"hands", "bottom", "seed"} & item.keys(), item
+        assert item.get("hand") in (None, deal["hands"][seat])
+    # The scoreboard is the ledger's net of the hand.
+    assert items[-1]["net"] == table(api, table_id, token)["scoreboard"][0]["net"]
+
+    # Resuming after any item gives exactly the items that followed it.
+    ids = [i["id"] for i in items]
+    assert len(set(ids)) == len(ids) and feed(api, token)["items"] == items
+    for k in (0, 1, len(items) // 2, len(items) - 2):
+        assert feed(api, token, ids[k])["items"] == items[k + 1 :]
+    assert feed(api, token, ids[-1])["items"] == []
+    # The Server-Sent Events stream too, from Last-Event-ID.
+    r = api.get("/v1/me/stream", headers={**bearer(token), "Last-Event-ID": ids[2]}, buffered=True)
+    assert r.status_code == 200 and r.mimetype == "text/event-stream"
+    got = sse_messages(r.get_data(as_text=True))
+    assert [m["id"] for m in got] == ids[3:]
+    assert [m["event"] for m in got] == kinds[3:]
+    r = api.get("/v1/me/stream", headers={**bearer(token), "Last-Event-ID": "nope"})
+    assert r.status_code == 400 and r.json["code"] == "invalid_last_event_id"
+
+
+def test_a_new_stream_starts_at_the_present_and_a_long_poll_waits_for_the_next(
+    api, rconn, jobs_env
+):
+    me, token = new_player(api, "waiter")
+    other_id, other = new_player(api, "other")
+    table_id = new_table(api, token)["table_id"]
+    r = api.get("/v1/me/stream", headers=bearer(token), buffered=True)
+    got = sse_messages(r.get_data(as_text=True))
+    # It starts at the present (a transaction still running elsewhere in the cluster may
+    # hold the present back a little, so the seat just taken may follow; never less).
+    assert got[0]["event"] == "ready" and len(got) <= 2
+    start = got[-1]["id"]
+    assert feed(api, token, start)["items"] == []
+    # A long poll is woken by the table's next event: the player leaves ...
+    waited: list[dict] = []
+    poller = threading.Thread(target=lambda: waited.append(feed(api, token, start, wait=5)))
+    poller.start()
+    time.sleep(0.5)
+    assert not waited
+    api.post(f"/v1/tables/{table_id}/leave", headers=bearer(token))
+    poller.join()
+    assert [i["type"] for i in waited[0]["items"]] == ["left"]
+    # ... and another player's table is not the player's business.
+    other_table = new_table(api, other)["table_id"]
+    assert join(api, other_table, token).status_code == 201
+    assert [i["type"] for i in feed(api, token, start)["items"]] == ["left", "seated"]
+
+
+# --- the player's own pages --------------------------------------------------------------
+
+
+def test_the_players_pages_show_its_balance_matches_newest_first_and_tables(
+    api, db, rconn, jobs_env
+):
+    me, token = new_player(api, "pager")
+    r = api.get("/v1/me", headers=bearer(token))
+    assert r.status_code == 200 and r.json == {"player_id": me, "name": "pager", "balance": "0.00"}
+    table_id = new_table(api, token, bots_after=0, next_hand_seconds=0, turn_seconds=60)["table_id"]
+    played = []
+    for _ in range(2):
+        run_burst(rconn)
+        match_id = table(api, table_id, token)["match_id"]
+        play_hand(api, match_id, {me: token}, rconn)
+        played.append(match_id)
+        run_burst(rconn)
+    assert (
+        api.get("/v1/me", headers=bearer(token)).json["balance"]
+        == f"{ledger_of(db, me, played):.2f}"
+    )
+
+    pages, cursor = [], None
+    while True:
+        query = {"limit": 1} | ({} if cursor is None else {"cursor": cursor})
+        r = api.get("/v1/me/matches", query_string=query, headers=bearer(token))
+        assert r.status_code == 200, r.json
+        pages.append(r.json["matches"])
+        cursor = r.json["next_cursor"]
+        if cursor is None:
+            break
+    listed = [m for page in pages for m in page]
+    assert all(len(page) == 1 for page in pages)
+    third = table(api, table_id, token)["match_id"]  # dealt already, not played
+    assert [m["match_id"] for m in listed] == [third, *reversed(played)]
+    first = listed[-1]
+    assert first["table_id"] == table_id and first["seat"] == 0
+    assert first["seats"][0] == {"player": me, "name": "pager", "bot": False}
+    assert [s["bot"] for s in first["seats"]] == [False, True, True, True]
+    assert first["role"] in ("landlord", "farmer") and first["winner"] in ("landlord", "farmers")
+    assert Decimal(first["net"]) == ledger_of(db, me, [played[0]])
+    assert first["record"] == f"/v1/matches/{played[0]}/record"
+    assert api.get(first["record"], headers=bearer(token)).status_code == 200
+    assert listed[0]["net"] is None and listed[0]["winner"] is None
+    r = api.get("/v1/me/matches", query_string={"cursor": "not-a-cursor"}, headers=bearer(token))
+    assert r.status_code == 422 and r.json["code"] == "invalid_cursor"
+    tables = api.get("/v1/me/tables", headers=bearer(token)).json["tables"]
+    assert [t["table_id"] for t in tables] == [table_id]
+
+
+# --- faults ------------------------------------------------------------------------------
+
+
+def test_four_people_from_the_lobby_play_three_hands_through_a_redis_flush_and_a_lost_job(
+    api, db, rconn, jobs_env, monkeypatch
+):
+    monkeypatch.setenv("DDZ_TABLE_NEXT_HAND_SECONDS", "0")
+    workers.context.context.cache_clear()
+    four = people(api, 4)
+    tokens = dict(four)
+    tickets = [ticket(api, token, unit="5.00", allow_bots=False) for _, token in four]
+    rconn.flushdb()  # the matcher's wake-ups are lost: the workers' scan seats the tickets
+    sweeper.scan_tables()
+    run_burst(rconn)
+    (table_id,) = {
+        ticket_now(api, t, k["ticket_id"])["table_id"] for (_, t), k in zip(four, tickets)
+    }
+    ctx = workers.context.context()
+    played = []
+    for hand in (1, 2, 3):
+        now = table(api, table_id, four[0][1])
+        if now["match_id"] is None:
+            # Between hands, Redis lost the deal: the scan finds the table again.
+            rconn.flushdb()
+            sweeper.scan_tables()
+            run_burst(rconn)
+            now = table(api, table_id, four[0][1])
+        assert now["hands"] == hand - 1 and now["match_id"] not in (None, *played), now
+        if hand == 2:
+            # The worker dies between the settlement and recording the hand at the table.
+            def killed(match_id):
+                raise RuntimeError("killed")
+
+            with monkeypatch.context() as patch:
+                patch.setattr(ctx.tables, "record_hand", killed)
+                play_hand(api, now["match_id"], tokens, rconn)
+                run_burst(rconn)
+            assert table(api, table_id, four[0][1])["hands"] == 1
+            assert (
+                api.get(f"/v1/matches/{now['match_id']}/settlement", headers=OP).status_code == 200
+            )
+            rconn.flushdb()
+            assert sweeper.scan_tables() >= 1  # the hand to record, found from PostgreSQL
+        else:
+            play_hand(api, now["match_id"], tokens, rconn)
+        played.append(now["match_id"])
+        run_burst(rconn)
+    final = table(api, table_id, four[0][1])
+    assert final["hands"] == 3
+    board = {row["player"]: Decimal(row["net"]) for row in final["scoreboard"]}
+    assert board == {p: ledger_of(db, p, played) for p, _ in four}
+    (seated,) = db.execute(
+        "SELECT count(*) FROM lobby_seatings WHERE ticket_id = ANY(%s::uuid[])",
+        ([t["ticket_id"] for t in tickets],),
+    ).fetchone()
+    assert seated == 4
