@@ -92,6 +92,9 @@ def test_a_stream_beyond_the_bound_is_refused_and_commands_still_answer(bounded)
         conn.close()
         assert_problem(reply, 503, "too_many_streams")
         assert int(reply.headers["Retry-After"]) > 0
+        # The player's own stream counts against the same bound.
+        mine = api.request("GET", "/v1/me/stream", players[1].token)
+        assert_problem(mine, 503, "too_many_streams")
 
         answer = act_once(players, match_id)  # the bound is reached: commands still answer
         received = read_messages(streams[-1][1], answer["version"] - start + 1)

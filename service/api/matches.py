@@ -57,7 +57,16 @@ from .documents import (
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
-from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse, stream_doc
+from .streaming import (
+    KEEP_ALIVE,
+    RETRY,
+    TOO_MANY_STREAMS,
+    event_stream,
+    last_event_id,
+    sse,
+    stream_doc,
+    too_many_streams,
+)
 
 bp = Blueprint(
     "matches",
@@ -332,7 +341,7 @@ def _last_event_id() -> int | None:
             "400": {"$ref": "#/components/responses/BAD_REQUEST"},
             "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
             "404": {"$ref": "#/components/responses/NOT_FOUND"},
-            "503": {"$ref": "#/components/responses/SERVICE_UNAVAILABLE"},
+            **TOO_MANY_STREAMS,
         },
     )
 )
@@ -405,21 +414,11 @@ def stream(match_id):
     return response
 
 
-#: Seconds a client refused for too many open streams is asked to wait.
-STREAMS_RETRY_AFTER = 5
-
-
 def _subscribe(match_id: uuid.UUID) -> Subscription:
     try:
         return services().fanout.subscribe(match_id)
-    except TooManySubscriptions:
-        raise ApiError(
-            503,
-            "too_many_streams",
-            "this server holds as many open event streams as it may; retry later (another "
-            "server may have room)",
-            headers={"Retry-After": str(STREAMS_RETRY_AFTER)},
-        ) from None
+    except TooManySubscriptions as exc:
+        raise too_many_streams(exc) from None
 
 
 #: Sent on a quiet stream, as bytes: what the streams send is bytes, rendered once.

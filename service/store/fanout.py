@@ -183,6 +183,19 @@ class Subscription:
             self._fanout._leave(self._reader)
 
 
+class Slot:
+    """A stream's place under the process's bound (see :meth:`Fanout.admit`)."""
+
+    def __init__(self, fanout: Fanout):
+        self._fanout: Fanout | None = fanout
+
+    def close(self) -> None:
+        """Idempotent, as :meth:`Subscription.close`."""
+        fanout, self._fanout = self._fanout, None
+        if fanout is not None:
+            fanout._release()
+
+
 class Fanout:
     """The process's readers, one per watched match, and its bound on subscriptions."""
 
@@ -210,6 +223,19 @@ class Fanout:
         reader.primed.wait()
         with reader.lock:
             return Subscription(self, reader, len(reader.log))
+
+    def admit(self) -> Slot:
+        """A place under the bound for a stream that has no match to follow (the player's
+        own stream): raises :class:`TooManySubscriptions` at the bound. Close it when done."""
+        with self._lock:
+            if self.open >= self.limit:
+                raise TooManySubscriptions(f"this process holds {self.open} open streams")
+            self.open += 1
+        return Slot(self)
+
+    def _release(self) -> None:
+        with self._lock:
+            self.open -= 1
 
     def _leave(self, reader: MatchReader) -> None:
         with self._lock:
