@@ -10,6 +10,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+#: Connections a gunicorn worker keeps for everything but event streams (commands, reads, long
+#: polls) when its streams are at their bound (``max_streams``): without this room, 3,000
+#: streams on 1,000 connections left a command unanswered for 30 s.
+COMMAND_CONNECTIONS = 100
+
 
 @dataclass(frozen=True)
 class Config:

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from typing import TYPE_CHECKING
 
-from service.config import Config
+from service.config import COMMAND_CONNECTIONS, Config
 
 # For the hooks' annotations only (quoted: nothing more is imported before gevent patches).
 if TYPE_CHECKING:
@@ -66,10 +66,6 @@ logconfig_dict = {
 worker_class = "service.gunicorn_worker.ProblemWorker"
 #: Processes: one per core unless WEB_CONCURRENCY says.
 workers = CONFIG.web_concurrency or os.cpu_count() or 2
-#: Connections a worker keeps for everything but event streams (commands, reads, long
-#: polls) when its streams are at their bound (``max_streams``): without this room, 3,000
-#: streams on 1,000 connections left a command unanswered for 30 s.
-COMMAND_CONNECTIONS = 100
 if CONFIG.worker_connections < CONFIG.max_streams + COMMAND_CONNECTIONS:
     raise SystemExit(
         f"DDZ_WORKER_CONNECTIONS ({CONFIG.worker_connections}) must exceed DDZ_MAX_STREAMS "

@@ -19,8 +19,7 @@ import pytest
 import yaml
 
 from service.api import openapi_document
-from service.config import Config
-from service.gunicorn_conf import COMMAND_CONNECTIONS
+from service.config import COMMAND_CONNECTIONS, Config
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "k8s"
