@@ -148,8 +148,13 @@ def test_streams_beyond_the_bound_are_refused_and_commands_still_answer(
                 conn.close()
 
 
-def test_gunicorn_refuses_too_few_connections_for_commands_next_to_the_streams():
-    env = dict(os.environ, DDZ_MAX_STREAMS="1000", DDZ_WORKER_CONNECTIONS="1050")
+def test_gunicorn_refuses_too_few_connections_for_commands_next_to_the_streams(tmp_path):
+    env = dict(
+        os.environ,
+        DDZ_MAX_STREAMS="1000",
+        DDZ_WORKER_CONNECTIONS="1050",
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path),  # else the settings make a directory of their own
+    )
     loaded = subprocess.run(
         [sys.executable, "-c", "import service.gunicorn_conf"],
         cwd=ROOT,
