@@ -5,6 +5,8 @@ the configured origins."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import requests
 from api_support import (
@@ -102,8 +104,7 @@ def test_every_operation_that_takes_a_body_refuses_one_not_sent_as_json(app, cli
         for method, operation in operations.items():
             if not isinstance(operation, dict) or "requestBody" not in operation:
                 continue
-            concrete = path.replace("{match_id}", "00000000-0000-4000-8000-000000000000")
-            concrete = concrete.replace("{token_id}", "00000000-0000-4000-8000-000000000000")
+            concrete = re.sub(r"\{\w+_id\}", "00000000-0000-4000-8000-000000000000", path)
             reply = raw(
                 client,
                 method.upper(),

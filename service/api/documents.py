@@ -23,7 +23,6 @@ STATUS_OF = {
     "table_not_found": 404,
     "ticket_not_found": 404,
     "invite_required": 403,
-    "already_seated": 409,
     "table_full": 409,
     "ticket_waiting": 409,
     "ticket_seated": 409,
