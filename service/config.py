@@ -10,6 +10,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+#: Connections a gunicorn worker keeps for everything but event streams (commands, reads, long
+#: polls) when its streams are at their bound (``max_streams``): without this room, 3,000
+#: streams on 1,000 connections left a command unanswered for 30 s.
+COMMAND_CONNECTIONS = 100
+
 
 @dataclass(frozen=True)
 class Config:
@@ -27,6 +32,11 @@ class Config:
     keepalive_seconds: float = 15.0
     #: Database connections per process: DDZ_DB_POOL_SIZE.
     db_pool_size: int = 16
+    #: Reverse proxies in front of the API that set X-Forwarded-For and X-Forwarded-Proto
+    #: (nginx, an Ingress): DDZ_TRUSTED_PROXIES. 0: none, the client's address is the
+    #: connection's. Behind a proxy, leaving it 0 puts every client under one address's
+    #: rate limits; setting it without a proxy lets clients choose their address.
+    trusted_proxies: int = 0
     #: Matches whose latest state each process keeps in memory, so that a command on one
     #: reads only the events appended since (at most a few kB each): DDZ_STATE_CACHE_SIZE.
     state_cache_size: int = 2048
@@ -75,8 +85,13 @@ class Config:
     #: gunicorn worker processes for the API: WEB_CONCURRENCY (the usual name on platforms
     #: that set it). 0: one per core, since a gevent worker runs on one.
     web_concurrency: int = 0
+    #: Open event streams per API process; one more is answered 503 ``too_many_streams``
+    #: with Retry-After, so that streams cannot take the connections commands need:
+    #: DDZ_MAX_STREAMS. Keep it below ``worker_connections`` (gunicorn refuses to start
+    #: with less than ``COMMAND_CONNECTIONS`` between them).
+    max_streams: int = 5000
     #: Open connections per gunicorn worker (streams included): DDZ_WORKER_CONNECTIONS.
-    worker_connections: int = 1000
+    worker_connections: int = 6000
     #: Requests one client connection carries before the API closes it (as nginx's
     #: ``keepalive_requests``; the client opens another): DDZ_REQUESTS_PER_CONNECTION.
     requests_per_connection: int = 100
@@ -110,6 +125,7 @@ class Config:
         "stream_seconds": "DDZ_STREAM_SECONDS",
         "keepalive_seconds": "DDZ_KEEPALIVE_SECONDS",
         "db_pool_size": "DDZ_DB_POOL_SIZE",
+        "trusted_proxies": "DDZ_TRUSTED_PROXIES",
         "state_cache_size": "DDZ_STATE_CACHE_SIZE",
         "cors_origins": "DDZ_CORS_ORIGINS",
         "db_timeout": "DDZ_DB_TIMEOUT",
@@ -127,6 +143,7 @@ class Config:
         "rate_limit_signups_per_address": "DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS",
         "rate_limit_hold_seconds": "DDZ_RATE_LIMIT_HOLD_SECONDS",
         "web_concurrency": "WEB_CONCURRENCY",
+        "max_streams": "DDZ_MAX_STREAMS",
         "worker_connections": "DDZ_WORKER_CONNECTIONS",
         "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
         "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from typing import TYPE_CHECKING
 
-from service.config import Config
+from service.config import COMMAND_CONNECTIONS, Config
 
 # For the hooks' annotations only (quoted: nothing more is imported before gevent patches).
 if TYPE_CHECKING:
@@ -66,7 +66,29 @@ logconfig_dict = {
 worker_class = "service.gunicorn_worker.ProblemWorker"
 #: Processes: one per core unless WEB_CONCURRENCY says.
 workers = CONFIG.web_concurrency or os.cpu_count() or 2
+if CONFIG.worker_connections < CONFIG.max_streams + COMMAND_CONNECTIONS:
+    raise SystemExit(
+        f"DDZ_WORKER_CONNECTIONS ({CONFIG.worker_connections}) must exceed DDZ_MAX_STREAMS "
+        f"({CONFIG.max_streams}) by at least {COMMAND_CONNECTIONS}, the connections kept for "
+        "commands"
+    )
 worker_connections = CONFIG.worker_connections
+
+
+def _enough_file_descriptors() -> None:
+    """A connection is a file descriptor, and the usual soft limit (1,024) is below
+    ``worker_connections``: raise it as far as the hard limit allows (the workers inherit
+    it)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = worker_connections + 200  # and the database pool, Redis, logs, the listener
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+
+
+_enough_file_descriptors()
 timeout = 120
 #: No control socket (gunicorn 25.1+): its default path is one per user
 #: (``~/.gunicorn/gunicorn.ctl``), so every gunicorn of a user would share it; nothing
@@ -79,6 +101,9 @@ control_socket_disable = True
 #: go to the worker that gets to ``accept`` first, the less busy one, so closing now and
 #: then evens the load out. A reconnect costs a local handshake.
 REQUESTS_PER_CONNECTION = CONFIG.requests_per_connection
+#: Allocations (net) before the collector looks at the youngest objects (default 700);
+#: see post_worker_init.
+GC_YOUNGEST_THRESHOLD = 50_000
 
 
 def pre_request(worker: "Worker", req: "Request") -> None:
@@ -90,7 +115,11 @@ def post_worker_init(worker: "Worker") -> None:
     """Hide what the worker allocated at start-up (the app, its modules, schemas, the
     OpenAPI document: about 85,000 objects) from the garbage collector. Otherwise every
     full collection walks them all, and on a busy machine that held every request of the
-    worker for 35-70 ms; these objects live as long as the process anyway.
+    worker for 35-70 ms; these objects live as long as the process anyway. And collect
+    the youngest generation after 50,000 allocations rather than 700: 5,000 open streams
+    are about a million objects, and each full collection over them (which the default
+    thresholds brought about every few seconds under load) held the whole process for
+    300-400 ms, the slowest deliveries and commands of the stream benchmark.
 
     And end open event streams and long polls as soon as the worker is told to stop:
     gunicorn would otherwise wait for them (``graceful_timeout``, 30 s) and then cut
@@ -102,6 +131,7 @@ def post_worker_init(worker: "Worker") -> None:
     from service.api.wsgi import app
 
     gc.freeze()
+    gc.set_threshold(GC_YOUNGEST_THRESHOLD, *gc.get_threshold()[1:])
     notifier = app.extensions["ddz"].notifier
 
     def drain_when_stopping() -> None:

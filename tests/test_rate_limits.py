@@ -180,3 +180,28 @@ def test_switched_off_nothing_is_limited(config):
             signups.player()
     finally:
         app.extensions["ddz"].close()
+
+
+def test_behind_a_trusted_proxy_the_limits_count_the_forwarded_address(config):
+    """The proxy's own address is every client's: with DDZ_TRUSTED_PROXIES, the address
+    it forwards is counted, and a client cannot pick one past the trusted proxies."""
+    app = create_app(dataclasses.replace(config, trusted_proxies=1, **LOW))
+    client = app.test_client()
+    proxy = {"REMOTE_ADDR": "10.0.0.2"}
+
+    def signup(forwarded: str):
+        return client.post(
+            "/v1/players",
+            json={"name": "proxied"},
+            headers={"X-Forwarded-For": forwarded},
+            environ_base=proxy,
+        )
+
+    try:
+        for _ in range(3):
+            assert signup("203.0.113.7").status_code == 201
+        # A client that adds its own X-Forwarded-For still counts as the address the proxy saw.
+        assert_limited(signup("198.51.100.1, 203.0.113.7"), "signups from this address")
+        assert signup("203.0.113.8").status_code == 201  # another client behind the proxy
+    finally:
+        app.extensions["ddz"].close()

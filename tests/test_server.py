@@ -31,10 +31,13 @@ STREAMS = 150
 
 
 @contextmanager
-def gunicorn(database_url, redis_url, log_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+def gunicorn(
+    database_url, redis_url, log_path: Path, **settings: str
+) -> Iterator[tuple[str, subprocess.Popen]]:
     """``gunicorn -c python:service.gunicorn_conf service.api.wsgi:app`` on a free port,
     up: its base URL and process (stopped at the end if still running). It runs no worker,
-    so ``/readyz`` would answer 503; ``/healthz`` says the app is loaded."""
+    so ``/readyz`` would answer 503; ``/healthz`` says the app is loaded. ``settings`` are
+    more environment variables."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -49,6 +52,7 @@ def gunicorn(database_url, redis_url, log_path: Path) -> Iterator[tuple[str, sub
         # Hundreds of streams from one token in a moment: far above the limits for a person.
         **{f"DDZ_RATE_LIMIT_{name.upper()}": "100000/second" for name in UNLIMITED_RATES},
         PYTHONUNBUFFERED="1",
+        **settings,
     )
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
@@ -116,6 +120,51 @@ def test_open_streams_do_not_hold_back_commands(deployed):
     finally:
         for conn, _ in streams:
             conn.close()
+
+
+def test_streams_beyond_the_bound_are_refused_and_commands_still_answer(
+    database_url, redis_url, tmp_path
+):
+    """One worker, 20 streams at most, 120 connections: the 21st stream on is refused
+    with a problem, and a command answers while the bound is reached."""
+    settings = dict(WEB_CONCURRENCY="1", DDZ_MAX_STREAMS="20", DDZ_WORKER_CONNECTIONS="120")
+    with gunicorn(database_url, redis_url, tmp_path / "gunicorn.log", **settings) as (base, _):
+        api = HttpApi(base)
+        players, match_id = seated_match(api, "bounded")
+        streams = [open_stream(base, match_id, players[i % 4].token, timeout=30) for i in range(25)]
+        try:
+            statuses = [response.status for _, response in streams]
+            assert statuses == [200] * 20 + [503] * 5
+            refused = streams[-1][1]
+            assert refused.getheader("Retry-After") and b"too_many_streams" in refused.read()
+            version = int(read_messages(streams[0][1], 1)[0].id)
+            answer = act_once(players, match_id)
+            assert answer["version"] > version
+            received = read_messages(streams[19][1], answer["version"] - version + 1)
+            assert int(received[-1].id) == answer["version"]
+        finally:
+            for conn, response in streams:
+                response.close()
+                conn.close()
+
+
+def test_gunicorn_refuses_too_few_connections_for_commands_next_to_the_streams(tmp_path):
+    env = dict(
+        os.environ,
+        DDZ_MAX_STREAMS="1000",
+        DDZ_WORKER_CONNECTIONS="1050",
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path),  # else the settings make a directory of their own
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import service.gunicorn_conf"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert loaded.returncode != 0
+    assert "DDZ_WORKER_CONNECTIONS (1050) must exceed DDZ_MAX_STREAMS (1000)" in loaded.stderr
 
 
 def test_a_long_poll_wakes_on_the_next_command(deployed):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from ..config import Config
 from . import admin, console, health, ledger, lobby, matches, me, observe, players, tables, tokens
@@ -56,6 +57,11 @@ def create_app(
         observe.install(app)
     # Flask's documented way to wrap the app in WSGI middleware (mypy sees a method).
     app.wsgi_app = SecurityHeaders(BodyLimit(app.wsgi_app, config.max_body_bytes))  # type: ignore[method-assign]
+    if config.trusted_proxies:
+        # The client's address (its per-address rate limits) is the one the proxies forward.
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=config.trusted_proxies, x_proto=config.trusted_proxies
+        )
     logging.getLogger("ddz").setLevel(logging.INFO)
     return app
 

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from flask import Response
+from flask import Response, request
 
 from ..app.commands import CommandRequest
 from ..app.metrics import COMMANDS, OPEN_STREAMS
@@ -29,7 +30,18 @@ from ..game.actions import offered as offered_actions
 from ..game.record import export
 from ..game.state import ENDED
 from ..rules import pick_cards
-from ..store import Loaded, Outcome, StoreError, request_hash, status
+from ..store import (
+    Batch,
+    Loaded,
+    Outcome,
+    ReaderFailed,
+    StoredEvent,
+    StoreError,
+    Subscription,
+    TooManySubscriptions,
+    request_hash,
+    status,
+)
 from . import encoding, schemas
 from .auth import Caller, audited, caller, player
 from .documents import (
@@ -45,7 +57,16 @@ from .documents import (
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
-from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse, stream_doc
+from .streaming import (
+    KEEP_ALIVE,
+    RETRY,
+    TOO_MANY_STREAMS,
+    event_stream,
+    last_event_id,
+    sse,
+    stream_doc,
+    too_many_streams,
+)
 
 bp = Blueprint(
     "matches",
@@ -306,7 +327,10 @@ def _last_event_id() -> int | None:
         "`hand_ended`, once the ledger holds the hand's settlement. The stream closes right after "
         "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "
         "a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an "
-        "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.",
+        "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.\n\n"
+        "A server process holds a bounded number of open streams (so that they never take the "
+        "connections commands need): beyond it the answer is 503 `too_many_streams` with "
+        "`Retry-After`.",
         schema=schemas.STREAM_EVENT,
         resume="Resume after this version (the `id` of the last event received)",
         id_pattern="^[0-9]{1,9}$",
@@ -317,56 +341,209 @@ def _last_event_id() -> int | None:
             "400": {"$ref": "#/components/responses/BAD_REQUEST"},
             "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
             "404": {"$ref": "#/components/responses/NOT_FOUND"},
+            **TOO_MANY_STREAMS,
         },
     )
 )
 def stream(match_id):
     who = caller()
     resume_after = _last_event_id()
-    loaded = load(match_id)
-    if resume_after is not None and resume_after > loaded.state.version:
-        raise ApiError(
-            400,
-            "invalid_last_event_id",
-            f"this match is at version {loaded.state.version}; it has no event {resume_after}",
-        )
+    subscription = _subscribe(match_id)
+    try:
+        # Read after subscribing: what this read misses comes in the subscription.
+        found, loaded = since(match_id, resume_after)
+        if resume_after is not None and resume_after > loaded.state.version:
+            raise ApiError(
+                400,
+                "invalid_last_event_id",
+                f"this match is at version {loaded.state.version}; it has no event {resume_after}",
+            )
+    except BaseException:
+        subscription.close()
+        raise
     if resume_after == loaded.state.version and loaded.state.settled:
+        subscription.close()
         return Response(status=204)
     audited(who, "stream", match_id)
-    config = services().config
+    config, notifier = services().config, services().notifier
+    seat = viewer(loaded.state, who)
 
-    def generate() -> Iterator[str]:
+    def generate() -> Iterator[bytes]:
         with OPEN_STREAMS.track_inprogress():
             yield from follow()
 
-    def follow() -> Iterator[str]:
-        store, notifier = services().store, services().notifier
-        seat = viewer(loaded.state, who)
-        yield RETRY
-        after = resume_after
-        if after is None:
-            after = loaded.state.version
-            yield sse("snapshot", VIEW.dump(view_document(loaded, who)), after)
+    def follow() -> Iterator[bytes]:
+        yield RETRY.encode()
+        if resume_after is None:
+            yield sse(
+                "snapshot", VIEW.dump(view_document(loaded, who)), loaded.state.version
+            ).encode()
+        else:
+            yield _rendered(found, seat, loaded)
+        if loaded.state.settled:
+            return  # the client has the match's last event: nothing more will come
+        direct = DirectStream.of(request.environ, seat, loaded.state.version)
+        if direct is not None:
+            # Under gunicorn's gevent worker the match's reader writes to the socket itself.
+            direct.run(subscription, config, notifier)
+            return  # gunicorn then ends the response (its last chunk)
+        after = loaded.state.version
         started = time.monotonic()
         while True:
             remaining = config.stream_seconds - (time.monotonic() - started)
-            if remaining <= 0:
-                return
-            with notifier.watch(match_id) as woken:
-                found, latest = store.since(match_id, after)
-                if not found:
-                    if latest.state.settled:
-                        return  # the client has the match's last event: nothing more will come
-                    if notifier.draining:
-                        return  # the client reconnects (to a process that is not stopping)
-                    if not woken.wait(min(config.keepalive_seconds, remaining)):
-                        yield KEEP_ALIVE
-                    continue
-            for document in event_documents(found, seat, latest):
-                yield sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
-                after = document["version"]
+            if remaining <= 0 or notifier.draining:
+                return  # the client reconnects (to a process that is not stopping)
+            try:
+                batches = subscription.next(min(config.keepalive_seconds, remaining))
+            except ReaderFailed:
+                return  # the client reconnects, and its stream gets a new reader
+            sent = False
+            for batch in batches:
+                data = _news(batch, seat, after)
+                if data is not None:
+                    yield data
+                    sent, after = True, batch.latest.state.version
+                    if batch.latest.state.settled:
+                        return
+            if not sent:
+                yield KEEP_ALIVE_BYTES
 
-    return event_stream(generate())
+    response = event_stream(generate())
+    # Also when the stream never starts (the client left first).
+    response.call_on_close(subscription.close)
+    return response
+
+
+def _subscribe(match_id: uuid.UUID) -> Subscription:
+    try:
+        return services().fanout.subscribe(match_id)
+    except TooManySubscriptions as exc:
+        raise too_many_streams(exc) from None
+
+
+#: Sent on a quiet stream, as bytes: what the streams send is bytes, rendered once.
+KEEP_ALIVE_BYTES = KEEP_ALIVE.encode()
+
+
+def _news(batch: Batch, seat, after: int) -> bytes | None:
+    """What a stream of ``seat`` that has sent up to version ``after`` sends of ``batch``
+    (None: nothing new to it)."""
+    if batch.latest.state.version <= after:
+        return None
+    if batch.events[0].version <= after:  # partly sent already
+        return _rendered([s for s in batch.events if s.version > after], seat, batch.latest)
+    # The streams of one viewer share one rendering of a batch.
+    if seat not in batch.rendered:
+        batch.rendered[seat] = _rendered(batch.events, seat, batch.latest)
+    return batch.rendered[seat]
+
+
+class DirectStream:
+    """A stream written straight to its client's socket by its match's reader, for each
+    batch as it is read, without waking the stream's own greenlet: at 5,000 streams a
+    process, a wake-up and a pass through the WSGI iterator and gunicorn's writer per
+    stream and event made the last stream get its event a third of a second after the
+    first. Only under gunicorn's gevent worker (its socket in the environment, one thread):
+    the writes never block (what the socket does not take waits in ``pending`` for the
+    stream's greenlet), so they cannot interleave with the greenlet's own, and gunicorn's
+    framing (HTTP/1.1 chunks) is kept."""
+
+    def __init__(self, sock, chunked: bool, seat, after: int):
+        self._sock, self._raw, self._chunked = sock, sock._sock, chunked
+        self._seat, self._after = seat, after
+        self.pending = bytearray()
+        self.wake = threading.Event()
+        self.broken = self.done = False
+
+    @classmethod
+    def of(cls, environ: dict, seat, after: int) -> DirectStream | None:
+        sock = environ.get("gunicorn.socket")
+        if sock is None or not type(sock).__module__.startswith("gevent"):
+            return None
+        if environ.get("REQUEST_METHOD") != "GET":
+            return None
+        # gunicorn frames a response without Content-Length in chunks for HTTP/1.1.
+        return cls(sock, environ.get("SERVER_PROTOCOL") == "HTTP/1.1", seat, after)
+
+    def send(self, data: bytes) -> None:
+        """Writes now what the socket takes; never waits."""
+        self._write(self._frame(data))
+
+    def _frame(self, data: bytes) -> bytes:
+        return b"%X\r\n%s\r\n" % (len(data), data) if self._chunked else data
+
+    def _write(self, data: bytes) -> None:
+        if self.broken:
+            return
+        if self.pending:
+            self.pending += data
+            return
+        try:
+            written = self._raw.send(data)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            self.broken = True
+            self.wake.set()
+            return
+        if written < len(data):
+            self.pending += data[written:]
+            self.wake.set()
+
+    def on_news(self, batch: Batch | None) -> None:
+        """The reader's call: ``batch`` as just read, or None on other news."""
+        if batch is not None and not self.done:
+            data = _news(batch, self._seat, self._after)
+            if data is not None:
+                shared = data is batch.rendered.get(self._seat)
+                if shared:
+                    # Framed once per viewer too: no allocation per stream and event.
+                    key = (self._seat, self._chunked)
+                    if key not in batch.rendered:
+                        batch.rendered[key] = self._frame(data)
+                    self._write(batch.rendered[key])
+                else:
+                    self.send(data)
+                self._after = batch.latest.state.version
+                self.done = batch.latest.state.settled
+        self.wake.set()
+
+    def run(self, subscription: Subscription, config, notifier) -> None:
+        """Waits while the reader writes; sends keep-alives and what the socket could
+        not take; returns when the stream ends."""
+        for batch in subscription.listen(self.on_news):
+            self.on_news(batch)
+        started = time.monotonic()
+        while not (self.done or self.broken or subscription.failed or notifier.draining):
+            remaining = config.stream_seconds - (time.monotonic() - started)
+            if remaining <= 0:
+                break
+            if not self.wake.wait(min(config.keepalive_seconds, remaining)):
+                self.send(KEEP_ALIVE_BYTES)
+            self.wake.clear()
+            self._flush()
+        self._flush()
+        # Whatever the reader still hands this stream is not written: gunicorn is about to
+        # end the response, and the socket may then carry another.
+        self.broken = True
+
+    def _flush(self) -> None:
+        while self.pending and not self.broken:
+            data = bytes(self.pending)
+            try:
+                # Waits (this greenlet only) for a slow client; meanwhile what the reader
+                # sends queues behind it, as pending is not empty.
+                self._sock.sendall(data)
+            except OSError:
+                self.broken = True
+            del self.pending[: len(data)]
+
+
+def _rendered(found: list[StoredEvent], seat, latest: Loaded) -> bytes:
+    return "".join(
+        sse(document["type"], EVENT_DOCUMENT.dump(document), document["version"])
+        for document in event_documents(found, seat, latest)
+    ).encode()
 
 
 @bp.route("/<uuid:match_id>/record", methods=["GET"])

@@ -15,14 +15,23 @@ from marshmallow import fields as f
 from marshmallow import validate
 
 from ..app.feed import Cursor
-from ..store import ledger
+from ..store import TooManySubscriptions, ledger
 from . import schemas
 from .auth import player
 from .documents import documented, seat_of
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
-from .streaming import KEEP_ALIVE, RETRY, event_stream, last_event_id, sse, stream_doc
+from .streaming import (
+    KEEP_ALIVE,
+    RETRY,
+    TOO_MANY_STREAMS,
+    event_stream,
+    last_event_id,
+    sse,
+    stream_doc,
+    too_many_streams,
+)
 
 bp = Blueprint("me", __name__, url_prefix="/v1/me", description="The caller's own pages")
 
@@ -321,6 +330,7 @@ def my_events(query):
             "400": {"$ref": "#/components/responses/BAD_REQUEST"},
             "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
             "403": {"$ref": "#/components/responses/FORBIDDEN"},
+            **TOO_MANY_STREAMS,
         },
     )
 )
@@ -329,6 +339,10 @@ def my_stream():
     player_id = who.player or ""
     after = _cursor_of(last_event_id())
     config = services().config
+    try:
+        slot = services().fanout.admit()
+    except TooManySubscriptions as exc:
+        raise too_many_streams(exc) from None
 
     def generate() -> Iterator[str]:
         nonlocal after
@@ -351,4 +365,6 @@ def my_stream():
                 yield sse(item["type"], ITEM.dump(item), item["id"])
                 after = Cursor.parse(item["id"])
 
-    return event_stream(generate())
+    response = event_stream(generate())
+    response.call_on_close(slot.close)  # also when the stream never starts
+    return response

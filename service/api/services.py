@@ -13,7 +13,7 @@ from ..app.feed import PlayerFeed
 from ..app.tables import Tables
 from ..app.work import enqueuer, table_enqueuer
 from ..config import Config
-from ..store import EventStore, Notifier, Players, StateCache, open_pool
+from ..store import EventStore, Fanout, Notifier, Players, StateCache, open_pool
 from ..store.feed import Feed
 from ..store.operators import Operators
 from ..store.tables import TableStore
@@ -28,6 +28,7 @@ class Services:
     players: Players
     operators: Operators
     notifier: Notifier
+    fanout: Fanout
     redis: redis.Redis
     tables: Tables
     feed: PlayerFeed
@@ -42,6 +43,7 @@ class Services:
         )
         # After an append, the work the new state calls for (a bot turn) goes on the queue.
         commands = Commands(store, enqueuer(connection))
+        notifier = Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget)
         return cls(
             config=config,
             pool=pool,
@@ -49,7 +51,8 @@ class Services:
             commands=commands,
             players=players,
             operators=Operators(pool),
-            notifier=Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget),
+            notifier=notifier,
+            fanout=Fanout(store, notifier, config.max_streams),
             redis=connection,
             tables=Tables(store, TableStore(store), commands, table_enqueuer(connection)),
             feed=PlayerFeed(store, Feed(pool)),

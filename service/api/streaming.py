@@ -8,12 +8,31 @@ from typing import Any
 
 from flask import Response, request, stream_with_context
 
+from ..store import TooManySubscriptions
 from . import encoding
 from .auth import BEARER
+from .problems import ApiError
 
 #: How long an EventSource waits before it reconnects (ms), sent first on every stream.
 RETRY = "retry: 1000\n\n"
 KEEP_ALIVE = ": keep-alive\n\n"
+
+
+#: Seconds a client refused for too many open streams is asked to wait.
+STREAMS_RETRY_AFTER = 5
+#: The answer beyond the bound on open streams, for every stream's documented errors.
+TOO_MANY_STREAMS = {"503": {"$ref": "#/components/responses/SERVICE_UNAVAILABLE"}}
+
+
+def too_many_streams(exc: TooManySubscriptions) -> ApiError:
+    """The problem a stream beyond the process's bound gets (service/store/fanout.py)."""
+    return ApiError(
+        503,
+        "too_many_streams",
+        "this server holds as many open event streams as it may; retry later (another "
+        "server may have room)",
+        headers={"Retry-After": str(STREAMS_RETRY_AFTER)},
+    )
 
 
 def sse(event: str, data: Any, event_id: int | str | None = None) -> str:
@@ -27,7 +46,7 @@ def last_event_id() -> str | None:
     return request.headers.get("Last-Event-ID")
 
 
-def event_stream(messages: Iterator[str]) -> Response:
+def event_stream(messages: Iterator[str] | Iterator[bytes]) -> Response:
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return Response(stream_with_context(messages), mimetype="text/event-stream", headers=headers)
 

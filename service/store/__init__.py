@@ -17,6 +17,7 @@ from .events import (
     request_hash,
     status,
 )
+from .fanout import Batch, Fanout, ReaderFailed, Slot, Subscription, TooManySubscriptions
 from .migrate import migrate
 from .notify import Notifier
 from .players import Players

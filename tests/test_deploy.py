@@ -1,0 +1,257 @@
+"""The deployments in deploy/: the Kubernetes manifests (deploy/k8s, kustomize) against
+the Kubernetes schemas (kubernetes-validate, strict: no unknown field passes), built with
+``kubectl kustomize`` where kubectl is installed; deploy/compose.yaml with ``docker compose
+config`` where Docker's compose is installed; and what both must get right for this
+service: probes on routes that exist, a grace period that lets gunicorn end its streams,
+an autoscaler and disruption budgets that select the API's pods, a proxy that does not
+buffer event streams, and only settings the service reads."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from service.api import openapi_document
+from service.config import COMMAND_CONNECTIONS, Config
+
+ROOT = Path(__file__).resolve().parents[1]
+K8S = ROOT / "deploy" / "k8s"
+COMPOSE = ROOT / "deploy" / "compose.yaml"
+NGINX = ROOT / "deploy" / "nginx.conf"
+#: The oldest Kubernetes the manifests are meant for (autoscaling/v2 and policy/v1 GA).
+KUBERNETES_VERSIONS = ["1.30", kubernetes_validate.latest_version()]
+#: gunicorn's graceful_timeout (its default; service/gunicorn_conf.py keeps it).
+GUNICORN_GRACE_SECONDS = 30
+SETTINGS = set(Config._ENV.values())
+
+
+def kustomization() -> dict:
+    return yaml.safe_load((K8S / "kustomization.yaml").read_text())
+
+
+def manifests() -> list[dict]:
+    """Every resource the kustomization lists, as written."""
+    found = []
+    for name in kustomization()["resources"]:
+        found += [doc for doc in yaml.safe_load_all((K8S / name).read_text()) if doc]
+    return found
+
+
+def resource(kind: str, name: str) -> dict:
+    matching = [m for m in manifests() if m["kind"] == kind and m["metadata"]["name"] == name]
+    assert len(matching) == 1, f"{kind}/{name}: {len(matching)} found"
+    return matching[0]
+
+
+def test_the_kustomization_lists_every_manifest():
+    listed = set(kustomization()["resources"])
+    present = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == present
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_every_manifest_is_valid_against_the_kubernetes_schemas(version):
+    for manifest in manifests():
+        kubernetes_validate.validate(manifest, version, strict=True)
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_the_kustomization_builds_into_valid_resources():
+    built = subprocess.run(
+        ["kubectl", "kustomize", str(K8S)], capture_output=True, text=True, timeout=60
+    )
+    assert built.returncode == 0, built.stderr
+    resources = [doc for doc in yaml.safe_load_all(built.stdout) if doc]
+    assert len(resources) == len(manifests())
+    for built_resource in resources:
+        kubernetes_validate.validate(built_resource, KUBERNETES_VERSIONS[-1], strict=True)
+        if built_resource["kind"] != "Namespace":
+            assert built_resource["metadata"]["namespace"] == "ddz"
+    images = {
+        c["image"]
+        for r in resources
+        if r["kind"] in ("Deployment", "Job")
+        for c in r["spec"]["template"]["spec"]["containers"]
+    }
+    assert images == {"ghcr.io/example/ddz:latest"}  # every workload runs the one image
+
+
+def container(kind: str, name: str) -> dict:
+    (only,) = resource(kind, name)["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def test_the_api_probes_routes_that_exist_and_its_pods_stop_in_time():
+    paths = openapi_document()["paths"]
+    api = container("Deployment", "ddz-api")
+    ready, alive = api["readinessProbe"]["httpGet"], api["livenessProbe"]["httpGet"]
+    assert (ready["path"], alive["path"]) == ("/readyz", "/healthz")
+    assert ready["path"] in paths and alive["path"] in paths
+    ports = {p["name"]: p["containerPort"] for p in api["ports"]}
+    assert ready["port"] in ports and alive["port"] in ports
+    assert api["command"][:3] == ["gunicorn", "-c", "python:service.gunicorn_conf"]
+    # preStop, then gunicorn's own grace (streams end at once, requests get 30 s) fit in
+    # the pod's grace period, so that Kubernetes never SIGKILLs a request in flight.
+    pod = resource("Deployment", "ddz-api")["spec"]["template"]["spec"]
+    pre_stop = int(api["lifecycle"]["preStop"]["exec"]["command"][-1])
+    assert pod["terminationGracePeriodSeconds"] > pre_stop + GUNICORN_GRACE_SECONDS
+
+
+def test_autoscaler_budgets_service_and_ingress_reach_the_right_pods():
+    for deployment in ("ddz-api", "ddz-worker"):
+        labels = resource("Deployment", deployment)["spec"]["template"]["metadata"]["labels"]
+        selector = resource("PodDisruptionBudget", deployment)["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= labels.items()
+    api_labels = resource("Deployment", "ddz-api")["spec"]["template"]["metadata"]["labels"]
+    target = resource("HorizontalPodAutoscaler", "ddz-api")["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", "ddz-api")
+    service = resource("Service", "ddz-api")["spec"]
+    assert service["selector"].items() <= api_labels.items()
+    (port,) = service["ports"]
+    assert port["targetPort"] in {p["name"] for p in container("Deployment", "ddz-api")["ports"]}
+    ingress = resource("Ingress", "ddz")
+    (rule,) = ingress["spec"]["rules"]
+    backend = rule["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": "ddz-api", "port": {"name": port["name"]}}
+    annotations = ingress["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"
+    assert (
+        int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"]) > Config.stream_seconds
+    )
+
+
+def test_workers_and_migrations_run_the_cli():
+    assert container("Deployment", "ddz-worker")["command"] == ["ddz", "worker"]
+    assert container("Job", "ddz-migrate")["command"] == ["ddz", "migrate"]
+
+
+def test_the_configuration_holds_only_settings_the_service_reads():
+    config = resource("ConfigMap", "ddz-config")["data"]
+    secret = resource("Secret", "ddz-secrets")["stringData"]
+    assert set(config) | set(secret) <= SETTINGS
+    assert {"DATABASE_URL", "DDZ_OPERATOR_TOKEN"} <= set(secret)
+    connections, streams = int(config["DDZ_WORKER_CONNECTIONS"]), int(config["DDZ_MAX_STREAMS"])
+    assert connections - streams >= COMMAND_CONNECTIONS
+    for workload in ("ddz-api", "ddz-worker"):
+        sources = container("Deployment", workload)["envFrom"]
+        assert {"configMapRef": {"name": "ddz-config"}} in sources
+        assert {"secretRef": {"name": "ddz-secrets"}} in sources
+
+
+# --- deploy/compose.yaml --------------------------------------------------------------
+
+
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def test_compose_runs_migrations_first_then_two_apis_behind_the_proxy_and_two_workers():
+    services = compose()["services"]
+    assert set(services) == {"postgres", "redis", "migrate", "api", "worker", "proxy"}
+    assert services["migrate"]["command"] == ["ddz", "migrate"]
+    assert services["worker"]["command"] == ["ddz", "worker"]
+    for name in ("api", "worker"):
+        assert services[name]["deploy"]["replicas"] == 2
+        after = services[name]["depends_on"]["migrate"]["condition"]
+        assert after == "service_completed_successfully"
+    assert services["proxy"]["depends_on"]["api"]["condition"] == "service_healthy"
+    assert "/healthz" in " ".join(services["api"]["healthcheck"]["test"])
+    assert set(services["api"]["environment"]) <= SETTINGS
+
+
+def test_the_proxy_passes_streams_unbuffered_and_keeps_them_open():
+    conf = NGINX.read_text()
+    stream = re.search(r"location ~ \^/v1/matches/\[\^/\]\+/stream\$ \{(.*?)\}", conf, re.S)
+    assert stream, "no location for the event streams"
+    body = stream.group(1)
+    assert re.search(r"proxy_buffering\s+off;", body)
+    timeout = re.search(r"proxy_read_timeout\s+(\d+)s;", body)
+    assert timeout and int(timeout.group(1)) > Config.stream_seconds
+    assert re.search(r"client_max_body_size\s+16k;", conf)
+    assert Config.max_body_bytes == 16 * 1024
+
+
+def docker_compose() -> list[str] | None:
+    if shutil.which("docker") is None:
+        return None
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30)
+    return ["docker", "compose"] if probe.returncode == 0 else None
+
+
+@pytest.mark.skipif(docker_compose() is None, reason="Docker's compose is not installed")
+def test_docker_compose_accepts_the_file():
+    checked = subprocess.run(
+        [*docker_compose(), "-f", str(COMPOSE), "config", "--quiet"],
+        env={"DDZ_OPERATOR_TOKEN": "t", "PATH": "/usr/bin:/bin:/usr/local/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed")
+def test_nginx_as_configured_passes_commands_and_a_live_stream_through(
+    database_url, redis_url, tmp_path
+):
+    """deploy/nginx.conf in front of the API (gunicorn as deployed): a command through
+    the proxy is answered, and its event reaches a stream open through the proxy while
+    the stream stays open."""
+    from api_support import HttpApi, open_stream, seated_match
+    from test_api_stream import act_once, read_messages
+    from test_server import gunicorn
+    from test_stream_fanout import wait_for
+
+    with gunicorn(database_url, redis_url, tmp_path / "api.log") as (api_base, _):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        conf = NGINX.read_text()
+        conf = conf.replace("server api:8000;", f"server {api_base.removeprefix('http://')};")
+        conf = conf.replace("listen 80;", f"listen 127.0.0.1:{port};")
+        # Its files under tmp_path, in the foreground; the rest as deployed.
+        temp = "".join(
+            f"    {kind}_temp_path {tmp_path}/{kind};\n"
+            for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        )
+        conf = conf.replace("http {\n", "http {\n" + temp)
+        conf = f"daemon off;\npid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\n" + conf
+        (tmp_path / "nginx.conf").write_text(conf)
+        nginx = subprocess.Popen(
+            ["nginx", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
+            stderr=subprocess.PIPE,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_for(lambda: _answers(base + "/healthz"))
+            api = HttpApi(base)
+            players, match_id = seated_match(api, "proxied")
+            conn, response = open_stream(base, match_id, players[0].token, timeout=30)
+            try:
+                assert response.status == 200
+                version = int(read_messages(response, 1)[0].id)
+                answer = act_once(players, match_id)
+                received = read_messages(response, answer["version"] - version)
+                assert int(received[-1].id) == answer["version"]
+            finally:
+                response.close()
+                conn.close()
+        finally:
+            nginx.terminate()
+            nginx.wait(timeout=30)
+
+
+def _answers(url: str) -> bool:
+    import requests
+
+    try:
+        return requests.get(url, timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
