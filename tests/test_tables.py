@@ -425,9 +425,21 @@ def test_a_new_stream_starts_at_the_present_and_a_long_poll_waits_for_the_next(
     api.post(f"/v1/tables/{table_id}/leave", headers=bearer(token))
     poller.join()
     assert [i["type"] for i in waited[0]["items"]] == ["left"]
-    # ... and another player's table is not the player's business.
+    # ... and taking a seat at a table it did not watch wakes it too (the mobile app's
+    # "play now": its stream must not wait for the long poll to run out); another
+    # player's table is not the player's business.
     other_table = new_table(api, other)["table_id"]
+    after_leaving = waited[0]["last_id"]
+    waited.clear()
+    poller = threading.Thread(
+        target=lambda: waited.append(feed(api, token, after_leaving, wait=25)), daemon=True
+    )
+    poller.start()
+    time.sleep(0.5)
     assert join(api, other_table, token).status_code == 201
+    poller.join(timeout=10)
+    assert not poller.is_alive(), "the long poll was not woken by the player's new seat"
+    assert [i["type"] for i in waited[0]["items"]] == ["seated"]
     assert [i["type"] for i in feed(api, token, start)["items"]] == ["left", "seated"]
 
 

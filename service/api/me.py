@@ -287,7 +287,10 @@ def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: flo
     services_ = services()
     deadline_at = time.monotonic() + seconds
     while True:
-        with services_.notifier.watch_all(services_.feed.feed.streams(player_id)) as woken:
+        # The player's own id too: a table that seats the player wakes it (the tables the
+        # player is at are read once per pass).
+        watched = [*services_.feed.feed.streams(player_id), uuid.UUID(player_id)]
+        with services_.notifier.watch_all(watched) as woken:
             items, more = services_.feed.items(player_id, after, states)
             remaining = deadline_at - time.monotonic()
             if items or remaining <= 0 or services_.notifier.draining:
