@@ -178,6 +178,9 @@ def test_bots_fill_the_empty_seats_after_bots_after_and_a_leaver_is_freed_at_han
     assert r.status_code == 200 and r.json["seats"][1]["leaving"] is True, r.json
     view = api.get(f"/v1/matches/{match_id}", headers=bearer(other)).json
     assert view["seats"][1]["disconnected"] is True
+    # Its own stream says so, for an app that offers to take the seat back.
+    taken = [i for i in feed(api, other)["items"] if i["type"] == "taken_over"]
+    assert [(i["match_id"], i["seat"], i["reason"]) for i in taken] == [(match_id, 1, "left")]
     r = api.post(f"/v1/tables/{table_id}/leave", headers=bearer(other))
     assert r.status_code == 403 and r.json["code"] == "not_seated"
     play_hand(api, match_id, {alone_id: alone}, rconn)

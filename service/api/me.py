@@ -192,7 +192,7 @@ def my_tables():
 HELD_SECONDS = 0.02
 
 
-ITEM_TYPES = ["seated", "left", "hand_started", "your_turn", "hand_ended", "settled"]
+ITEM_TYPES = ["seated", "left", "hand_started", "your_turn", "taken_over", "hand_ended", "settled"]
 #: An item's id: ``<xid>-<position>-<n>`` (service.app.feed.Cursor).
 ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"
 
@@ -234,6 +234,12 @@ class Item(ma.Schema):
     )
     actions = f.List(
         f.Nested(schemas.Action), metadata={"description": "your_turn: the actions allowed now"}
+    )
+    reason = f.String(
+        metadata={
+            "description": "taken_over: why the system plays the seat now, `deadline` or `left`; "
+            "`POST /v1/matches/{id}/commands` with `resume` takes it back"
+        }
     )
     result = f.Dict(metadata={"description": "hand_ended: the hand's result (docs/hand-record.md)"})
     net = f.String(metadata={"description": "settled: the player's net in the ledger"})
@@ -305,7 +311,8 @@ def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: flo
 def my_events(query):
     """What concerns the caller across its tables and matches, in one ordered sequence:
     seated, left, hand_started (with the caller's own hand), your_turn (the match, its
-    version, the deadline and the actions allowed), hand_ended, settled. ``after`` the id
+    version, the deadline and the actions allowed), taken_over (the system plays the
+    caller's seat now: resume takes it back), hand_ended, settled. ``after`` the id
     of the last item received gives what follows, with nothing missed or repeated; with
     ``wait``, waits up to that many seconds for the next (long-polling)."""
     who = player()

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..game import State, deadline, evolve, offered, replay, visible
-from ..game.events import HandDealt, HandEnded, PlayerJoined, PlayerLeft, Settled
+from ..game.events import (
+    Disconnected,
+    HandDealt,
+    HandEnded,
+    PlayerJoined,
+    PlayerLeft,
+    Settled,
+)
 from ..store import EventStore
 from ..store.feed import Feed, FeedEvent
 
@@ -127,6 +134,9 @@ class PlayerFeed:
             yield {"type": "hand_ended", **where, "result": event.result.to_json()}
         elif isinstance(event, Settled):
             yield {"type": "settled", **where, "net": event.net[seat]}
+        elif isinstance(event, Disconnected) and event.seat == seat:
+            # The system plays the seat from now on (系统代打): the app offers resume.
+            yield {"type": "taken_over", **where, "seat": seat, "reason": event.reason}
         if (
             fe.last_of_command
             and state.awaits_decision()
