@@ -309,6 +309,7 @@ def test_a_ticket_is_cancelled_and_only_by_its_player(api, rconn, jobs_env):
     mine = ticket(api, a, unit="4.00", allow_bots=False)
     r = api.post("/v1/lobby/tickets", json={"unit": "4.00"}, headers=bearer(a))
     assert r.status_code == 409 and r.json["code"] == "ticket_waiting"
+    assert r.json["ticket_id"] == mine["ticket_id"], "a client that lost the 201 learns its id"
     path = f"/v1/lobby/tickets/{mine['ticket_id']}"
     for method in (api.get, api.delete):
         r = method(path, headers=bearer(b))

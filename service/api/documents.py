@@ -48,7 +48,8 @@ def documented(*statuses: int) -> dict:
 
 
 def game_error(exc: GameError | StoreError) -> ApiError:
-    return ApiError(STATUS_OF.get(exc.code, 422), exc.code, str(exc))
+    members = exc.members if isinstance(exc, StoreError) else None
+    return ApiError(STATUS_OF.get(exc.code, 422), exc.code, str(exc), members=members)
 
 
 def table_of(body: dict[str, Any]) -> Table:

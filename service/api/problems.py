@@ -48,6 +48,9 @@ class ProblemSchema(ma.Schema):
             "description": "From /readyz: what was checked (database, redis, worker), each `ok` or what failed"
         },
     )
+    ticket_id = ma.fields.String(
+        metadata={"description": "With `ticket_waiting`: the player's ticket that waits"}
+    )
 
 
 class ApiError(Exception):

@@ -40,6 +40,8 @@ class StoreError(Exception):
     """What the store refuses, with a stable machine-readable ``code``."""
 
     code = "store_error"
+    #: What the problem document says besides the detail (RFC 9457 extension members).
+    members: dict[str, Any] = {}
 
 
 class VersionConflict(StoreError):

@@ -234,7 +234,17 @@ class TableStore:
                 ).fetchone()
             )
         except psycopg.errors.UniqueViolation:
-            raise TicketWaiting("the player has a ticket waiting already") from None
+            # Named, so that a client that lost the first answer can poll or cancel it.
+            waiting = self._run(
+                lambda conn: conn.execute(
+                    "SELECT ticket_id FROM lobby_tickets WHERE player_id = %s AND status = 'waiting'",
+                    (player_id,),
+                ).fetchone()
+            )
+            refused = TicketWaiting("the player has a ticket waiting already")
+            if waiting is not None:
+                refused.members = {"ticket_id": str(waiting[0])}
+            raise refused from None
         assert row is not None
         return Ticket(*row)
 
