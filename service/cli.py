@@ -244,7 +244,9 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
             print(f"ddz operator: no operator named {args.name!r}", file=sys.stderr)
             return 2
         if args.action == "revoke":
-            stdout.write(f"{operators.revoke(args.name)} token(s) of {args.name} revoked\n")
+            stdout.write(
+                f"{operators.revoke(args.name)} token(s) of {args.name} revoked, sessions ended\n"
+            )
         elif args.action == "remove":
             operators.remove(args.name)
             stdout.write(f"operator {args.name} removed, with their tokens\n")
@@ -358,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     token_parser.add_argument("--label", default=None)
     operator_actions.add_parser("list", help="list the operators and their roles")
     for action, what in (
-        ("revoke", "revoke every API token of the operator"),
+        ("revoke", "revoke every API token of the operator and end their console sessions"),
         ("remove", "remove the operator (and their tokens; the audit trail keeps the name)"),
     ):
         operator_actions.add_parser(action, help=what).add_argument("name")

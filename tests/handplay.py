@@ -141,6 +141,8 @@ PASSWORDS = {
     "ada": "ada's long passphrase",
     "otto": "otto audits everything",
     "temp": "a temporary passphrase",
+    "kept": "a cookie kept somewhere",
+    "busy": "signed in all day long",
 }
 
 

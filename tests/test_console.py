@@ -209,3 +209,49 @@ def test_a_revoked_token_and_a_removed_operator_get_nothing(service, capsys):
     assert main(["operator", "remove", "temp"]) == 0
     assert console.get("/console/matches").status_code == 302
     assert "temp" in [t["operator"] for t in trail(app)]  # the trail keeps the name
+
+
+def copy_of(app, browser):
+    """Another browser holding a copy of ``browser``'s console cookie (a cookie saved)."""
+    copy = app.test_client()
+    copy.set_cookie(
+        "ddz_console", browser.get_cookie("ddz_console", path="/console").value, path="/console"
+    )
+    return copy
+
+
+def test_a_saved_cookie_is_refused_after_signing_out_and_after_revoke(service, capsys):
+    app, _, _ = service
+    add_operator("kept", "auditor")
+    console = signed_in(app, "kept")
+    saved = copy_of(app, console)
+    assert saved.get("/console/matches").status_code == 200
+    token = csrf_of(console.get("/console/system").text)
+    assert console.post("/console/sign-out", data={"csrf_token": token}).status_code == 302
+    r = saved.get("/console/matches")
+    assert r.status_code == 302 and "/console/sign-in" in r.headers["Location"]
+    # Revoking ends every session of the operator, each browser's, and the tokens.
+    first, second = signed_in(app, "kept"), signed_in(app, "kept")
+    saved = copy_of(app, first)
+    api_token = operator_token("kept", capsys)
+    assert main(["operator", "revoke", "kept"]) == 0
+    for browser in (first, second, saved):
+        assert browser.get("/console/matches").status_code == 302
+    events = "/v1/admin/ledger/check"
+    assert app.test_client().get(events, headers=bearer(api_token)).status_code == 401
+    # Signing in again opens a new session.
+    assert signed_in(app, "kept").get("/console/matches").status_code == 200
+
+
+def test_a_session_ends_its_time_after_signing_in_however_busy(service):
+    app, _, _ = service
+    add_operator("busy", "auditor")
+    console = signed_in(app, "busy")
+    pool = app.extensions["ddz"].pool
+    with pool.connection() as conn:
+        # As though signed in 8 hours ago, and busy since: every request refreshed the cookie.
+        conn.execute(
+            "UPDATE console_sessions SET expires_at = now() - interval '1 second'"
+            " WHERE operator_id = (SELECT operator_id FROM operators WHERE name = 'busy')"
+        )
+    assert console.get("/console/matches").status_code == 302

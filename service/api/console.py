@@ -2,7 +2,8 @@
 settlements and the ledger in a browser (docs/operations.md).
 
 Operators sign in with the name and password ``ddz operator add`` gave them; the session
-is a signed cookie (HttpOnly, SameSite=Lax) and every form carries a CSRF token (Flask-WTF),
+is kept in PostgreSQL and named by a signed cookie (HttpOnly, SameSite=Lax), so that
+signing out or revoking ends it at once, and every form carries a CSRF token (Flask-WTF),
 checked on every POST of the console and nowhere else (the JSON API takes bearer tokens,
 which a browser never sends by itself). A page that shows hidden cards (a match's replay)
 is written to the audit trail. Auditors read every page; the operators page is for admins.
@@ -95,10 +96,12 @@ def _signed_in() -> ResponseReturnValue | None:
     if request.method == "POST":
         csrf.protect()
     g.operator = None
-    operator_id = session.get("operator_id")
-    if operator_id is not None:
-        g.operator = services().operators.by_id(uuid.UUID(operator_id))
-        if g.operator is None:  # removed since: signed out
+    session_id = session.get("session_id")
+    if isinstance(session_id, str):
+        # The cookie only names the session: whether it is still open is the database's
+        # word, so that signing out or revoking ends it for every copy of the cookie.
+        g.operator = services().operators.by_session(session_id)
+        if g.operator is None:
             session.clear()
     if g.operator is None and request.endpoint != "console.sign_in":
         return redirect(url_for("console.sign_in", next=request.full_path.rstrip("?")))
@@ -170,9 +173,12 @@ def sign_in():
     )
     if found is None:
         return render_template("console/sign_in.html", title="Sign in", failed=True), 401
+    assert found.operator_id is not None  # signing in is for operators with a row
     session.clear()  # a new session (and CSRF token) for the operator signing in
     session.permanent = True
-    session["operator_id"] = str(found.operator_id)
+    session["session_id"] = services().operators.open_session(
+        found.operator_id, services().config.console_session_seconds
+    )
     target = request.args.get("next", "")
     # Only a path of the console: never somewhere else.
     if not target.startswith("/console/") or target.startswith("//"):
@@ -182,6 +188,7 @@ def sign_in():
 
 @bp.route("/sign-out", methods=["POST"])
 def sign_out():
+    services().operators.end_session(session["session_id"])
     session.clear()
     return redirect(url_for("console.sign_in"))
 

@@ -118,21 +118,28 @@ class Operators:
         return token
 
     def revoke(self, name: str) -> int:
-        """Deletes every API token of the operator; how many there were."""
-        return retried(
-            self.pool,
-            lambda conn: (
+        """Deletes every API token and ends every console session of the operator; how
+        many tokens there were."""
+
+        def run(conn: Any) -> int:
+            conn.execute(
+                "DELETE FROM console_sessions WHERE operator_id ="
+                " (SELECT operator_id FROM operators WHERE name = %s)",
+                (name,),
+            )
+            return int(
                 conn.execute(
                     "DELETE FROM operator_tokens WHERE operator_id ="
                     " (SELECT operator_id FROM operators WHERE name = %s)",
                     (name,),
                 ).rowcount
-            ),
-        )
+            )
+
+        return retried(self.pool, run)
 
     def remove(self, name: str) -> bool:
-        """Removes the operator and their tokens (their console session ends with the next
-        request); the audit trail keeps their name."""
+        """Removes the operator, their tokens and their console sessions; the audit trail
+        keeps their name."""
         return bool(
             retried(
                 self.pool,
@@ -152,6 +159,45 @@ class Operators:
             ).fetchone(),
         )
         return None if row is None else Operator(*row)
+
+    def open_session(self, operator_id: uuid.UUID, seconds: int) -> str:
+        """A new console session of the operator, ending ``seconds`` from now: the id the
+        cookie carries (only its hash is kept). Sessions ended by time are swept here."""
+        session_id = secrets.token_urlsafe(32)
+
+        def run(conn: Any) -> None:
+            conn.execute("DELETE FROM console_sessions WHERE expires_at <= now()")
+            conn.execute(
+                "INSERT INTO console_sessions (session_hash, operator_id, expires_at)"
+                " VALUES (%s, %s, now() + make_interval(secs => %s))",
+                (token_hash(session_id), operator_id, seconds),
+            )
+
+        retried(self.pool, run)
+        return session_id
+
+    def by_session(self, session_id: str) -> Operator | None:
+        """The operator of a console session still open; None once it ended (signed out,
+        revoked, removed or past its end)."""
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT o.operator_id, o.name, o.role FROM console_sessions s"
+                " JOIN operators o USING (operator_id)"
+                " WHERE s.session_hash = %s AND s.expires_at > now()",
+                (token_hash(session_id),),
+            ).fetchone(),
+        )
+        return None if row is None else Operator(*row)
+
+    def end_session(self, session_id: str) -> None:
+        retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "DELETE FROM console_sessions WHERE session_hash = %s",
+                (token_hash(session_id),),
+            ),
+        )
 
     def audit(self, who: Operator, action: str, match_id: uuid.UUID | None, via: str) -> None:
         """Writes one read of hidden data to the audit trail."""
