@@ -84,6 +84,30 @@ def test_metrics_move_when_a_hand_is_played(ops):
     assert ("ddz_open_streams", ()) in after
 
 
+def test_any_method_or_path_a_client_makes_up_adds_no_series(ops):
+    app, _, _ = ops
+    client = app.test_client()
+
+    def invent(word: str) -> dict:
+        for n in range(5):
+            client.open("/healthz", method=f"{word}{n}")
+            client.get(f"/no/such/{word}/{n}")
+        return scrape(client)
+
+    scrape(client)  # the scrape's own series, there from now on
+    first = invent("XONE")
+    again = invent("XTWO")
+    # The second lot of made-up methods and paths lands in the series the first made.
+    assert {key for key in again if key[0].startswith("ddz_http")} == {
+        key for key in first if key[0].startswith("ddz_http")
+    }
+    methods = {dict(labels).get("method") for _, labels in again} - {None}
+    assert methods <= {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
+    count = "ddz_http_request_duration_seconds_count"
+    assert moved(first, again, count, method="other", route="unmatched", status="405") == 5
+    assert moved(first, again, count, method="GET", route="unmatched", status="404") == 5
+
+
 def test_a_request_id_is_taken_or_made_and_sent_back(ops):
     client = ops[0].test_client()
     r = client.get("/healthz", headers={"X-Request-ID": "lb-7f3a.1"})
