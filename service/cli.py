@@ -212,7 +212,7 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
 
     from .config import Config
     from .store import open_pool
-    from .store.operators import OperatorExists, Operators
+    from .store.operators import OperatorExists, Operators, check_name
 
     pool = open_pool(Config.from_env().database_url, 1, "ddz-cli")
     try:
@@ -222,6 +222,11 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
                 stdout.write(f"{found.name}\t{found.role}\t{created_at:%Y-%m-%d %H:%M}\n")
             return 0
         if args.action == "add":
+            try:
+                check_name(args.name)  # before asking for a password
+            except ValueError as exc:
+                print(f"ddz operator: {exc}", file=sys.stderr)
+                return 2
             if args.password_stdin:
                 password = stdin.readline().rstrip("\n")
             else:

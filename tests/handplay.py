@@ -143,6 +143,7 @@ PASSWORDS = {
     "temp": "a temporary passphrase",
     "kept": "a cookie kept somewhere",
     "busy": "signed in all day long",
+    "ok.name-1@team": "an ordinary passphrase",
 }
 
 

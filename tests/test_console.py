@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import sys
 
 from handplay import OP, PASSWORDS, add_operator, bearer, new_player, ops, service
 
@@ -255,3 +256,27 @@ def test_a_session_ends_its_time_after_signing_in_however_busy(service):
             " WHERE operator_id = (SELECT operator_id FROM operators WHERE name = 'busy')"
         )
     assert console.get("/console/matches").status_code == 302
+
+
+def test_an_operator_may_not_be_named_bootstrap_or_anything_unprintable(service, capsys):
+    app, _, _ = service
+    before = [o.name for o, _ in app.extensions["ddz"].operators.all()]
+    for name in ("bootstrap", "Bootstrap", " ", "", " ada", "ada ", "<script>", "a\tb", "x" * 65):
+        stdin = sys.stdin
+        sys.stdin = io.StringIO("a long enough passphrase\n")
+        capsys.readouterr()
+        try:
+            assert main(["operator", "add", name, "--role", "admin", "--password-stdin"]) == 2
+        finally:
+            sys.stdin = stdin
+        assert "ddz operator: " in capsys.readouterr().err, repr(name)
+    assert [o.name for o, _ in app.extensions["ddz"].operators.all()] == before
+    # The console's form says the same.
+    admin = signed_in(app, "ada")
+    token = csrf_of(admin.get("/console/operators").text)
+    form = {"name": "<b>x</b>", "role": "auditor", "password": "a long passphrase"}
+    r = admin.post("/console/operators", data={**form, "csrf_token": token})
+    assert "letters, digits" in r.text and "&lt;b&gt;x" not in r.text
+    assert [o.name for o, _ in app.extensions["ddz"].operators.all()] == before
+    # And the names that are fine are.
+    add_operator("ok.name-1@team", "auditor")

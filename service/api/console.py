@@ -451,7 +451,7 @@ def operators():
             try:
                 ctx.operators.add(name, role, password)
                 message = f"Operator {name} added ({role})."
-            except OperatorExists as exc:
+            except (OperatorExists, ValueError) as exc:
                 message = str(exc)
     return render_template(
         "console/operators.html",

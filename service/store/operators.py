@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -35,6 +36,22 @@ class OperatorExists(Exception):
     pass
 
 
+#: What an operator's name may be: it shows in pages, logs and the audit trail, so nothing
+#: that could pass for something else there (spaces, markup, control characters).
+NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+
+
+def check_name(name: str) -> None:
+    """Refuses (ValueError) a name an operator may not have: see NAME, and the shared
+    token's name, under which its reads are audited."""
+    if not NAME.fullmatch(name):
+        raise ValueError(
+            "a name is 1 to 64 letters, digits and . _ - @ (no space), e.g. ada.lovelace"
+        )
+    if name.lower() == BOOTSTRAP.name:
+        raise ValueError(f"{BOOTSTRAP.name!r} is the shared token's name: choose another")
+
+
 @dataclass(frozen=True)
 class Operator:
     operator_id: uuid.UUID | None
@@ -57,6 +74,7 @@ class Operators:
     def add(self, name: str, role: str, password: str) -> Operator:
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}")
+        check_name(name)
         operator_id, hashed = uuid.uuid4(), _HASHER.hash(password)
         row = retried(
             self.pool,
