@@ -9,7 +9,7 @@ import io
 import re
 import sys
 
-from handplay import OP, PASSWORDS, add_operator, bearer, new_player, ops, service
+from handplay import OP, PASSWORDS, add_operator, bearer, new_player, ops, play_hand, service
 
 from service.cli import main
 
@@ -280,3 +280,26 @@ def test_an_operator_may_not_be_named_bootstrap_or_anything_unprintable(service,
     assert [o.name for o, _ in app.extensions["ddz"].operators.all()] == before
     # And the names that are fine are.
     add_operator("ok.name-1@team", "auditor")
+
+
+def test_the_match_page_finds_a_balanced_but_wrong_movement_in_the_ledger(service):
+    app, _, _ = service
+    ops_connection = app.extensions["ddz"].redis
+    match_id = play_hand(app.test_client(), ops_connection, "tampered")
+    console = signed_in(app, "otto")
+    assert 'id="verdict">Verified' in console.get(f"/console/matches/{match_id}").text
+    with app.extensions["ddz"].pool.connection() as conn:
+        # Ten moved from seat 1 to seat 0: the movement adds to zero, the total too.
+        conn.execute(
+            "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount)"
+            " SELECT match_id, max(movement) + 1, min(account) FILTER (WHERE seat = s),"
+            "  s, 'stake', CASE s WHEN 0 THEN 10 ELSE -10 END"
+            " FROM ledger_entries, (VALUES (0), (1)) AS seats (s)"
+            " WHERE match_id = %s GROUP BY match_id, s",
+            (match_id,),
+        )
+    page = console.get(f"/console/matches/{match_id}").text
+    assert 'id="verdict">Verified' not in page
+    verdict = re.search(r'id="verdict">Discrepancy: ([^<]*)<', page).group(1)
+    assert "seat 0: ledger" in verdict and "seat 1: ledger" in verdict
+    assert "movement" not in verdict  # it balances: only the recomputation finds it
