@@ -303,3 +303,28 @@ def test_the_match_page_finds_a_balanced_but_wrong_movement_in_the_ledger(servic
     verdict = re.search(r'id="verdict">Discrepancy: ([^<]*)<', page).group(1)
     assert "seat 0: ledger" in verdict and "seat 1: ledger" in verdict
     assert "movement" not in verdict  # it balances: only the recomputation finds it
+
+
+def test_bad_pages_and_nul_characters_get_400_not_500(service):
+    app, _, _ = service
+    console = signed_in(app, "otto")
+    for path in (
+        "/console/matches?page=99999999999999999999999",
+        "/console/players?page=99999999999999999999999",
+        "/console/matches?page=²",
+        "/console/players?page=-1",
+        "/console/matches?player=%00",
+        "/console/matches?player=ca%00rol&page=2",
+    ):
+        r = console.get(path)
+        assert r.status_code == 400 and "Bad request" in r.text, path
+    # The biggest page there may be is an empty one.
+    r = console.get("/console/matches?page=999999999")
+    assert r.status_code == 200 and 'href="/console/matches/' not in r.text
+    # A name with a NUL signs nobody in, and breaks nothing.
+    browser = app.test_client()
+    token = csrf_of(browser.get("/console/sign-in").text)
+    r = browser.post(
+        "/console/sign-in", data={"name": "otto\x00", "password": "x", "csrf_token": token}
+    )
+    assert r.status_code == 400 and browser.get("/console/matches").status_code == 302

@@ -16,6 +16,7 @@ import csv
 import datetime as dt
 import functools
 import io
+import re
 import secrets
 import uuid
 from collections.abc import Callable
@@ -93,6 +94,9 @@ def _signed_in() -> ResponseReturnValue | None:
     # The page's own style and script run, and nothing else (no other source, no inline
     # script an injected string might bring).
     g.csp_nonce = secrets.token_urlsafe(16)
+    # PostgreSQL's text holds no NUL: refused here, not left to fail a query with a 500.
+    if any("\x00" in value for values in (request.args, request.form) for value in values.values()):
+        abort(400, "A NUL character has no place in a search or a form.")
     if request.method == "POST":
         csrf.protect()
     g.operator = None
@@ -121,6 +125,11 @@ def _policy(response: Response) -> Response:
 @bp.errorhandler(CSRFError)
 def _csrf_refused(exc: CSRFError):
     return render_template("console/error.html", title="Refused", message=exc.description), 400
+
+
+@bp.errorhandler(400)
+def _bad_request(exc):
+    return render_template("console/error.html", title="Bad request", message=exc.description), 400
 
 
 @bp.errorhandler(403)
@@ -210,7 +219,10 @@ def _day(name: str) -> dt.date | None:
 
 def _page() -> int:
     raw = request.args.get("page", "1")
-    return max(1, int(raw)) if raw.isdigit() else 1
+    # Nine digits at most: the page's offset must fit PostgreSQL's bigint.
+    if not re.fullmatch(r"[0-9]{1,9}", raw):
+        abort(400, "A page is a number, from 1.")
+    return max(1, int(raw))
 
 
 @bp.route("/matches")
@@ -356,11 +368,7 @@ CSV_COLUMNS = (
 def settlements_csv():
     since, until = _day("since"), _day("until")
     if since is None or until is None or since > until:
-        return render_template(
-            "console/error.html",
-            title="Export",
-            message="Give a range of days: since and until, as YYYY-MM-DD, since first.",
-        ), 400
+        abort(400, "Give a range of days: since and until, as YYYY-MM-DD, since first.")
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
