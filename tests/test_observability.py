@@ -154,6 +154,9 @@ def test_every_log_line_is_json_with_its_request_or_job_and_no_secret(ops):
     assert not CARD.findall(text), CARD.findall(text)[:5]
 
 
+SECRET = b"s3cr3t-in-a-malformed-header"
+
+
 def healthz_lines(log: Path) -> list[dict]:
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     return [d for d in lines if d["logger"] == "ddz.access" and d["path"] == "/healthz"]
@@ -194,6 +197,10 @@ def test_gunicorn_workers_add_up_in_metrics_and_log_json(config, tmp_path):
             assert time.monotonic() < deadline, "one worker served every request"
             r = requests.get(base + "/healthz", headers={"Connection": "close"}, timeout=10)
             assert r.status_code == 200
+        # A malformed header line, a credential in it: gunicorn logs the line it refuses.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Auth " + SECRET + b"\r\n\r\n")
+            assert raw.recv(1024).startswith(b"HTTP/1.1 400")
         families = text_string_to_metric_families(requests.get(base + "/metrics", timeout=10).text)
         healthz = [
             sample.value
@@ -211,6 +218,9 @@ def test_gunicorn_workers_add_up_in_metrics_and_log_json(config, tmp_path):
     # /metrics counted every request of both workers: one worker's own count is a part.
     assert healthz == [len(healthz_lines(log))]
     assert list(tmp_path.glob("ddz-metrics-*")) == []
+    refused = [d["message"] for d in lines if "Invalid HTTP Header" in d["message"]]
+    assert refused and all("'X-Auth' [redacted]" in message for message in refused), refused
+    assert SECRET.decode() not in log.read_text()
 
 
 def test_a_worker_serves_its_own_metrics_when_told_where(
