@@ -10,3 +10,7 @@ CREATE TABLE console_sessions (
     expires_at    timestamptz NOT NULL
 );
 CREATE INDEX console_sessions_by_operator ON console_sessions (operator_id);
+
+-- What admins do to operators from the console goes to the audit trail too: the action
+-- ('add', 'revoke', 'remove') and the operator it was done to.
+ALTER TABLE audit_trail ADD COLUMN subject text;

@@ -144,6 +144,7 @@ PASSWORDS = {
     "kept": "a cookie kept somewhere",
     "busy": "signed in all day long",
     "ok.name-1@team": "an ordinary passphrase",
+    "managed": "managed by an admin",
 }
 
 

@@ -125,7 +125,8 @@ def test_csrf_is_enforced_on_every_form(service):
     assert admin.post("/console/sign-out").status_code == 400
     assert admin.get("/console/matches").status_code == 200  # still signed in
     r = admin.post("/console/operators", data={**form, "csrf_token": csrf_of(page)})
-    assert r.status_code == 200 and "Operator eve added (admin)" in r.text
+    assert r.status_code == 303 and r.headers["Location"].endswith("/console/operators")
+    assert "Operator eve added (admin)" in admin.get(r.headers["Location"]).text
     r = admin.post("/console/sign-out", data={"csrf_token": csrf_of(page)})
     assert r.status_code == 302 and admin.get("/console/matches").status_code == 302
 
@@ -275,7 +276,7 @@ def test_an_operator_may_not_be_named_bootstrap_or_anything_unprintable(service,
     admin = signed_in(app, "ada")
     token = csrf_of(admin.get("/console/operators").text)
     form = {"name": "<b>x</b>", "role": "auditor", "password": "a long passphrase"}
-    r = admin.post("/console/operators", data={**form, "csrf_token": token})
+    r = admin.post("/console/operators", data={**form, "csrf_token": token}, follow_redirects=True)
     assert "letters, digits" in r.text and "&lt;b&gt;x" not in r.text
     assert [o.name for o, _ in app.extensions["ddz"].operators.all()] == before
     # And the names that are fine are.
@@ -328,3 +329,48 @@ def test_bad_pages_and_nul_characters_get_400_not_500(service):
         "/console/sign-in", data={"name": "otto\x00", "password": "x", "csrf_token": token}
     )
     assert r.status_code == 400 and browser.get("/console/matches").status_code == 302
+
+
+def test_an_admin_revokes_and_removes_operators_from_the_console(service, capsys):
+    app, _, _ = service
+    add_operator("managed", "auditor")
+    api_token = operator_token("managed", capsys)
+    managed = signed_in(app, "managed")
+    admin = signed_in(app, "ada")
+    token = csrf_of(admin.get("/console/operators").text)
+    check = "/v1/admin/ledger/check"
+    # Not without the form's CSRF token, and not by an auditor.
+    assert admin.post("/console/operators/revoke", data={"name": "managed"}).status_code == 400
+    auditor = signed_in(app, "otto")
+    auditor_token = csrf_of(auditor.get("/console/system").text)
+    r = auditor.post(
+        "/console/operators/remove", data={"name": "managed", "csrf_token": auditor_token}
+    )
+    assert r.status_code == 403
+    assert managed.get("/console/matches").status_code == 200
+    r = admin.post("/console/operators/revoke", data={"name": "managed", "csrf_token": token})
+    assert r.status_code == 303 and r.headers["Location"].endswith("/console/operators")
+    assert "1 token(s) of managed revoked" in admin.get("/console/operators").text
+    assert managed.get("/console/matches").status_code == 302
+    assert app.test_client().get(check, headers=bearer(api_token)).status_code == 401
+    # An admin may not remove themselves, and nobody may remove one who is not there.
+    for name, said in (("ada", "Another admin may remove you"), ("nobody", "no operator named")):
+        r = admin.post(
+            "/console/operators/remove",
+            data={"name": name, "csrf_token": token},
+            follow_redirects=True,
+        )
+        assert r.status_code == 200 and said in r.text
+    assert "ada" in [o.name for o, _ in app.extensions["ddz"].operators.all()]
+    r = admin.post(
+        "/console/operators/remove",
+        data={"name": "managed", "csrf_token": token},
+        follow_redirects=True,
+    )
+    assert "Operator managed removed" in r.text
+    assert "managed" not in [o.name for o, _ in app.extensions["ddz"].operators.all()]
+    assert [(t["operator"], t["action"], t["subject"], t["via"]) for t in trail(app)[:2]] == [
+        ("ada", "remove", "managed", "console"),
+        ("ada", "revoke", "managed", "console"),
+    ]
+    assert "managed" in admin.get("/console/system").text

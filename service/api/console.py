@@ -27,6 +27,7 @@ from flask import (
     Flask,
     Response,
     abort,
+    flash,
     g,
     redirect,
     render_template,
@@ -446,23 +447,45 @@ def system():
 @bp.route("/operators", methods=["GET", "POST"])
 @admin_only
 def operators():
-    ctx, message = services(), None
+    ctx = services()
     if request.method == "POST":
         name = request.form.get("name", "").strip()
         role = request.form.get("role", "")
         password = request.form.get("password", "")
-        if not name or role not in ROLES or len(password) < 12:
-            message = "A name, a role and a password of at least 12 characters, please."
+        if role not in ROLES or len(password) < 12:
+            flash("A name, a role and a password of at least 12 characters, please.")
         else:
             try:
                 ctx.operators.add(name, role, password)
-                message = f"Operator {name} added ({role})."
             except (OperatorExists, ValueError) as exc:
-                message = str(exc)
+                flash(str(exc))
+            else:
+                ctx.operators.audit(g.operator, "add", None, "console", subject=name)
+                flash(f"Operator {name} added ({role}).")
+        # After a POST, a page to GET: reloading it posts nothing again.
+        return redirect(url_for("console.operators"), 303)
     return render_template(
         "console/operators.html",
         title="Operators",
         operators=ctx.operators.all(),
         roles=ROLES,
-        message=message,
     )
+
+
+@bp.route("/operators/<any(revoke, remove):action>", methods=["POST"])
+@admin_only
+def manage_operator(action: str):
+    """Revokes an operator's API tokens and console sessions, or removes the operator."""
+    ctx, name = services(), request.form.get("name", "")
+    if action == "remove" and name == g.operator.name:
+        flash("Another admin may remove you; you may not.")
+    elif name not in {found.name for found, _ in ctx.operators.all()}:
+        flash(f"There is no operator named {name}.")
+    else:
+        ctx.operators.audit(g.operator, action, None, "console", subject=name)
+        if action == "revoke":
+            flash(f"{ctx.operators.revoke(name)} token(s) of {name} revoked, sessions ended.")
+        else:
+            ctx.operators.remove(name)
+            flash(f"Operator {name} removed, with their tokens and sessions.")
+    return redirect(url_for("console.operators"), 303)

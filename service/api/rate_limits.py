@@ -93,6 +93,7 @@ KIND_OF = {
             "players",
             "system",
             "operators",
+            "manage_operator",
         )
     },
 }

@@ -217,13 +217,22 @@ class Operators:
             ),
         )
 
-    def audit(self, who: Operator, action: str, match_id: uuid.UUID | None, via: str) -> None:
-        """Writes one read of hidden data to the audit trail."""
+    def audit(
+        self,
+        who: Operator,
+        action: str,
+        match_id: uuid.UUID | None,
+        via: str,
+        subject: str | None = None,
+    ) -> None:
+        """Writes one read of hidden data (or, with ``subject``, what an admin did to that
+        operator) to the audit trail."""
         retried(
             self.pool,
             lambda conn: conn.execute(
-                "INSERT INTO audit_trail (operator, action, match_id, via) VALUES (%s, %s, %s, %s)",
-                (who.name, action, match_id, via),
+                "INSERT INTO audit_trail (operator, action, match_id, via, subject)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (who.name, action, match_id, via, subject),
             ),
         )
 
@@ -232,9 +241,10 @@ class Operators:
         rows = retried(
             self.pool,
             lambda conn: conn.execute(
-                "SELECT at, operator, action, match_id, via FROM audit_trail"
+                "SELECT at, operator, action, match_id, via, subject FROM audit_trail"
                 " ORDER BY audit_id DESC LIMIT %s",
                 (limit,),
             ).fetchall(),
         )
-        return [dict(zip(("at", "operator", "action", "match_id", "via"), r)) for r in rows]
+        fields = ("at", "operator", "action", "match_id", "via", "subject")
+        return [dict(zip(fields, r)) for r in rows]
