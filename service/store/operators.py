@@ -97,16 +97,6 @@ class Operators:
         )
         return [(Operator(r[0], r[1], r[2]), r[3]) for r in rows]
 
-    def by_id(self, operator_id: uuid.UUID) -> Operator | None:
-        row = retried(
-            self.pool,
-            lambda conn: conn.execute(
-                "SELECT operator_id, name, role FROM operators WHERE operator_id = %s",
-                (operator_id,),
-            ).fetchone(),
-        )
-        return None if row is None else Operator(*row)
-
     def sign_in(self, name: str, password: str) -> Operator | None:
         """The operator when the password is theirs; None otherwise (unknown name included)."""
         row = retried(
