@@ -212,7 +212,7 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
 
     from .config import Config
     from .store import open_pool
-    from .store.operators import OperatorExists, Operators
+    from .store.operators import OperatorExists, Operators, check_name
 
     pool = open_pool(Config.from_env().database_url, 1, "ddz-cli")
     try:
@@ -222,6 +222,11 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
                 stdout.write(f"{found.name}\t{found.role}\t{created_at:%Y-%m-%d %H:%M}\n")
             return 0
         if args.action == "add":
+            try:
+                check_name(args.name)  # before asking for a password
+            except ValueError as exc:
+                print(f"ddz operator: {exc}", file=sys.stderr)
+                return 2
             if args.password_stdin:
                 password = stdin.readline().rstrip("\n")
             else:
@@ -244,7 +249,9 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
             print(f"ddz operator: no operator named {args.name!r}", file=sys.stderr)
             return 2
         if args.action == "revoke":
-            stdout.write(f"{operators.revoke(args.name)} token(s) of {args.name} revoked\n")
+            stdout.write(
+                f"{operators.revoke(args.name)} token(s) of {args.name} revoked, sessions ended\n"
+            )
         elif args.action == "remove":
             operators.remove(args.name)
             stdout.write(f"operator {args.name} removed, with their tokens\n")
@@ -358,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     token_parser.add_argument("--label", default=None)
     operator_actions.add_parser("list", help="list the operators and their roles")
     for action, what in (
-        ("revoke", "revoke every API token of the operator"),
+        ("revoke", "revoke every API token of the operator and end their console sessions"),
         ("remove", "remove the operator (and their tokens; the audit trail keeps the name)"),
     ):
         operator_actions.add_parser(action, help=what).add_argument("name")

@@ -77,6 +77,9 @@ class Config:
     rate_limit_streams_per_address: str = "100/second;3000/minute"
     #: New players per address: DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS.
     rate_limit_signups_per_address: str = "10/minute;100/hour"
+    #: Console sign-in attempts (POSTs of the form), counted per client address and,
+    #: separately, per operator name tried: DDZ_RATE_LIMIT_SIGN_INS.
+    rate_limit_sign_ins: str = "10/minute"
     #: A caller refused again while it is known to be over a limit gets its 429 after this
     #: many seconds (at most until its window ends): a client that ignores Retry-After
     #: then sends a request per connection per hold, not thousands a second, and others
@@ -141,6 +144,7 @@ class Config:
         "rate_limit_streams": "DDZ_RATE_LIMIT_STREAMS",
         "rate_limit_streams_per_address": "DDZ_RATE_LIMIT_STREAMS_PER_ADDRESS",
         "rate_limit_signups_per_address": "DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS",
+        "rate_limit_sign_ins": "DDZ_RATE_LIMIT_SIGN_INS",
         "rate_limit_hold_seconds": "DDZ_RATE_LIMIT_HOLD_SECONDS",
         "web_concurrency": "WEB_CONCURRENCY",
         "max_streams": "DDZ_MAX_STREAMS",

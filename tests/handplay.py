@@ -141,6 +141,10 @@ PASSWORDS = {
     "ada": "ada's long passphrase",
     "otto": "otto audits everything",
     "temp": "a temporary passphrase",
+    "kept": "a cookie kept somewhere",
+    "busy": "signed in all day long",
+    "ok.name-1@team": "an ordinary passphrase",
+    "managed": "managed by an admin",
 }
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import csv
 import io
 import re
+import sys
 
-from handplay import OP, PASSWORDS, add_operator, bearer, new_player, ops, service
+from handplay import OP, PASSWORDS, add_operator, bearer, new_player, ops, play_hand, service
 
 from service.cli import main
 
@@ -124,7 +125,8 @@ def test_csrf_is_enforced_on_every_form(service):
     assert admin.post("/console/sign-out").status_code == 400
     assert admin.get("/console/matches").status_code == 200  # still signed in
     r = admin.post("/console/operators", data={**form, "csrf_token": csrf_of(page)})
-    assert r.status_code == 200 and "Operator eve added (admin)" in r.text
+    assert r.status_code == 303 and r.headers["Location"].endswith("/console/operators")
+    assert "Operator eve added (admin)" in admin.get(r.headers["Location"]).text
     r = admin.post("/console/sign-out", data={"csrf_token": csrf_of(page)})
     assert r.status_code == 302 and admin.get("/console/matches").status_code == 302
 
@@ -209,3 +211,166 @@ def test_a_revoked_token_and_a_removed_operator_get_nothing(service, capsys):
     assert main(["operator", "remove", "temp"]) == 0
     assert console.get("/console/matches").status_code == 302
     assert "temp" in [t["operator"] for t in trail(app)]  # the trail keeps the name
+
+
+def copy_of(app, browser):
+    """Another browser holding a copy of ``browser``'s console cookie (a cookie saved)."""
+    copy = app.test_client()
+    copy.set_cookie(
+        "ddz_console", browser.get_cookie("ddz_console", path="/console").value, path="/console"
+    )
+    return copy
+
+
+def test_a_saved_cookie_is_refused_after_signing_out_and_after_revoke(service, capsys):
+    app, _, _ = service
+    add_operator("kept", "auditor")
+    console = signed_in(app, "kept")
+    saved = copy_of(app, console)
+    assert saved.get("/console/matches").status_code == 200
+    token = csrf_of(console.get("/console/system").text)
+    assert console.post("/console/sign-out", data={"csrf_token": token}).status_code == 302
+    r = saved.get("/console/matches")
+    assert r.status_code == 302 and "/console/sign-in" in r.headers["Location"]
+    # Revoking ends every session of the operator, each browser's, and the tokens.
+    first, second = signed_in(app, "kept"), signed_in(app, "kept")
+    saved = copy_of(app, first)
+    api_token = operator_token("kept", capsys)
+    assert main(["operator", "revoke", "kept"]) == 0
+    for browser in (first, second, saved):
+        assert browser.get("/console/matches").status_code == 302
+    events = "/v1/admin/ledger/check"
+    assert app.test_client().get(events, headers=bearer(api_token)).status_code == 401
+    # Signing in again opens a new session.
+    assert signed_in(app, "kept").get("/console/matches").status_code == 200
+
+
+def test_a_session_ends_its_time_after_signing_in_however_busy(service):
+    app, _, _ = service
+    add_operator("busy", "auditor")
+    console = signed_in(app, "busy")
+    pool = app.extensions["ddz"].pool
+    with pool.connection() as conn:
+        # As though signed in 8 hours ago, and busy since: every request refreshed the cookie.
+        conn.execute(
+            "UPDATE console_sessions SET expires_at = now() - interval '1 second'"
+            " WHERE operator_id = (SELECT operator_id FROM operators WHERE name = 'busy')"
+        )
+    assert console.get("/console/matches").status_code == 302
+
+
+def test_an_operator_may_not_be_named_bootstrap_or_anything_unprintable(service, capsys):
+    app, _, _ = service
+    before = [o.name for o, _ in app.extensions["ddz"].operators.all()]
+    for name in ("bootstrap", "Bootstrap", " ", "", " ada", "ada ", "<script>", "a\tb", "x" * 65):
+        stdin = sys.stdin
+        sys.stdin = io.StringIO("a long enough passphrase\n")
+        capsys.readouterr()
+        try:
+            assert main(["operator", "add", name, "--role", "admin", "--password-stdin"]) == 2
+        finally:
+            sys.stdin = stdin
+        assert "ddz operator: " in capsys.readouterr().err, repr(name)
+    assert [o.name for o, _ in app.extensions["ddz"].operators.all()] == before
+    # The console's form says the same.
+    admin = signed_in(app, "ada")
+    token = csrf_of(admin.get("/console/operators").text)
+    form = {"name": "<b>x</b>", "role": "auditor", "password": "a long passphrase"}
+    r = admin.post("/console/operators", data={**form, "csrf_token": token}, follow_redirects=True)
+    assert "letters, digits" in r.text and "&lt;b&gt;x" not in r.text
+    assert [o.name for o, _ in app.extensions["ddz"].operators.all()] == before
+    # And the names that are fine are.
+    add_operator("ok.name-1@team", "auditor")
+
+
+def test_the_match_page_finds_a_balanced_but_wrong_movement_in_the_ledger(service):
+    app, _, _ = service
+    ops_connection = app.extensions["ddz"].redis
+    match_id = play_hand(app.test_client(), ops_connection, "tampered")
+    console = signed_in(app, "otto")
+    assert 'id="verdict">Verified' in console.get(f"/console/matches/{match_id}").text
+    with app.extensions["ddz"].pool.connection() as conn:
+        # Ten moved from seat 1 to seat 0: the movement adds to zero, the total too.
+        conn.execute(
+            "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount)"
+            " SELECT match_id, max(movement) + 1, min(account) FILTER (WHERE seat = s),"
+            "  s, 'stake', CASE s WHEN 0 THEN 10 ELSE -10 END"
+            " FROM ledger_entries, (VALUES (0), (1)) AS seats (s)"
+            " WHERE match_id = %s GROUP BY match_id, s",
+            (match_id,),
+        )
+    page = console.get(f"/console/matches/{match_id}").text
+    assert 'id="verdict">Verified' not in page
+    verdict = re.search(r'id="verdict">Discrepancy: ([^<]*)<', page).group(1)
+    assert "seat 0: ledger" in verdict and "seat 1: ledger" in verdict
+    assert "movement" not in verdict  # it balances: only the recomputation finds it
+
+
+def test_bad_pages_and_nul_characters_get_400_not_500(service):
+    app, _, _ = service
+    console = signed_in(app, "otto")
+    for path in (
+        "/console/matches?page=99999999999999999999999",
+        "/console/players?page=99999999999999999999999",
+        "/console/matches?page=²",
+        "/console/players?page=-1",
+        "/console/matches?player=%00",
+        "/console/matches?player=ca%00rol&page=2",
+    ):
+        r = console.get(path)
+        assert r.status_code == 400 and "Bad request" in r.text, path
+    # The biggest page there may be is an empty one.
+    r = console.get("/console/matches?page=999999999")
+    assert r.status_code == 200 and 'href="/console/matches/' not in r.text
+    # A name with a NUL signs nobody in, and breaks nothing.
+    browser = app.test_client()
+    token = csrf_of(browser.get("/console/sign-in").text)
+    r = browser.post(
+        "/console/sign-in", data={"name": "otto\x00", "password": "x", "csrf_token": token}
+    )
+    assert r.status_code == 400 and browser.get("/console/matches").status_code == 302
+
+
+def test_an_admin_revokes_and_removes_operators_from_the_console(service, capsys):
+    app, _, _ = service
+    add_operator("managed", "auditor")
+    api_token = operator_token("managed", capsys)
+    managed = signed_in(app, "managed")
+    admin = signed_in(app, "ada")
+    token = csrf_of(admin.get("/console/operators").text)
+    check = "/v1/admin/ledger/check"
+    # Not without the form's CSRF token, and not by an auditor.
+    assert admin.post("/console/operators/revoke", data={"name": "managed"}).status_code == 400
+    auditor = signed_in(app, "otto")
+    auditor_token = csrf_of(auditor.get("/console/system").text)
+    r = auditor.post(
+        "/console/operators/remove", data={"name": "managed", "csrf_token": auditor_token}
+    )
+    assert r.status_code == 403
+    assert managed.get("/console/matches").status_code == 200
+    r = admin.post("/console/operators/revoke", data={"name": "managed", "csrf_token": token})
+    assert r.status_code == 303 and r.headers["Location"].endswith("/console/operators")
+    assert "1 token(s) of managed revoked" in admin.get("/console/operators").text
+    assert managed.get("/console/matches").status_code == 302
+    assert app.test_client().get(check, headers=bearer(api_token)).status_code == 401
+    # An admin may not remove themselves, and nobody may remove one who is not there.
+    for name, said in (("ada", "Another admin may remove you"), ("nobody", "no operator named")):
+        r = admin.post(
+            "/console/operators/remove",
+            data={"name": name, "csrf_token": token},
+            follow_redirects=True,
+        )
+        assert r.status_code == 200 and said in r.text
+    assert "ada" in [o.name for o, _ in app.extensions["ddz"].operators.all()]
+    r = admin.post(
+        "/console/operators/remove",
+        data={"name": "managed", "csrf_token": token},
+        follow_redirects=True,
+    )
+    assert "Operator managed removed" in r.text
+    assert "managed" not in [o.name for o, _ in app.extensions["ddz"].operators.all()]
+    assert [(t["operator"], t["action"], t["subject"], t["via"]) for t in trail(app)[:2]] == [
+        ("ada", "remove", "managed", "console"),
+        ("ada", "revoke", "managed", "console"),
+    ]
+    assert "managed" in admin.get("/console/system").text

@@ -84,6 +84,30 @@ def test_metrics_move_when_a_hand_is_played(ops):
     assert ("ddz_open_streams", ()) in after
 
 
+def test_any_method_or_path_a_client_makes_up_adds_no_series(ops):
+    app, _, _ = ops
+    client = app.test_client()
+
+    def invent(word: str) -> dict:
+        for n in range(5):
+            client.open("/healthz", method=f"{word}{n}")
+            client.get(f"/no/such/{word}/{n}")
+        return scrape(client)
+
+    scrape(client)  # the scrape's own series, there from now on
+    first = invent("XONE")
+    again = invent("XTWO")
+    # The second lot of made-up methods and paths lands in the series the first made.
+    assert {key for key in again if key[0].startswith("ddz_http")} == {
+        key for key in first if key[0].startswith("ddz_http")
+    }
+    methods = {dict(labels).get("method") for _, labels in again} - {None}
+    assert methods <= {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
+    count = "ddz_http_request_duration_seconds_count"
+    assert moved(first, again, count, method="other", route="unmatched", status="405") == 5
+    assert moved(first, again, count, method="GET", route="unmatched", status="404") == 5
+
+
 def test_a_request_id_is_taken_or_made_and_sent_back(ops):
     client = ops[0].test_client()
     r = client.get("/healthz", headers={"X-Request-ID": "lb-7f3a.1"})
@@ -130,6 +154,9 @@ def test_every_log_line_is_json_with_its_request_or_job_and_no_secret(ops):
     assert not CARD.findall(text), CARD.findall(text)[:5]
 
 
+SECRET = b"s3cr3t-in-a-malformed-header"
+
+
 def healthz_lines(log: Path) -> list[dict]:
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     return [d for d in lines if d["logger"] == "ddz.access" and d["path"] == "/healthz"]
@@ -170,6 +197,10 @@ def test_gunicorn_workers_add_up_in_metrics_and_log_json(config, tmp_path):
             assert time.monotonic() < deadline, "one worker served every request"
             r = requests.get(base + "/healthz", headers={"Connection": "close"}, timeout=10)
             assert r.status_code == 200
+        # A malformed header line, a credential in it: gunicorn logs the line it refuses.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Auth " + SECRET + b"\r\n\r\n")
+            assert raw.recv(1024).startswith(b"HTTP/1.1 400")
         families = text_string_to_metric_families(requests.get(base + "/metrics", timeout=10).text)
         healthz = [
             sample.value
@@ -187,6 +218,9 @@ def test_gunicorn_workers_add_up_in_metrics_and_log_json(config, tmp_path):
     # /metrics counted every request of both workers: one worker's own count is a part.
     assert healthz == [len(healthz_lines(log))]
     assert list(tmp_path.glob("ddz-metrics-*")) == []
+    refused = [d["message"] for d in lines if "Invalid HTTP Header" in d["message"]]
+    assert refused and all("'X-Auth' [redacted]" in message for message in refused), refused
+    assert SECRET.decode() not in log.read_text()
 
 
 def test_a_worker_serves_its_own_metrics_when_told_where(

@@ -24,6 +24,7 @@ LOW = dict(
     rate_limit_streams="2/minute",
     rate_limit_streams_per_address="1000/minute",
     rate_limit_signups_per_address="3/minute",
+    rate_limit_sign_ins="3/minute",
     rate_limit_hold_seconds=0.0,  # see the test of the hold
 )
 
@@ -137,6 +138,30 @@ def test_new_players_are_limited_per_address(limited):
         signups("POST", "/v1/players", json={"name": "one more"}), "signups from this address"
     )
     Address(limited).player()
+
+
+def test_console_sign_ins_have_their_own_limit_per_address_and_per_name(limited):
+    crowd = Address(limited)
+    for _ in range(3):
+        crowd.player()
+    assert_limited(crowd("POST", "/v1/players", json={"name": "one more"}), "signups")
+    # Players' sign-ups spent theirs: an operator behind the same address still signs in,
+    # and showing the form is a read, no attempt.
+    for _ in range(2):
+        assert crowd("GET", "/console/sign-in").status_code == 200
+    for n in range(3):
+        form = {"name": f"guess {n}", "password": "a guess"}
+        assert crowd("POST", "/console/sign-in", data=form).status_code != 429
+    form = {"name": "guess 3", "password": "a guess"}
+    assert_limited(crowd("POST", "/console/sign-in", data=form), "sign-ins from this address")
+    # Guesses at one name from many addresses are counted for the name.
+    name = f"target-{uuid.uuid4().hex[:8]}"
+    for _ in range(3):
+        assert Address(limited)("POST", "/console/sign-in", data={"name": name}).status_code != 429
+    assert_limited(
+        Address(limited)("POST", "/console/sign-in", data={"name": name}), "sign-ins from this name"
+    )
+    assert Address(limited)("POST", "/console/sign-in", data={"name": "other"}).status_code != 429
 
 
 def test_operators_and_health_checks_are_not_limited(limited, live_worker):

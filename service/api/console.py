@@ -2,7 +2,8 @@
 settlements and the ledger in a browser (docs/operations.md).
 
 Operators sign in with the name and password ``ddz operator add`` gave them; the session
-is a signed cookie (HttpOnly, SameSite=Lax) and every form carries a CSRF token (Flask-WTF),
+is kept in PostgreSQL and named by a signed cookie (HttpOnly, SameSite=Lax), so that
+signing out or revoking ends it at once, and every form carries a CSRF token (Flask-WTF),
 checked on every POST of the console and nowhere else (the JSON API takes bearer tokens,
 which a browser never sends by itself). A page that shows hidden cards (a match's replay)
 is written to the audit trail. Auditors read every page; the operators page is for admins.
@@ -15,6 +16,7 @@ import csv
 import datetime as dt
 import functools
 import io
+import re
 import secrets
 import uuid
 from collections.abc import Callable
@@ -25,6 +27,7 @@ from flask import (
     Flask,
     Response,
     abort,
+    flash,
     g,
     redirect,
     render_template,
@@ -35,7 +38,7 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
-from ..app import work
+from ..app import audit, work
 from ..config import Config
 from ..game import initial_state
 from ..game.decider import outcome
@@ -52,7 +55,7 @@ from ..game.events import (
     Resumed,
     Settled,
 )
-from ..game.record import Discrepancy, export, verify
+from ..game.record import export
 from ..game.settlement import multiplier
 from ..game.state import evolve
 from ..rules import RULESETS
@@ -92,13 +95,18 @@ def _signed_in() -> ResponseReturnValue | None:
     # The page's own style and script run, and nothing else (no other source, no inline
     # script an injected string might bring).
     g.csp_nonce = secrets.token_urlsafe(16)
+    # PostgreSQL's text holds no NUL: refused here, not left to fail a query with a 500.
+    if any("\x00" in value for values in (request.args, request.form) for value in values.values()):
+        abort(400, "A NUL character has no place in a search or a form.")
     if request.method == "POST":
         csrf.protect()
     g.operator = None
-    operator_id = session.get("operator_id")
-    if operator_id is not None:
-        g.operator = services().operators.by_id(uuid.UUID(operator_id))
-        if g.operator is None:  # removed since: signed out
+    session_id = session.get("session_id")
+    if isinstance(session_id, str):
+        # The cookie only names the session: whether it is still open is the database's
+        # word, so that signing out or revoking ends it for every copy of the cookie.
+        g.operator = services().operators.by_session(session_id)
+        if g.operator is None:
             session.clear()
     if g.operator is None and request.endpoint != "console.sign_in":
         return redirect(url_for("console.sign_in", next=request.full_path.rstrip("?")))
@@ -118,6 +126,11 @@ def _policy(response: Response) -> Response:
 @bp.errorhandler(CSRFError)
 def _csrf_refused(exc: CSRFError):
     return render_template("console/error.html", title="Refused", message=exc.description), 400
+
+
+@bp.errorhandler(400)
+def _bad_request(exc):
+    return render_template("console/error.html", title="Bad request", message=exc.description), 400
 
 
 @bp.errorhandler(403)
@@ -170,9 +183,12 @@ def sign_in():
     )
     if found is None:
         return render_template("console/sign_in.html", title="Sign in", failed=True), 401
+    assert found.operator_id is not None  # signing in is for operators with a row
     session.clear()  # a new session (and CSRF token) for the operator signing in
     session.permanent = True
-    session["operator_id"] = str(found.operator_id)
+    session["session_id"] = services().operators.open_session(
+        found.operator_id, services().config.console_session_seconds
+    )
     target = request.args.get("next", "")
     # Only a path of the console: never somewhere else.
     if not target.startswith("/console/") or target.startswith("//"):
@@ -182,6 +198,7 @@ def sign_in():
 
 @bp.route("/sign-out", methods=["POST"])
 def sign_out():
+    services().operators.end_session(session["session_id"])
     session.clear()
     return redirect(url_for("console.sign_in"))
 
@@ -203,7 +220,10 @@ def _day(name: str) -> dt.date | None:
 
 def _page() -> int:
     raw = request.args.get("page", "1")
-    return max(1, int(raw)) if raw.isdigit() else 1
+    # Nine digits at most: the page's offset must fit PostgreSQL's bigint.
+    if not re.fullmatch(r"[0-9]{1,9}", raw):
+        abort(400, "A page is a number, from 1.")
+    return max(1, int(raw))
 
 
 @bp.route("/matches")
@@ -292,11 +312,9 @@ def match(match_id: uuid.UUID):
     document = export(e.event for e in stored)
     verdict: str | None = None
     if state.result is not None:
-        try:
-            verify(document)
-            verdict = "ok"
-        except Discrepancy as exc:
-            verdict = str(exc)
+        # The events and what the ledger books for the match, as the ledger check has them.
+        problems = audit.check_match(ctx.pool, ctx.store, match_id)
+        verdict = "; ".join(problems) if problems else "ok"
     ctx.operators.audit(g.operator, "replay", match_id, "console")
     names = reports.player_names(ctx.pool, {s.player for s in state.seats if s and s.player})
     return render_template(
@@ -351,11 +369,7 @@ CSV_COLUMNS = (
 def settlements_csv():
     since, until = _day("since"), _day("until")
     if since is None or until is None or since > until:
-        return render_template(
-            "console/error.html",
-            title="Export",
-            message="Give a range of days: since and until, as YYYY-MM-DD, since first.",
-        ), 400
+        abort(400, "Give a range of days: since and until, as YYYY-MM-DD, since first.")
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
@@ -433,23 +447,45 @@ def system():
 @bp.route("/operators", methods=["GET", "POST"])
 @admin_only
 def operators():
-    ctx, message = services(), None
+    ctx = services()
     if request.method == "POST":
         name = request.form.get("name", "").strip()
         role = request.form.get("role", "")
         password = request.form.get("password", "")
-        if not name or role not in ROLES or len(password) < 12:
-            message = "A name, a role and a password of at least 12 characters, please."
+        if role not in ROLES or len(password) < 12:
+            flash("A name, a role and a password of at least 12 characters, please.")
         else:
             try:
                 ctx.operators.add(name, role, password)
-                message = f"Operator {name} added ({role})."
-            except OperatorExists as exc:
-                message = str(exc)
+            except (OperatorExists, ValueError) as exc:
+                flash(str(exc))
+            else:
+                ctx.operators.audit(g.operator, "add", None, "console", subject=name)
+                flash(f"Operator {name} added ({role}).")
+        # After a POST, a page to GET: reloading it posts nothing again.
+        return redirect(url_for("console.operators"), 303)
     return render_template(
         "console/operators.html",
         title="Operators",
         operators=ctx.operators.all(),
         roles=ROLES,
-        message=message,
     )
+
+
+@bp.route("/operators/<any(revoke, remove):action>", methods=["POST"])
+@admin_only
+def manage_operator(action: str):
+    """Revokes an operator's API tokens and console sessions, or removes the operator."""
+    ctx, name = services(), request.form.get("name", "")
+    if action == "remove" and name == g.operator.name:
+        flash("Another admin may remove you; you may not.")
+    elif name not in {found.name for found, _ in ctx.operators.all()}:
+        flash(f"There is no operator named {name}.")
+    else:
+        ctx.operators.audit(g.operator, action, None, "console", subject=name)
+        if action == "revoke":
+            flash(f"{ctx.operators.revoke(name)} token(s) of {name} revoked, sessions ended.")
+        else:
+            ctx.operators.remove(name)
+            flash(f"Operator {name} removed, with their tokens and sessions.")
+    return redirect(url_for("console.operators"), 303)

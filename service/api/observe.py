@@ -24,6 +24,9 @@ from .services import services
 log = logging.getLogger("ddz.access")
 HEADER = "X-Request-ID"
 _SANE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+#: The methods a metric names; any other is "other", as a path no route matches is
+#: "unmatched": a client must not add series (each one kept for good) at will.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 bp = Blueprint("metrics", __name__, description="Metrics for Prometheus")
 
@@ -83,7 +86,8 @@ def _finished(response: Response) -> Response:
     response.headers[HEADER] = request_id
     seconds = time.perf_counter() - g.started
     route = request.url_rule.rule if request.url_rule is not None else "unmatched"
-    REQUEST_SECONDS.labels(request.method, route, str(response.status_code)).observe(seconds)
+    method = request.method if request.method in METHODS else "other"
+    REQUEST_SECONDS.labels(method, route, str(response.status_code)).observe(seconds)
     log.info(
         "%s %s %s",
         request.method,

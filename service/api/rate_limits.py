@@ -1,6 +1,7 @@
 """Rate limits, counted in Redis so that every API process shares the counts: per bearer
 token and, separately, per client address, for four kinds of request (commands, reads,
-streams and long polls, new players). A request over a limit gets 429 ``rate_limited``
+streams and long polls, new players); and the console's sign-ins per address and per
+operator name. A request over a limit gets 429 ``rate_limited``
 with ``Retry-After``, before its token is looked up or anything is read.
 
 The limits are fixed windows, written and parsed by the ``limits`` package
@@ -37,6 +38,10 @@ from .problems import problem
 log = logging.getLogger(__name__)
 
 COMMANDS, READS, STREAMS, SIGNUPS = "commands", "reads", "streams", "signups"
+#: Console sign-in attempts, counted per address and per operator name (so that guessing
+#: one operator's password is slow from anywhere), apart from players' sign-ups: a crowd
+#: of new players behind one address must not lock the operators out.
+SIGN_INS = "sign-ins"
 
 #: The kind of each endpoint's requests; ``matches.events`` is a read, or a long poll
 #: (a stream) when it asks to wait.
@@ -73,12 +78,12 @@ KIND_OF = {
     "ledger.check_ledger": READS,
     "admin.all_events": READS,
     "admin.audit": READS,
-    # The console: signing in as sign-ups are (per address: guessing passwords is slow),
-    # and its pages as reads of the address (they take no bearer token).
-    "console.sign_in": SIGNUPS,
+    # The console: its pages as reads of the address (they take no bearer token); signing
+    # in (a POST of the form) is its own kind, see kind().
     **{
         f"console.{page}": READS
         for page in (
+            "sign_in",
             "sign_out",
             "home",
             "matches",
@@ -88,6 +93,7 @@ KIND_OF = {
             "players",
             "system",
             "operators",
+            "manage_operator",
         )
     },
 }
@@ -115,6 +121,8 @@ return counts
 def kind() -> str | None:
     if request.endpoint in ("matches.events", "me.my_events") and _waits():
         return STREAMS
+    if request.endpoint == "console.sign_in" and request.method == "POST":
+        return SIGN_INS
     return KIND_OF.get(request.endpoint or "")
 
 
@@ -139,6 +147,14 @@ def token_key() -> str:
 
 def address_key() -> str:
     return request.remote_addr or "unknown"
+
+
+def name_key() -> str:
+    """The operator name a sign-in tries, hashed: any string fits in a key that way."""
+    return hashlib.sha256(request.form.get("name", "").encode()).hexdigest()[:32]
+
+
+KEY_OF = {"token": token_key, "address": address_key, "name": name_key}
 
 
 @dataclass(frozen=True)
@@ -240,6 +256,10 @@ def install(app: Flask, config: Config) -> Counter | None:
         limits[category] = [Limit(category, "address", tuple(parse_many(per_address)))]
         if per_token:
             limits[category].insert(0, Limit(category, "token", tuple(parse_many(per_token))))
+    limits[SIGN_INS] = [
+        Limit(SIGN_INS, per, tuple(parse_many(config.rate_limit_sign_ins)))
+        for per in ("name", "address")
+    ]
 
     counter = Counter(config.redis_url)
     hold = config.rate_limit_hold_seconds
@@ -256,9 +276,7 @@ def install(app: Flask, config: Config) -> Counter | None:
             return None
         # A request without a token is counted per address only (it gets its 401 after).
         counted = [
-            (lim, token_key() if lim.per == "token" else address_key())
-            for lim in limits[category]
-            if bearer or lim.per != "token"
+            (lim, KEY_OF[lim.per]()) for lim in limits[category] if bearer or lim.per != "token"
         ]
         now = time.time()
         for lim, key in counted:

@@ -4,7 +4,6 @@ the rules compute from each match's events (docs/rules.md §5), recomputed from 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -31,11 +30,25 @@ def check_ledger(pool: ConnectionPool, store: EventStore) -> dict[str, Any]:
     }
 
 
-def _recompute(store: EventStore, match_id: uuid.UUID, booked: dict[Any, Decimal]) -> Iterable[str]:
+def check_match(pool: ConnectionPool, store: EventStore, match_id: uuid.UUID) -> list[str]:
+    """The ledger check of one ended match: its events verify, each of its movements adds
+    to zero and, once settled, its ledger entries equal the settlement recomputed from its
+    events. The problems found; none when it checks out."""
+    _, _, problems, booked = ledger.booked(pool, match_id)
+    return problems + _recompute(store, match_id, booked.get(match_id))
+
+
+def _recompute(
+    store: EventStore, match_id: uuid.UUID, booked: dict[Any, Decimal] | None
+) -> list[str]:
+    """What is wrong with the match's events, and with what the ledger books for it
+    (``booked``; None before its settlement, when only the events are checked)."""
     try:
         state = verify(export(e.event for e in store.read(match_id)))
     except Discrepancy as exc:
         return [f"match {match_id}: its events do not verify: {exc}"]
+    if booked is None:
+        return []
     assert state.result is not None  # a verified record is of an ended hand
     settlement = state.result.settlement
     expected: dict[Any, Decimal] = dict(enumerate(settlement.net))

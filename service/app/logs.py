@@ -4,7 +4,8 @@ HTTP request or the ``job_id`` of the RQ job being served when the line was writ
 
 No hidden card, token or password is ever written: the code logs none (jobs describe a
 play by its kind and card count), and as a second guard every line is scrubbed of bearer
-tokens and of anything after ``password``/``token`` in a message."""
+tokens, of anything after ``password``/``token`` in a message and of malformed header
+lines beyond their name (gunicorn logs them whole)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from pythonjsonlogger.orjson import OrjsonFormatter
 CONTEXT: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("ddz_log_context")
 
 _SECRET = re.compile(r"(?i)(bearer\s+|(?:password|token)[\"']?\s*[:=]\s*[\"']?)[^\s\"',&]+")
+#: gunicorn's "Invalid HTTP Header: '<the line>'" (and "… header name: …") quotes a
+#: malformed header line whole, a credential after its name included: only the name stays.
+_BAD_HEADER = re.compile(r"(?i)(invalid HTTP header(?: name)?: (['\"]?))([^\s:'\"]*)([^\n]*)")
 
 
 @contextmanager
@@ -35,7 +39,13 @@ def context(**values: str) -> Iterator[None]:
 
 
 def scrub(text: str) -> str:
+    text = _BAD_HEADER.sub(_header_name_only, text)
     return _SECRET.sub(lambda m: m.group(1) + "[redacted]", text)
+
+
+def _header_name_only(m: re.Match[str]) -> str:
+    start, quote, name, rest = m.groups()
+    return m.group(0) if rest == quote else f"{start}{name}{quote} [redacted]"
 
 
 class Formatter(OrjsonFormatter):

@@ -136,25 +136,34 @@ def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) 
 
 
 def booked(
-    pool: ConnectionPool,
+    pool: ConnectionPool, match_id: uuid.UUID | None = None
 ) -> tuple[Decimal, int, list[str], dict[uuid.UUID, dict[Any, Decimal]]]:
-    """What the ledger holds, read in one transaction: its total and number of entries,
-    each movement that does not add to zero (described), and each settled match's amounts
-    by seat and for the house (``"house"``)."""
+    """What the ledger holds (or, given ``match_id``, holds for that match), read in one
+    transaction: its total and number of entries, each movement that does not add to zero
+    (described), and each settled match's amounts by seat and for the house (``"house"``)."""
+    # Composed from constants only: the one value, the match, is a parameter.
+    only = "" if match_id is None else " WHERE match_id = %(match)s"
+    only_settlement = "" if match_id is None else " WHERE s.match_id = %(match)s"
+    params = {"match": match_id}
 
     def read(conn: psycopg.Connection) -> tuple[tuple[Any, ...], _Rows, _Rows]:
         with conn.transaction():
             total = conn.execute(
-                "SELECT coalesce(sum(amount), 0), count(*) FROM ledger_entries"
+                "SELECT coalesce(sum(amount), 0), count(*) FROM ledger_entries" + only, params
             ).fetchone()
             assert total is not None  # an aggregate has its row
             unbalanced = conn.execute(
-                "SELECT match_id, movement, sum(amount) FROM ledger_entries GROUP BY match_id, movement HAVING sum(amount) <> 0"
+                "SELECT match_id, movement, sum(amount) FROM ledger_entries"
+                + only
+                + " GROUP BY match_id, movement HAVING sum(amount) <> 0",
+                params,
             ).fetchall()
             per_seat = conn.execute(
                 "SELECT s.match_id, e.seat, e.account = 'house', coalesce(sum(e.amount), 0)"
                 " FROM settlements s LEFT JOIN ledger_entries e ON e.match_id = s.match_id"
-                " GROUP BY s.match_id, e.seat, e.account = 'house'"
+                + only_settlement
+                + " GROUP BY s.match_id, e.seat, e.account = 'house'",
+                params,
             ).fetchall()
         return total, unbalanced, per_seat
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -35,6 +36,22 @@ class OperatorExists(Exception):
     pass
 
 
+#: What an operator's name may be: it shows in pages, logs and the audit trail, so nothing
+#: that could pass for something else there (spaces, markup, control characters).
+NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+
+
+def check_name(name: str) -> None:
+    """Refuses (ValueError) a name an operator may not have: see NAME, and the shared
+    token's name, under which its reads are audited."""
+    if not NAME.fullmatch(name):
+        raise ValueError(
+            "a name is 1 to 64 letters, digits and . _ - @ (no space), e.g. ada.lovelace"
+        )
+    if name.lower() == BOOTSTRAP.name:
+        raise ValueError(f"{BOOTSTRAP.name!r} is the shared token's name: choose another")
+
+
 @dataclass(frozen=True)
 class Operator:
     operator_id: uuid.UUID | None
@@ -57,6 +74,7 @@ class Operators:
     def add(self, name: str, role: str, password: str) -> Operator:
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}")
+        check_name(name)
         operator_id, hashed = uuid.uuid4(), _HASHER.hash(password)
         row = retried(
             self.pool,
@@ -78,16 +96,6 @@ class Operators:
             ).fetchall(),
         )
         return [(Operator(r[0], r[1], r[2]), r[3]) for r in rows]
-
-    def by_id(self, operator_id: uuid.UUID) -> Operator | None:
-        row = retried(
-            self.pool,
-            lambda conn: conn.execute(
-                "SELECT operator_id, name, role FROM operators WHERE operator_id = %s",
-                (operator_id,),
-            ).fetchone(),
-        )
-        return None if row is None else Operator(*row)
 
     def sign_in(self, name: str, password: str) -> Operator | None:
         """The operator when the password is theirs; None otherwise (unknown name included)."""
@@ -118,21 +126,28 @@ class Operators:
         return token
 
     def revoke(self, name: str) -> int:
-        """Deletes every API token of the operator; how many there were."""
-        return retried(
-            self.pool,
-            lambda conn: (
+        """Deletes every API token and ends every console session of the operator; how
+        many tokens there were."""
+
+        def run(conn: Any) -> int:
+            conn.execute(
+                "DELETE FROM console_sessions WHERE operator_id ="
+                " (SELECT operator_id FROM operators WHERE name = %s)",
+                (name,),
+            )
+            return int(
                 conn.execute(
                     "DELETE FROM operator_tokens WHERE operator_id ="
                     " (SELECT operator_id FROM operators WHERE name = %s)",
                     (name,),
                 ).rowcount
-            ),
-        )
+            )
+
+        return retried(self.pool, run)
 
     def remove(self, name: str) -> bool:
-        """Removes the operator and their tokens (their console session ends with the next
-        request); the audit trail keeps their name."""
+        """Removes the operator, their tokens and their console sessions; the audit trail
+        keeps their name."""
         return bool(
             retried(
                 self.pool,
@@ -153,13 +168,61 @@ class Operators:
         )
         return None if row is None else Operator(*row)
 
-    def audit(self, who: Operator, action: str, match_id: uuid.UUID | None, via: str) -> None:
-        """Writes one read of hidden data to the audit trail."""
+    def open_session(self, operator_id: uuid.UUID, seconds: int) -> str:
+        """A new console session of the operator, ending ``seconds`` from now: the id the
+        cookie carries (only its hash is kept). Sessions ended by time are swept here."""
+        session_id = secrets.token_urlsafe(32)
+
+        def run(conn: Any) -> None:
+            conn.execute("DELETE FROM console_sessions WHERE expires_at <= now()")
+            conn.execute(
+                "INSERT INTO console_sessions (session_hash, operator_id, expires_at)"
+                " VALUES (%s, %s, now() + make_interval(secs => %s))",
+                (token_hash(session_id), operator_id, seconds),
+            )
+
+        retried(self.pool, run)
+        return session_id
+
+    def by_session(self, session_id: str) -> Operator | None:
+        """The operator of a console session still open; None once it ended (signed out,
+        revoked, removed or past its end)."""
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT o.operator_id, o.name, o.role FROM console_sessions s"
+                " JOIN operators o USING (operator_id)"
+                " WHERE s.session_hash = %s AND s.expires_at > now()",
+                (token_hash(session_id),),
+            ).fetchone(),
+        )
+        return None if row is None else Operator(*row)
+
+    def end_session(self, session_id: str) -> None:
         retried(
             self.pool,
             lambda conn: conn.execute(
-                "INSERT INTO audit_trail (operator, action, match_id, via) VALUES (%s, %s, %s, %s)",
-                (who.name, action, match_id, via),
+                "DELETE FROM console_sessions WHERE session_hash = %s",
+                (token_hash(session_id),),
+            ),
+        )
+
+    def audit(
+        self,
+        who: Operator,
+        action: str,
+        match_id: uuid.UUID | None,
+        via: str,
+        subject: str | None = None,
+    ) -> None:
+        """Writes one read of hidden data (or, with ``subject``, what an admin did to that
+        operator) to the audit trail."""
+        retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "INSERT INTO audit_trail (operator, action, match_id, via, subject)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (who.name, action, match_id, via, subject),
             ),
         )
 
@@ -168,9 +231,10 @@ class Operators:
         rows = retried(
             self.pool,
             lambda conn: conn.execute(
-                "SELECT at, operator, action, match_id, via FROM audit_trail"
+                "SELECT at, operator, action, match_id, via, subject FROM audit_trail"
                 " ORDER BY audit_id DESC LIMIT %s",
                 (limit,),
             ).fetchall(),
         )
-        return [dict(zip(("at", "operator", "action", "match_id", "via"), r)) for r in rows]
+        fields = ("at", "operator", "action", "match_id", "via", "subject")
+        return [dict(zip(fields, r)) for r in rows]
