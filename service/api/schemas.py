@@ -163,7 +163,20 @@ class SeatState(ma.Schema):
     disconnected = f.Boolean(required=True)
     cards = f.Integer(required=True, metadata={"description": "How many cards the seat holds"})
     bombs_played = f.Integer(required=True)
+    bombs_left = f.Integer(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "How many more bombs the seat may play; null: no limit, or no landlord yet"
+        },
+    )
     role = f.String(required=True, allow_none=True, validate=validate.OneOf(["landlord", "farmer"]))
+
+
+class Turn(ma.Schema):
+    seat = f.Integer(required=True)
+    action = f.String(required=True, validate=validate.OneOf(["play", "pass"]))
+    cards = f.List(f.String(), required=True, metadata={"description": "Empty for a pass"})
 
 
 class Lead(ma.Schema):
@@ -250,6 +263,20 @@ class View(ma.Schema):
     passes = f.Integer(required=True)
     bombs = f.Integer(required=True)
     bombs_left = f.Integer(required=True, allow_none=True)
+    history = f.List(
+        f.Nested(Turn),
+        required=True,
+        metadata={"description": "Every play and pass of the hand so far, in order"},
+    )
+    unseen = f.Dict(
+        keys=f.String(),
+        values=f.Integer(),
+        required=True,
+        metadata={
+            "description": "By rank (3…A 2 B R), how many cards the caller neither holds nor"
+            " has seen played: those the other seats hold, and the bottom until it is taken"
+        },
+    )
     actions = f.List(
         f.Nested(Action),
         required=True,

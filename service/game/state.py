@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from ..rules import SEATS, Card, Combination, ReportChoice, counts_of, legal_plays, report_units
+from ..rules.cards import NUM_RANKS, Counts
 from ..rules.combinations import _readings
 from .events import (
     BidMade,
@@ -49,6 +50,17 @@ class Seat(NamedTuple):
     bot: bool
 
 
+class Turn(NamedTuple):
+    """One turn of the play, as every seat saw it: the cards played, none for a pass."""
+
+    seat: int
+    cards: tuple[Card, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.cards
+
+
 def next_seat(seat: int) -> int:
     return (seat + 1) % SEATS
 
@@ -59,7 +71,8 @@ class State:
 
     The deal's ``seed`` is secret until the end. ``bids`` per seat: ``None`` never had a
     turn, 0 passed, 1-3. ``lead`` is the combination to beat, ``None`` when the seat to act
-    leads. ``report`` is the landlord's 报到 choice and ``locked`` the ranks it reported
+    leads. ``history`` is every play and pass so far, in order, and ``played`` the cards
+    they took out of the hands, by rank (both public). ``report`` is the landlord's 报到 choice and ``locked`` the ranks it reported
     (see :meth:`locks`). ``settled``: the result is in the ledger.
     """
 
@@ -92,6 +105,8 @@ class State:
     passes: int = 0
     bombs_played: tuple[int, ...] = (0,) * SEATS
     bombs: int = 0
+    history: tuple[Turn, ...] = ()
+    played: Counts = (0,) * NUM_RANKS
     disconnected: tuple[bool, ...] = (False,) * SEATS
     first_disconnect: int | None = None
     winner: str | None = None
@@ -234,7 +249,12 @@ def _reported(state: State, e: Reported) -> State:
 
 def _played(state: State, e: Played) -> State:
     combination = recorded_combination(e, state)
+    played = list(state.played)
+    for card in e.cards:
+        played[card.rank] += 1
     changes: dict[str, Any] = dict(
+        history=state.history + (Turn(e.seat, e.cards),),
+        played=tuple(played),
         hands=_set(state.hands, e.seat, _remove(state.hands[e.seat], e.cards)),
         lead=combination,
         lead_seat=e.seat,
@@ -252,10 +272,13 @@ def _played(state: State, e: Played) -> State:
 
 def _passed(state: State, e: Passed) -> State:
     passes = state.passes + 1
+    history = state.history + (Turn(e.seat, ()),)
     if passes == SEATS - 1:
         # Three passes in a row: the seat that played last leads again, with anything.
-        return state.replace(passes=0, lead=None, lead_cards=(), turn=state.lead_seat)
-    return state.replace(passes=passes, turn=next_seat(e.seat))
+        return state.replace(
+            passes=0, lead=None, lead_cards=(), turn=state.lead_seat, history=history
+        )
+    return state.replace(passes=passes, turn=next_seat(e.seat), history=history)
 
 
 def _disconnected(state: State, e: Disconnected) -> State:
