@@ -6,9 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any, NamedTuple
 
-from ..rules import SEATS, Card, Combination, ReportChoice, counts_of, legal_plays, report_units
+from ..rules import (
+    SEATS,
+    Card,
+    Combination,
+    ReportChoice,
+    Ruleset,
+    counts_of,
+    legal_plays,
+    report_units,
+)
 from ..rules.cards import NUM_RANKS, Counts
 from ..rules.combinations import _readings
 from .events import (
@@ -180,10 +190,17 @@ def _remove(hand: tuple[Card, ...], cards: tuple[Card, ...]) -> tuple[Card, ...]
 
 def recorded_combination(event: Played, state: State) -> Combination:
     """The reading a play was recorded as."""
-    for reading in _readings(counts_of(event.cards), state.table.ruleset):
-        if reading.type.value == event.combination and reading.rank == event.rank:
+    return _reading(counts_of(event.cards), state.table.ruleset, event.combination, event.rank)
+
+
+@lru_cache(maxsize=8192)
+def _reading(counts: Counts, ruleset: Ruleset, kind: str, rank: str | None) -> Combination:
+    # Every replay and every simulated turn reads plays again; the same few thousand
+    # plays come back all the time.
+    for reading in _readings(counts, ruleset):
+        if reading.type.value == kind and reading.rank == rank:
             return reading
-    raise ValueError(f"play event does not match its cards: {event}")
+    raise ValueError(f"play of {counts} does not read as {kind} {rank}")
 
 
 def _after_landlord_decision(state: State, **changes: Any) -> State:
