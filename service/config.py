@@ -66,6 +66,8 @@ class Config:
     #: Database connections per RQ worker process (a worker runs one job at a time, plus its
     #: sweeper's timer): DDZ_WORKER_DB_POOL_SIZE.
     worker_db_pool_size: int = 4
+    #: Milliseconds the ``hard`` bot level searches per decision: DDZ_BOT_SEARCH_MS.
+    bot_search_ms: float = 50.0
 
     _ENV = {
         "database_url": "DATABASE_URL",
@@ -91,6 +93,7 @@ class Config:
         "worker_connections": "DDZ_WORKER_CONNECTIONS",
         "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
         "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",
+        "bot_search_ms": "DDZ_BOT_SEARCH_MS",
     }
 
     @classmethod

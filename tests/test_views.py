@@ -552,6 +552,7 @@ def test_a_view_names_the_table_as_ruleset_and_options_like_the_match_list():
         "rake": "0.00",
         "bombs_double": True,
         "turn_seconds": 30,
+        "bot_level": "normal",
     }
 
 

@@ -3,6 +3,7 @@ version it was made for, and acts through the same command path as a player."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -11,7 +12,7 @@ from datetime import UTC, datetime
 from service.app.commands import CommandRequest
 from service.app.work import BOT_TURN, work_for
 from service.game import Disconnect, GameError, Settle, deadline, seat_view
-from service.game.bot import BotPolicy
+from service.game.bot.levels import policy, seat_level
 from service.game.events import (
     BidMade,
     Disconnected,
@@ -21,6 +22,7 @@ from service.game.events import (
     Played,
     Reported,
 )
+from service.game.policies import Policy
 from service.game.record import export, verify
 from service.game.state import ENDED
 from service.store import MatchNotFound, VersionConflict
@@ -29,7 +31,6 @@ from service.store.ledger import write_settlement
 from .context import context
 
 log = logging.getLogger(__name__)
-POLICY = BotPolicy()
 #: A turn timeout run at most this early waits for the deadline instead of leaving.
 EARLY_TOLERANCE = 2.0
 
@@ -77,6 +78,13 @@ def _act(match_id: str, version: int, command, what: str) -> str:
     return f"{command.name} at version {version}"
 
 
+@functools.cache
+def _policy(level: str) -> Policy:
+    """The system's player at ``level``, one per worker process (the search's budget from
+    the configuration; its dice from the match and the view, so no seed is needed)."""
+    return policy(level, budget=context().config.bot_search_ms / 1000)
+
+
 def bot_turn(match_id: str, version: int) -> str:
     """Plays the turn of a seat the system plays (a bot seat, or 系统代打), if the match is
     still at ``version``. The policy sees only that seat's view."""
@@ -87,7 +95,8 @@ def bot_turn(match_id: str, version: int) -> str:
     state = loaded.state
     if state.version != version or work_for(state, loaded.last_recorded_at) != BOT_TURN:
         return "stale"
-    command = POLICY.act(seat_view(state, state.turn))
+    view = seat_view(state, state.turn)
+    command = _policy(seat_level(view, state.table.bot_level)).act(view)
     # A player's seat that the system plays since a disconnect: 系统代打.
     what = "bot turn" if state.seats[state.turn].bot else "bot turn (系统代打)"
     try:

@@ -107,6 +107,7 @@ def create_match(body):
             body["rake"],
             body["bombs_double"],
             body["turn_seconds"],
+            body["bot_level"],
         )
     except GameError as exc:
         raise game_error(exc) from None

@@ -9,7 +9,7 @@ from marshmallow import validate
 
 from ..game import EVENT_TYPES
 from ..game.actions import PLAYER_ACTIONS
-from ..game.table import MAX_TURN_SECONDS
+from ..game.table import BOT_LEVELS, DEFAULT_BOT_LEVEL, MAX_TURN_SECONDS
 from ..rules import RULESETS
 
 SEAT = validate.Range(0, 3)
@@ -104,6 +104,14 @@ class MatchCreate(Strict):
     )
     bombs_double = JsonBoolean(load_default=True)
     turn_seconds = JsonInteger(load_default=30, validate=validate.Range(1, MAX_TURN_SECONDS))
+    bot_level = f.String(
+        load_default=DEFAULT_BOT_LEVEL,
+        validate=validate.OneOf(BOT_LEVELS),
+        metadata={
+            "description": "How well the system plays its seats: easy (casual, with mistakes),"
+            " normal, hard (searches); a disconnected player's seat plays at least normal"
+        },
+    )
 
 
 class Options(ma.Schema):
@@ -112,6 +120,7 @@ class Options(ma.Schema):
     rake = f.String(required=True)
     bombs_double = f.Boolean(required=True)
     turn_seconds = f.Integer(required=True)
+    bot_level = f.String(required=True, validate=validate.OneOf(BOT_LEVELS))
 
 
 class SeatSummary(ma.Schema):

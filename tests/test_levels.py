@@ -1,0 +1,145 @@
+"""The bot levels (service/game/bot/levels.py) and the search of ``hard``
+(service/game/bot/search.py): legal to the end of every hand, deterministic from a seed,
+blind to the cards its seat cannot see, and a table option."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import Counter
+
+import pytest
+
+from service.game import GameError, Table
+from service.game.bot.levels import LEVELS, policy, seat_level
+from service.game.bot.search import SearchPolicy, sample_hands
+from service.game.commands import CreateMatch, DealHand, Disconnect, TakeSeat
+from service.game.simulate import apply, duplicate, play_hand
+from service.game.state import ENDED, PLAYING, State, initial_state
+from service.game.views import seat_view
+from service.rules import counts_of
+from service.rules.cards import NUM_RANKS
+
+
+def seed(label: str, i: int) -> bytes:
+    return hashlib.sha256(f"{label}-{i}".encode()).digest()
+
+
+def searching(samples: int = 6) -> SearchPolicy:
+    """``hard`` with a fixed number of deals and no clock: its decisions depend on the
+    seed and the view alone."""
+    return SearchPolicy("test", budget=None, samples=samples)
+
+
+@pytest.mark.parametrize("ruleset", ["shanghai-platform", "shanghai-local"])
+def test_every_level_plays_legal_moves_to_the_end(ruleset):
+    """Mixed tables of every level, the search included: ``decide`` refuses any illegal
+    command, so each hand reaching its end is the check."""
+    table = Table.build(ruleset)
+    levels = {
+        "easy": policy("easy", seed="legal"),
+        "normal": policy("normal"),
+        "hard": searching(3),
+    }
+    played = Counter()
+    for i in range(12):
+        seats = [levels[LEVELS[(i + s) % 3]] for s in range(4)]
+        events, state = play_hand(table, seed(f"levels-{ruleset}", i), seats)
+        assert state.phase == ENDED
+        played[state.result.outcome.winner] += 1
+    assert sum(played.values()) == 12
+
+
+def mid_hand(i: int, turns: int) -> State:
+    """A hand of normal bots after ``turns`` plays or passes."""
+    table = Table.build("shanghai-platform")
+    log: list = []
+    state = apply(initial_state, CreateMatch("search", table), log)
+    for s in range(4):
+        state = apply(state, TakeSeat(s, None, bot=True), log)
+    state = apply(state, DealHand(seed("search", i)), log)
+    bot = policy("normal")
+    while state.phase != ENDED and (state.phase != PLAYING or len(state.history) < turns):
+        state = apply(state, bot.act(seat_view(state, state.turn)), log)
+    return state
+
+
+def reshuffled(state: State, rng: random.Random) -> State:
+    """The cards the seat to act cannot see, dealt differently among the other seats
+    (same counts; the landlord's shown or reported cards stay)."""
+    me = state.turn
+    shown = state.landlord if state.show_hand or state.reported_cards else None
+    hidden = [s for s in range(4) if s not in (me, shown)]
+    pool = [card for s in hidden for card in state.hands[s]]
+    rng.shuffle(pool)
+    hands = list(state.hands)
+    for s in hidden:
+        hands[s], pool = tuple(pool[: len(hands[s])]), pool[len(hands[s]) :]
+    return state.replace(hands=tuple(hands))
+
+
+def test_the_search_is_deterministic_from_its_seed_and_blind_to_hidden_cards():
+    rng = random.Random(3)
+    checked = 0
+    for i in range(10):
+        for turns in (4, 12, 24):
+            state = mid_hand(i, turns)
+            if state.phase != PLAYING:
+                continue
+            view = seat_view(state, state.turn)
+            decision = searching().act(view)
+            assert searching().act(view) == decision  # the same seed, the same decision
+            for _ in range(2):
+                other = seat_view(reshuffled(state, rng), state.turn)
+                assert searching().act(other) == decision
+            checked += 1
+    assert checked >= 20
+
+
+def test_sampled_hands_agree_with_everything_the_seat_knows():
+    rng = random.Random(9)
+    for i in range(6):
+        state = mid_hand(i, 10)
+        if state.phase != PLAYING:
+            continue
+        me = state.turn
+        view = seat_view(state, me)
+        for _ in range(20):
+            hands = sample_hands(view, rng)
+            assert hands is not None
+            assert hands[me] == list(counts_of(state.hands[me]))
+            assert [sum(h) for h in hands] == [len(h) for h in state.hands]
+            others = [sum(hands[s][r] for s in range(4) if s != me) for r in range(NUM_RANKS)]
+            assert tuple(others) == view.unseen
+
+
+def test_the_table_option_bot_level():
+    assert Table.build().bot_level == "normal"
+    assert Table.build(bot_level="hard").to_json()["bot_level"] == "hard"
+    assert Table.from_json({"ruleset": None, "unit": "1.00"}).bot_level == "normal"
+    with pytest.raises(GameError) as refused:
+        Table.build(bot_level="expert")
+    assert refused.value.code == "invalid_table"
+
+
+def test_a_disconnected_player_is_played_at_normal_or_better():
+    table = Table.build(bot_level="easy")
+    log: list = []
+    state = apply(initial_state, CreateMatch("takeover", table), log)
+    state = apply(state, TakeSeat(0, "alice", bot=False), log)
+    for s in (1, 2, 3):
+        state = apply(state, TakeSeat(s, None, bot=True), log)
+    state = apply(state, DealHand(seed("takeover", 0)), log)
+    state = apply(state, Disconnect(0, "left"), log)
+    assert seat_level(seat_view(state, 0), "easy") == "normal"
+    assert seat_level(seat_view(state, 1), "easy") == "easy"
+    assert seat_level(seat_view(state, 0), "hard") == "hard"
+
+
+def test_duplicate_pits_two_levels_on_the_same_deals():
+    table = Table.build("shanghai-platform")
+    same = duplicate(6, "dup", table, policy("normal"), policy("normal"))
+    # The same player on both sides: every deal gives it back what it took.
+    assert same.hands == 12 and same.mean == 0
+    easy = duplicate(6, "dup", table, policy("easy", seed="dup"), policy("normal"))
+    assert easy.hands == 12 and easy.low <= easy.mean <= easy.high
