@@ -73,12 +73,14 @@ class Position:
     bombs_left: list[int | None]
     locked: frozenset[int]  # the landlord's reported ranks
     ruleset: Ruleset
+    turns: int = 0  # plays and passes made in this position so far
 
     def locks(self, seat: int) -> frozenset[int]:
         return self.locked if seat == self.landlord else frozenset()
 
     def apply(self, seat: int, play: Combination | None) -> bool:
         """Plays (or passes, ``None``) for ``seat``; True when the seat goes out."""
+        self.turns += 1
         if play is None:
             self.passes += 1
             if self.passes == SEATS - 1:
@@ -323,8 +325,21 @@ class SearchPolicy:
     def evaluate(self, view: SeatView, hands: list[list[int]], play: Combination | None) -> float:
         """The points of one deal played out after ``play``."""
         me = view.seat
+        assert me is not None
+        position = self.position(view, hands)
+        if position.apply(me, play):
+            return points(view, me == view.landlord, position.bombs)
+        landlord_won, bombs = rollout(position)
+        return points(view, landlord_won, bombs)
+
+    @staticmethod
+    def position(view: SeatView, hands: list[list[int]]) -> Position:
+        """The position of ``view`` with these hands (copied), the viewing seat to act."""
+        me = view.seat
         assert me is not None and view.landlord is not None
-        position = Position(
+        bombs_left = [info.bombs_left if info is not None else None for info in view.seats]
+        bombs_left[me] = view.bombs_left
+        return Position(
             hands=[list(h) for h in hands],
             sizes=[sum(h) for h in hands],
             landlord=view.landlord,
@@ -333,15 +348,10 @@ class SearchPolicy:
             lead_seat=view.lead_seat if view.lead_seat is not None else me,
             passes=view.passes,
             bombs=view.bombs,
-            bombs_left=[info.bombs_left if info is not None else None for info in view.seats],
+            bombs_left=bombs_left,
             locked=_landlord_locks(view),
             ruleset=view.table.ruleset,
         )
-        position.bombs_left[me] = view.bombs_left
-        if position.apply(me, play):
-            return points(view, me == view.landlord, position.bombs)
-        landlord_won, bombs = rollout(position)
-        return points(view, landlord_won, bombs)
 
 
 def _landlord_locks(view: SeatView) -> frozenset[int]:
