@@ -24,7 +24,7 @@ from service.game import Table, decide, evolve, replay, seat_view
 from service.game.bot import BotPolicy
 from service.game.bot.levels import policy as level_policy
 from service.game.bot.search import SearchPolicy, rollout, sample_hands
-from service.game.policies import RandomPolicy
+from service.game.policies import Policy, RandomPolicy
 from service.game.simulate import DECISIONS, play_hand
 from service.game.state import PLAYING
 
@@ -89,18 +89,7 @@ def main() -> None:
     line("decide per command", decide_times, "us", 1e6)
 
     bot = BotPolicy()
-    bot_times = []
-    for seed in seeds[: max(20, args.hands // 10)]:
-        events, _ = play_hand(table, seed, [bot] * 4)
-        state = replay(events[:6])
-        while state.result is None:
-            view = seat_view(state, state.turn)
-            start = time.perf_counter()
-            command = bot.act(view)
-            bot_times.append(time.perf_counter() - start)
-            for event in decide(state, command):
-                state = evolve(state, event)
-    line("bot decision", bot_times)
+    line("bot decision", decision_times(bot, table, seeds[: max(20, args.hands // 10)]))
 
     # The search's play-outs: hidden hands sampled from a seat's view, played out greedily
     # on counts (the engine of the hard level).
@@ -132,22 +121,26 @@ def main() -> None:
     )
 
     for level in ("normal", "hard"):
-        player = level_policy(level, seed="bench")
-        times = []
-        for seed in seeds[:6]:
-            events, _ = play_hand(table, seed, [bot] * 4)
-            state = replay(events[:6])
-            while state.result is None:
-                view = seat_view(state, state.turn)
-                start = time.perf_counter()
-                command = player.act(view)
-                times.append(time.perf_counter() - start)
-                for event in decide(state, command):
-                    state = evolve(state, event)
-        line(
-            f"{level} decision (50 ms search budget)" if level == "hard" else f"{level} decision",
-            times,
-        )
+        times = decision_times(level_policy(level, seed="bench"), table, seeds[:6])
+        line(f"{level} decision" + (" (50 ms search budget)" if level == "hard" else ""), times)
+
+
+def decision_times(policy: Policy, table: Table, seeds: list[bytes]) -> list[float]:
+    """The policy's time for each decision of hands it plays at all four seats, dealt
+    from these seeds."""
+    bot = BotPolicy()
+    times = []
+    for seed in seeds:
+        events, _ = play_hand(table, seed, [bot] * 4)
+        state = replay(events[:6])
+        while state.result is None:
+            view = seat_view(state, state.turn)
+            start = time.perf_counter()
+            command = policy.act(view)
+            times.append(time.perf_counter() - start)
+            for event in decide(state, command):
+                state = evolve(state, event)
+    return times
 
 
 def rate(label: str, turns: int, wall: float, cpu: float, what: str) -> None:

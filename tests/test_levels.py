@@ -9,6 +9,7 @@ import random
 from collections import Counter
 
 import pytest
+from hidden import reshuffled
 
 from service.game import GameError, Table
 from service.game.bot.levels import LEVELS, policy, seat_level
@@ -64,20 +65,6 @@ def mid_hand(i: int, turns: int) -> State:
     return state
 
 
-def reshuffled(state: State, rng: random.Random) -> State:
-    """The cards the seat to act cannot see, dealt differently among the other seats
-    (same counts; the landlord's shown or reported cards stay)."""
-    me = state.turn
-    shown = state.landlord if state.show_hand or state.reported_cards else None
-    hidden = [s for s in range(4) if s not in (me, shown)]
-    pool = [card for s in hidden for card in state.hands[s]]
-    rng.shuffle(pool)
-    hands = list(state.hands)
-    for s in hidden:
-        hands[s], pool = tuple(pool[: len(hands[s])]), pool[len(hands[s]) :]
-    return state.replace(hands=tuple(hands))
-
-
 def test_the_search_is_deterministic_from_its_seed_and_blind_to_hidden_cards():
     rng = random.Random(3)
     checked = 0
@@ -90,7 +77,7 @@ def test_the_search_is_deterministic_from_its_seed_and_blind_to_hidden_cards():
             decision = searching().act(view)
             assert searching().act(view) == decision  # the same seed, the same decision
             for _ in range(2):
-                other = seat_view(reshuffled(state, rng), state.turn)
+                other = seat_view(reshuffled(state, state.turn, rng), state.turn)
                 assert searching().act(other) == decision
             checked += 1
     assert checked >= 20
