@@ -385,9 +385,15 @@ class SearchPolicy:
             hands = sample_hands(view, rng)
             if hands is None:
                 break
-            base = self.evaluate(view, hands, candidates[0])
+            results = [self.evaluate(view, hands, candidates[0])]
+            for play in candidates[1:]:
+                if deadline is not None and rounds and time.perf_counter() > deadline:
+                    break  # out of time: this round is left unfinished, and uncounted
+                results.append(self.evaluate(view, hands, play))
+            if len(results) < len(candidates):
+                break
             for i in range(1, len(candidates)):
-                gain = self.evaluate(view, hands, candidates[i]) - base
+                gain = results[i] - results[0]
                 gains[i][0] += gain
                 gains[i][1] += gain * gain
             rounds += 1
