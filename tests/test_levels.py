@@ -10,11 +10,13 @@ from collections import Counter
 
 import pytest
 from hidden import reshuffled
+from test_bot import make_view
 
 from service.game import GameError, Table
+from service.game.bot import BotPolicy
 from service.game.bot.levels import LEVELS, policy, seat_level
 from service.game.bot.search import SearchPolicy, sample_hands
-from service.game.commands import CreateMatch, DealHand, Disconnect, TakeSeat
+from service.game.commands import CreateMatch, DealHand, Disconnect, Play, TakeSeat
 from service.game.simulate import apply, duplicate, play_hand
 from service.game.state import ENDED, PLAYING, State, initial_state
 from service.game.views import seat_view
@@ -131,3 +133,17 @@ def test_duplicate_pits_two_levels_on_the_same_deals():
     assert same.hands == 12 and same.mean == 0
     easy = duplicate(6, "dup", table, policy("easy", seed="dup"), policy("normal"))
     assert easy.hands == 12 and easy.low <= easy.mean <= easy.high
+
+
+def test_normal_keeps_a_bomb_that_would_only_double_the_stake():
+    """The landlord, 8 cards left, takes the trick with a pair of 2s. Today's bot bombs it
+    (the landlord is close to going out); normal, when bombs double, keeps the bomb for
+    when it turns the hand, and bombs as before when they do not double."""
+    hand = "3457 9JQ TTTT"
+    for bombs_double, bombs in ((True, False), (False, True)):
+        table = Table.build("shanghai-platform", bombs_double=bombs_double)
+        view = make_view(
+            hand.replace(" ", ""), lead="22", lead_seat=0, cards_left=(8, 20, 10, 20), table=table
+        )
+        assert isinstance(policy("normal").act(view), Play) is bombs
+        assert isinstance(BotPolicy().act(view), Play)
