@@ -10,7 +10,7 @@ a faster greedy policy (:func:`greedy`). A candidate scores the points the seat 
 loses, each bomb doubling them when the ruleset says so: a bomb has to win more than the
 stake it doubles. Rounds go on until the time budget is spent (or ``samples`` rounds, for
 a deterministic run); a candidate replaces the bot's own choice only when its gain over
-it, deal by deal, is clearly above zero. The random dealing comes from the policy's seed
+it, deal by deal, is two standard errors above zero. The random dealing comes from the policy's seed
 and the public view only, so the same view and seed give the same decision whatever the
 hidden cards are.
 
@@ -51,7 +51,9 @@ ENDGAME = 33
 GREEDY_PLAYOUTS, BOT_PLAYOUTS = "greedy", "bot"
 #: Leave the bot's choice only when a candidate's mean gain over it is this many standard
 #: errors above zero.
-CONFIDENCE = 1.0
+CONFIDENCE = 2.0
+#: Fewer deals than this say too little about the spread: the bot's choice stands.
+MIN_ROUNDS = 4
 _GROUPS = (SINGLE, PAIR, TRIPLE)
 
 
@@ -399,7 +401,7 @@ class SearchPolicy:
             rounds += 1
         self.rounds = rounds
         best, best_mean = 0, 0.0
-        if rounds < 2:
+        if rounds < MIN_ROUNDS:
             return candidates[0]
         for i in range(1, len(candidates)):
             total, squares = gains[i]
