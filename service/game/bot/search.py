@@ -10,9 +10,9 @@ a faster greedy policy (:func:`greedy`). A candidate scores the points the seat 
 loses, each bomb doubling them when the ruleset says so: a bomb has to win more than the
 stake it doubles. Rounds go on until the time budget is spent (or ``samples`` rounds, for
 a deterministic run); a candidate replaces the bot's own choice only when its gain over
-it, deal by deal, is two standard errors above zero. The random dealing comes from the policy's seed
-and the public view only, so the same view and seed give the same decision whatever the
-hidden cards are.
+it, deal by deal, is two standard errors above zero. The random dealing comes from the
+policy's seed and the public view only, so the same view and seed give the same decision
+whatever the hidden cards are.
 
 Bidding, 摊打 and 报到 are the rule-based bot's.
 """
