@@ -389,7 +389,7 @@ class SearchPolicy:
                 break
             results = [self.evaluate(view, hands, candidates[0])]
             for play in candidates[1:]:
-                if deadline is not None and rounds and time.perf_counter() > deadline:
+                if deadline is not None and time.perf_counter() > deadline:
                     break  # out of time: this round is left unfinished, and uncounted
                 results.append(self.evaluate(view, hands, play))
             if len(results) < len(candidates):
