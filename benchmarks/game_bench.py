@@ -1,12 +1,16 @@
 """Decider benchmark: prints the time to rebuild a finished hand from its events, the time
-of ``decide`` per command, simulated turns per second with the random-legal policy, and
-the bot policy's time per decision.
+of ``decide`` per command, simulated turns per second with the random-legal policy, the
+turns per second of the search's play-outs, and the time per decision of the bot levels.
 
     python benchmarks/game_bench.py [--hands N]
 
+Turns per second are given per CPU-second too: on a shared machine the wall clock counts
+the other processes' time. The peer engine (noword/rlcard) is measured by
+benchmarks/rlcard_bench.py.
+
 Targets on the 2-core reference machine: rebuild <= 1 ms median, decide <= 100 us median,
 >= 20,000 random-legal turns/s on one core (move generation and bidding included), bot
-<= 5 ms median per decision.
+<= 5 ms median per decision, hard within its budget plus 10 ms at p99.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ import time
 
 from service.game import Table, decide, evolve, replay, seat_view
 from service.game.bot import BotPolicy
-from service.game.policies import RandomPolicy
+from service.game.bot.levels import policy as level_policy
+from service.game.bot.search import SearchPolicy, rollout, sample_hands
+from service.game.policies import Policy, RandomPolicy
 from service.game.simulate import DECISION_EVENTS, play_hand
+from service.game.state import PLAYING
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -45,15 +52,18 @@ def main() -> None:
     # Random-legal play, one core: every turn is view + policy (move generation) + decide + evolve.
     seeds = [rng.randbytes(32) for _ in range(args.hands)]
     turns = 0
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     finished = []
     for seed in seeds:
         events, state = play_hand(table, seed, [RandomPolicy(rng)] * 4)
         turns += sum(isinstance(e, DECISION_EVENTS) for e in events)
         finished.append(events)
-    elapsed = time.perf_counter() - started
-    print(
-        f"{'random-legal turns per second':<40} {turns / elapsed:12,.0f}   ({turns:,} turns, {args.hands} hands)"
+    rate(
+        "random-legal turns per second",
+        turns,
+        time.perf_counter() - started,
+        time.process_time() - cpu,
+        f"{args.hands} hands",
     )
 
     rebuild = []
@@ -79,18 +89,65 @@ def main() -> None:
     line("decide per command", decide_times, "us", 1e6)
 
     bot = BotPolicy()
-    bot_times = []
-    for seed in seeds[: max(20, args.hands // 10)]:
+    line("bot decision", decision_times(bot, table, seeds[: max(20, args.hands // 10)]))
+
+    # The search's play-outs: hidden hands sampled from a seat's view, played out greedily
+    # on counts (the engine of the hard level).
+    positions = []
+    search = SearchPolicy("bench", budget=None, samples=1)
+    for seed in seeds[:50]:
+        events, _ = play_hand(table, seed, [bot] * 4)
+        state = replay(events[:6])
+        while state.result is None:
+            if state.phase == PLAYING and len(state.history) % 7 == 0:
+                positions.append(seat_view(state, state.turn))
+            for event in decide(state, bot.act(seat_view(state, state.turn))):
+                state = evolve(state, event)
+    played = 0
+    started, cpu = time.perf_counter(), time.process_time()
+    for round_ in range(max(1, args.hands // 50)):
+        for view in positions:
+            hands = sample_hands(view, random.Random(round_))
+            assert hands is not None
+            position = search.position(view, hands)
+            rollout(position)
+            played += position.turns
+    rate(
+        "play-out turns per second (search)",
+        played,
+        time.perf_counter() - started,
+        time.process_time() - cpu,
+        "greedy, on counts",
+    )
+
+    for level in ("normal", "hard"):
+        times = decision_times(level_policy(level, seed="bench"), table, seeds[:6])
+        line(f"{level} decision" + (" (50 ms search budget)" if level == "hard" else ""), times)
+
+
+def decision_times(policy: Policy, table: Table, seeds: list[bytes]) -> list[float]:
+    """The policy's time for each decision of hands it plays at all four seats, dealt
+    from these seeds."""
+    bot = BotPolicy()
+    times = []
+    for seed in seeds:
         events, _ = play_hand(table, seed, [bot] * 4)
         state = replay(events[:6])
         while state.result is None:
             view = seat_view(state, state.turn)
             start = time.perf_counter()
-            command = bot.act(view)
-            bot_times.append(time.perf_counter() - start)
+            command = policy.act(view)
+            times.append(time.perf_counter() - start)
             for event in decide(state, command):
                 state = evolve(state, event)
-    line("bot decision", bot_times)
+    return times
+
+
+def rate(label: str, turns: int, wall: float, cpu: float, what: str) -> None:
+    print(
+        f"{label:<40} {turns / wall:12,.0f}   per CPU-second {turns / cpu:10,.0f}"
+        f"   ({turns:,} turns, {what})"
+    )
 
 
 if __name__ == "__main__":

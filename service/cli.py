@@ -151,6 +151,37 @@ def run_simulate(
     return 0
 
 
+def run_pit(
+    deals: int, seed: str, ruleset: str | None, players: list[str], budget_ms: float, stdout: TextIO
+) -> int:
+    """``ddz simulate --pit A B``: A against B in duplicate, with and without bomb doubling."""
+    from .game import Table
+    from .game.bot.levels import contestant
+    from .game.simulate import DUPLICATE_SEATS, duplicate
+
+    first, second = players
+    hands = deals * len(DUPLICATE_SEATS)
+    stdout.write(
+        f"{first} against {second}: points per hand of {first} (all its seats, in stakes), "
+        f"95% CI; {deals} deals, each played twice with the seats swapped ({hands} hands)\n"
+    )
+    for bombs_double in (True, False):
+        table = Table.build(ruleset, bombs_double=bombs_double)
+        result = duplicate(
+            deals,
+            seed,
+            table,
+            contestant(first, seed=f"{seed}:a", budget=budget_ms / 1000),
+            contestant(second, seed=f"{seed}:b", budget=budget_ms / 1000),
+        )
+        label = "bombs double" if bombs_double else "bombs do not double"
+        stdout.write(
+            f"  {table.ruleset.name}, {label:<20} {result.mean:+8.2f}"
+            f"  [{result.low:+.2f}, {result.high:+.2f}]\n"
+        )
+    return 0
+
+
 def run_migrate(stdout: TextIO) -> int:
     from .config import Config
     from .store import migrate
@@ -316,6 +347,21 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_parser.add_argument(
         "--out", default=None, metavar="DIR", help="write hand records (.json) here"
     )
+    simulate_parser.add_argument(
+        "--pit",
+        nargs=2,
+        metavar=("A", "B"),
+        help="instead: A against B in duplicate over --hands deals, with and without bomb "
+        "doubling; each is a level (easy, normal, hard) or a baseline (bot: the bot before "
+        "levels; max-bid: that bot always bidding the highest)",
+    )
+    simulate_parser.add_argument(
+        "--budget-ms",
+        type=float,
+        default=50.0,
+        metavar="MS",
+        help="the hard level's search time per decision (default 50)",
+    )
     commands.add_parser(
         "migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)"
     )
@@ -395,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.hands < 1:
                 raise RulesError("--hands must be at least 1", "invalid_argument")
             seed = parse_seed(args.seed).hex() if args.seed is not None else new_seed().hex()
+            if args.pit:
+                return run_pit(args.hands, seed, args.ruleset, args.pit, args.budget_ms, sys.stdout)
             return run_simulate(args.hands, seed, args.ruleset, args.out, sys.stdout)
         return run_deal(args.seed, sys.stdout)
     except RulesError as exc:

@@ -119,6 +119,8 @@ class Config:
     #: Seconds a table rests after a hand is settled before it deals the next (a new
     #: table's default, and the lobby's tables'): DDZ_TABLE_NEXT_HAND_SECONDS.
     table_next_hand_seconds: int = 5
+    #: Milliseconds the ``hard`` bot level searches per decision: DDZ_BOT_SEARCH_MS.
+    bot_search_ms: float = 50.0
 
     _ENV: ClassVar[dict[str, str]] = {
         "database_url": "DATABASE_URL",
@@ -157,6 +159,7 @@ class Config:
         "console_secure_cookie": "DDZ_CONSOLE_SECURE_COOKIE",
         "lobby_bots_after": "DDZ_LOBBY_BOTS_AFTER",
         "table_next_hand_seconds": "DDZ_TABLE_NEXT_HAND_SECONDS",
+        "bot_search_ms": "DDZ_BOT_SEARCH_MS",
     }
 
     @classmethod

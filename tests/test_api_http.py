@@ -132,6 +132,7 @@ def test_json_with_its_charset_is_read(client):
     )
     assert reply.status == 201, reply.text
     assert reply.json["options"]["unit"] == "5.00"
+    assert reply.json["options"]["bot_level"] == "normal"
 
 
 def test_no_body_still_takes_the_defaults(client):

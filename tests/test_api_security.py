@@ -499,6 +499,7 @@ def test_bad_event_queries_are_422(table, query):
         {"rake": "1.5"},
         {"turn_seconds": 0},
         {"bombs_double": "maybe"},
+        {"bot_level": "expert"},
         {"seats": 4},
     ],
 )

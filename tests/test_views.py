@@ -16,6 +16,7 @@ import re
 from collections import Counter
 
 import pytest
+from hidden import reshuffled
 
 from service.game import (
     OPERATOR,
@@ -299,9 +300,14 @@ def check_hand(log: list[Event]) -> dict:
     know = Knowledge()
     state = initial_state
     seed = next(e.seed for e in log if isinstance(e, HandDealt))
+    turns: list[dict] = []  # the history every view must show, from the events themselves
     for event in log:
         state = evolve(state, event)
         know.see(event)
+        if isinstance(event, Played):
+            turns.append({"seat": event.seat, "action": "play", "cards": as_shown(event.cards)})
+        elif isinstance(event, Passed):
+            turns.append({"seat": event.seat, "action": "pass", "cards": []})
         seen[event.type] += 1
         ended = state.phase == "ended"
         for viewer in VIEWERS:
@@ -319,6 +325,8 @@ def check_hand(log: list[Event]) -> dict:
                             f"seat {viewer} sees {sorted(extra.elements())} in {event.type} / view"
                         )
             check_view_fields(state, viewer, v)
+            assert v["history"] == turns
+            check_counting(state, viewer, v)
         check_operator(state, event)
     seen["show_hand=true"] += know.shown
     seen[f"report={state.report}"] += 1
@@ -362,6 +370,23 @@ def check_view_fields(state: State, viewer, v: dict) -> None:
     assert v["result"] == (state.result.to_json() if ended else None)
 
 
+def check_counting(state: State, viewer, v: dict) -> None:
+    """What the view derives from the history: the cards the viewer has not seen are
+    exactly those the other seats hold (with the bottom until it is taken), and each
+    seat's bomb allowance is the rules' own."""
+    if state.phase in ("new", "seating", "dealing"):
+        return
+    hidden = Counter(
+        card.rank_char for seat in range(4) if seat != viewer for card in state.hands[seat]
+    )
+    if state.landlord is None:
+        hidden += Counter(card.rank_char for card in state.bottom)
+    assert {rank: n for rank, n in v["unseen"].items() if n} == dict(hidden)
+    assert [s["bombs_left"] for s in v["seats"]] == [
+        state.bombs_left(seat) if state.landlord is not None else None for seat in range(4)
+    ]
+
+
 def check_operator(state: State, event: Event) -> None:
     assert visible(event, OPERATOR) == event.to_json()
     o = view(state, OPERATOR)
@@ -395,6 +420,24 @@ def test_a_seat_sees_only_what_it_may_know_after_show_hand_and_report(ruleset):
         seen += check_hand(log)
     assert seen["show_hand=true"] > 0 and seen["show_hand"] == 16
     assert seen["report=play"] > 0 and seen["report=no_play"] > 0 and seen["report=decline"] > 0
+
+
+def test_a_view_is_the_same_whatever_the_hidden_cards():
+    """Deal the cards a seat cannot see differently among the other seats (same counts) at
+    every turn: its whole view, the history and the counts derived from it included, does
+    not change."""
+    rng = random.Random(5)
+    checked = 0
+    for log in dealt_hands("shanghai-platform", 4):
+        state = initial_state
+        for event in log:
+            state = evolve(state, event)
+            if state.phase not in ("playing", "report", "show_hand"):
+                continue
+            for viewer in range(4):
+                assert view(reshuffled(state, viewer, rng), viewer) == view(state, viewer)
+                checked += 1
+    assert checked > 400
 
 
 # --------------------------------------------------------------------------
@@ -502,6 +545,7 @@ def test_a_view_names_the_table_as_ruleset_and_options_like_the_match_list():
         "rake": "0.00",
         "bombs_double": True,
         "turn_seconds": 30,
+        "bot_level": "normal",
     }
 
 

@@ -386,6 +386,15 @@ def test_all_bot_match_plays_to_the_end_and_settles(api, db, rconn, jobs_env):
     assert sweep_for(rconn, match_id) == NOTHING
 
 
+@pytest.mark.parametrize("level", ["easy", "hard"])
+def test_a_match_at_each_bot_level_plays_to_the_end(api, db, rconn, jobs_env, level):
+    match_id = bot_match(api, bot_level=level)
+    drain(rconn)
+    assert phase(api, match_id) == "ended"
+    assert failed_jobs(rconn) == []
+    assert_settled_once(api, db, match_id)
+
+
 # --- 2. disconnects: 系统代打 and the penalty ---------------------------------------------
 
 

@@ -3,6 +3,7 @@ version it was made for, and acts through the same command path as a player."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -15,7 +16,7 @@ from service.app.commands import CommandRequest
 from service.app.metrics import JOB_SECONDS, SETTLEMENT_LAG
 from service.app.work import BOT_TURN, SETTLE_MATCH, TURN_TIMEOUT, work_for
 from service.game import Disconnect, GameError, Settle, State, deadline, seat_view
-from service.game.bot import BotPolicy
+from service.game.bot.levels import policy, seat_level
 from service.game.commands import SeatCommand
 from service.game.events import (
     BidMade,
@@ -27,6 +28,7 @@ from service.game.events import (
     Reported,
     Settled,
 )
+from service.game.policies import Policy
 from service.game.record import export, verify
 from service.game.state import ENDED
 from service.store import MatchNotFound, StoredEvent, VersionConflict
@@ -36,7 +38,6 @@ from service.store.tables import TableNotFound
 from .context import context
 
 log = logging.getLogger(__name__)
-POLICY = BotPolicy()
 #: A turn timeout run at most this early waits for the deadline instead of leaving.
 EARLY_TOLERANCE = 2.0
 
@@ -84,6 +85,13 @@ def _act(match_id: str, version: int, command: SeatCommand, what: str) -> str:
     return f"{command.name} at version {version}"
 
 
+@functools.cache
+def _policy(level: str) -> Policy:
+    """The system's player at ``level``, one per worker process (the search's budget from
+    the configuration; its dice from the match and the view, so no seed is needed)."""
+    return policy(level, budget=context().config.bot_search_ms / 1000)
+
+
 @JOB_SECONDS.labels(BOT_TURN).time()
 def bot_turn(match_id: str, version: int) -> str:
     """Plays the turn of a seat the system plays (a bot seat, or 系统代打), if the match is
@@ -98,7 +106,9 @@ def bot_turn(match_id: str, version: int) -> str:
     turn = state.turn
     taken = None if turn is None else state.seats[turn]
     assert turn is not None and taken is not None  # a bot turn is a seated seat's turn
-    command = POLICY.act(seat_view(state, turn))
+    assert state.table is not None
+    view = seat_view(state, turn)
+    command = _policy(seat_level(view, state.table.bot_level)).act(view)
     # A player's seat that the system plays since a disconnect: 系统代打.
     what = "bot turn" if taken.bot else "bot turn (系统代打)"
     try:

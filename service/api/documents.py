@@ -10,6 +10,7 @@ from typing import Any
 from ..app import audit
 from ..app.metrics import LEDGER_OK, LEDGER_PROBLEMS
 from ..game import GameError, State, Table, deadline, view, visible
+from ..game.table import DEFAULT_BOT_LEVEL
 from ..store import Loaded, MatchNotFound, StoredEvent, StoreError
 from .auth import BEARER, Caller
 from .problems import ApiError
@@ -62,6 +63,7 @@ def table_of(body: dict[str, Any]) -> Table:
             body["rake"],
             body["bombs_double"],
             body["turn_seconds"],
+            body.get("bot_level", DEFAULT_BOT_LEVEL),
         )
     except GameError as exc:
         raise game_error(exc) from None

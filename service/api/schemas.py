@@ -10,7 +10,7 @@ from marshmallow import validate
 from ..game import state as game_state
 from ..game.actions import PLAYER_ACTIONS
 from ..game.events import MATCH_EVENTS
-from ..game.table import DEFAULT_TURN_SECONDS, MAX_TURN_SECONDS
+from ..game.table import BOT_LEVELS, DEFAULT_BOT_LEVEL, DEFAULT_TURN_SECONDS, MAX_TURN_SECONDS
 from ..rules import DEFAULT_RULESET, RULESETS, CombinationType
 from ..store import STATUSES
 
@@ -98,6 +98,14 @@ class MatchCreate(Strict):
     turn_seconds = JsonInteger(
         load_default=DEFAULT_TURN_SECONDS, validate=validate.Range(1, MAX_TURN_SECONDS)
     )
+    bot_level = f.String(
+        load_default=DEFAULT_BOT_LEVEL,
+        validate=validate.OneOf(BOT_LEVELS),
+        metadata={
+            "description": "How well the system plays its seats: easy (casual, with mistakes),"
+            " normal, hard (searches); a disconnected player's seat plays at least normal"
+        },
+    )
 
 
 class Options(ma.Schema):
@@ -106,6 +114,7 @@ class Options(ma.Schema):
     rake = f.String(required=True)
     bombs_double = f.Boolean(required=True)
     turn_seconds = f.Integer(required=True)
+    bot_level = f.String(required=True, validate=validate.OneOf(BOT_LEVELS))
 
 
 class SeatSummary(ma.Schema):
@@ -157,7 +166,20 @@ class SeatState(ma.Schema):
     disconnected = f.Boolean(required=True)
     cards = f.Integer(required=True, metadata={"description": "How many cards the seat holds"})
     bombs_played = f.Integer(required=True)
+    bombs_left = f.Integer(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "How many more bombs the seat may play; null: no limit, or no landlord yet"
+        },
+    )
     role = f.String(required=True, allow_none=True, validate=validate.OneOf(["landlord", "farmer"]))
+
+
+class Turn(ma.Schema):
+    seat = f.Integer(required=True)
+    action = f.String(required=True, validate=validate.OneOf(["play", "pass"]))
+    cards = f.List(f.String(), required=True, metadata={"description": "Empty for a pass"})
 
 
 class Lead(ma.Schema):
@@ -244,6 +266,20 @@ class View(ma.Schema):
     passes = f.Integer(required=True)
     bombs = f.Integer(required=True)
     bombs_left = f.Integer(required=True, allow_none=True)
+    history = f.List(
+        f.Nested(Turn),
+        required=True,
+        metadata={"description": "Every play and pass of the hand so far, in order"},
+    )
+    unseen = f.Dict(
+        keys=f.String(),
+        values=f.Integer(),
+        required=True,
+        metadata={
+            "description": "By rank (3…A 2 B R), how many cards the caller neither holds nor"
+            " has seen played: those the other seats hold, and the bottom until it is taken"
+        },
+    )
     actions = f.List(
         f.Nested(Action),
         required=True,

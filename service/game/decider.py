@@ -272,9 +272,10 @@ def _decide_report(state: State, c: Report) -> list[Event]:
 def _decide_play(state: State, c: Play) -> list[Event]:
     combination = verify_play_command(state, c)
     played = Played(c.seat, tuple(c.cards), combination.type.value, combination.rank, c.by)
-    after = evolve(state, played)
-    if after.hands[c.seat]:
+    if len(c.cards) < len(state.hands[c.seat]):
         return [played]
+    # The seat goes out: the result needs the state after the play (its bomb counts).
+    after = evolve(state, played)
     return [played, _hand_ended(after, LANDLORD if c.seat == state.landlord else FARMERS)]
 
 

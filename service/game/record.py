@@ -24,7 +24,7 @@ from .table import Table
 FORMAT = "ddz-hand/1"
 
 #: Fields our producer writes that the format does not require (docs/hand-record.md).
-ADDITIONS = frozenset({"options.turn_seconds", "result.first_disconnect"})
+ADDITIONS = frozenset({"options.turn_seconds", "options.bot_level", "result.first_disconnect"})
 
 
 def export(events: Iterable[Event]) -> dict[str, Any]:

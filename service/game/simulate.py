@@ -4,7 +4,9 @@ the property tests and the benchmarks."""
 from __future__ import annotations
 
 import hashlib
+import math
 import random
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -102,6 +104,46 @@ def matchup(
         events, state = play_hand(table, hand_seed(seed, i), seats, match_id=f"sim-{seed}-{i}")
         played.append((events, state, seats))
     return played
+
+
+#: Where the first player sits in each of a deal's two hands of a duplicate match; the
+#: second takes the other seats. Each seat is played once by each side.
+DUPLICATE_SEATS = ((0, 2), (1, 3))
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """What a duplicate match found: the first player's points per hand (in units of the
+    table's stake, from all its seats) against the second, with a 95 % confidence
+    interval over the deals (a normal approximation)."""
+
+    deals: int
+    hands: int
+    mean: float
+    low: float
+    high: float
+
+
+def duplicate(deals: int, seed: str, table: Table, first: Policy, second: Policy) -> Duplicate:
+    """Plays each of ``deals`` deals twice, the two players swapping seats
+    (:data:`DUPLICATE_SEATS`): the luck of the cards cancels out, what is left is play
+    and bidding. The hands are zero-sum at a table without rake, so two equal players
+    come out at exactly 0."""
+    per_deal: list[float] = []
+    for i in range(deals):
+        total = 0.0
+        for seats in DUPLICATE_SEATS:
+            policies = [first if s in seats else second for s in range(SEATS)]
+            _, state = play_hand(table, hand_seed(seed, i), policies, match_id=f"dup-{seed}-{i}")
+            assert state.result is not None
+            net = state.result.settlement.net
+            total += float(sum(net[s] for s in seats) / table.unit)
+        per_deal.append(total / len(DUPLICATE_SEATS))
+    mean = statistics.fmean(per_deal) if per_deal else 0.0
+    spread = statistics.stdev(per_deal) / math.sqrt(deals) if deals > 1 else 0.0
+    return Duplicate(
+        deals, deals * len(DUPLICATE_SEATS), mean, mean - 1.96 * spread, mean + 1.96 * spread
+    )
 
 
 def _random(seed: str, hand: int, seat: int) -> RandomPolicy:

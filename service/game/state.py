@@ -6,9 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
 
-from ..rules import SEATS, Card, Combination, ReportChoice, counts_of, legal_plays, report_units
+from ..rules import (
+    SEATS,
+    Card,
+    Combination,
+    ReportChoice,
+    Ruleset,
+    counts_of,
+    legal_plays,
+    report_units,
+)
+from ..rules.cards import NUM_RANKS, Counts
 from ..rules.combinations import _readings
 from .events import (
     BidMade,
@@ -58,6 +69,17 @@ class Seat(NamedTuple):
     bot: bool
 
 
+class Turn(NamedTuple):
+    """One turn of the play, as every seat saw it: the cards played, none for a pass."""
+
+    seat: int
+    cards: tuple[Card, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.cards
+
+
 def next_seat(seat: int) -> int:
     return (seat + 1) % SEATS
 
@@ -68,7 +90,8 @@ class State:
 
     The deal's ``seed`` is secret until the end. ``bids`` per seat: ``None`` never had a
     turn, 0 passed, 1-3. ``lead`` is the combination to beat, ``None`` when the seat to act
-    leads. ``report`` is the landlord's 报到 choice and ``locked`` the ranks it reported
+    leads. ``history`` is every play and pass so far, in order, and ``played`` the cards
+    they took out of the hands, by rank (both public). ``report`` is the landlord's 报到 choice and ``locked`` the ranks it reported
     (see :meth:`locks`). ``settled``: the result is in the ledger.
 
     The optional fields fill in as the match goes: ``match_id`` and ``table`` from its
@@ -106,6 +129,8 @@ class State:
     passes: int = 0
     bombs_played: tuple[int, ...] = (0,) * SEATS
     bombs: int = 0
+    history: tuple[Turn, ...] = ()
+    played: Counts = (0,) * NUM_RANKS
     disconnected: tuple[bool, ...] = (False,) * SEATS
     first_disconnect: int | None = None
     winner: str | None = None
@@ -189,10 +214,17 @@ def _remove(hand: tuple[Card, ...], cards: tuple[Card, ...]) -> tuple[Card, ...]
 def recorded_combination(event: Played, state: State) -> Combination:
     """The reading a play was recorded as."""
     assert state.table is not None
-    for reading in _readings(counts_of(event.cards), state.table.ruleset):
-        if reading.type.value == event.combination and reading.rank == event.rank:
+    return _reading(counts_of(event.cards), state.table.ruleset, event.combination, event.rank)
+
+
+@lru_cache(maxsize=8192)
+def _reading(counts: Counts, ruleset: Ruleset, kind: str, rank: str | None) -> Combination:
+    # Every replay and every simulated turn reads plays again; the same few thousand
+    # plays come back all the time.
+    for reading in _readings(counts, ruleset):
+        if reading.type.value == kind and reading.rank == rank:
             return reading
-    raise ValueError(f"play event does not match its cards: {event}")
+    raise ValueError(f"play of {counts} does not read as {kind} {rank}")
 
 
 def _after_landlord_decision(state: State, **changes: Any) -> State:
@@ -258,7 +290,12 @@ def _reported(state: State, e: Reported) -> State:
 
 def _played(state: State, e: Played) -> State:
     combination = recorded_combination(e, state)
+    played = list(state.played)
+    for card in e.cards:
+        played[card.rank] += 1
     changes: dict[str, Any] = dict(
+        history=state.history + (Turn(e.seat, e.cards),),
+        played=tuple(played),
         hands=_set(state.hands, e.seat, _remove(state.hands[e.seat], e.cards)),
         lead=combination,
         lead_seat=e.seat,
@@ -276,10 +313,13 @@ def _played(state: State, e: Played) -> State:
 
 def _passed(state: State, e: Passed) -> State:
     passes = state.passes + 1
+    history = state.history + (Turn(e.seat, ()),)
     if passes == SEATS - 1:
         # Three passes in a row: the seat that played last leads again, with anything.
-        return state.replace(passes=0, lead=None, lead_cards=(), turn=state.lead_seat)
-    return state.replace(passes=passes, turn=next_seat(e.seat))
+        return state.replace(
+            passes=0, lead=None, lead_cards=(), turn=state.lead_seat, history=history
+        )
+    return state.replace(passes=passes, turn=next_seat(e.seat), history=history)
 
 
 def _disconnected(state: State, e: Disconnected) -> State:

@@ -12,6 +12,9 @@ from .errors import GameError
 
 CENT = Decimal("0.01")
 DEFAULT_TURN_SECONDS = 30
+#: How well the system plays its seats (service/game/bot/levels.py).
+BOT_LEVELS = ("easy", "normal", "hard")
+DEFAULT_BOT_LEVEL = "normal"
 MAX_TURN_SECONDS = 3600
 #: How a money option may be given (anything else is refused, see :func:`amount`).
 Amount = Decimal | int | str
@@ -48,13 +51,15 @@ def share(value: object, name: str) -> Decimal:
 class Table:
     """Ruleset (with its ``bombs_double`` option), base stake ``unit`` (底分), per-hand
     ``cap`` (单局封顶, ``None`` = no cap), system cut ``rake`` (系统得分, a share) and the
-    seconds each decision may take before the system plays the seat."""
+    seconds each decision may take before the system plays the seat; ``bot_level``: how well
+    the system plays its seats (a disconnected player's at least ``normal``)."""
 
     ruleset: Ruleset
     unit: Decimal = Decimal("1.00")
     cap: Decimal | None = None
     rake: Decimal = Decimal("0.00")
     turn_seconds: int = DEFAULT_TURN_SECONDS
+    bot_level: str = DEFAULT_BOT_LEVEL
 
     @classmethod
     def build(
@@ -65,6 +70,7 @@ class Table:
         rake: Amount = "0.00",
         bombs_double: bool | None = None,
         turn_seconds: int = DEFAULT_TURN_SECONDS,
+        bot_level: str = DEFAULT_BOT_LEVEL,
     ) -> Table:
         """A table from plain values, checked."""
         base = Ruleset.by_name(ruleset)
@@ -83,8 +89,12 @@ class Table:
             raise GameError(
                 f"turn_seconds must be a whole number from 1 to {MAX_TURN_SECONDS}", "invalid_table"
             )
+        if bot_level not in BOT_LEVELS:
+            raise GameError(
+                f"bot_level is one of {', '.join(BOT_LEVELS)}, not {bot_level!r}", "invalid_table"
+            )
         cap_ = None if cap_ is None else cap_.quantize(CENT)
-        return cls(base, unit_.quantize(CENT), cap_, rake_, turn_seconds)
+        return cls(base, unit_.quantize(CENT), cap_, rake_, turn_seconds, bot_level)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +104,7 @@ class Table:
             "rake": str(self.rake),
             "bombs_double": self.ruleset.bombs_double,
             "turn_seconds": self.turn_seconds,
+            "bot_level": self.bot_level,
         }
 
     def settings(self) -> dict[str, Any]:
@@ -111,4 +122,5 @@ class Table:
             data.get("rake", "0"),
             data.get("bombs_double"),
             data.get("turn_seconds", DEFAULT_TURN_SECONDS),
+            data.get("bot_level", DEFAULT_BOT_LEVEL),
         )

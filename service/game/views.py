@@ -1,6 +1,9 @@
 """What each seat may see (docs/rules.md §6): its own hand; every seat's card count; the marked
 card and its holder; every bid, pass and play; the bottom only as landlord; the
 landlord's hand after 摊打; the reported cards after 报到. Operators see everything.
+Every play is public, so the view carries the hand's ``history`` of plays and passes and
+what follows from it: the cards each seat has not seen (``unseen``, by rank) and the
+bombs each seat may still play.
 Views show each set of cards sorted, by rank then suit; events keep them as they came.
 
 :func:`seat_view` is the one place that decides what a seat sees of the state (bots get
@@ -14,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..rules import Card, Combination, legal_plays
-from ..rules.cards import ONE_DECK
+from ..rules.cards import COPIES, NUM_RANKS, ONE_DECK, RANKS, Counts, counts_of
 from .actions import offered
 from .events import Event, HandDealt, LandlordChosen
 from .settlement import HandResult
-from .state import ENDED, State, open_bids
+from .state import ENDED, State, Turn, open_bids
 from .table import Table
 
 #: Pass as ``seat`` to see everything, as an operator does.
@@ -32,6 +35,8 @@ class SeatInfo:
     disconnected: bool
     cards: int  # how many cards the seat holds
     bombs_played: int
+    #: How many more bombs it may play (None: no limit, or no landlord yet).
+    bombs_left: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +72,21 @@ class SeatView:
     bombs_left: int | None
     result: HandResult | None
     seed: str | None  # revealed when the hand has ended
+    history: tuple[Turn, ...] = ()  # every play and pass of the hand, in order
+    played: Counts = (0,) * NUM_RANKS  # the cards of the history, by rank
 
     @property
     def role(self) -> str | None:
         if self.landlord is None or self.seat is None:
             return None
         return "landlord" if self.seat == self.landlord else "farmer"
+
+    @property
+    def unseen(self) -> Counts:
+        """By rank, the cards the viewing seat has neither in its hand nor seen played:
+        those the other seats hold (and the bottom, until the landlord takes it)."""
+        held = counts_of(self.hand)
+        return tuple(COPIES[r] - held[r] - self.played[r] for r in range(NUM_RANKS))
 
     def bid_choices(self) -> list[int]:
         """The bids open now: a pass (0), or any value above the highest bid so far."""
@@ -108,6 +122,7 @@ class SeatView:
                     "disconnected": info.disconnected,
                     "cards": info.cards,
                     "bombs_played": info.bombs_played,
+                    "bombs_left": info.bombs_left,
                     "role": None
                     if self.landlord is None
                     else ("landlord" if i == self.landlord else "farmer"),
@@ -139,6 +154,15 @@ class SeatView:
             "passes": self.passes,
             "bombs": self.bombs,
             "bombs_left": self.bombs_left,
+            "history": [
+                {
+                    "seat": turn.seat,
+                    "action": "pass" if turn.passed else "play",
+                    "cards": _codes(turn.cards),
+                }
+                for turn in self.history
+            ],
+            "unseen": {RANKS[r]: n for r, n in enumerate(self.unseen)},
             "actions": actions,
             "result": None if self.result is None else self.result.to_json(),
             "seed": self.seed,
@@ -176,7 +200,12 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
             None
             if s is None
             else SeatInfo(
-                s.player, s.bot, state.disconnected[i], len(state.hands[i]), state.bombs_played[i]
+                s.player,
+                s.bot,
+                state.disconnected[i],
+                len(state.hands[i]),
+                state.bombs_played[i],
+                state.bombs_left(i) if landlord is not None else None,
             )
             for i, s in enumerate(state.seats)
         ),
@@ -203,6 +232,8 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
         passes=state.passes,
         bombs=state.bombs,
         bombs_left=state.bombs_left(own) if own is not None and landlord is not None else None,
+        history=state.history,
+        played=state.played,
         result=state.result,
         seed=state.seed if ended or operator else None,
     )

@@ -12,7 +12,6 @@ concrete cards of the hand. Two constraints of a seat are inputs:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple, cast
@@ -375,12 +374,13 @@ def _not_held(
     """The cards of the play the hand lacks, in the play's order ("S3, S3"): with concrete
     cards on both sides suits count too (S3 is not C3); else the ranks ("33")."""
     if hand and cards and isinstance(hand[0], Card) and isinstance(cards[0], Card):
-        remaining = Counter(cast("Sequence[Card]", hand))
+        # list.remove beats a Counter of the whole hand for the few cards of a play.
+        remaining = list(cast("Sequence[Card]", hand))
         missing = []
         for card in cast("Sequence[Card]", cards):
-            if remaining[card]:
-                remaining[card] -= 1
-            else:
+            try:
+                remaining.remove(card)
+            except ValueError:
                 missing.append(card.code)
         return ", ".join(missing)
     return format_ranks([max(p - h, 0) for p, h in zip(played, held)])

@@ -12,6 +12,10 @@ It has three parts:
   bids, plays face up (摊打) and answers 报到 by it.
 * :mod:`.policy` leads and follows by the plan: :class:`BotPolicy` and the knobs of its
   play, :class:`Style`.
+
+On top of it, :mod:`.search` weighs candidate plays by playing sampled deals out, and
+:mod:`.levels` makes the levels a table asks for (``easy``, ``normal``, ``hard``) from
+these parts (docs/bot.md).
 """
 
 from .planning import Plan, plan

@@ -89,12 +89,12 @@ BID_THRESHOLDS = ((3, 0.8), (2, 0.77), (1, 0.72))
 SHOW_HAND_THRESHOLD = 0.93
 
 
-def bid(view: SeatView) -> int:
+def bid(view: SeatView, thresholds: tuple[tuple[int, float], ...] = BID_THRESHOLDS) -> int:
     """The highest bid whose threshold the chance of winning as landlord reaches (0: pass)."""
     ruleset = view.table.ruleset
     counts = counts_of(view.hand)
     allowed = view.bid_choices()
-    for value, threshold in BID_THRESHOLDS:
+    for value, threshold in thresholds:
         if value not in allowed:
             continue
         unlimited = 0.0

@@ -92,12 +92,14 @@ class _Seat:
             )
         )
 
-    def opponent_pool(self) -> Counts:
+    def opponent_pool(self, count_cards: bool = False) -> Counts:
         """Cards an opponent may hold: the landlord's hand when shown (摊打) and we are a
-        farmer, else every card we cannot see."""
+        farmer, else every card we do not hold (``count_cards``: and have not seen played)."""
         view = self.view
         if not self.is_landlord and view.landlord_hand is not None:
             return counts_of(view.landlord_hand)
+        if count_cards:
+            return view.unseen
         return tuple(COPIES[r] - self.counts[r] for r in range(NUM_RANKS))
 
     def safe(self, combo: Combination, pool: Counts) -> bool:
@@ -138,6 +140,14 @@ class Style:
     farmer_reinforce: int = 6
     #: When leading, avoid plays of n cards while an opponent holds n ≤ this many cards.
     lead_danger: int = 5
+    #: Count cards: an opponent may hold only the cards not yet played (the view's
+    #: ``unseen``), not every card we do not hold.
+    count_cards: bool = False
+    #: When bombs double the stake, a bomb that does not win the hand at once is played
+    #: only while the opponent holds at most this many cards (None: the thresholds above).
+    stake_bomb: int | None = None
+    #: (bid, estimated chance of winning as landlord it takes), highest bid first.
+    bid_thresholds: tuple[tuple[int, float], ...] = evaluation.BID_THRESHOLDS
 
 
 class BotPolicy:
@@ -155,7 +165,7 @@ class BotPolicy:
         seat, by = view.seat, acting_party(view)
         assert seat is not None  # a policy acts for the seat whose turn it is
         if view.phase == BIDDING:
-            return Bid(seat, evaluation.bid(view), by)
+            return Bid(seat, evaluation.bid(view, self.style.bid_thresholds), by)
         if view.phase == SHOW_HAND:
             return ShowHand(seat, evaluation.show_hand(view), by)
         if view.phase == REPORT:
@@ -208,7 +218,7 @@ class BotPolicy:
         bombs = sorted(p.bombs, key=_bomb_key)
         if not others:
             return bombs[0]
-        pool = seat.opponent_pool()
+        pool = seat.opponent_pool(self.style.count_cards)
         safe = [c for c in others if seat.safe(c, pool)] if len(others) <= 4 else []
         if safe and len(others) - len(safe) <= 1:
             # Only one weak play would be left: cash the sure plays first.
@@ -277,7 +287,7 @@ class BotPolicy:
         bombs = [c for c in candidates if c.type.is_bomb]
         if must_stop:
             # A reply it cannot beat, else a bomb (it holds none), else the best we have.
-            pool = seat.opponent_pool()
+            pool = seat.opponent_pool(self.style.count_cards)
             safe = [c for c in normal if seat.safe(c, pool)]
             if safe:
                 return self.cheapest(seat, safe, base)[0]
@@ -292,9 +302,13 @@ class BotPolicy:
         chosen, after = self.best_bomb(seat, bombs, base)
         rest = after.others
         wins = len(rest) <= 1 or (seat.is_landlord and len(rest) <= len(after.bombs) + 1)
-        if critical or wins:
+        if wins:
             return chosen
-        return None
+        if style.stake_bomb is not None and seat.ruleset.bombs_double:
+            # Every bomb doubles what the hand is worth, to both sides: it has to turn
+            # the hand, not merely take a trick.
+            critical = (leader_cards if seat.is_landlord else seat.min_opponent) <= style.stake_bomb
+        return chosen if critical else None
 
     def best_bomb(
         self, seat: _Seat, bombs: list[Combination], base: Plan
@@ -339,7 +353,7 @@ class BotPolicy:
         assert view.lead is not None and view.lead_seat is not None  # the partner's play
         if (landlord - seat.me) % n >= (view.lead_seat - seat.me) % n:
             return None  # the landlord has passed this trick already
-        pool = seat.opponent_pool()
+        pool = seat.opponent_pool(self.style.count_cards)
         if view.lead.type.is_bomb or seat.safe(view.lead, pool):
             return None
         safe = [c for c in candidates if not c.type.is_bomb and seat.safe(c, pool)]

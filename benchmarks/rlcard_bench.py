@@ -1,0 +1,49 @@
+"""The peer engine: random-legal turns per second on noword/rlcard's Shanghai Dou Dizhu
+(4 players, 2 decks, simpler rules than ours), to set beside benchmarks/game_bench.py.
+
+    python3 benchmarks/rlcard_bench.py PATH [--hands N]
+
+PATH is a checkout of github.com/noword/rlcard; it needs numpy, which this project does
+not, so run it with an interpreter that has it. Only the game package is imported (the
+package's ``__init__`` pulls in the RL environments and their dependencies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+import types
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", help="a checkout of noword/rlcard")
+    parser.add_argument("--hands", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    package = types.ModuleType("rlcard")
+    package.__path__ = [f"{args.path}/rlcard"]
+    sys.modules["rlcard"] = package
+    from rlcard.games.shanghaidoudizhu.game import ShanghaiDoudizhuGame
+
+    game = ShanghaiDoudizhuGame()
+    game.np_random.seed(args.seed)
+    rng = random.Random(args.seed)
+    turns = 0
+    started, cpu = time.perf_counter(), time.process_time()
+    for _ in range(args.hands):
+        state, _ = game.init_game()
+        while not game.is_over():
+            state, _ = game.step(rng.choice(state["actions"]))
+            turns += 1
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    print(
+        f"{'rlcard random-legal turns per second':<40} {turns / wall:12,.0f}"
+        f"   per CPU-second {turns / cpu:10,.0f}   ({turns:,} turns, {args.hands} hands)"
+    )
+
+
+if __name__ == "__main__":
+    main()

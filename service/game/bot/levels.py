@@ -1,0 +1,105 @@
+"""The levels a table may ask for (its ``bot_level`` option): who the system plays as.
+
+* ``easy`` plays like a casual person: the rule-based bot, but now and then (one decision
+  in four) any legal play or pass instead, and no card counting.
+* ``normal`` is the rule-based bot that counts points: it counts cards (an opponent can
+  only hold what has not been played), bombs only to turn the hand when bombs double the
+  stake, and bids by its own measured chances (see :data:`NORMAL_STYLE`).
+* ``hard`` searches from its view (:class:`~.search.SearchPolicy`) on top of ``normal``.
+
+A seat the system takes over from a disconnected player plays at least ``normal``
+(:func:`takeover_level`): a player does not lose for having dropped out at an easy table.
+"""
+
+from __future__ import annotations
+
+import random
+
+from ..commands import Pass, Play, SeatCommand
+from ..policies import Policy, RandomPolicy
+from ..state import PLAYING
+from ..table import BOT_LEVELS as LEVELS
+from ..views import SeatView
+from .policy import BotPolicy, Style
+from .search import DEFAULT_BUDGET, SearchPolicy
+
+EASY, NORMAL, HARD = LEVELS
+
+#: ``normal``: counting cards, bombing for points, bidding for points. As landlord at bid
+#: v the bot expects v × 3 × (2p − 1) stakes, p its chance to win: worth bidding, as high
+#: as it may, whenever p > 1/2 (p is estimated with the farmers' freed bombs for a bid of
+#: 3). Today's thresholds (p ≥ 0.72…0.8) assumed the landlord wins about 70 % of its
+#: hands; this bot wins about 75 % even at bid 1 on the hands it estimates weakest (see
+#: docs/bot.md). A bomb that does not win the hand at once waits until the opponent holds
+#: two cards or fewer when bombs double: measured in duplicate, earlier bombs cost more
+#: in doubled losses than they win.
+NORMAL_STYLE = Style(
+    count_cards=True,
+    stake_bomb=2,
+    bid_thresholds=((3, 0.5), (2, 0.5), (1, 0.5)),
+)
+#: How often ``easy`` makes a casual mistake.
+EASY_MISTAKES = 0.25
+
+
+class EasyPolicy:
+    """The rule-based bot with mistakes; its dice come from the seed and the public view."""
+
+    name = EASY
+
+    def __init__(self, seed: str = "", mistakes: float = EASY_MISTAKES) -> None:
+        self.seed = seed
+        self.mistakes = mistakes
+        self.base = BotPolicy()
+
+    def act(self, view: SeatView) -> SeatCommand:
+        rng = random.Random(f"{self.seed}:{view.match_id}:{view.version}:{view.seat}")
+        if view.phase == PLAYING and rng.random() < self.mistakes:
+            command = RandomPolicy(rng).act(view)
+            if isinstance(command, (Pass, Play)):
+                return command
+        return self.base.act(view)
+
+
+def policy(
+    level: str, *, seed: str = "", budget: float | None = DEFAULT_BUDGET, samples: int = 10_000
+) -> Policy:
+    """The system's player at ``level`` (``budget``, ``samples``: the search's, for hard)."""
+    if level == EASY:
+        return EasyPolicy(seed)
+    if level == NORMAL:
+        return BotPolicy(style=NORMAL_STYLE)
+    if level == HARD:
+        return SearchPolicy(
+            seed, budget=budget, samples=samples, base=BotPolicy(style=NORMAL_STYLE)
+        )
+    raise ValueError(f"no bot level {level!r} (one of {', '.join(LEVELS)})")
+
+
+#: Players to measure the levels against: the bot as it was before levels, and that bot
+#: always bidding the highest value (which beat it by about 80 points per hand).
+BASELINES = {
+    "bot": Style(),
+    "max-bid": Style(bid_thresholds=((3, 0.0), (2, 0.0), (1, 0.0))),
+}
+
+
+def contestant(name: str, *, seed: str = "", budget: float | None = DEFAULT_BUDGET) -> Policy:
+    """A level or a baseline, by name (``ddz simulate --pit``)."""
+    if name in BASELINES:
+        return BotPolicy(style=BASELINES[name])
+    return policy(name, seed=seed, budget=budget)
+
+
+def takeover_level(level: str) -> str:
+    """The level the system plays a disconnected player's seat at: ``normal`` or better."""
+    return NORMAL if level == EASY else level
+
+
+def seat_level(view: SeatView, level: str) -> str:
+    """The level for the seat of ``view`` at a table of ``level``: a bot seat plays the
+    table's level, a disconnected player's seat at least ``normal``."""
+    info = view.seats[view.seat] if view.seat is not None else None
+    if info is not None and not info.bot:
+        return takeover_level(level)
+    return level

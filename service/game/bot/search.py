@@ -1,0 +1,454 @@
+"""Search from the seat's own view: :class:`SearchPolicy`, the ``hard`` level.
+
+At each play it weighs a few candidate plays (the rule-based bot's own choice first) by
+expected points. Each round deals the cards the seat cannot see at random, consistently
+with everything its view tells (how many cards each seat holds, the cards played, the
+landlord's hand after 摊打, the reported cards it still holds after 报到, each seat's bomb
+allowance), then plays the hand out after every candidate (:func:`rollout`, on counts:
+suits never matter to play) with the rule-based bot at every seat (:class:`Player`), or
+a faster greedy policy (:func:`greedy`). A candidate scores the points the seat wins or
+loses, each bomb doubling them when the ruleset says so: a bomb has to win more than the
+stake it doubles. Rounds go on until the time budget is spent (or ``samples`` rounds, for
+a deterministic run); a candidate replaces the bot's own choice only when its gain over
+it, deal by deal, is two standard errors above zero. The random dealing comes from the
+policy's seed and the public view only, so the same view and seed give the same decision
+whatever the hidden cards are.
+
+Bidding, 摊打 and 报到 are the rule-based bot's.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from ...rules.cards import COPIES, NUM_RANKS, SMALL_JOKER, TWO, Card, Counts, counts_of
+from ...rules.combinations import PAIR, SINGLE, TRIPLE, Combination, readings
+from ...rules.errors import RulesError
+from ...rules.moves import legal_plays
+from ...rules.report import ReportChoice
+from ...rules.rulesets import Ruleset
+from ..commands import SeatCommand
+from ..state import PLAYING
+from ..views import SeatInfo, SeatView
+from .planning import subtract
+from .policy import BotPolicy, _lead_key, _prune, _Seat
+
+SEATS = 4
+#: The default time budget of one decision, in seconds.
+DEFAULT_BUDGET = 0.05
+#: Candidates weighed per decision, the bot's own choice (and a pass) included.
+MAX_CANDIDATES = 6
+#: Search only once a seat holds this many cards or fewer (33: from the first play).
+ENDGAME = 33
+#: How the play-outs play: the greedy policy, or the rule-based bot at every seat.
+#: Measured in duplicate against ``normal`` with the true hands in place of sampled
+#: ones, searching every play: greedy play-outs lose 2 points per hand, the bot's win 5.
+GREEDY_PLAYOUTS, BOT_PLAYOUTS = "greedy", "bot"
+#: Leave the bot's choice only when a candidate's mean gain over it is this many standard
+#: errors above zero.
+CONFIDENCE = 2.0
+#: Fewer deals than this say too little about the spread: the bot's choice stands.
+MIN_ROUNDS = 4
+_GROUPS = (SINGLE, PAIR, TRIPLE)
+
+
+@lru_cache(maxsize=16384)
+def _whole(counts: Counts, ruleset: Ruleset) -> Combination | None:
+    """The hand as one play (its strongest reading), if it is one."""
+    found = readings(counts, ruleset)
+    return found[-1] if found else None
+
+
+@lru_cache(maxsize=4096)
+def _group(rank: int, n: int, pair: int | None, ruleset: Ruleset) -> Combination:
+    """``n`` cards of ``rank`` (with a pair of ``pair`` for a full house) as a play."""
+    counts = [0] * NUM_RANKS
+    counts[rank] = n
+    if pair is not None:
+        counts[pair] = 2
+    return readings(tuple(counts), ruleset)[-1]
+
+
+@dataclass
+class Position:
+    """A hand in play on counts alone (suits never matter to play): the rollouts' state."""
+
+    hands: list[list[int]]
+    sizes: list[int]
+    landlord: int
+    turn: int
+    lead: Combination | None
+    lead_seat: int
+    passes: int
+    bombs: int
+    bombs_left: list[int | None]
+    locked: frozenset[int]  # the landlord's reported ranks
+    ruleset: Ruleset
+    turns: int = 0  # plays and passes made in this position so far
+
+    def locks(self, seat: int) -> frozenset[int]:
+        return self.locked if seat == self.landlord else frozenset()
+
+    def apply(self, seat: int, play: Combination | None) -> bool:
+        """Plays (or passes, ``None``) for ``seat``; True when the seat goes out."""
+        self.turns += 1
+        if play is None:
+            self.passes += 1
+            if self.passes == SEATS - 1:
+                self.passes, self.lead, self.turn = 0, None, self.lead_seat
+            else:
+                self.turn = (seat + 1) % SEATS
+            return False
+        hand = self.hands[seat]
+        for r, n in enumerate(play.counts):
+            if n:
+                hand[r] -= n
+        self.sizes[seat] -= play.size
+        if play.type.is_bomb:
+            self.bombs += 1
+            left = self.bombs_left[seat]
+            if left is not None:
+                self.bombs_left[seat] = left - 1
+        self.lead, self.lead_seat, self.passes = play, seat, 0
+        self.turn = (seat + 1) % SEATS
+        return self.sizes[seat] == 0
+
+    def opponents_min(self, seat: int) -> int:
+        if seat == self.landlord:
+            return min(self.sizes[s] for s in range(SEATS) if s != seat)
+        return self.sizes[self.landlord]
+
+
+def greedy(position: Position, seat: int) -> Combination | None:
+    """The rollouts' fast policy: go out when the hand is one play; lead the lowest group
+    (a triple with the lowest pair), keeping bombs; follow an opponent with the first
+    reply that beats, bombing only when it is close to going out; let a partner's play
+    stand."""
+    hand = tuple(position.hands[seat])
+    lead = position.lead
+    ruleset = position.ruleset
+    bombs_left = position.bombs_left[seat]
+    locked = position.locks(seat)
+    whole = _whole(hand, ruleset)
+    can_bomb = bombs_left is None or bombs_left > 0
+    if (
+        whole is not None
+        and (can_bomb if whole.type.is_bomb else not any(hand[r] for r in locked))
+        and (lead is None or whole.beats(lead))
+    ):
+        return whole
+    if lead is None:
+        return _greedy_lead(hand, locked, ruleset, can_bomb, bombs_left)
+    leader = position.lead_seat
+    if (leader == position.landlord) == (seat == position.landlord):
+        return None  # a partner's play stands
+    threat = position.sizes[leader]
+    for play in legal_plays(hand, lead, ruleset=ruleset, bombs_left=bombs_left, locked=locked):
+        if play.type.is_bomb:
+            return play if threat <= 6 else None
+        if play.type in _GROUPS and play.top >= TWO and threat > 10 and seat != position.landlord:
+            return None  # a farmer keeps its top cards while the landlord has plenty
+        return play
+    return None
+
+
+def _greedy_lead(
+    hand: Counts,
+    locked: frozenset[int],
+    ruleset: Ruleset,
+    can_bomb: bool,
+    bombs_left: int | None,
+) -> Combination:
+    pair = next(
+        (r for r in range(NUM_RANKS) if hand[r] == 2 and r not in locked),
+        None,
+    )
+    for r in range(NUM_RANKS):
+        n = hand[r]
+        if n == 0 or r in locked or (n >= 4 and r < SMALL_JOKER):
+            continue
+        if n == 3:
+            return _group(r, 3, pair if pair != r else None, ruleset)
+        return _group(r, n, None, ruleset)
+    # Only bombs (or reported ranks) left: the smallest legal lead.
+    return min(
+        legal_plays(hand, None, ruleset=ruleset, bombs_left=bombs_left, locked=locked),
+        key=lambda c: (not c.type.is_bomb, c.size, c.top) if can_bomb else (c.size, c.top),
+    )
+
+
+def rollout(position: Position, player: Player | None = None) -> tuple[bool, int]:
+    """Plays the hand out, greedily or with ``player`` at every seat: (the landlord won,
+    bombs played in all)."""
+    while True:
+        seat = position.turn
+        play = greedy(position, seat) if player is None else player.move(position, seat)
+        if position.apply(seat, play):
+            return seat == position.landlord, position.bombs
+
+
+@lru_cache(maxsize=65536)
+def _cards(counts: Counts) -> tuple[Card, ...]:
+    """Cards for counts: suits never matter to the bot's play."""
+    return tuple(
+        Card(r, "J" if r >= SMALL_JOKER else "S")
+        for r in range(NUM_RANKS)
+        for _ in range(counts[r])
+    )
+
+
+class Player:
+    """The rule-based bot as a play-out policy: at each turn, the view the seat would
+    have in ``position`` (built from the root view, which holds what does not change)."""
+
+    def __init__(self, root: SeatView, bot: BotPolicy) -> None:
+        self.root = root
+        self.bot = bot
+
+    def move(self, position: Position, seat: int) -> Combination | None:
+        hands = position.hands
+        root = self.root
+        view = replace(
+            root,
+            seat=seat,
+            hand=_cards(tuple(hands[seat])),
+            seats=tuple(
+                SeatInfo(None, True, False, position.sizes[i], 0, position.bombs_left[i])
+                for i in range(SEATS)
+            ),
+            lead=position.lead,
+            lead_seat=position.lead_seat if position.lead is not None else None,
+            passes=position.passes,
+            bombs=position.bombs,
+            bombs_left=position.bombs_left[seat],
+            locked=position.locks(seat),
+            landlord_hand=None
+            if root.landlord_hand is None
+            else _cards(tuple(hands[position.landlord])),
+            played=tuple(COPIES[r] - sum(h[r] for h in hands) for r in range(NUM_RANKS)),
+        )
+        try:
+            chosen = _Seat(view)
+            if position.lead is None:
+                return self.bot.lead(chosen)
+            return self.bot.follow(chosen)
+        except RulesError:  # never expected; the play-out goes on greedily
+            return greedy(position, seat)
+
+
+def points(view: SeatView, landlord_won: bool, bombs: int) -> float:
+    """What the viewing seat wins (or loses, < 0) in stakes, bombs doubling them when the
+    ruleset says so (docs/rules.md §5.1-5.2)."""
+    me_landlord = view.seat == view.landlord
+    share = 3.0 if me_landlord else 1.0
+    if landlord_won:
+        sign = 1.0 if me_landlord else -1.0
+    elif view.report == ReportChoice.PLAY:
+        return 0.0  # 报到 then 打: a lost hand costs the landlord nothing
+    else:
+        sign = -1.0 if me_landlord else 1.0
+    factor = 2.0**bombs if view.table.ruleset.bombs_double else 1.0
+    return sign * share * factor
+
+
+def _landlord_known(view: SeatView) -> Counts | None:
+    """The landlord's cards a farmer knows it holds: its whole hand after 摊打, else the
+    reported cards not played yet."""
+    if view.landlord is None or view.seat == view.landlord:
+        return None
+    if view.landlord_hand is not None:
+        return counts_of(view.landlord_hand)
+    if not view.reported_cards:
+        return None
+    known = list(counts_of(view.reported_cards))
+    for turn in view.history:
+        if turn.seat == view.landlord:
+            for card in turn.cards:
+                known[card.rank] = max(0, known[card.rank] - 1)
+    return tuple(known)
+
+
+def sample_hands(view: SeatView, rng: random.Random) -> list[list[int]] | None:
+    """The hands of every seat, by rank: the viewing seat's own, the others dealt at
+    random from the cards it has not seen, consistently with its view. None when the view
+    admits no deal (never expected)."""
+    me = view.seat
+    assert me is not None and view.landlord is not None
+    hands: list[list[int]] = [[0] * NUM_RANKS for _ in range(SEATS)]
+    hands[me] = list(counts_of(view.hand))
+    pool = list(view.unseen)
+    need = [info.cards if info is not None else 0 for info in view.seats]
+    need[me] = 0
+    known = _landlord_known(view)
+    if known is not None:
+        for r, n in enumerate(known):
+            if n > pool[r]:
+                return None
+            pool[r] -= n
+            hands[view.landlord][r] = n
+        need[view.landlord] -= sum(known)
+    if min(need) < 0 or sum(need) != sum(pool):
+        return None
+    cards = [r for r in range(NUM_RANKS) for _ in range(pool[r])]
+    rng.shuffle(cards)
+    at = 0
+    for seat in range(SEATS):
+        for r in cards[at : at + need[seat]]:
+            hands[seat][r] += 1
+        at += need[seat]
+    return hands
+
+
+class SearchPolicy:
+    """The ``hard`` level: the rule-based bot's play, searched (see the module docstring).
+    ``budget``: seconds per decision; ``samples``: at most this many deals per decision
+    (with ``budget=None``, exactly this many, so the decision depends on the seed and the
+    view alone)."""
+
+    name = "hard"
+
+    def __init__(
+        self,
+        seed: str = "",
+        *,
+        budget: float | None = DEFAULT_BUDGET,
+        samples: int = 10_000,
+        base: BotPolicy | None = None,
+        endgame: int = ENDGAME,
+        confidence: float = CONFIDENCE,
+        playouts: str = BOT_PLAYOUTS,
+    ) -> None:
+        self.seed = seed
+        self.playouts = playouts
+        self.endgame = endgame
+        self.confidence = confidence
+        self.budget = budget
+        self.samples = samples
+        self.base = base or BotPolicy()
+        self.rounds = 0  # the deals weighed at the last searched decision
+
+    def act(self, view: SeatView) -> SeatCommand:
+        if view.phase != PLAYING:
+            return self.base.act(view)
+        seat = _Seat(view)
+        chosen = self.base.lead(seat) if view.lead is None else self.base.follow(seat)
+        candidates = self.candidates(seat, chosen)
+        if len(candidates) > 1 and min(seat.cards) <= self.endgame:
+            chosen = self.search(view, candidates)
+        return self.base.command(seat, chosen)
+
+    def candidates(self, seat: _Seat, chosen: Combination | None) -> list[Combination | None]:
+        """The bot's own choice first, then a pass (when following), the plays of its plan
+        (leading) or the replies that break the plan least, and the smallest bomb."""
+        view = seat.view
+        out: list[Combination | None] = [chosen]
+        if view.lead is None:
+            others = sorted(seat.plan().combos, key=_lead_key)
+        else:
+            out.append(None)
+            replies = _prune(seat.plays(view.lead), seat.counts)
+            base = seat.plan().cost
+            normal = [c for c in replies if not c.type.is_bomb]
+            normal.sort(key=lambda c: base - seat.plan(subtract(seat.counts, c.counts)).cost)
+            normal.reverse()
+            bombs = sorted(
+                (c for c in replies if c.type.is_bomb),
+                key=lambda c: (c.size, c.top),
+            )
+            others = normal + bombs[:1]
+        for c in others:
+            if len(out) >= MAX_CANDIDATES:
+                break
+            if c not in out:
+                out.append(c)
+        return out
+
+    def search(
+        self, view: SeatView, candidates: Sequence[Combination | None]
+    ) -> Combination | None:
+        rng = random.Random(f"{self.seed}:{view.match_id}:{view.version}:{view.seat}")
+        deadline = None if self.budget is None else time.perf_counter() + self.budget
+        # Each candidate's points minus the bot's own choice's, deal by deal: the same
+        # deals for every candidate, so the differences are what the choice changes.
+        gains = [[0.0, 0.0] for _ in candidates]  # sum and sum of squares
+        rounds = 0
+        started = time.perf_counter()
+        while rounds < self.samples:
+            if deadline is not None and rounds:
+                # Stop when one more round (as long as the mean so far) would overrun.
+                now = time.perf_counter()
+                if now + (now - started) / rounds > deadline:
+                    break
+            hands = sample_hands(view, rng)
+            if hands is None:
+                break
+            results = [self.evaluate(view, hands, candidates[0])]
+            for play in candidates[1:]:
+                if deadline is not None and time.perf_counter() > deadline:
+                    break  # out of time: this round is left unfinished, and uncounted
+                results.append(self.evaluate(view, hands, play))
+            if len(results) < len(candidates):
+                break
+            for i in range(1, len(candidates)):
+                gain = results[i] - results[0]
+                gains[i][0] += gain
+                gains[i][1] += gain * gain
+            rounds += 1
+        self.rounds = rounds
+        best, best_mean = 0, 0.0
+        if rounds < MIN_ROUNDS:
+            return candidates[0]
+        for i in range(1, len(candidates)):
+            total, squares = gains[i]
+            mean = total / rounds
+            spread = math.sqrt(max(0.0, squares / rounds - mean * mean) / (rounds - 1))
+            # The play-outs are rough: leave the bot's choice only for a clear gain.
+            if mean > best_mean and mean > self.confidence * spread:
+                best, best_mean = i, mean
+        return candidates[best]
+
+    def evaluate(self, view: SeatView, hands: list[list[int]], play: Combination | None) -> float:
+        """The points of one deal played out after ``play``."""
+        me = view.seat
+        assert me is not None
+        position = self.position(view, hands)
+        if position.apply(me, play):
+            return points(view, me == view.landlord, position.bombs)
+        player = Player(view, self.base) if self.playouts == BOT_PLAYOUTS else None
+        landlord_won, bombs = rollout(position, player)
+        return points(view, landlord_won, bombs)
+
+    @staticmethod
+    def position(view: SeatView, hands: list[list[int]]) -> Position:
+        """The position of ``view`` with these hands (copied), the viewing seat to act."""
+        me = view.seat
+        assert me is not None and view.landlord is not None
+        bombs_left = [info.bombs_left if info is not None else None for info in view.seats]
+        bombs_left[me] = view.bombs_left
+        return Position(
+            hands=[list(h) for h in hands],
+            sizes=[sum(h) for h in hands],
+            landlord=view.landlord,
+            turn=me,
+            lead=view.lead,
+            lead_seat=view.lead_seat if view.lead_seat is not None else me,
+            passes=view.passes,
+            bombs=view.bombs,
+            bombs_left=bombs_left,
+            locked=_landlord_locks(view),
+            ruleset=view.table.ruleset,
+        )
+
+
+def _landlord_locks(view: SeatView) -> frozenset[int]:
+    """The landlord's reported ranks (after 报到 then 打), which everyone knows."""
+    if view.seat == view.landlord:
+        return view.locked
+    if view.report == ReportChoice.PLAY:
+        return frozenset(card.rank for card in view.reported_cards)
+    return frozenset()

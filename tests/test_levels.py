@@ -1,0 +1,149 @@
+"""The bot levels (service/game/bot/levels.py) and the search of ``hard``
+(service/game/bot/search.py): legal to the end of every hand, deterministic from a seed,
+blind to the cards its seat cannot see, and a table option."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import Counter
+
+import pytest
+from hidden import reshuffled
+from test_bot import make_view
+
+from service.game import GameError, Table
+from service.game.bot import BotPolicy
+from service.game.bot.levels import LEVELS, policy, seat_level
+from service.game.bot.search import SearchPolicy, sample_hands
+from service.game.commands import CreateMatch, DealHand, Disconnect, Play, TakeSeat
+from service.game.simulate import apply, duplicate, play_hand
+from service.game.state import ENDED, PLAYING, State, initial_state
+from service.game.views import seat_view
+from service.rules import counts_of
+from service.rules.cards import NUM_RANKS
+
+
+def seed(label: str, i: int) -> bytes:
+    return hashlib.sha256(f"{label}-{i}".encode()).digest()
+
+
+def searching(samples: int = 6) -> SearchPolicy:
+    """``hard`` with a fixed number of deals and no clock: its decisions depend on the
+    seed and the view alone."""
+    return SearchPolicy("test", budget=None, samples=samples)
+
+
+@pytest.mark.parametrize("ruleset", ["shanghai-platform", "shanghai-local"])
+def test_every_level_plays_legal_moves_to_the_end(ruleset):
+    """Mixed tables of every level, the search included: ``decide`` refuses any illegal
+    command, so each hand reaching its end is the check."""
+    table = Table.build(ruleset)
+    levels = {
+        "easy": policy("easy", seed="legal"),
+        "normal": policy("normal"),
+        "hard": searching(3),
+    }
+    played = Counter()
+    for i in range(12):
+        seats = [levels[LEVELS[(i + s) % 3]] for s in range(4)]
+        events, state = play_hand(table, seed(f"levels-{ruleset}", i), seats)
+        assert state.phase == ENDED
+        played[state.result.outcome.winner] += 1
+    assert sum(played.values()) == 12
+
+
+def mid_hand(i: int, fewest: int) -> State:
+    """A hand of normal bots, played until a seat holds ``fewest`` cards or fewer."""
+    table = Table.build("shanghai-platform")
+    log: list = []
+    state = apply(initial_state, CreateMatch("search", table), log)
+    for s in range(4):
+        state = apply(state, TakeSeat(s, None, bot=True), log)
+    state = apply(state, DealHand(seed("search", i)), log)
+    bot = policy("normal")
+    while state.phase != ENDED and (state.phase != PLAYING or min(map(len, state.hands)) > fewest):
+        state = apply(state, bot.act(seat_view(state, state.turn)), log)
+    return state
+
+
+def test_the_search_is_deterministic_from_its_seed_and_blind_to_hidden_cards():
+    rng = random.Random(3)
+    searched = 0
+    for i in range(10):
+        for fewest in (10, 6, 3):
+            state = mid_hand(i, fewest)
+            if state.phase != PLAYING:
+                continue
+            view = seat_view(state, state.turn)
+            hard = searching()
+            decision = hard.act(view)
+            searched += hard.rounds > 0
+            assert searching().act(view) == decision  # the same seed, the same decision
+            for _ in range(2):
+                other = seat_view(reshuffled(state, state.turn, rng), state.turn)
+                assert searching().act(other) == decision
+    assert searched >= 10
+
+
+def test_sampled_hands_agree_with_everything_the_seat_knows():
+    rng = random.Random(9)
+    for i in range(6):
+        state = mid_hand(i, 12)
+        if state.phase != PLAYING:
+            continue
+        me = state.turn
+        view = seat_view(state, me)
+        for _ in range(20):
+            hands = sample_hands(view, rng)
+            assert hands is not None
+            assert hands[me] == list(counts_of(state.hands[me]))
+            assert [sum(h) for h in hands] == [len(h) for h in state.hands]
+            others = [sum(hands[s][r] for s in range(4) if s != me) for r in range(NUM_RANKS)]
+            assert tuple(others) == view.unseen
+
+
+def test_the_table_option_bot_level():
+    assert Table.build().bot_level == "normal"
+    assert Table.build(bot_level="hard").to_json()["bot_level"] == "hard"
+    assert Table.from_json({"ruleset": None, "unit": "1.00"}).bot_level == "normal"
+    with pytest.raises(GameError) as refused:
+        Table.build(bot_level="expert")
+    assert refused.value.code == "invalid_table"
+
+
+def test_a_disconnected_player_is_played_at_normal_or_better():
+    table = Table.build(bot_level="easy")
+    log: list = []
+    state = apply(initial_state, CreateMatch("takeover", table), log)
+    state = apply(state, TakeSeat(0, "alice", bot=False), log)
+    for s in (1, 2, 3):
+        state = apply(state, TakeSeat(s, None, bot=True), log)
+    state = apply(state, DealHand(seed("takeover", 0)), log)
+    state = apply(state, Disconnect(0, "left"), log)
+    assert seat_level(seat_view(state, 0), "easy") == "normal"
+    assert seat_level(seat_view(state, 1), "easy") == "easy"
+    assert seat_level(seat_view(state, 0), "hard") == "hard"
+
+
+def test_duplicate_pits_two_levels_on_the_same_deals():
+    table = Table.build("shanghai-platform")
+    same = duplicate(6, "dup", table, policy("normal"), policy("normal"))
+    # The same player on both sides: every deal gives it back what it took.
+    assert same.hands == 12 and same.mean == 0
+    easy = duplicate(6, "dup", table, policy("easy", seed="dup"), policy("normal"))
+    assert easy.hands == 12 and easy.low <= easy.mean <= easy.high
+
+
+def test_normal_keeps_a_bomb_that_would_only_double_the_stake():
+    """The landlord, 8 cards left, takes the trick with a pair of 2s. Today's bot bombs it
+    (the landlord is close to going out); normal, when bombs double, keeps the bomb for
+    when it turns the hand, and bombs as before when they do not double."""
+    hand = "3457 9JQ TTTT"
+    for bombs_double, bombs in ((True, False), (False, True)):
+        table = Table.build("shanghai-platform", bombs_double=bombs_double)
+        view = make_view(
+            hand.replace(" ", ""), lead="22", lead_seat=0, cards_left=(8, 20, 10, 20), table=table
+        )
+        assert isinstance(policy("normal").act(view), Play) is bombs
+        assert isinstance(BotPolicy().act(view), Play)
