@@ -20,7 +20,7 @@ from ..rules import (
     report_units,
 )
 from ..rules.cards import NUM_RANKS, Counts
-from ..rules.combinations import _readings
+from ..rules.combinations import readings
 from .events import (
     BidMade,
     Disconnected,
@@ -221,7 +221,7 @@ def recorded_combination(event: Played, state: State) -> Combination:
 def _reading(counts: Counts, ruleset: Ruleset, kind: str, rank: str | None) -> Combination:
     # Every replay and every simulated turn reads plays again; the same few thousand
     # plays come back all the time.
-    for reading in _readings(counts, ruleset):
+    for reading in readings(counts, ruleset):
         if reading.type.value == kind and reading.rank == rank:
             return reading
     raise ValueError(f"play of {counts} does not read as {kind} {rank}")

@@ -80,15 +80,15 @@ def _counts(entries: dict[int, int]) -> Counts:
 # Every combination that exists, built once; generation only picks from these tables.
 _SIMPLE_WIDTH = {SINGLE: 1, PAIR: 2, TRIPLE: 3}
 _SEQUENCE_WIDTH = {kind: width for width, (kind, _) in SEQUENCE_BY_WIDTH.items()}
-_SIMPLE = {
+SIMPLE_PLAYS = {
     kind: [
         Combination(kind, r, _counts({r: width})) if r <= last else None for r in range(NUM_RANKS)
     ]
     for kind, width, last in ((SINGLE, 1, BIG_JOKER), (PAIR, 2, BIG_JOKER), (TRIPLE, 3, TWO))
 }
-_BOMBS = [[Combination(BOMB, r, _counts({r: n})) for n in range(9)] for r in range(SMALL_JOKER)]
-_JOKER_BOMB = Combination(JOKER_BOMB, BIG_JOKER, JOKER_BOMB_COUNTS)
-_FULL_HOUSES = [
+BOMB_PLAYS = [[Combination(BOMB, r, _counts({r: n})) for n in range(9)] for r in range(SMALL_JOKER)]
+JOKER_BOMB_PLAY = Combination(JOKER_BOMB, BIG_JOKER, JOKER_BOMB_COUNTS)
+FULL_HOUSE_PLAYS = [
     [
         Combination(FULL_HOUSE, t, _counts({t: 3, q: 2})) if q != t else None
         for q in range(NUM_RANKS)
@@ -109,7 +109,7 @@ def _windows(length: int) -> list[int]:
     return [s for s in range(1, last + 1) if not (s == 1 and length >= 13)]
 
 
-def _sequence(width: int, start: int, length: int) -> Combination:
+def sequence_play(width: int, start: int, length: int) -> Combination:
     """The sequence of ``width`` cards a rank over the window of ``length`` positions from
     ``start``."""
     kind = SEQUENCE_BY_WIDTH[width][0]
@@ -121,7 +121,7 @@ def _sequence(width: int, start: int, length: int) -> Combination:
 _WINDOW_STARTS = {length: _windows(length) for length in range(1, HIGHEST_POSITION)}
 _SEQUENCES = {
     width: {
-        length: {start: _sequence(width, start, length) for start in _windows(length)}
+        length: {start: sequence_play(width, start, length) for start in _windows(length)}
         for length in range(shortest, 14)
     }
     for width, (_, shortest) in SEQUENCE_BY_WIDTH.items()
@@ -129,7 +129,7 @@ _SEQUENCES = {
 _PLANES_WITH_PAIRS: dict[tuple[int, int, int], tuple[Combination, tuple[int, ...]]] = {}
 
 
-def _plane_with_pairs(
+def plane_with_pairs_play(
     n: int, triples_start: int, pairs_start: int
 ) -> tuple[Combination, tuple[int, ...]]:
     """The combination of two windows, and the ranks they share (which need 5 cards)."""
@@ -148,7 +148,7 @@ def _plane_with_pairs(
     return found
 
 
-_POSITION_RANK = [0] + [position_rank(p) for p in range(1, HIGHEST_POSITION + 1)]
+POSITION_RANK = [0] + [position_rank(p) for p in range(1, HIGHEST_POSITION + 1)]
 _POSITIONS_DOWN = range(HIGHEST_POSITION, 0, -1)
 
 
@@ -156,7 +156,7 @@ def _run_lengths(available: Sequence[int], width: int) -> list[int]:
     """``runs[p]``: how many consecutive positions from ``p`` have ``width`` cards."""
     runs = [0] * (HIGHEST_POSITION + 2)
     for p in _POSITIONS_DOWN:
-        if available[_POSITION_RANK[p]] >= width:
+        if available[POSITION_RANK[p]] >= width:
             runs[p] = runs[p + 1] + 1
     return runs
 
@@ -192,7 +192,7 @@ def _planes_with_pairs(
             if ts + n_ - 1 <= above or triple_runs[ts] < n_:
                 continue
             for ps in pair_starts:
-                combination, shared = _plane_with_pairs(n_, ts, ps)
+                combination, shared = plane_with_pairs_play(n_, ts, ps)
                 if all(available[r] >= 5 for r in shared):
                     yield combination
 
@@ -206,12 +206,12 @@ def _bombs(
             continue
         sizes = (n,) if r in locked else range(4, n + 1)
         for size in sizes:
-            bomb = _BOMBS[r][size]
+            bomb = BOMB_PLAYS[r][size]
             if over is None or bomb.beats(over):
                 yield bomb
 
 
-def _available(counts: Counts, locked: AbstractSet[int]) -> Counts:
+def available_counts(counts: Counts, locked: AbstractSet[int]) -> Counts:
     """What the hand holds for plays other than the whole reported bombs."""
     if not locked:
         return counts
@@ -231,7 +231,7 @@ def legal_plays(
     counts = as_counts(hand)
     if max(counts) > 8 or counts[SMALL_JOKER] > 2 or counts[BIG_JOKER] > 2:
         check_possible(counts)
-    available = _available(counts, locked)
+    available = available_counts(counts, locked)
     bombs_ok = bombs_left is None or bombs_left > 0
     if lead is None:
         yield from _leads(available)
@@ -241,7 +241,7 @@ def legal_plays(
         return
     yield from _bombs(counts, locked, lead)
     if ruleset.joker_bomb and counts[SMALL_JOKER] == 2 and counts[BIG_JOKER] == 2:
-        yield _JOKER_BOMB
+        yield JOKER_BOMB_PLAY
 
 
 def _leads(available: Counts) -> Iterator[Combination]:
@@ -256,7 +256,7 @@ def _leads(available: Counts) -> Iterator[Combination]:
 def _simple(
     available: Counts, kind: CombinationType, need: int, above: int = -1
 ) -> Iterator[Combination]:
-    row = _SIMPLE[kind]
+    row = SIMPLE_PLAYS[kind]
     for r in range(above + 1, NUM_RANKS):
         play = row[r]
         if available[r] >= need and play is not None:
@@ -267,7 +267,7 @@ def _full_houses(available: Counts, above: int = -1) -> Iterator[Combination]:
     pairs = [q for q in range(NUM_RANKS) if available[q] >= 2]
     for t in range(above + 1, SMALL_JOKER):
         if available[t] >= 3:
-            row = _FULL_HOUSES[t]
+            row = FULL_HOUSE_PLAYS[t]
             for q in pairs:
                 play = row[q]
                 if play is not None:  # q == t

@@ -18,18 +18,18 @@ from ...rules import Combination
 from ...rules.cards import BIG_JOKER, NUM_RANKS, SMALL_JOKER, Counts
 from ...rules.combinations import PAIR, SEQUENCE_BY_WIDTH, SINGLE, TRIPLE
 
-# The rules' own tables and loops (private to moves, like state's use of _readings): a
-# plan's plays are then the very values legal_plays yields, and the planner cannot drift
-# from the rules on what a window holds or what a reported rank leaves free.
+# The rules' own tables and loops: a plan's plays are then the very values legal_plays
+# yields, and the planner cannot drift from the rules on what a window holds or what a
+# reported rank leaves free.
 from ...rules.moves import (
-    _BOMBS,
-    _FULL_HOUSES,
-    _JOKER_BOMB,
-    _POSITION_RANK,
-    _SIMPLE,
-    _available,
-    _plane_with_pairs,
-    _sequence,
+    BOMB_PLAYS,
+    FULL_HOUSE_PLAYS,
+    JOKER_BOMB_PLAY,
+    POSITION_RANK,
+    SIMPLE_PLAYS,
+    available_counts,
+    plane_with_pairs_play,
+    sequence_play,
 )
 
 # --------------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ class Plan(NamedTuple):
 _SEQ = {
     w: {
         s: {
-            n: (_sequence(w, s, n), _POS_COST[s + n - 1])
+            n: (sequence_play(w, s, n), _POS_COST[s + n - 1])
             for n in range(shortest, 14)
             if s + n - 1 <= 14
         }
@@ -98,7 +98,7 @@ _PWP: dict[tuple[int, int], list[tuple[Combination, float]]] = {}
 for _n in range(2, 7):
     for _ts in range(1, 16 - _n):
         for _ps in range(1, 16 - _n):
-            _combo = _plane_with_pairs(_n, _ts, _ps)[0]
+            _combo = plane_with_pairs_play(_n, _ts, _ps)[0]
             if max(_combo.counts) <= 8:
                 _PWP.setdefault((_n, _ts), []).append((_combo, _POS_COST[_combo.top]))
 
@@ -189,7 +189,7 @@ def _leaf(
         return cost
     combos: list[Combination] = []
     for n, r in bombs:
-        combos.append(_JOKER_BOMB if r == BIG_JOKER else _BOMBS[r][n])
+        combos.append(JOKER_BOMB_PLAY if r == BIG_JOKER else BOMB_PLAYS[r][n])
     carried = pairs[: len(triples)]
     # Give the lowest pairs to the lowest triples; a pair of the triple's own rank (a split
     # bomb) cannot go with it, so pair them up avoiding that.
@@ -197,14 +197,14 @@ def _leaf(
     for t in triples:
         q = next((q for q in carried_left if q != t), None)
         if q is None:
-            combos.append(_held(_SIMPLE[TRIPLE][t]))
+            combos.append(_held(SIMPLE_PLAYS[TRIPLE][t]))
         else:
             carried_left.remove(q)
-            combos.append(_held(_FULL_HOUSES[t][q]))
+            combos.append(_held(FULL_HOUSE_PLAYS[t][q]))
     for q in carried_left + pairs[len(triples) :]:
-        combos.append(_held(_SIMPLE[PAIR][q]))
+        combos.append(_held(SIMPLE_PLAYS[PAIR][q]))
     for r in singles:
-        combos.append(_held(_SIMPLE[SINGLE][r]))
+        combos.append(_held(SIMPLE_PLAYS[SINGLE][r]))
     return cost, combos
 
 
@@ -256,9 +256,9 @@ class _Search:
         """The most promising sequences starting at position ``p`` or later, as
         (estimated gain, start, combination, cost)."""
         ctx = self.ctx
-        avail = _available(counts, ctx.locked)
+        avail = available_counts(counts, ctx.locked)
         out = []
-        pos_rank = _POSITION_RANK
+        pos_rank = POSITION_RANK
         group = _GROUP_COST
         for width, (_, shortest) in SEQUENCE_BY_WIDTH.items():
             end_ok = _END_OK[width]

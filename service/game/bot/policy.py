@@ -34,7 +34,7 @@ from . import evaluation
 from .planning import Plan, plan, rank_value, subtract
 
 
-def _lead_key(c: Combination) -> float:
+def lead_key(c: Combination) -> float:
     """Which play of the plan to lead first: low plays first, long ones a little earlier."""
     value = c.top if c.type in SEQUENCE_TYPES else rank_value(c.top)
     return value - 0.3 * (c.size - 1)
@@ -51,7 +51,7 @@ def _bomb_key(c: Combination) -> tuple[int, int]:
     return (99, 99) if c.type is JOKER_BOMB else (c.size, c.top)
 
 
-class _Seat:
+class SeatPlan:
     """What one decision needs to know about the table, from the seat's view."""
 
     def __init__(self, view: SeatView):
@@ -177,19 +177,19 @@ class BotPolicy:
     # -- playing ------------------------------------------------------------------------
 
     def play(self, view: SeatView) -> SeatCommand:
-        seat = _Seat(view)
+        seat = SeatPlan(view)
         try:
             combo = self.lead(seat) if view.lead is None else self.follow(seat)
         except RulesError:  # never expected; fall back to any legal play
             combo = None if view.lead is not None else next(iter(seat.plays(None)))
         return self.command(seat, combo)
 
-    def command(self, seat: _Seat, combo: Combination | None) -> SeatCommand:
+    def command(self, seat: SeatPlan, combo: Combination | None) -> SeatCommand:
         view = seat.view
         by = acting_party(view)
         if combo is None:
             if view.lead is None:  # the leader may not pass
-                combo = min(seat.plays(None), key=_lead_key)
+                combo = min(seat.plays(None), key=lead_key)
             else:
                 return Pass(seat.me, by)
         cards = pick_cards(view.hand, combo.counts)
@@ -206,15 +206,15 @@ class BotPolicy:
             fallback = seat.plays(view.lead)
             if view.lead is not None:
                 return Pass(seat.me, by)
-            cards = pick_cards(view.hand, min(fallback, key=_lead_key).counts)
+            cards = pick_cards(view.hand, min(fallback, key=lead_key).counts)
         return Play(seat.me, cards, by)
 
-    def lead(self, seat: _Seat) -> Combination:
+    def lead(self, seat: SeatPlan) -> Combination:
         p = seat.plan()
         combos = list(p.combos)
         if len(combos) == 1:
             return combos[0]
-        others = sorted(p.others, key=_lead_key)
+        others = sorted(p.others, key=lead_key)
         bombs = sorted(p.bombs, key=_bomb_key)
         if not others:
             return bombs[0]
@@ -225,7 +225,7 @@ class BotPolicy:
             weak = [c for c in others if c not in safe]
             if not weak:
                 return others[0]
-            return max(safe, key=_lead_key)
+            return max(safe, key=lead_key)
         # Help a partner farmer who is about to go out.
         if seat.partners and seat.cards[seat.landlord] > 2:
             short = min(seat.cards[s] for s in seat.partners)
@@ -246,10 +246,10 @@ class BotPolicy:
                 return keep[0]
             if bombs:
                 return bombs[0]
-            return max(others, key=_lead_key)  # lead the strongest of what is left
+            return max(others, key=lead_key)  # lead the strongest of what is left
         return others[0]
 
-    def follow(self, seat: _Seat) -> Combination | None:
+    def follow(self, seat: SeatPlan) -> Combination | None:
         view = seat.view
         style = self.style
         lead = view.lead
@@ -311,7 +311,7 @@ class BotPolicy:
         return chosen if critical else None
 
     def best_bomb(
-        self, seat: _Seat, bombs: list[Combination], base: Plan
+        self, seat: SeatPlan, bombs: list[Combination], base: Plan
     ) -> tuple[Combination, Plan]:
         """The bomb that hurts the plan least (ties: the smallest), with the plan after it."""
         chosen, chosen_value, chosen_plan = None, 0.0, base
@@ -328,20 +328,20 @@ class BotPolicy:
         return chosen, chosen_plan
 
     def cheapest(
-        self, seat: _Seat, candidates: list[Combination], base: Plan, block: float = 0.0
+        self, seat: SeatPlan, candidates: list[Combination], base: Plan, block: float = 0.0
     ) -> tuple[Combination | None, float | None]:
         """The reply that lowers the plan's cost the most (ties: the weakest), and by how
         much; ``block`` favours strong replies (harder to beat) by that much per unit of
         strength."""
         best, best_score, best_value = None, None, None
-        for c in _prune(candidates, seat.counts):
+        for c in prune(candidates, seat.counts):
             value = base.cost - seat.plan(subtract(seat.counts, c.counts)).cost
             score = value + block * _strength(c) if block else value
             if best_score is None or score > best_score + 1e-9:
                 best, best_score, best_value = c, score, value
         return best, best_value
 
-    def support(self, seat: _Seat, candidates: list[Combination]) -> Combination | None:
+    def support(self, seat: SeatPlan, candidates: list[Combination]) -> Combination | None:
         """A partner farmer is winning the trick: pass, unless the landlord, about to go
         out, still acts in this trick and could beat the partner's play while we hold a
         play that it cannot beat (then take over with the cheapest such play)."""
@@ -363,7 +363,7 @@ class BotPolicy:
         return None
 
 
-def _prune(candidates: list[Combination], counts: Counts) -> list[Combination]:
+def prune(candidates: list[Combination], counts: Counts) -> list[Combination]:
     """Replies worth weighing: full houses only with the two cheapest pairs for each
     triple (a pair held exactly twice first, then the lowest)."""
     out = []

@@ -36,7 +36,7 @@ from ..commands import SeatCommand
 from ..state import PLAYING
 from ..views import SeatInfo, SeatView
 from .planning import subtract
-from .policy import BotPolicy, _lead_key, _prune, _Seat
+from .policy import BotPolicy, SeatPlan, lead_key, prune
 
 SEATS = 4
 #: The default time budget of one decision, in seconds.
@@ -233,7 +233,7 @@ class Player:
             played=tuple(COPIES[r] - sum(h[r] for h in hands) for r in range(NUM_RANKS)),
         )
         try:
-            chosen = _Seat(view)
+            chosen = SeatPlan(view)
             if position.lead is None:
                 return self.bot.lead(chosen)
             return self.bot.follow(chosen)
@@ -335,23 +335,23 @@ class SearchPolicy:
     def act(self, view: SeatView) -> SeatCommand:
         if view.phase != PLAYING:
             return self.base.act(view)
-        seat = _Seat(view)
+        seat = SeatPlan(view)
         chosen = self.base.lead(seat) if view.lead is None else self.base.follow(seat)
         candidates = self.candidates(seat, chosen)
         if len(candidates) > 1 and min(seat.cards) <= self.endgame:
             chosen = self.search(view, candidates)
         return self.base.command(seat, chosen)
 
-    def candidates(self, seat: _Seat, chosen: Combination | None) -> list[Combination | None]:
+    def candidates(self, seat: SeatPlan, chosen: Combination | None) -> list[Combination | None]:
         """The bot's own choice first, then a pass (when following), the plays of its plan
         (leading) or the replies that break the plan least, and the smallest bomb."""
         view = seat.view
         out: list[Combination | None] = [chosen]
         if view.lead is None:
-            others = sorted(seat.plan().combos, key=_lead_key)
+            others = sorted(seat.plan().combos, key=lead_key)
         else:
             out.append(None)
-            replies = _prune(seat.plays(view.lead), seat.counts)
+            replies = prune(seat.plays(view.lead), seat.counts)
             base = seat.plan().cost
             normal = [c for c in replies if not c.type.is_bomb]
             normal.sort(key=lambda c: base - seat.plan(subtract(seat.counts, c.counts)).cost)
