@@ -55,7 +55,9 @@ __all__ = [
 ]
 
 MIN_BID, MAX_BID = 1, 3
-WINNERS = ("landlord", "farmers")
+#: The sides that win a hand.
+LANDLORD, FARMERS = "landlord", "farmers"
+WINNERS = (LANDLORD, FARMERS)
 #: Values of ``Factors.report`` when the landlord declared 报到 (None otherwise, a decline included).
 REPORT_CHOICES = (ReportChoice.PLAY, ReportChoice.NO_PLAY)
 MAX_REPORT_UNITS = 5
@@ -289,7 +291,7 @@ class HandOutcome:
             raise SettlementError(
                 f"first_bid_three (头撂) means a bid of {MAX_BID}, got bid {self.bid}"
             )
-        if self.factors.report == ReportChoice.NO_PLAY and self.winner != "landlord":
+        if self.factors.report == ReportChoice.NO_PLAY and self.winner != LANDLORD:
             raise SettlementError(
                 '报到 不打 (report no_play) is settled as a landlord win: winner must be "landlord"'
             )
@@ -468,7 +470,7 @@ def settle(
         farmer = -_trunc_cents(base * applied_m * factors.report_units)
     else:
         applied_m = m_full
-        if outcome.winner == "landlord":
+        if outcome.winner == LANDLORD:
             farmer = -_trunc_cents(base * applied_m)
         elif factors.report == ReportChoice.PLAY:
             farmer = 0  # 报到 then 打, and the landlord lost: the landlord pays nothing

@@ -52,7 +52,6 @@ NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
 )
 #: The phases a match shows (``new`` is only the state before its first event).
 PHASES = (SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED)
-LANDLORD, FARMERS = "landlord", "farmers"
 #: Phases in which a dealt hand is under way and a seat has a decision to take.
 DECISION_PHASES = (BIDDING, SHOW_HAND, REPORT, PLAYING)
 #: The bids a seat may make, 0 being a pass.
