@@ -54,15 +54,13 @@ from .events import (
     SeatTaken,
     Settled,
 )
-from .settlement import MAX_BID, Factors, HandOutcome, HandResult, settle
+from .settlement import FARMERS, LANDLORD, MAX_BID, Factors, HandOutcome, HandResult, settle
 from .state import (
     BIDDING,
     BIDS,
     DEALING,
     DECISION_PHASES,
     ENDED,
-    FARMERS,
-    LANDLORD,
     NEW,
     PLAYING,
     REPORT,

@@ -18,7 +18,8 @@ from .commands import Command, CreateMatch, DealHand, TakeSeat
 from .decider import decide
 from .events import EVENT_TYPES, Event
 from .policies import Policy, RandomPolicy
-from .state import ENDED, LANDLORD, State, evolve, initial_state
+from .settlement import LANDLORD
+from .state import ENDED, State, evolve, initial_state
 from .table import Table
 from .views import seat_view
 
