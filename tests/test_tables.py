@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import psycopg
 import pytest
+from api_support import choice
 from test_workers import (  # noqa: F401 - fixtures, used by name
     OP,
     api,
@@ -58,20 +59,10 @@ def people(api, n: int) -> list[tuple[str, str]]:
 
 
 def choose(api, match_id: str, token: str, view: dict) -> dict:
-    """What a person at the seat to act chooses: bid the lowest, decline 摊打 and 报到,
-    play the legal play with most cards, pass when there is none."""
-    kinds = {a["action"]: a for a in view["actions"]}
-    if "bid" in kinds:
-        return {"action": "bid", "value": max(kinds["bid"]["choices"])}
-    if "show_hand" in kinds:
-        return {"action": "show_hand", "value": False}
-    if "report" in kinds:
-        return {"action": "report", "value": kinds["report"]["choices"][-1]}
-    legal = api.get(f"/v1/matches/{match_id}/legal", headers=bearer(token)).json
-    if legal["plays"]:
-        play = max(legal["plays"], key=lambda p: len(p["cards"]))
-        return {"action": "play", "cards": play["cards"]}
-    return {"action": "pass"}
+    return choice(
+        view["actions"],
+        lambda: api.get(f"/v1/matches/{match_id}/legal", headers=bearer(token)).json,
+    )
 
 
 def play_hand(api, match_id: str, tokens: dict[str, str], rconn) -> None:
