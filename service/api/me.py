@@ -274,15 +274,16 @@ def _cursor_of(text: str | None) -> Cursor | None:
 
 
 def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: float):
-    """The items after ``after``, waiting up to ``seconds`` for the first."""
+    """The items after ``after``, waiting up to ``seconds`` for the first; and where the
+    next read may start (past the events already read)."""
     services_ = services()
     deadline_at = time.monotonic() + seconds
     while True:
         with services_.notifier.watch_all(services_.feed.feed.streams(player_id)) as woken:
-            items, more = services_.feed.items(player_id, after, states)
+            items, more, after = services_.feed.items(player_id, after, states)
             remaining = deadline_at - time.monotonic()
             if items or remaining <= 0 or services_.notifier.draining:
-                return items, more
+                return items, after
             woken.wait(min(HELD_SECONDS, remaining) if more else remaining)
 
 
@@ -342,13 +343,12 @@ def my_stream():
             remaining = config.stream_seconds - (time.monotonic() - started)
             if remaining <= 0:
                 return
-            items, _ = _read_until(
+            items, after = _read_until(
                 player_id, after, states, min(config.keepalive_seconds, remaining)
             )
             if not items:
                 yield KEEP_ALIVE
             for item in items:
                 yield sse(item["type"], ITEM.dump(item), item["id"])
-                after = Cursor.parse(item["id"])
 
     return event_stream(generate())
