@@ -2,6 +2,7 @@
 with many players' streams open on one API instance.
 
     python benchmarks/player_stream_bench.py [--streams 1000] [--active 50] [--seconds 45]
+        [--warmup 20]
 
 Uses a fresh database on --admin-url and a Redis server of its own (dropped and stopped at
 the end), runs the API as ``ddz serve`` does (gunicorn, gevent workers; ``--api-workers``
@@ -13,7 +14,8 @@ are idle: half seated alone at a table that waits for people, half with a lobby 
 waits (a stake of its own, no bots). Every player keeps one stream open, read by a light
 client (a raw socket, all of them in one thread).
 
-The figure: for each ``your_turn`` an active player reads, the time from its event's
+The figure: for each ``your_turn`` an active player reads in the ``--seconds`` after the
+``--warmup``, the time from its event's
 ``at`` (recorded in the appending transaction, so a little before its commit: the figure
 is an upper bound) to the moment the client reads it, on this machine's one clock.
 Target: p99 <= 100 ms with 1,000 streams. Raises the open-file limit as far as allowed.
@@ -156,8 +158,33 @@ def act(base: str, turns: queue.Queue, stop: threading.Event) -> None:
         except queue.Empty:
             continue
         auth = {"Authorization": f"Bearer {token}"}
-        body = {**choose(session, base, auth, item), "expected_version": item["version"]}
-        session.post(f"{base}/v1/matches/{item['match_id']}/commands", json=body, headers=auth)
+        try:
+            body = {**choose(session, base, auth, item), "expected_version": item["version"]}
+            session.post(f"{base}/v1/matches/{item['match_id']}/commands", json=body, headers=auth)
+        except requests.RequestException:
+            if not stop.is_set():
+                raise
+
+
+def oldest_transaction(
+    admin_url: str, database: str, stop: threading.Event, ages: list[tuple[float, float]]
+) -> None:
+    """Samples, every 100 ms, the age of the oldest transaction with an id running on the
+    PostgreSQL server, in the benchmark's database and in the others: the player stream
+    delivers nothing committed after such a transaction started until it ends
+    (docs/tables.md), so another database's long transaction on a shared server shows in
+    the figures too."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        while not stop.wait(0.1):
+            row = conn.execute(
+                "SELECT coalesce(extract(epoch FROM max(now() - xact_start)"
+                " FILTER (WHERE datname = %(db)s)), 0)::float,"
+                " coalesce(extract(epoch FROM max(now() - xact_start)"
+                " FILTER (WHERE datname <> %(db)s)), 0)::float"
+                " FROM pg_stat_activity WHERE backend_xid IS NOT NULL",
+                {"db": database},
+            ).fetchone()
+            ages.append(row)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -256,11 +283,18 @@ def run(args: argparse.Namespace) -> None:
                 headers={"Authorization": f"Bearer {token}"},
             )
             assert r.status_code == 201, r.text
-        # Warm-up, then the measured window.
-        time.sleep(min(10, args.seconds / 4))
+        # Warm-up (the workers start, the first hands are dealt), then the measured window.
+        time.sleep(args.warmup)
         delays.clear()
         start_counts = dict(counts)
+        ages: list[tuple[float, float]] = []
+        window = threading.Event()
+        sampler = threading.Thread(
+            target=oldest_transaction, args=(args.admin_url, name, window, ages), daemon=True
+        )
+        sampler.start()
         time.sleep(args.seconds)
+        window.set()
         ms = [d * 1000 for d in delays]
         settled = counts.get("settled", 0) - start_counts.get("settled", 0)
         print(
@@ -275,6 +309,13 @@ def run(args: argparse.Namespace) -> None:
                 f" p99 {percentile(ms, 0.99):.1f} ms, max {max(ms):.1f} ms ({len(ms)} turns)"
             )
         print(f"streams reopened (closed by the server): {counts['reopened']}")
+        for n, where in enumerate(("the benchmark's database", "other databases")):
+            seen = [a[n] for a in ages]
+            slow = sum(1 for a in seen if a > 0.1) / max(1, len(seen))
+            print(
+                f"oldest running transaction in {where}: max {max(seen, default=0) * 1000:.0f}"
+                f" ms; older than 100 ms {slow:.0%} of the time"
+            )
     finally:
         stop.set()
         for proc in procs:
@@ -294,6 +335,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--active", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=45)
+    parser.add_argument("--warmup", type=float, default=20)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--api-workers", type=int, default=1)
     parser.add_argument("--actors", type=int, default=8, help="client threads that act")
