@@ -38,6 +38,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psutil
 import psycopg
 import requests
 
@@ -187,6 +188,33 @@ def oldest_transaction(
             ages.append(row)
 
 
+def cpu_seconds(procs: list[subprocess.Popen], database: str) -> dict[str, float]:
+    """CPU time so far of the API's processes, the workers' and the PostgreSQL backends
+    serving the benchmark's database (where the time goes, beside the clients')."""
+    api, *workers = [psutil.Process(p.pid) for p in procs]
+
+    def total(processes: list[psutil.Process]) -> float:
+        seconds = 0.0
+        for process in processes:
+            try:
+                times = process.cpu_times()
+                seconds += times.user + times.system
+            except psutil.NoSuchProcess:
+                pass
+        return seconds
+
+    backends = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.info["cmdline"] and f"postgres {database} " in " ".join(p.info["cmdline"])
+    ]
+    return {
+        "API": total([api, *api.children(recursive=True)]),
+        "workers": total(workers),
+        "PostgreSQL": total(backends),
+    }
+
+
 def run(args: argparse.Namespace) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -293,7 +321,9 @@ def run(args: argparse.Namespace) -> None:
             target=oldest_transaction, args=(args.admin_url, name, window, ages), daemon=True
         )
         sampler.start()
+        cpu_before = cpu_seconds(procs, name)
         time.sleep(args.seconds)
+        cpu = {k: v - cpu_before[k] for k, v in cpu_seconds(procs, name).items()}
         window.set()
         ms = [d * 1000 for d in delays]
         settled = counts.get("settled", 0) - start_counts.get("settled", 0)
@@ -309,6 +339,11 @@ def run(args: argparse.Namespace) -> None:
                 f" p99 {percentile(ms, 0.99):.1f} ms, max {max(ms):.1f} ms ({len(ms)} turns)"
             )
         print(f"streams reopened (closed by the server): {counts['reopened']}")
+        print(
+            "CPU in the window: "
+            + ", ".join(f"{k} {v / args.seconds:.0%} of a core" for k, v in cpu.items())
+            + f" (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        )
         for n, where in enumerate(("the benchmark's database", "other databases")):
             seen = [a[n] for a in ages]
             slow = sum(1 for a in seen if a > 0.1) / max(1, len(seen))
