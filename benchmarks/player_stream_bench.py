@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.table_bench import free_port, redis_server  # noqa: E402
+from benchmarks.table_bench import choose, free_port, redis_server  # noqa: E402
 from benchmarks.worker_bench import fresh_database, percentile, start_workers  # noqa: E402
 from service.game import Table  # noqa: E402
 from service.store import Players, open_pool  # noqa: E402
@@ -138,18 +138,6 @@ def read_streams(
         key.fileobj.close()
 
 
-def choose(session: requests.Session, base: str, auth: dict, item: dict) -> dict:
-    action = item["actions"][0]
-    if action["action"] == "bid":
-        return {"action": "bid", "value": action["choices"][-1]}
-    if action["action"] in ("show_hand", "report"):
-        return {"action": action["action"], "value": action["choices"][-1]}
-    legal = session.get(f"{base}/v1/matches/{item['match_id']}/legal", headers=auth).json()
-    if legal["plays"]:
-        return {"action": "play", "cards": legal["plays"][0]["cards"]}
-    return {"action": "pass"}
-
-
 def act(base: str, turns: queue.Queue, stop: threading.Event) -> None:
     """Plays the your_turn items it is given, as the players would."""
     session = requests.Session()
@@ -160,8 +148,10 @@ def act(base: str, turns: queue.Queue, stop: threading.Event) -> None:
             continue
         auth = {"Authorization": f"Bearer {token}"}
         try:
-            body = {**choose(session, base, auth, item), "expected_version": item["version"]}
-            session.post(f"{base}/v1/matches/{item['match_id']}/commands", json=body, headers=auth)
+            match = f"{base}/v1/matches/{item['match_id']}"
+            body = choose(item, lambda m=match, a=auth: session.get(f"{m}/legal", headers=a).json())
+            body["expected_version"] = item["version"]
+            session.post(f"{match}/commands", json=body, headers=auth)
         except requests.RequestException:
             if not stop.is_set():
                 raise

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -64,15 +65,17 @@ def redis_server() -> tuple[subprocess.Popen, str]:
     return server, f"redis://127.0.0.1:{port}/0"
 
 
-def choose(client, auth: dict, item: dict) -> dict:
+def choose(item: dict, legal: Callable[[], dict]) -> dict:
+    """The first action a ``your_turn`` offers, at its highest choice; the first legal
+    play (``legal``: the match's ``/legal``), or a pass when there is none."""
     action = item["actions"][0]
     if action["action"] == "bid":
         return {"action": "bid", "value": action["choices"][-1]}
     if action["action"] in ("show_hand", "report"):
         return {"action": action["action"], "value": action["choices"][-1]}
-    legal = client.get(f"/v1/matches/{item['match_id']}/legal", headers=auth).json
-    if legal["plays"]:
-        return {"action": "play", "cards": legal["plays"][0]["cards"]}
+    plays = legal()["plays"]
+    if plays:
+        return {"action": "play", "cards": plays[0]["cards"]}
     return {"action": "pass"}
 
 
@@ -91,8 +94,10 @@ def player(app, stop: threading.Event, delays: list[float], hands: list[int]) ->
         hands.extend(1 for i in page["items"] if i["type"] == "settled")
         delays.extend((read - datetime.fromisoformat(t["at"])).total_seconds() for t in turns)
         if turns:  # the last is the present (an earlier one of the page was acted on)
-            body = {**choose(client, auth, turns[-1]), "expected_version": turns[-1]["version"]}
-            client.post(f"/v1/matches/{turns[-1]['match_id']}/commands", json=body, headers=auth)
+            match = f"/v1/matches/{turns[-1]['match_id']}"
+            body = choose(turns[-1], lambda m=match: client.get(f"{m}/legal", headers=auth).json)
+            body["expected_version"] = turns[-1]["version"]
+            client.post(f"{match}/commands", json=body, headers=auth)
 
 
 def run(tables: int, seconds: float, warmup: float, workers: int, admin_url: str) -> None:
