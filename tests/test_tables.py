@@ -26,6 +26,7 @@ from test_workers import (  # noqa: F401 - fixtures, used by name
     worker_redis_url,
 )
 
+import service.app.feed
 import workers.context
 from workers import sweeper
 
@@ -392,6 +393,31 @@ def test_the_player_stream_says_your_turn_once_each_and_resumes_without_gaps(api
     assert [m["event"] for m in got] == kinds[3:]
     r = api.get("/v1/me/stream", headers={**bearer(token), "Last-Event-ID": "nope"})
     assert r.status_code == 400 and r.json["code"] == "invalid_last_event_id"
+
+
+def test_pages_read_on_past_events_that_hold_nothing_for_the_player(
+    api, rconn, jobs_env, monkeypatch
+):
+    me, token = new_player(api, "pages")
+    table_id = new_table(api, token, bots_after=0, next_hand_seconds=60, turn_seconds=60)[
+        "table_id"
+    ]
+    run_burst(rconn)
+    play_hand(api, table(api, table_id, token)["match_id"], {me: token}, rconn)
+    run_burst(rconn)
+    whole = feed(api, token)["items"]
+    assert whole[-1]["type"] == "settled"
+    # Two events a read: most reads hold only the bots' moves, no item for the player; the
+    # next page must start past them, or the player would wait there for good.
+    monkeypatch.setattr(service.app.feed, "BATCH", 2)
+    paged, after = [], None
+    for _ in range(500):
+        page = feed(api, token, after)
+        paged += page["items"]
+        after = page["last_id"]
+        if len(paged) >= len(whole) and not page["items"]:
+            break
+    assert paged == whole
 
 
 def test_a_new_stream_starts_at_the_present_and_a_long_poll_waits_for_the_next(

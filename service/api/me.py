@@ -235,7 +235,10 @@ class Items(ma.Schema):
     last_id = f.String(
         required=True,
         allow_none=True,
-        metadata={"description": "Send as `after` for what follows; null: nothing yet"},
+        metadata={
+            "description": "Send as `after` for what follows (past the last item, and past "
+            "what was read that had none for the caller); null: nothing yet"
+        },
     )
 
 
@@ -299,10 +302,11 @@ def my_events(query):
     ``wait``, waits up to that many seconds for the next (long-polling)."""
     who = player()
     after = query["after"]
-    items, _ = _read_until(
+    items, resume = _read_until(
         who.player or "", Cursor.parse(after) if after else None, {}, query["wait"]
     )
-    return {"items": items, "last_id": items[-1]["id"] if items else after}
+    # Past the events read, with or without items: the next page reads on from there.
+    return {"items": items, "last_id": None if resume is None else str(resume)}
 
 
 @bp.route("/stream", methods=["GET"])

@@ -81,8 +81,10 @@ class PlayerFeed:
                 items.append(item)
         full = len(found) == BATCH
         if full:
+            # After the last event read (an event with no item for the player: after its
+            # item 0, which it does not have).
             last = found[-1]
-            resume = Cursor(last.xid, last.stored.position, len(mine) - 1)
+            resume = Cursor(last.xid, last.stored.position, max(len(mine) - 1, 0))
         else:
             # Everything of the player's below the horizon has been read.
             resume = max(after, Cursor(horizon, 0, 0), key=lambda c: (c.xid, c.position))
