@@ -448,6 +448,23 @@ def test_a_new_stream_starts_at_the_present_and_a_long_poll_waits_for_the_next(
     assert [i["type"] for i in feed(api, token, start)["items"]] == ["left", "seated"]
 
 
+def test_a_long_poll_is_woken_when_the_lobby_seats_the_player_at_a_new_table(api, rconn, jobs_env):
+    four = people(api, 4)
+    tickets = [ticket(api, token, unit="6.00", allow_bots=False) for _, token in four]
+    first = four[0][1]
+    now = feed(api, first)["last_id"]
+    waited: list[dict] = []
+    poller = threading.Thread(target=lambda: waited.append(feed(api, first, now, wait=25)))
+    poller.start()
+    time.sleep(0.5)
+    assert match_tickets() >= 1  # (other tickets of this module may be due)
+    # Woken by the seating, not by the end of its wait: the table was not one it watched.
+    poller.join(10)
+    assert not poller.is_alive(), "the long poll was not woken by the seating"
+    seated = waited[0]["items"][0]
+    assert seated["type"] == "seated" and seated["ticket_id"] == tickets[0]["ticket_id"]
+
+
 # --- the player's own pages --------------------------------------------------------------
 
 

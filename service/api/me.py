@@ -282,7 +282,11 @@ def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: flo
     services_ = services()
     deadline_at = time.monotonic() + seconds
     while True:
-        with services_.notifier.watch_all(services_.feed.feed.streams(player_id)) as woken:
+        # The player's streams, and the player itself: a seat at a table not yet watched.
+        watched = services_.feed.feed.streams(player_id)
+        if player_id:
+            watched.append(uuid.UUID(player_id))
+        with services_.notifier.watch_all(watched) as woken:
             items, more, after = services_.feed.items(player_id, after, states)
             remaining = deadline_at - time.monotonic()
             if items or remaining <= 0 or services_.notifier.draining:
