@@ -1,7 +1,7 @@
 """Table benchmark: hands per minute that tables of one player and three system bots play
 hand after hand, and how soon "your turn" reaches the player on its own stream.
 
-    python benchmarks/table_bench.py [--tables 20] [--seconds 60] [--workers 2]
+    python benchmarks/table_bench.py [--tables 20] [--seconds 60] [--warmup 20] [--workers 2]
 
 Uses a fresh database on --admin-url and a Redis server of its own (``redis-server`` on a
 free port), both dropped at the end; starts ``--workers`` worker processes (``ddz
@@ -9,7 +9,8 @@ worker``) and serves the API in this process (its test client: no HTTP, each cli
 thread). Each table is made by its player with ``bots_after`` 0 (bots at once) and
 ``next_hand_seconds`` 0; the player's thread long-polls ``GET /v1/me/events`` and acts on
 each ``your_turn`` at once (the highest bid, no 摊打 or 报到, the first legal play). The
-figures: hands settled per minute over the run, and the delay of each ``your_turn`` from
+figures, over the ``--seconds`` after a ``--warmup`` (the tables made, their first hands
+under way): hands settled per minute, and the delay of each ``your_turn`` from
 its event's recording (``at``) to the client reading it (one clock: this machine's).
 """
 
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,15 +46,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def choose(client, auth: dict, item: dict) -> dict:
+def redis_server() -> tuple[subprocess.Popen, str]:
+    """A Redis server of the benchmark's own, on a free port, keeping nothing on disk; its
+    process and URL."""
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server"),
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    return server, f"redis://127.0.0.1:{port}/0"
+
+
+def choose(item: dict, legal: Callable[[], dict]) -> dict:
+    """The first action a ``your_turn`` offers, at its highest choice; the first legal
+    play (``legal``: the match's ``/legal``), or a pass when there is none."""
     action = item["actions"][0]
     if action["action"] == "bid":
         return {"action": "bid", "value": action["choices"][-1]}
     if action["action"] in ("show_hand", "report"):
         return {"action": action["action"], "value": action["choices"][-1]}
-    legal = client.get(f"/v1/matches/{item['match_id']}/legal", headers=auth).json
-    if legal["plays"]:
-        return {"action": "play", "cards": legal["plays"][0]["cards"]}
+    plays = legal()["plays"]
+    if plays:
+        return {"action": "play", "cards": plays[0]["cards"]}
     return {"action": "pass"}
 
 
@@ -71,26 +94,15 @@ def player(app, stop: threading.Event, delays: list[float], hands: list[int]) ->
         hands.extend(1 for i in page["items"] if i["type"] == "settled")
         delays.extend((read - datetime.fromisoformat(t["at"])).total_seconds() for t in turns)
         if turns:  # the last is the present (an earlier one of the page was acted on)
-            body = {**choose(client, auth, turns[-1]), "expected_version": turns[-1]["version"]}
-            client.post(f"/v1/matches/{turns[-1]['match_id']}/commands", json=body, headers=auth)
+            match = f"/v1/matches/{turns[-1]['match_id']}"
+            body = choose(turns[-1], lambda m=match: client.get(f"{m}/legal", headers=auth).json)
+            body["expected_version"] = turns[-1]["version"]
+            client.post(f"{match}/commands", json=body, headers=auth)
 
 
-def run(tables: int, seconds: float, workers: int, admin_url: str) -> None:
+def run(tables: int, seconds: float, warmup: float, workers: int, admin_url: str) -> None:
     name, url = fresh_database(admin_url)
-    port = free_port()
-    redis_server = subprocess.Popen(
-        [
-            shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server"),
-            "--port",
-            str(port),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    redis_url = f"redis://127.0.0.1:{port}/0"
+    redis, redis_url = redis_server()
     env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url}
     app = create_app(Config(database_url=url, redis_url=redis_url, rate_limits=False))
     procs = []
@@ -106,13 +118,17 @@ def run(tables: int, seconds: float, workers: int, admin_url: str) -> None:
         ]
         for thread in threads:
             thread.start()
+        time.sleep(warmup)
+        delays.clear()
+        before = len(hands)
         time.sleep(seconds)
+        settled = len(hands) - before
         stop.set()
         for thread in threads:
             thread.join(timeout=10)
         print(
-            f"{tables} tables (1 player, 3 bots each), {workers} workers, {seconds:.0f} s:"
-            f" {len(hands) / seconds * 60:,.0f} hands/min"
+            f"{tables} tables (1 player, 3 bots each), {workers} workers, {seconds:.0f} s"
+            f" after {warmup:.0f} s: {settled / seconds * 60:,.0f} hands/min"
         )
         if delays:
             ms = [d * 1000 for d in delays]
@@ -128,8 +144,8 @@ def run(tables: int, seconds: float, workers: int, admin_url: str) -> None:
         for proc in procs:
             proc.wait(timeout=15)
         app.extensions["ddz"].close()
-        redis_server.terminate()
-        redis_server.wait(timeout=15)
+        redis.terminate()
+        redis.wait(timeout=15)
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -138,10 +154,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--warmup", type=float, default=20)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
-    run(args.tables, args.seconds, args.workers, args.admin_url)
+    run(args.tables, args.seconds, args.warmup, args.workers, args.admin_url)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -492,12 +492,22 @@ def open_stream(
     last_event_id: str | None = None,
     timeout: float = 10.0,
 ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    return open_sse(base, f"/v1/matches/{match_id}/stream", token, last_event_id, timeout)
+
+
+def open_sse(
+    base: str,
+    path: str,
+    token: str | None,
+    last_event_id: str | None = None,
+    timeout: float = 10.0,
+) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
     parts = urlsplit(base)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     headers = {"Accept": "text/event-stream", **bearer(token)}
     if last_event_id is not None:
         headers["Last-Event-ID"] = last_event_id
-    conn.request("GET", f"/v1/matches/{match_id}/stream", headers=headers)
+    conn.request("GET", path, headers=headers)
     return conn, conn.getresponse()
 
 
@@ -616,6 +626,26 @@ def run_bots(redis_url: str) -> None:
         SimpleWorker([queue(connection)], connection=connection).work(burst=True)
     finally:
         connection.close()
+
+
+# --- a person's choices ------------------------------------------------------------------
+
+
+def choice(actions: list[dict], legal: Callable[[], dict]) -> dict:
+    """What a person offered ``actions`` chooses: bid the highest, decline 摊打 and 报到,
+    play the legal play with most cards (``legal``: the match's ``/legal``), pass when
+    there is none."""
+    kinds = {a["action"]: a for a in actions}
+    if "bid" in kinds:
+        return {"action": "bid", "value": max(kinds["bid"]["choices"])}
+    if "show_hand" in kinds:
+        return {"action": "show_hand", "value": False}
+    if "report" in kinds:
+        return {"action": "report", "value": kinds["report"]["choices"][-1]}
+    plays = legal()["plays"]
+    if plays:
+        return {"action": "play", "cards": max(plays, key=lambda p: len(p["cards"]))["cards"]}
+    return {"action": "pass"}
 
 
 # --- tables ready to play -----------------------------------------------------------------

@@ -18,13 +18,17 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -44,6 +48,7 @@ CLAIM_SECONDS = 6 * 3600
 #: claim has lapsed (a database holding anything else is never claimed).
 TEST_DATA_MARK = "ddz-test:data"
 OPERATOR_TOKEN = "test-operator-token"
+ROOT = Path(__file__).resolve().parents[1]
 UNLIMITED_RATES = [
     "commands",
     "commands_per_address",
@@ -372,3 +377,60 @@ def live_server(app):
     """The session's app over HTTP, for streams, concurrent clients and schemathesis."""
     with serving(app) as url:
         yield url
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def ddz_serve(
+    database_url: str, redis_url: str, tmp_path: Path, **env: str
+) -> Iterator[tuple[str, Path]]:
+    """The service as ``ddz serve`` runs it (the API under gunicorn and one ``ddz worker``,
+    real processes) on that database and Redis database, ready (``/readyz``), with ``env``
+    added to its environment; its base URL and its log's path. Stopped at the end, its
+    whole process group."""
+    port = free_port()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("DDZ_TEST_")}
+    environment.update(
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        DDZ_OPERATOR_TOKEN=OPERATOR_TOKEN,
+        PYTHONUNBUFFERED="1",
+        **env,
+    )
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "wb") as log:
+        serve = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "service.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+                "--data",
+                str(tmp_path / "data"),
+            ],
+            cwd=ROOT,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(base, serve, log_path, timeout=90)
+        yield base, log_path
+    finally:
+        os.killpg(serve.pid, signal.SIGTERM)
+        try:
+            serve.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()

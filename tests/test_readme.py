@@ -10,16 +10,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-from pathlib import Path
 
 import requests
-from servers import OPERATOR_TOKEN, fresh_database, wait_until_ready
-
-ROOT = Path(__file__).resolve().parents[1]
+from servers import OPERATOR_TOKEN, ROOT, ddz_serve, fresh_database
 
 
 def walkthrough(heading: str = "A whole hand with curl") -> str:
@@ -31,73 +25,38 @@ def walkthrough(heading: str = "A whole hand with curl") -> str:
     return match.group(1)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_readme_walkthrough_plays_a_whole_hand(postgres_admin_url, own_redis_url, tmp_path):
     for tool in ("bash", "curl", "jq"):
         assert shutil.which(tool), f"the README's walkthrough needs {tool} (.ci/run installs jq)"
     # The quick match follows in the same shell, as the README says (with bots after a
     # second rather than 30).
     script = walkthrough() + walkthrough("A quick match against bots, from your own stream")
-    with fresh_database(postgres_admin_url, "ddz_readme") as database_url:
-        port = free_port()
+    with (
+        fresh_database(postgres_admin_url, "ddz_readme") as database_url,
+        ddz_serve(database_url, own_redis_url, tmp_path, DDZ_LOBBY_BOTS_AFTER="1") as served,
+    ):
+        base, log_path = served
+        # As a reader in the project's root would, but writing hand.json elsewhere.
+        (tmp_path / "bin").symlink_to(ROOT / "bin")
         env = {k: v for k, v in os.environ.items() if not k.startswith("DDZ_TEST_")}
-        env.update(
-            DATABASE_URL=database_url,
-            REDIS_URL=own_redis_url,
-            DDZ_OPERATOR_TOKEN=OPERATOR_TOKEN,
-            PYTHONUNBUFFERED="1",
-            DDZ_LOBBY_BOTS_AFTER="1",
+        result = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", script],
+            cwd=tmp_path,
+            env={
+                **env,
+                "DATABASE_URL": database_url,
+                "REDIS_URL": own_redis_url,
+                "DDZ_OPERATOR_TOKEN": OPERATOR_TOKEN,
+                "API": base,
+            },
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
-        log_path = tmp_path / "serve.log"
-        with open(log_path, "wb") as log:
-            serve = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "service.cli",
-                    "serve",
-                    "--port",
-                    str(port),
-                    "--workers",
-                    "1",
-                    "--data",
-                    str(tmp_path / "data"),
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            wait_until_ready(base, serve, log_path, timeout=90)
-            # As a reader in the project's root would, but writing hand.json elsewhere.
-            (tmp_path / "bin").symlink_to(ROOT / "bin")
-            result = subprocess.run(
-                ["bash", "-e", "-o", "pipefail", "-c", script],
-                cwd=tmp_path,
-                env={**env, "API": base},
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            ended = requests.get(
-                f"{base}/v1/matches?status=ended",
-                headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
-            ).json()
-        finally:
-            os.killpg(serve.pid, signal.SIGTERM)
-            try:
-                serve.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(serve.pid, signal.SIGKILL)
-                serve.wait()
+        ended = requests.get(
+            f"{base}/v1/matches?status=ended",
+            headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
+        ).json()
     output = f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
     assert result.returncode == 0, output
     assert "failed:" not in result.stderr, output

@@ -21,17 +21,11 @@ from pathlib import Path
 import psutil
 import pytest
 import requests
-from servers import wait_until_ready
+from servers import free_port, wait_until_ready
 
 from service import embedded
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Serve:

@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import psycopg
 import pytest
+from api_support import choice
 from test_workers import (  # noqa: F401 - fixtures, used by name
     OP,
     api,
@@ -25,6 +26,7 @@ from test_workers import (  # noqa: F401 - fixtures, used by name
     worker_redis_url,
 )
 
+import service.app.feed
 import workers.context
 from workers import sweeper
 
@@ -58,20 +60,10 @@ def people(api, n: int) -> list[tuple[str, str]]:
 
 
 def choose(api, match_id: str, token: str, view: dict) -> dict:
-    """What a person at the seat to act chooses: bid the lowest, decline 摊打 and 报到,
-    play the legal play with most cards, pass when there is none."""
-    kinds = {a["action"]: a for a in view["actions"]}
-    if "bid" in kinds:
-        return {"action": "bid", "value": max(kinds["bid"]["choices"])}
-    if "show_hand" in kinds:
-        return {"action": "show_hand", "value": False}
-    if "report" in kinds:
-        return {"action": "report", "value": kinds["report"]["choices"][-1]}
-    legal = api.get(f"/v1/matches/{match_id}/legal", headers=bearer(token)).json
-    if legal["plays"]:
-        play = max(legal["plays"], key=lambda p: len(p["cards"]))
-        return {"action": "play", "cards": play["cards"]}
-    return {"action": "pass"}
+    return choice(
+        view["actions"],
+        lambda: api.get(f"/v1/matches/{match_id}/legal", headers=bearer(token)).json,
+    )
 
 
 def play_hand(api, match_id: str, tokens: dict[str, str], rconn) -> None:
@@ -407,6 +399,31 @@ def test_the_player_stream_says_your_turn_once_each_and_resumes_without_gaps(api
     assert r.status_code == 400 and r.json["code"] == "invalid_last_event_id"
 
 
+def test_pages_read_on_past_events_that_hold_nothing_for_the_player(
+    api, rconn, jobs_env, monkeypatch
+):
+    me, token = new_player(api, "pages")
+    table_id = new_table(api, token, bots_after=0, next_hand_seconds=60, turn_seconds=60)[
+        "table_id"
+    ]
+    run_burst(rconn)
+    play_hand(api, table(api, table_id, token)["match_id"], {me: token}, rconn)
+    run_burst(rconn)
+    whole = feed(api, token)["items"]
+    assert whole[-1]["type"] == "settled"
+    # Two events a read: most reads hold only the bots' moves, no item for the player; the
+    # next page must start past them, or the player would wait there for good.
+    monkeypatch.setattr(service.app.feed, "BATCH", 2)
+    paged, after = [], None
+    for _ in range(500):
+        page = feed(api, token, after)
+        paged += page["items"]
+        after = page["last_id"]
+        if len(paged) >= len(whole) and not page["items"]:
+            break
+    assert paged == whole
+
+
 def test_a_new_stream_starts_at_the_present_and_a_long_poll_waits_for_the_next(
     api, rconn, jobs_env
 ):
@@ -445,6 +462,23 @@ def test_a_new_stream_starts_at_the_present_and_a_long_poll_waits_for_the_next(
     assert not poller.is_alive(), "the long poll was not woken by the player's new seat"
     assert [i["type"] for i in waited[0]["items"]] == ["seated"]
     assert [i["type"] for i in feed(api, token, start)["items"]] == ["left", "seated"]
+
+
+def test_a_long_poll_is_woken_when_the_lobby_seats_the_player_at_a_new_table(api, rconn, jobs_env):
+    four = people(api, 4)
+    tickets = [ticket(api, token, unit="6.00", allow_bots=False) for _, token in four]
+    first = four[0][1]
+    now = feed(api, first)["last_id"]
+    waited: list[dict] = []
+    poller = threading.Thread(target=lambda: waited.append(feed(api, first, now, wait=25)))
+    poller.start()
+    time.sleep(0.5)
+    assert match_tickets() >= 1  # (other tickets of this module may be due)
+    # Woken by the seating, not by the end of its wait: the table was not one it watched.
+    poller.join(10)
+    assert not poller.is_alive(), "the long poll was not woken by the seating"
+    seated = waited[0]["items"][0]
+    assert seated["type"] == "seated" and seated["ticket_id"] == tickets[0]["ticket_id"]
 
 
 # --- the player's own pages --------------------------------------------------------------

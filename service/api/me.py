@@ -250,7 +250,10 @@ class Items(ma.Schema):
     last_id = f.String(
         required=True,
         allow_none=True,
-        metadata={"description": "Send as `after` for what follows; null: nothing yet"},
+        metadata={
+            "description": "Send as `after` for what follows (past the last item, and past "
+            "what was read that had none for the caller); null: nothing yet"
+        },
     )
 
 
@@ -289,18 +292,20 @@ def _cursor_of(text: str | None) -> Cursor | None:
 
 
 def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: float):
-    """The items after ``after``, waiting up to ``seconds`` for the first."""
+    """The items after ``after``, waiting up to ``seconds`` for the first; and where the
+    next read may start (past the events already read)."""
     services_ = services()
     deadline_at = time.monotonic() + seconds
     while True:
-        # The player's own id too: a table that seats the player wakes it (the tables the
-        # player is at are read once per pass).
-        watched = [*services_.feed.feed.streams(player_id), uuid.UUID(player_id)]
+        # The player's streams, and the player itself: a seat at a table not yet watched.
+        watched = services_.feed.feed.streams(player_id)
+        if player_id:
+            watched.append(uuid.UUID(player_id))
         with services_.notifier.watch_all(watched) as woken:
-            items, more = services_.feed.items(player_id, after, states)
+            items, more, after = services_.feed.items(player_id, after, states)
             remaining = deadline_at - time.monotonic()
             if items or remaining <= 0 or services_.notifier.draining:
-                return items, more
+                return items, after
             woken.wait(min(HELD_SECONDS, remaining) if more else remaining)
 
 
@@ -317,10 +322,11 @@ def my_events(query):
     ``wait``, waits up to that many seconds for the next (long-polling)."""
     who = player()
     after = query["after"]
-    items, _ = _read_until(
+    items, resume = _read_until(
         who.player or "", Cursor.parse(after) if after else None, {}, query["wait"]
     )
-    return {"items": items, "last_id": items[-1]["id"] if items else after}
+    # Past the events read, with or without items: the next page reads on from there.
+    return {"items": items, "last_id": None if resume is None else str(resume)}
 
 
 @bp.route("/stream", methods=["GET"])
@@ -366,14 +372,13 @@ def my_stream():
             remaining = config.stream_seconds - (time.monotonic() - started)
             if remaining <= 0:
                 return
-            items, _ = _read_until(
+            items, after = _read_until(
                 player_id, after, states, min(config.keepalive_seconds, remaining)
             )
             if not items:
                 yield KEEP_ALIVE
             for item in items:
                 yield sse(item["type"], ITEM.dump(item), item["id"])
-                after = Cursor.parse(item["id"])
 
     response = event_stream(generate())
     response.call_on_close(slot.close)  # also when the stream never starts

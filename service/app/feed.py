@@ -63,19 +63,21 @@ class PlayerFeed:
 
     def items(
         self, player: str, after: Cursor | None, states: dict[uuid.UUID, State]
-    ) -> tuple[list[dict[str, Any]], bool]:
-        """The items after ``after`` (from the start without it), and whether more may be
-        held back behind a running transaction. ``states`` keeps the matches' states from
-        one call to the next (a stream's)."""
+    ) -> tuple[list[dict[str, Any]], bool, Cursor | None]:
+        """The items after ``after`` (from the start without it); whether more may be
+        held back behind a running transaction; and where the next read may start (past
+        the last item, and past the events already read that had none for the player).
+        ``states`` keeps the matches' states from one call to the next (a stream's)."""
         if after is None:
             first = self.feed.first(player)
             if first is None:
-                return [], False
+                return [], False, None
             after = Cursor(*first, -1)
         xid, position, index = after.xid, after.position, after.index
         # From the cursor's own event, whose items after ``index`` are still to come.
-        found, held = self.feed.read(player, xid, position, BATCH)
+        found, held, horizon = self.feed.read(player, xid, position, BATCH)
         items: list[dict[str, Any]] = []
+        mine: list[dict[str, Any]] = []
         for fe in found:
             mine = list(self._items_of(player, fe, states))
             for n, item in enumerate(mine):
@@ -84,7 +86,16 @@ class PlayerFeed:
                 item["id"] = str(Cursor(fe.xid, fe.stored.position, n))
                 item["at"] = fe.stored.recorded_at
                 items.append(item)
-        return items, held or len(found) == BATCH
+        full = len(found) == BATCH
+        if full:
+            # After the last event read (an event with no item for the player: after its
+            # item 0, which it does not have).
+            last = found[-1]
+            resume = Cursor(last.xid, last.stored.position, max(len(mine) - 1, 0))
+        else:
+            # Everything of the player's below the horizon has been read.
+            resume = max(after, Cursor(horizon, 0, 0), key=lambda c: (c.xid, c.position))
+        return items, held or full, resume
 
     def _state_at(
         self, match_id: uuid.UUID, fe: FeedEvent, states: dict[uuid.UUID, State]

@@ -34,13 +34,13 @@ class FeedEvent:
     ticket_id: uuid.UUID | None
 
 
+_HORIZON = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 _READ = (
-    "WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)"
-    " SELECT e.xid::text::bigint, e.stream_id, e.version, e.position, e.type, e.schema_version,"
+    "SELECT e.xid::text::bigint, e.stream_id, e.version, e.position, e.type, e.schema_version,"
     " e.payload, e.recorded_at,"
     " (e.command_id IS NULL OR n.version IS NULL OR n.command_id IS DISTINCT FROM e.command_id),"
     " ps.stream_id IS NOT NULL, th.table_id, lt.ticket_id"
-    " FROM events e CROSS JOIN h"
+    " FROM events e"
     " LEFT JOIN events n ON n.stream_id = e.stream_id AND n.version = e.version + 1"
     " LEFT JOIN table_hands th ON th.match_id = e.stream_id"
     " LEFT JOIN LATERAL (SELECT s.stream_id FROM player_streams s WHERE s.player_id = %(player)s"
@@ -48,7 +48,8 @@ _READ = (
     " AND (s.until_version IS NULL OR e.version <= s.until_version) LIMIT 1) ps ON true"
     " LEFT JOIN LATERAL (SELECT t.ticket_id FROM lobby_tickets t WHERE e.type = 'player_joined'"
     " AND t.table_id = e.stream_id AND t.player_id = %(player)s LIMIT 1) lt ON true"
-    " WHERE (e.xid, e.position) >= (%(xid)s::text::xid8, %(position)s) AND e.xid < h.xmin"
+    " WHERE (e.xid, e.position) >= (%(xid)s::text::xid8, %(position)s)"
+    " AND e.xid < %(horizon)s::text::xid8"
     " AND (ps.stream_id IS NOT NULL OR EXISTS (SELECT 1 FROM matches m"
     " WHERE m.match_id = e.stream_id AND m.seats @> %(seat)s))"
     " ORDER BY e.xid, e.position LIMIT %(limit)s"
@@ -62,14 +63,7 @@ class Feed:
     def horizon(self) -> int:
         """The transaction id below which every transaction has ended: a reader starting
         there gets everything that commits from now on."""
-        row = retried(
-            self.pool,
-            lambda conn: conn.execute(
-                "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
-            ).fetchone(),
-        )
-        assert row is not None
-        return int(row[0])
+        return retried(self.pool, _horizon)
 
     def first(self, player: str) -> tuple[int, int] | None:
         """Where the player's events start: (xid, position) of its first, if any (read by
@@ -102,10 +96,12 @@ class Feed:
 
     def read(
         self, player: str, xid: int, position: int, limit: int
-    ) -> tuple[list[FeedEvent], bool]:
-        """The player's events from (xid, position) on, and
-        whether events committed after it are still held back behind an older running
-        transaction (the caller then reads again shortly)."""
+    ) -> tuple[list[FeedEvent], bool, int]:
+        """The player's events from (xid, position) on, below the horizon; whether events
+        committed after it are still held back behind an older running transaction (the
+        caller then reads again shortly); and that horizon. Unless ``limit`` events came,
+        every event of the player below the horizon has been read: the next read may start
+        there (an idle player's reads then cover only what was appended since the last)."""
         params = {
             "player": player,
             "xid": str(xid),
@@ -114,16 +110,19 @@ class Feed:
             "limit": limit,
         }
 
-        def read(conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], bool]:
-            rows = conn.execute(_READ, params).fetchall()
+        def read(conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], bool, int]:
+            # An earlier snapshot's horizon: every transaction below it had ended before
+            # the read's own snapshot was taken.
+            horizon = _horizon(conn)
+            rows = conn.execute(_READ, {**params, "horizon": str(horizon)}).fetchall()
             held = conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= pg_snapshot_xmin(pg_current_snapshot())"
+                "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= %s::text::xid8"
                 " AND (xid, position) > (%s::text::xid8, %s))",
-                (str(xid), position),
+                (str(horizon), str(xid), position),
             ).fetchone()
-            return rows, bool(held and held[0])
+            return rows, bool(held and held[0]), horizon
 
-        rows, held = retried(self.pool, read)
+        rows, held, horizon = retried(self.pool, read)
         found = [
             FeedEvent(
                 row[0],
@@ -136,4 +135,10 @@ class Feed:
             )
             for row in rows
         ]
-        return found, held
+        return found, held, horizon
+
+
+def _horizon(conn: psycopg.Connection) -> int:
+    row = conn.execute(_HORIZON).fetchone()
+    assert row is not None
+    return int(row[0])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import select
+import _socket
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +40,22 @@ def open_pool(url: str, max_size: int, name: str, timeout: float = 30.0) -> Conn
     )
 
 
+def _has_input(conn: psycopg.Connection) -> bool:
+    """Whether the connection's server said something (or hung up): a peek at its socket
+    that never waits. Not ``select()``: it refuses a descriptor above 1023, which a process
+    holding a thousand streams has; and not a ``socket.socket``, which gevent makes wait."""
+    probe = _socket.socket(fileno=conn.fileno())
+    try:
+        probe.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True  # an error to read
+    finally:
+        probe.detach()
+    return True  # a message, or the end of the stream
+
+
 @contextmanager
 def live_connection(
     pool: ConnectionPool, timeout: float | None = None
@@ -51,7 +68,7 @@ def live_connection(
     round trip on every connection, and waits a second or more after each dead one.)"""
     while True:
         with pool.connection(timeout=timeout) as conn:
-            if select.select([conn], [], [], 0)[0]:
+            if _has_input(conn):
                 try:
                     ConnectionPool.check_connection(conn)
                 except psycopg.Error:

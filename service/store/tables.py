@@ -163,10 +163,11 @@ class TableStore:
                             " VALUES (%s, %s, %s)",
                             (s.event.player, table_id, s.version),
                         )
-                        # A reader of the player's own stream does not watch this table
-                        # yet: woken by the player's id, it reads again and watches it.
+                        # The player's own stream does not watch this table yet: woken by
+                        # its player id, it finds the seat at once (the lobby's seating).
                         conn.execute(
-                            "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{s.event.player}:0")
+                            "SELECT pg_notify(%s, %s)",
+                            (NOTIFY_CHANNEL, f"{s.event.player}:{s.version}"),
                         )
                 # A player's own stream reads the table until the player's seat is freed.
                 seated = [s.player for s in after.seats if s is not None and s.player is not None]
