@@ -587,3 +587,25 @@ def test_four_people_from_the_lobby_play_three_hands_through_a_redis_flush_and_a
         ([t["ticket_id"] for t in tickets],),
     ).fetchone()
     assert seated == 4
+
+
+def test_a_long_poll_is_woken_when_the_player_takes_a_match_seat(api, rconn, jobs_env):
+    """A match the player was not seated at when the poll began: the seat wakes it, and the
+    deal it completes reaches the player at once, not when the poll runs out."""
+    _, token = new_player(api, "late")
+    match_id = api.post("/v1/matches", json={}, headers=bearer(token)).json["match_id"]
+    for _ in range(3):
+        r = api.post(f"/v1/matches/{match_id}/seats", json={"bot": True}, headers=bearer(token))
+        assert r.status_code == 201, r.json
+    start = feed(api, token)["last_id"]
+    waited: list[dict] = []
+    poller = threading.Thread(
+        target=lambda: waited.append(feed(api, token, start, wait=25)), daemon=True
+    )
+    poller.start()
+    time.sleep(0.5)
+    r = api.post(f"/v1/matches/{match_id}/seats", json={}, headers=bearer(token))
+    assert r.status_code == 201, r.json
+    poller.join(timeout=10)
+    assert not poller.is_alive(), "the long poll was not woken by the player's match seat"
+    assert waited[0]["items"][0]["type"] == "hand_started"

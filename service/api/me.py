@@ -291,17 +291,22 @@ def _cursor_of(text: str | None) -> Cursor | None:
     return cursor
 
 
+def _watched(player_id: str) -> list[uuid.UUID]:
+    """What wakes a reader of the player's own stream: the player's streams, and the player
+    itself (a table that seats the player where it watched nothing yet notifies its id)."""
+    watched = services().feed.feed.streams(player_id)
+    if player_id:
+        watched.append(uuid.UUID(player_id))
+    return watched
+
+
 def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: float):
     """The items after ``after``, waiting up to ``seconds`` for the first; and where the
     next read may start (past the events already read)."""
     services_ = services()
     deadline_at = time.monotonic() + seconds
     while True:
-        # The player's streams, and the player itself: a seat at a table not yet watched.
-        watched = services_.feed.feed.streams(player_id)
-        if player_id:
-            watched.append(uuid.UUID(player_id))
-        with services_.notifier.watch_all(watched) as woken:
+        with services_.notifier.watch_all(_watched(player_id)) as woken:
             items, more, after = services_.feed.items(player_id, after, states)
             remaining = deadline_at - time.monotonic()
             if items or remaining <= 0 or services_.notifier.draining:
@@ -367,18 +372,26 @@ def my_stream():
             after = services().feed.now()
             yield sse("ready", {}, str(after))
         states: dict = {}
-        started = time.monotonic()
-        while not services().notifier.draining:
-            remaining = config.stream_seconds - (time.monotonic() - started)
-            if remaining <= 0:
-                return
-            items, after = _read_until(
-                player_id, after, states, min(config.keepalive_seconds, remaining)
-            )
-            if not items:
-                yield KEEP_ALIVE
-            for item in items:
-                yield sse(item["type"], ITEM.dump(item), item["id"])
+        notifier = services().notifier
+        ends = time.monotonic() + config.stream_seconds
+        while not notifier.draining and time.monotonic() < ends:
+            with notifier.watch_all(_watched(player_id)) as woken:
+                items, more, after = services().feed.items(player_id, after, states)
+                for item in items:
+                    yield sse(item["type"], ITEM.dump(item), item["id"])
+                if items:
+                    continue
+                # Nothing new: wait for a wake-up, keeping the connection alive meanwhile
+                # without reading (a quiet stream costs the database nothing), or shortly
+                # when committed events are held back behind an older transaction.
+                while not woken.wait(
+                    HELD_SECONDS
+                    if more
+                    else max(0.0, min(config.keepalive_seconds, ends - time.monotonic()))
+                ):
+                    if more or notifier.draining or time.monotonic() >= ends:
+                        break
+                    yield KEEP_ALIVE
 
     response = event_stream(generate())
     response.call_on_close(slot.close)  # also when the stream never starts

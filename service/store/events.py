@@ -23,6 +23,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..config import Config
 from ..game import Event, State, initial_state, replay
+from ..game.events import SeatTaken
 from ..game.state import DEALING, ENDED, SEATING, time_to_act
 from .pool import DatabaseUnavailable, connection_lost, live_connection, retried
 
@@ -471,6 +472,11 @@ class EventStore:
             raise VersionConflict("someone else acted first; reload and try again") from None
         if rows and not rows[0][0]:
             raise Behind([_decode(row[1:]) for row in rows])
+        # A player's own stream watches only the matches it is seated at: a new seat wakes
+        # it by the player's id (as a table's seat does), in this transaction.
+        for event in events:
+            if isinstance(event, SeatTaken) and event.player is not None:
+                conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{event.player}:0"))
         return [_decode(row[1:]) for row in rows]
 
 
