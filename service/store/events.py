@@ -472,12 +472,17 @@ class EventStore:
             raise VersionConflict("someone else acted first; reload and try again") from None
         if rows and not rows[0][0]:
             raise Behind([_decode(row[1:]) for row in rows])
-        # A player's own stream watches only the matches it is seated at: a new seat wakes
-        # it by the player's id (as a table's seat does), in this transaction.
         for event in events:
             if isinstance(event, SeatTaken) and event.player is not None:
-                conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{event.player}:0"))
+                wake_player(conn, event.player)
         return [_decode(row[1:]) for row in rows]
+
+
+def wake_player(conn: psycopg.Connection, player: str) -> None:
+    """Wakes the readers of the player's own stream when its transaction commits: they watch
+    only the tables and matches it was seated at, so a new seat must reach them by the
+    player's id (the notifier treats it as one more stream id)."""
+    conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{player}:0"))
 
 
 #: A match's status in the ``matches`` read model, in the order a match goes through them.

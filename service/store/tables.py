@@ -17,7 +17,14 @@ from psycopg.types.json import Jsonb
 from ..game import Event
 from ..game.events import HandStarted, PlayerJoined
 from ..game.table_play import TableState, due, replay_table
-from .events import NOTIFY_CHANNEL, EventStore, StoredEvent, StoreError, VersionConflict
+from .events import (
+    NOTIFY_CHANNEL,
+    EventStore,
+    StoredEvent,
+    StoreError,
+    VersionConflict,
+    wake_player,
+)
 from .pool import retried
 
 _T = TypeVar("_T")
@@ -163,12 +170,7 @@ class TableStore:
                             " VALUES (%s, %s, %s)",
                             (s.event.player, table_id, s.version),
                         )
-                        # The player's own stream does not watch this table yet: woken by
-                        # its player id, it finds the seat at once (the lobby's seating).
-                        conn.execute(
-                            "SELECT pg_notify(%s, %s)",
-                            (NOTIFY_CHANNEL, f"{s.event.player}:{s.version}"),
-                        )
+                        wake_player(conn, s.event.player)
                 # A player's own stream reads the table until the player's seat is freed.
                 seated = [s.player for s in after.seats if s is not None and s.player is not None]
                 conn.execute(
