@@ -293,7 +293,7 @@ def _cursor_of(text: str | None) -> Cursor | None:
 
 def _watched(player_id: str) -> list[uuid.UUID]:
     """What wakes a reader of the player's own stream: the player's streams, and the player
-    itself (a table that seats the player where it watched nothing yet notifies its id)."""
+    itself (a new seat, at a table or a match it did not watch yet, notifies its id)."""
     watched = services().feed.feed.streams(player_id)
     if player_id:
         watched.append(uuid.UUID(player_id))
