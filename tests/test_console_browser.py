@@ -17,6 +17,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 from servers import serving
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -62,12 +64,20 @@ def browser(downloads):
     driver.quit()
 
 
+def follow(browser, element) -> None:
+    """Clicks a link or a submit button and waits for the next page: the old page's elements
+    go stale when it is replaced, and reading them before would race the navigation."""
+    old = browser.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(old))
+
+
 def sign_in(browser, base_url: str, name: str, path: str = "/console/") -> None:
     browser.get(base_url + path)
     assert "/console/sign-in" in browser.current_url
     browser.find_element(By.ID, "name").send_keys(name)
     browser.find_element(By.ID, "password").send_keys(PASSWORDS[name])
-    browser.find_element(By.ID, "sign-in").click()
+    follow(browser, browser.find_element(By.ID, "sign-in"))
 
 
 def visible_step(browser):
@@ -83,11 +93,11 @@ def test_sign_in_find_a_match_step_through_its_replay_and_export_the_csv(
     sign_in(browser, base_url, "otto", "/console/matches")
     assert browser.find_element(By.TAG_NAME, "h1").text == "Matches"
     browser.find_element(By.NAME, "player").send_keys("carol")
-    browser.find_element(By.ID, "search").click()
+    follow(browser, browser.find_element(By.ID, "search"))
     links = browser.find_elements(By.CSS_SELECTOR, "#matches tbody a")
     assert [a.text for a in links] == [played[:8]]
     browser.save_screenshot(str(shots / "1-matches-found.png"))
-    links[0].click()
+    follow(browser, links[0])
     assert browser.find_element(By.ID, "verdict").text.startswith("Verified")
 
     position = browser.find_element(By.ID, "replay-position")
@@ -117,7 +127,7 @@ def test_sign_in_find_a_match_step_through_its_replay_and_export_the_csv(
     assert position.text == f"Step {total} of {total}"
     assert visible_step(browser).find_element(By.CLASS_NAME, "said").text == "settled in the ledger"
 
-    browser.find_element(By.LINK_TEXT, "Ledger").click()
+    follow(browser, browser.find_element(By.LINK_TEXT, "Ledger"))
     assert "checks out" in browser.find_element(By.ID, "ledger-verdict").text
     assert len(browser.find_elements(By.CSS_SELECTOR, "#takings rect")) == 60
     browser.save_screenshot(str(shots / "4-ledger.png"))
@@ -135,13 +145,13 @@ def test_an_auditor_is_refused_the_admins_page_and_an_admin_is_not(
     base_url, service, browser, shots
 ):
     sign_in(browser, base_url, "otto")
-    browser.find_element(By.LINK_TEXT, "Operators").click()
+    follow(browser, browser.find_element(By.LINK_TEXT, "Operators"))
     assert browser.find_element(By.TAG_NAME, "h1").text == "Forbidden"
     assert browser.find_element(By.ID, "message").text == "This page is for admins."
     browser.save_screenshot(str(shots / "5-auditor-forbidden.png"))
-    browser.find_element(By.XPATH, "//button[text()='Sign out']").click()
+    follow(browser, browser.find_element(By.XPATH, "//button[text()='Sign out']"))
     sign_in(browser, base_url, "ada")
-    browser.find_element(By.LINK_TEXT, "Operators").click()
+    follow(browser, browser.find_element(By.LINK_TEXT, "Operators"))
     names = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#operators td:first-child")]
     assert {"ada", "otto"} <= set(names)
 
@@ -156,7 +166,7 @@ def test_the_console_fits_a_phone(base_url, service, browser, shots):
         "return document.documentElement.scrollWidth <= window.innerWidth"
     )
     browser.save_screenshot(str(shots / "6-phone-match.png"))
-    browser.find_element(By.LINK_TEXT, "Players").click()
+    follow(browser, browser.find_element(By.LINK_TEXT, "Players"))
     assert browser.execute_script(
         "return document.documentElement.scrollWidth <= window.innerWidth"
     )
