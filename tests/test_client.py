@@ -127,7 +127,7 @@ def test_the_readme_bot_plays_a_hand_from_the_lobby_through_its_stream_over_a_ba
 ):
     network = BadNetwork()
     bot = readme_bot()
-    with Client.register(service, "readme-bot", transport=network) as client:
+    with Client.register(service, "readme-bot", bot_account=True, transport=network) as client:
         seen: list[FeedItem] = []
         follow = client.stream
 
@@ -164,8 +164,12 @@ def test_the_readme_bot_plays_a_hand_from_the_lobby_through_its_stream_over_a_ba
         ]
         assert decided == [i.data["version"] for i in turns]
 
-        # The hand's net is the new player's balance in the ledger.
-        assert Decimal(client.me()["balance"]) == Decimal(net)
+        # The hand's net is the new player's balance in the ledger; the bot account is
+        # marked on its seat in the hand's record.
+        me = client.me()
+        assert Decimal(me["balance"]) == Decimal(net) and me["bot_account"] is True
+        seats = client.record(match_id)["seats"]
+        assert [s["bot_account"] for s in seats] == [i == seat for i in range(4)]
 
 
 def test_a_stream_resumes_after_the_id_an_earlier_run_stopped_at(service):
