@@ -11,6 +11,7 @@ transport, where each failure can be made to order."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterator
@@ -311,3 +312,31 @@ def test_an_answer_that_is_no_problem_document_still_has_a_code():
         "http_418",
         "teapot",
     )
+
+
+def sse(*items: dict) -> httpx.Response:
+    body = "retry: 1000\n\n" + "".join(
+        f"id: {i['id']}\nevent: {i['type']}\ndata: {json.dumps(i)}\n\n" for i in items
+    )
+    return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, text=body)
+
+
+def test_the_stream_waits_out_a_busy_service_resumes_after_its_last_id_and_raises_a_refusal():
+    first = {"id": "7-1-0", "type": "seated", "table_id": "t", "seat": 0}
+    second = {"id": "7-2-0", "type": "hand_started", "match_id": "m"}
+    client, requests = answering(
+        problem(503, "too_many_streams", **{"Retry-After": "0"}),
+        sse(first),
+        sse(second),
+        problem(401, "token_revoked"),
+    )
+    got = []
+    with pytest.raises(Unauthorized) as caught:
+        for item in client.stream(after="7-0-0"):
+            got.append(item)
+    assert got == [
+        FeedItem(first["id"], "seated", first),
+        FeedItem(second["id"], "hand_started", second),
+    ]
+    assert [r.headers["Last-Event-ID"] for r in requests] == ["7-0-0", "7-0-0", "7-1-0", "7-2-0"]
+    assert caught.value.code == "token_revoked"
