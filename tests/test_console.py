@@ -200,6 +200,14 @@ def test_the_players_page_lists_the_bot_accounts_marked(service):
     assert "engine-x" not in people and "carol" in people
     # The sort links keep the filter.
     assert 'href="?kind=bot_accounts&sort=name' in accounts
+    # Its seats are marked in the matches found.
+    match = client.post("/v1/matches", json={}, headers=bearer(r.json["token"])).json
+    seat = client.post(
+        f"/v1/matches/{match['match_id']}/seats", json={}, headers=bearer(r.json["token"])
+    )
+    assert seat.status_code == 201
+    found = console.get("/console/matches?player=engine-x").text
+    assert match["match_id"][:8] in found and "engine-x (bot account)" in found
 
 
 def test_matches_are_found_by_player_status_and_date(service):

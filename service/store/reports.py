@@ -95,12 +95,15 @@ def matches(
 
 
 def player_names(pool: ConnectionPool, player_ids: set[str]) -> dict[str, str]:
+    """How the console names each player: its name, marked when it is a bot account."""
     if not player_ids:
         return {}
     rows = retried(
         pool,
         lambda conn: conn.execute(
-            "SELECT player_id::text, name FROM players WHERE player_id = ANY(%s::uuid[])",
+            "SELECT player_id::text,"
+            " name || CASE WHEN bot_account THEN ' (bot account)' ELSE '' END"
+            " FROM players WHERE player_id = ANY(%s::uuid[])",
             (list(player_ids),),
         ).fetchall(),
     )
