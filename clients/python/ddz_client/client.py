@@ -26,6 +26,9 @@ __version__ = "0.1.0"
 TRANSIENT = frozenset({429, 502, 503, 504})
 #: Transport errors raised before the request reached the service: it surely did not act.
 UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+#: A stream the service closes sooner than this after opening it is reopened after a
+#: backoff, not at once (so that a service that closes every stream is not hammered).
+QUICK_CLOSE_SECONDS = 1.0
 
 
 class Retry(enum.Enum):
@@ -435,15 +438,19 @@ class Client:
                             raise problem_of(response)
                         asked = retry_after(response)
                     else:
-                        received = False
+                        opened = time.monotonic()
                         for event in source.iter_sse():
                             if not event.id or not event.data:
                                 continue  # the reconnection delay the server advises
-                            last, received, failures = event.id, True, 0
+                            last, failures = event.id, 0
                             data = event.json() if event.data else {}
                             yield FeedItem(event.id, event.event, data)
-                        if received:
-                            continue  # closed by the service after a while: resume at once
+                        # Closed by the service: after a while (its stream_seconds), resume
+                        # at once; closed as soon as opened (a process that is stopping),
+                        # back off as from a failure.
+                        if time.monotonic() - opened >= QUICK_CLOSE_SECONDS:
+                            failures = 0
+                            continue
             except httpx.TransportError:
                 pass
             time.sleep(self._delay(failures, asked))
