@@ -1,6 +1,8 @@
 """What the blueprints share, so that none imports another: the error responses an
-operation documents, a decider's or the store's refusal as a problem, and a match read
-and shown as the caller may see it (its seat, its view, its events with the deadline)."""
+operation documents, a decider's or the store's refusal as a problem, the cursors of lists
+that are newest first, the players' profiles (names, bot accounts) as seats show them, and
+a match read and shown as the caller may see it (its seat, its view, its events with the
+deadline)."""
 
 from __future__ import annotations
 
