@@ -91,7 +91,11 @@ class Client:
     ``max_backoff``, or what ``Retry-After`` asks, at most ``max_retry_after``), but only
     when sending again is safe (see :class:`Retry`). Refusals raise
     :class:`~ddz_client.ProblemError`; a connection that still fails raises
-    ``httpx.TransportError``."""
+    ``httpx.TransportError``.
+
+    ``timeout``: seconds each request may take (a long poll's ``wait`` added);
+    ``transport``: an httpx transport to send through instead of the network's (a test's
+    mock, a proxy's)."""
 
     def __init__(
         self,
