@@ -186,6 +186,30 @@ def test_the_players_page_shows_who_disconnects(service):
     assert [name for name, _ in rows].index("dave") < [name for name, _ in rows].index("carol")
 
 
+def test_the_players_page_lists_the_bot_accounts_marked(service):
+    app, _, _ = service
+    client = app.test_client()
+    r = client.post("/v1/players", json={"name": "engine-x", "bot_account": True})
+    assert r.status_code == 201
+    console = signed_in(app, "otto")
+    everyone = console.get("/console/players").text
+    assert re.search(r">engine-x</a> <small class=\"bot-account\">bot account</small>", everyone)
+    accounts = console.get("/console/players?kind=bot_accounts").text
+    assert "engine-x" in accounts and "carol" not in accounts
+    people = console.get("/console/players?kind=people").text
+    assert "engine-x" not in people and "carol" in people
+    # The sort links keep the filter.
+    assert 'href="?kind=bot_accounts&sort=name' in accounts
+    # Its seats are marked in the matches found.
+    match = client.post("/v1/matches", json={}, headers=bearer(r.json["token"])).json
+    seat = client.post(
+        f"/v1/matches/{match['match_id']}/seats", json={}, headers=bearer(r.json["token"])
+    )
+    assert seat.status_code == 201
+    found = console.get("/console/matches?player=engine-x").text
+    assert match["match_id"][:8] in found and "engine-x (bot account)" in found
+
+
 def test_matches_are_found_by_player_status_and_date(service):
     app, played, left = service
     console = signed_in(app, "otto")

@@ -6,6 +6,7 @@ those inside functions too), so that a new upward import fails here and not in r
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -237,3 +238,17 @@ def test_test_modules_hold_tests_and_helpers_are_named_otherwise():
         )
     ]
     assert empty == []
+
+
+def test_the_python_client_imports_only_the_standard_library_and_its_two_dependencies():
+    """clients/python installs on its own: it speaks HTTP to the service, and needs nothing
+    of it (nor of anything but httpx and httpx-sse)."""
+    client = ROOT / "clients" / "python"
+    allowed = {"ddz_client", "httpx", "httpx_sse", "__future__"}
+    wrong = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted((client / "ddz_client").rglob("*.py"))
+        for name in imported(path, client)
+        if name.split(".")[0] not in allowed | sys.stdlib_module_names
+    }
+    assert not wrong, sorted(wrong)

@@ -12,7 +12,7 @@ from yoyo.migrations import MigrationList
 
 from service.store import Players, open_pool
 from service.store.migrate import MIGRATIONS, migrate, yoyo_url
-from service.store.players import token_hash
+from service.store.players import Profile, token_hash
 
 
 def migrate_before(url: str, first_not_applied: str) -> None:
@@ -72,5 +72,24 @@ def test_a_token_made_before_0005_still_works_and_0005_can_run_again(postgres_ad
             found = players.by_token(token)
             assert found.player_id == player and found.last4 is None and not found.expired()
             assert [t.token_id for t in players.tokens(player)] == [found.token_id]
+        finally:
+            pool.close()
+
+
+def test_a_player_made_before_0009_is_a_person_and_0009_can_run_again(postgres_admin_url):
+    with fresh_database(postgres_admin_url, "ddz_migrations", migrated=False) as url:
+        migrate_before(url, "0009")
+        player = uuid.uuid4()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("INSERT INTO players (player_id, name) VALUES (%s, 'old')", (player,))
+        assert migrate(url)[0] == "0009_bot_accounts"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute((MIGRATIONS / "0009_bot_accounts.sql").read_text())  # idempotent
+        pool = open_pool(url, 1, "test")
+        try:
+            players = Players(pool)
+            assert players.profiles([str(player)]) == {str(player): Profile("old", False)}
+            made, _ = players.create("engine", bot_account=True)
+            assert [p.player_id for p in players.registered(True, 10, None)] == [made]
         finally:
             pool.close()

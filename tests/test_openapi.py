@@ -807,6 +807,21 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
     ).json()
     assert audit["ok"] is True, audit
 
+    # The players, bot accounts among them (an author's program, marked on its seats)
+    author = call(
+        "POST", "/v1/players", json={"name": "engine", "bot_account": True}, expect=201
+    ).json()
+    assert author["bot_account"] is True
+    call("POST", "/v1/players", json={"bot_account": "yes"}, expect=422)
+    accounts = call(
+        "GET", "/v1/admin/players", token=OPERATOR_TOKEN, params={"bot_account": "true"}, expect=200
+    ).json()["players"]
+    assert author["player_id"] in [p["player_id"] for p in accounts]
+    assert all(p["bot_account"] for p in accounts)
+    call("GET", "/v1/admin/players", token=OPERATOR_TOKEN, params={"limit": 0}, expect=422)
+    call("GET", "/v1/admin/players", token=tokens[0], expect=403)
+    call("GET", "/v1/admin/players", expect=401)
+
     # A match with a bot seat
     other_match = call("POST", "/v1/matches", token=tokens[4], json={}, expect=201).json()
     bot = call(

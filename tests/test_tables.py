@@ -489,7 +489,12 @@ def test_the_players_pages_show_its_balance_matches_newest_first_and_tables(
 ):
     me, token = new_player(api, "pager")
     r = api.get("/v1/me", headers=bearer(token))
-    assert r.status_code == 200 and r.json == {"player_id": me, "name": "pager", "balance": "0.00"}
+    assert r.status_code == 200 and r.json == {
+        "player_id": me,
+        "name": "pager",
+        "bot_account": False,
+        "balance": "0.00",
+    }
     table_id = new_table(api, token, bots_after=0, next_hand_seconds=0, turn_seconds=60)["table_id"]
     played = []
     for _ in range(2):
@@ -518,7 +523,7 @@ def test_the_players_pages_show_its_balance_matches_newest_first_and_tables(
     assert [m["match_id"] for m in listed] == [third, *reversed(played)]
     first = listed[-1]
     assert first["table_id"] == table_id and first["seat"] == 0
-    assert first["seats"][0] == {"player": me, "name": "pager", "bot": False}
+    assert first["seats"][0] == {"player": me, "name": "pager", "bot": False, "bot_account": False}
     assert [s["bot"] for s in first["seats"]] == [False, True, True, True]
     assert first["role"] in ("landlord", "farmer") and first["winner"] in ("landlord", "farmers")
     assert Decimal(first["net"]) == ledger_of(db, me, [played[0]])

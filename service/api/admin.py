@@ -1,4 +1,5 @@
-"""Operator endpoints: unredacted events and the audit of a match (operators only)."""
+"""Operator endpoints: unredacted events and the audit of a match, the players (bot
+accounts among them) (operators only)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from ..game import OPERATOR
 from ..game.record import Discrepancy, export, verify
 from . import schemas
 from .auth import audited, operator
-from .documents import documented, event_documents, since
+from .documents import after_cursor, documented, event_documents, page_cursor, since
 from .routing import Blueprint
+from .services import services
 
 bp = Blueprint(
     "admin", __name__, url_prefix="/v1/admin", description="Operators: everything, and audits"
@@ -41,3 +43,24 @@ def audit(match_id: uuid.UUID):
     except Discrepancy as exc:
         return {"match_id": match_id, "ok": False, "discrepancy": str(exc)}
     return {"match_id": match_id, "ok": True, "discrepancy": None}
+
+
+@bp.route("/players", methods=["GET"])
+@bp.arguments(schemas.PlayersQuery(), location="query")
+@bp.response(200, schemas.PlayerList)
+@bp.doc(**documented(401, 403, 422))
+def players(query):
+    """The registered players, newest first, a page at a time; ``bot_account=true`` lists
+    the bot accounts only (authors' programs), ``false`` the people only."""
+    operator()
+    limit = query["limit"]
+    found = services().players.registered(
+        query["bot_account"], limit + 1, after_cursor(query["cursor"])
+    )
+    page = found[:limit]
+    return {
+        "players": [vars(p) for p in page],
+        "next_cursor": page_cursor(page[-1].created_at, page[-1].player_id)
+        if len(found) > limit
+        else None,
+    }

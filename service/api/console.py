@@ -398,17 +398,26 @@ def settlements_csv():
 # Players
 
 
+#: The players page's filter: everyone, people only, or bot accounts (authors' programs) only.
+PLAYER_KINDS: dict[str, bool | None] = {"": None, "people": False, "bot_accounts": True}
+
+
 @bp.route("/players")
 def players():
     sort = request.args.get("sort", "rate")
     sort = sort if sort in reports.PLAYER_SORTS else "rate"
     descending = request.args.get("order", "desc") != "asc"
     page = _page()
-    found, total = reports.players(services().pool, sort, descending, page, PER_PAGE)
+    kind = request.args.get("kind", "")
+    kind = kind if kind in PLAYER_KINDS else ""
+    found, total = reports.players(
+        services().pool, sort, descending, page, PER_PAGE, PLAYER_KINDS[kind]
+    )
     return render_template(
         "console/players.html",
         title="Players",
         players=found,
+        kind=kind,
         sort=sort,
         descending=descending,
         page=page,

@@ -1,10 +1,16 @@
 """What the blueprints share, so that none imports another: the error responses an
-operation documents, a decider's or the store's refusal as a problem, and a match read
-and shown as the caller may see it (its seat, its view, its events with the deadline)."""
+operation documents, a decider's or the store's refusal as a problem, the cursors of lists
+that are newest first, the players' profiles (names, bot accounts) as seats show them, and
+a match read and shown as the caller may see it (its seat, its view, its events with the
+deadline)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from ..app import audit
@@ -12,6 +18,7 @@ from ..app.metrics import LEDGER_OK, LEDGER_PROBLEMS
 from ..game import GameError, State, Table, deadline, view, visible
 from ..game.table import DEFAULT_BOT_LEVEL
 from ..store import Loaded, MatchNotFound, StoredEvent, StoreError
+from ..store.players import Profile
 from .auth import BEARER, Caller
 from .problems import ApiError
 from .services import services
@@ -90,9 +97,54 @@ def load(match_id: uuid.UUID) -> Loaded:
     return since(match_id, None)[1]
 
 
+def page_cursor(created_at: datetime, row_id: uuid.UUID) -> str:
+    """The cursor of a list's next page, after the row created at ``created_at`` with that
+    id (lists newest first)."""
+    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{row_id}".encode()).decode()
+
+
+def after_cursor(cursor: str | None) -> tuple[datetime, uuid.UUID] | None:
+    """What :func:`page_cursor` made the cursor of (None: the first page)."""
+    if cursor is None:
+        return None
+    try:
+        created, _, row_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(created), uuid.UUID(row_id)
+    except (binascii.Error, UnicodeError, ValueError):
+        raise ApiError(422, "invalid_cursor", "the cursor is not one this list gave") from None
+
+
+def profiles(players: Iterable[str | None]) -> dict[str, Profile]:
+    """The profiles (name, bot account) of these players; a system bot's seat (None) has none."""
+    return services().players.profiles(p for p in players if p is not None)
+
+
+def name_of(known: dict[str, Profile], player: str | None) -> str | None:
+    """The player's name among ``known`` profiles (None for a system bot's seat)."""
+    profile = None if player is None else known.get(player)
+    return None if profile is None else profile.name
+
+
+def bot_account_of(known: dict[str, Profile], player: str | None) -> bool:
+    """Whether the player is a bot account among ``known`` profiles (a system bot: no)."""
+    profile = None if player is None else known.get(player)
+    return profile is not None and profile.bot_account
+
+
+def with_bot_accounts(seats: list[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
+    """The seats (each naming its ``player``), each marked with ``bot_account`` as every
+    player is shown the seats (false for a system bot's seat)."""
+    known = profiles(seat["player"] for seat in seats if seat is not None)
+    for seat in seats:
+        if seat is not None:
+            seat["bot_account"] = bot_account_of(known, seat["player"])
+    return seats
+
+
 def view_document(loaded: Loaded, who: Caller) -> dict[str, Any]:
     document = view(loaded.state, seat_of(loaded.state, who))
     document["deadline"] = deadline(loaded.state, loaded.last_recorded_at)
+    with_bot_accounts(document["seats"])
     return document
 
 

@@ -49,10 +49,12 @@ from .documents import (
     event_documents,
     game_error,
     load,
+    profiles,
     seat_of,
     since,
     table_of,
     view_document,
+    with_bot_accounts,
 )
 from .problems import ApiError
 from .routing import Blueprint
@@ -100,7 +102,9 @@ def match_document(state: State, created_at, updated_at) -> dict[str, Any]:
         "phase": state.phase,
         "version": state.version,
         **state.table.settings(),
-        "seats": [None if s is None else {"player": s.player, "bot": s.bot} for s in state.seats],
+        "seats": with_bot_accounts(
+            [None if s is None else {"player": s.player, "bot": s.bot} for s in state.seats]
+        ),
         "created_at": created_at,
         "updated_at": updated_at,
     }
@@ -142,6 +146,8 @@ def list_matches(query):
     """List matches, newest first, optionally by status (open, playing, ended)."""
     caller()
     listed = services().store.listed(query.get("status"), query["limit"])
+    # The page's players read at once (then each match's seats find them known).
+    profiles(s.player for loaded, _, _ in listed for s in loaded.state.seats if s is not None)
     return {
         "matches": [
             match_document(loaded.state, created_at, updated_at)
@@ -563,6 +569,7 @@ def record(match_id):
         )
     audited(who, "record", match_id)
     document = export([s.event for s in stored])
+    with_bot_accounts(document["seats"])
     document.setdefault("commitment", None)
     document.setdefault("seed", None)
     document.setdefault("deal", None)

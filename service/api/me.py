@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
 import marshmallow as ma
@@ -18,7 +15,15 @@ from ..app.feed import Cursor
 from ..store import TooManySubscriptions, ledger
 from . import schemas
 from .auth import player
-from .documents import documented, seat_of
+from .documents import (
+    after_cursor,
+    bot_account_of,
+    documented,
+    name_of,
+    page_cursor,
+    profiles,
+    seat_of,
+)
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
@@ -39,22 +44,15 @@ bp = Blueprint("me", __name__, url_prefix="/v1/me", description="The caller's ow
 class Me(ma.Schema):
     player_id = f.UUID(required=True)
     name = f.String(required=True)
+    bot_account = f.Boolean(required=True, metadata={"description": schemas.BOT_ACCOUNT})
     balance = f.String(required=True, metadata={"description": "The ledger's balance"})
-
-
-class MatchesQuery(ma.Schema):
-    cursor = f.String(
-        load_default=None,
-        validate=validate.Regexp(r"^[A-Za-z0-9_=-]{1,200}$"),
-        metadata={"description": "The `next_cursor` of the previous page; none: the newest"},
-    )
-    limit = f.Integer(load_default=20, validate=validate.Range(1, 100))
 
 
 class NamedSeat(ma.Schema):
     player = f.String(required=True, allow_none=True)
     name = f.String(required=True, allow_none=True)
     bot = f.Boolean(required=True)
+    bot_account = f.Boolean(required=True, metadata={"description": schemas.BOT_ACCOUNT})
 
 
 class MyMatch(ma.Schema):
@@ -97,29 +95,20 @@ class MyTables(ma.Schema):
 @bp.response(200, Me)
 @bp.doc(**documented(401, 403))
 def get_me():
-    """The caller: its name and its balance in the ledger."""
+    """The caller: its name, whether it is a bot account, and its balance in the ledger."""
     who = player()
-    names = services().players.names([who.player or ""])
+    known = profiles([who.player])
     balance = ledger.player_ledger(services().pool, who.player_id, limit=0)["balance"]
-    return {"player_id": who.player_id, "name": names.get(who.player or "", ""), "balance": balance}
-
-
-def _cursor(created_at: datetime, match_id: uuid.UUID) -> str:
-    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{match_id}".encode()).decode()
-
-
-def _after(cursor: str | None) -> tuple[datetime, uuid.UUID] | None:
-    if cursor is None:
-        return None
-    try:
-        created, _, match = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.fromisoformat(created), uuid.UUID(match)
-    except (binascii.Error, UnicodeError, ValueError):
-        raise ApiError(422, "invalid_cursor", "the cursor is not one this list gave") from None
+    return {
+        "player_id": who.player_id,
+        "name": name_of(known, who.player) or "",
+        "bot_account": bot_account_of(known, who.player),
+        "balance": balance,
+    }
 
 
 @bp.route("/matches", methods=["GET"])
-@bp.arguments(MatchesQuery(), location="query")
+@bp.arguments(schemas.PageQuery(), location="query")
 @bp.response(200, MyMatches)
 @bp.doc(**documented(401, 403, 422))
 def my_matches(query):
@@ -127,15 +116,9 @@ def my_matches(query):
     the caller's seat and role, the result and the caller's net, and the record's path."""
     who = player()
     limit = query["limit"]
-    found = services().store.of_player(who.player or "", _after(query["cursor"]), limit + 1)
+    found = services().store.of_player(who.player or "", after_cursor(query["cursor"]), limit + 1)
     page = found[:limit]
-    players = {
-        s.player
-        for loaded, _, _ in page
-        for s in loaded.state.seats
-        if s is not None and s.player is not None
-    }
-    names = services().players.names(sorted(players))
+    known = profiles(s.player for loaded, _, _ in page for s in loaded.state.seats if s is not None)
     matches: list[dict[str, Any]] = []
     for loaded, created_at, table_id in page:
         state = loaded.state
@@ -151,7 +134,12 @@ def my_matches(query):
                 "seats": [
                     None
                     if s is None
-                    else {"player": s.player, "name": names.get(s.player or ""), "bot": s.bot}
+                    else {
+                        "player": s.player,
+                        "name": name_of(known, s.player),
+                        "bot": s.bot,
+                        "bot_account": bot_account_of(known, s.player),
+                    }
                     for s in state.seats
                 ],
                 "seat": seat,
@@ -165,7 +153,7 @@ def my_matches(query):
     last = page[-1] if page else None
     return {
         "matches": matches,
-        "next_cursor": _cursor(last[1], uuid.UUID(last[0].state.match_id))
+        "next_cursor": page_cursor(last[1], uuid.UUID(last[0].state.match_id))
         if more and last is not None and last[0].state.match_id is not None
         else None,
     }

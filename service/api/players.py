@@ -18,6 +18,12 @@ bp = Blueprint(
 @bp.response(201, schemas.PlayerCreated)
 @bp.doc(responses={"422": {"$ref": "#/components/responses/UNPROCESSABLE_ENTITY"}})
 def create_player(body):
-    """Create a player. The token in the answer is shown only this once."""
-    player_id, token = services().players.create(body["name"])
-    return {"player_id": player_id, "name": body["name"], "token": token}
+    """Create a player (or a bot account, for an author's program). The token in the answer
+    is shown only this once."""
+    player_id, token = services().players.create(body["name"], body["bot_account"])
+    return {
+        "player_id": player_id,
+        "name": body["name"],
+        "bot_account": body["bot_account"],
+        "token": token,
+    }

@@ -78,6 +78,7 @@ KIND_OF = {
     "ledger.check_ledger": READS,
     "admin.all_events": READS,
     "admin.audit": READS,
+    "admin.players": READS,
     # The console: its pages as reads of the address (they take no bearer token); signing
     # in (a POST of the form) is its own kind, see kind().
     **{

@@ -63,15 +63,65 @@ class JsonBoolean(f.Boolean):
 # Players
 
 
+#: What marks a bot account wherever a player is shown (not ``bot``: a system bot's seat).
+BOT_ACCOUNT = (
+    "A bot account: an author's program playing through the API (not a system bot, whose "
+    "seat has `bot` true and no player)"
+)
+
+
 class PlayerCreate(Strict):
     name = f.String(load_default="player", validate=[validate.Length(1, 64), STORABLE_TEXT])
+    bot_account = JsonBoolean(
+        load_default=False,
+        metadata={
+            "description": "Register a bot account (an author's program): its seats are "
+            "marked as such to every other player; set now, never changed"
+        },
+    )
 
 
 class PlayerCreated(ma.Schema):
     player_id = f.UUID(required=True)
     name = f.String(required=True)
+    bot_account = f.Boolean(required=True, metadata={"description": BOT_ACCOUNT})
     token = f.String(
         required=True, metadata={"description": "Bearer token; shown once, stored only as a hash"}
+    )
+
+
+class PageQuery(ma.Schema):
+    """A page of a list that is newest first."""
+
+    cursor = f.String(
+        load_default=None,
+        validate=validate.Regexp(r"^[A-Za-z0-9_=-]{1,200}$"),
+        metadata={"description": "The `next_cursor` of the previous page; none: the newest"},
+    )
+    limit = f.Integer(load_default=20, validate=validate.Range(1, 100))
+
+
+class PlayersQuery(PageQuery):
+    bot_account = f.Boolean(
+        load_default=None,
+        allow_none=True,
+        metadata={"description": "true: only bot accounts; false: only people; none: all"},
+    )
+
+
+class RegisteredPlayer(ma.Schema):
+    player_id = f.UUID(required=True)
+    name = f.String(required=True)
+    bot_account = f.Boolean(required=True, metadata={"description": BOT_ACCOUNT})
+    created_at = f.DateTime(required=True)
+
+
+class PlayerList(ma.Schema):
+    players = f.List(
+        f.Nested(RegisteredPlayer), required=True, metadata={"description": "Newest first"}
+    )
+    next_cursor = f.String(
+        required=True, allow_none=True, metadata={"description": "The next page; null: no more"}
     )
 
 
@@ -120,6 +170,7 @@ class Options(ma.Schema):
 class SeatSummary(ma.Schema):
     player = f.String(required=True, allow_none=True)
     bot = f.Boolean(required=True)
+    bot_account = f.Boolean(required=True, metadata={"description": BOT_ACCOUNT})
 
 
 class Match(ma.Schema):
@@ -163,6 +214,7 @@ class SeatState(ma.Schema):
     seat = f.Integer(required=True)
     player = f.String(required=True, allow_none=True)
     bot = f.Boolean(required=True)
+    bot_account = f.Boolean(required=True, metadata={"description": BOT_ACCOUNT})
     disconnected = f.Boolean(required=True)
     cards = f.Integer(required=True, metadata={"description": "How many cards the seat holds"})
     bombs_played = f.Integer(required=True)

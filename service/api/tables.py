@@ -17,7 +17,7 @@ from ..store import StoreError
 from ..store.tables import TableLoaded
 from . import schemas
 from .auth import caller, player
-from .documents import documented, game_error, table_of
+from .documents import bot_account_of, documented, game_error, name_of, profiles, table_of
 from .routing import Blueprint
 from .services import services
 
@@ -69,6 +69,7 @@ class TableSeatSchema(ma.Schema):
     player = f.String(required=True, allow_none=True)
     name = f.String(required=True, allow_none=True)
     bot = f.Boolean(required=True)
+    bot_account = f.Boolean(required=True, metadata={"description": schemas.BOT_ACCOUNT})
     leaving = f.Boolean(
         required=True,
         metadata={"description": "Left during the hand: the seat is free once it is settled"},
@@ -117,8 +118,8 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
     """The table as anyone may see it; its invite code only to its seated players."""
     state: TableState = loaded.state
     assert state.table is not None
-    players = [s.player for s in state.seats if s is not None and s.player is not None]
-    names = services().players.names(players + list(state.scoreboard))
+    players = [s.player for s in state.seats if s is not None]
+    known = profiles(players + list(state.scoreboard))
     waiting = due(state)
     seated = viewer is not None and state.seat_of(viewer) is not None
     return {
@@ -134,8 +135,9 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
             if s is None
             else {
                 "player": s.player,
-                "name": names.get(s.player or ""),
+                "name": name_of(known, s.player),
                 "bot": s.bot,
+                "bot_account": bot_account_of(known, s.player),
                 "leaving": s.leaving,
             }
             for s in state.seats
@@ -143,7 +145,7 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
         "match_id": state.match_id,
         "hands": state.hands,
         "scoreboard": [
-            {"player": p, "name": names.get(p), "net": f"{net:.2f}"}
+            {"player": p, "name": name_of(known, p), "net": f"{net:.2f}"}
             for p, net in sorted(state.scoreboard.items(), key=lambda item: -item[1])
         ],
         "waiting": None

@@ -8,6 +8,7 @@ import hashlib
 import secrets
 import threading
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import psycopg
@@ -42,6 +43,25 @@ class Token:
 _COLUMNS = "token_id, player_id, last4, label, created_at, expires_at"
 
 
+@dataclass(frozen=True)
+class Profile:
+    """What other players are shown of a player: its name and whether it is a bot account
+    (an author's program). Both are set at registration and never change."""
+
+    name: str
+    bot_account: bool
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A player as operators list it."""
+
+    player_id: uuid.UUID
+    name: str
+    bot_account: bool
+    created_at: dt.datetime
+
+
 class Players:
     #: Known tokens are remembered (up to this many) until a notification on
     #: REVOKED_CHANNEL says one was revoked, so that the hot path reads no table.
@@ -50,37 +70,72 @@ class Players:
     def __init__(self, pool: ConnectionPool):
         self.pool = pool
         self._known: dict[bytes, Token] = {}
+        #: Profiles never change: each is read once (views of seats are on the hot path).
+        self._profiles: dict[str, Profile] = {}
         self._lock = threading.Lock()
         #: Counts revocations heard, so that a read that raced one is not remembered.
         self._forgotten = 0
 
-    def create(self, name: str) -> tuple[uuid.UUID, str]:
-        """A new player and its first token; the token is never stored and cannot be shown again."""
+    def create(self, name: str, bot_account: bool = False) -> tuple[uuid.UUID, str]:
+        """A new player (``bot_account``: an author's program) and its first token; the
+        token is never stored and cannot be shown again."""
         player_id, token, token_id = uuid.uuid4(), secrets.token_urlsafe(32), uuid.uuid4()
 
         def insert(conn: psycopg.Connection) -> None:
             with conn.transaction():
                 conn.execute(
-                    "INSERT INTO players (player_id, name) VALUES (%s, %s) ON CONFLICT (player_id) DO NOTHING",
-                    (player_id, name),
+                    "INSERT INTO players (player_id, name, bot_account) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (player_id) DO NOTHING",
+                    (player_id, name, bot_account),
                 )
                 self._issue(conn, player_id, None, None, token, token_id)
 
         retried(self.pool, insert)
         return player_id, token
 
-    def names(self, player_ids: list[str]) -> dict[str, str]:
-        """Each player's name, by id (as text)."""
-        if not player_ids:
-            return {}
+    def profiles(self, player_ids: Iterable[str]) -> dict[str, Profile]:
+        """Each player's profile, by id (as text); unknown ids are left out."""
+        wanted = set(player_ids)
+        found = {p: self._profiles[p] for p in wanted if p in self._profiles}
+        missing = sorted(wanted - found.keys())
+        if not missing:
+            return found
         rows = retried(
             self.pool,
             lambda conn: conn.execute(
-                "SELECT player_id::text, name FROM players WHERE player_id = ANY(%s::uuid[])",
-                (player_ids,),
+                "SELECT player_id::text, name, bot_account FROM players"
+                " WHERE player_id = ANY(%s::uuid[])",
+                (missing,),
             ).fetchall(),
         )
-        return dict(rows)
+        read = {player_id: Profile(name, bot_account) for player_id, name, bot_account in rows}
+        with self._lock:
+            if len(self._profiles) + len(read) > self.CACHE_SIZE:
+                self._profiles.clear()
+            self._profiles.update(read)
+        return found | read
+
+    def registered(
+        self, bot_account: bool | None, limit: int, after: tuple[dt.datetime, uuid.UUID] | None
+    ) -> list[Registered]:
+        """Players newest first (only bot accounts, only people, or all when ``bot_account``
+        is None), the page after ``after`` (the last one's ``created_at`` and id)."""
+        rows = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT player_id, name, bot_account, created_at FROM players"
+                " WHERE (%(kind)s::boolean IS NULL OR bot_account = %(kind)s)"
+                " AND (%(at)s::timestamptz IS NULL OR (created_at, player_id) < (%(at)s, %(id)s))"
+                " ORDER BY created_at DESC, player_id DESC LIMIT %(limit)s",
+                {
+                    "kind": bot_account,
+                    "at": None if after is None else after[0],
+                    "id": None if after is None else after[1],
+                    "limit": limit,
+                },
+            ).fetchall(),
+        )
+        return [Registered(*row) for row in rows]
 
     def issue(
         self, player_id: uuid.UUID, label: str | None, expires_in: int | None

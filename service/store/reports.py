@@ -95,12 +95,15 @@ def matches(
 
 
 def player_names(pool: ConnectionPool, player_ids: set[str]) -> dict[str, str]:
+    """How the console names each player: its name, marked when it is a bot account."""
     if not player_ids:
         return {}
     rows = retried(
         pool,
         lambda conn: conn.execute(
-            "SELECT player_id::text, name FROM players WHERE player_id = ANY(%s::uuid[])",
+            "SELECT player_id::text,"
+            " name || CASE WHEN bot_account THEN ' (bot account)' ELSE '' END"
+            " FROM players WHERE player_id = ANY(%s::uuid[])",
             (list(player_ids),),
         ).fetchall(),
     )
@@ -182,10 +185,16 @@ PLAYER_SORTS = {
 
 
 def players(
-    pool: ConnectionPool, sort: str, descending: bool, page: int, per_page: int
+    pool: ConnectionPool,
+    sort: str,
+    descending: bool,
+    page: int,
+    per_page: int,
+    bot_account: bool | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Each player's balance, ended hands, the hands they disconnected from (left or
-    missed a deadline) and the share of hands that is; one page, sorted."""
+    missed a deadline) and the share of hands that is, and whether it is a bot account;
+    one page, sorted. ``bot_account``: only bot accounts (true), only people (false)."""
     order = f"{PLAYER_SORTS[sort]} {'DESC' if descending else 'ASC'} NULLS LAST, player_id"
     sql = f"""
         WITH seated AS (
@@ -198,7 +207,7 @@ def players(
             FROM events WHERE type = 'disconnect'
         ),
         figures AS (
-            SELECT p.player_id, p.name,
+            SELECT p.player_id, p.name, p.bot_account,
                 coalesce((SELECT sum(amount) FROM ledger_entries
                           WHERE account = 'player:' || p.player_id), 0) AS balance,
                 count(s.match_id) AS hands,
@@ -206,14 +215,14 @@ def players(
             FROM players p
             LEFT JOIN seated s ON s.player_id = p.player_id
             LEFT JOIN dropped d ON d.match_id = s.match_id AND d.seat = s.seat
-            GROUP BY p.player_id, p.name
+            WHERE %(kind)s::boolean IS NULL OR p.bot_account = %(kind)s
+            GROUP BY p.player_id, p.name, p.bot_account
         )
-        SELECT player_id, name, balance, hands, disconnects,
+        SELECT player_id, name, bot_account, balance, hands, disconnects,
             disconnects::numeric / nullif(hands, 0) AS rate, count(*) OVER () AS total
-        FROM figures ORDER BY {order} LIMIT %s OFFSET %s
+        FROM figures ORDER BY {order} LIMIT %(limit)s OFFSET %(offset)s
     """
-    rows = retried(
-        pool, lambda conn: conn.execute(sql, (per_page, (page - 1) * per_page)).fetchall()
-    )
-    keys = ("player_id", "name", "balance", "hands", "disconnects", "rate")
-    return [dict(zip(keys, row[:6])) for row in rows], (rows[0][6] if rows else 0)
+    values = {"kind": bot_account, "limit": per_page, "offset": (page - 1) * per_page}
+    rows = retried(pool, lambda conn: conn.execute(sql, values).fetchall())
+    keys = ("player_id", "name", "bot_account", "balance", "hands", "disconnects", "rate")
+    return [dict(zip(keys, row[:7])) for row in rows], (rows[0][7] if rows else 0)
