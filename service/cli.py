@@ -182,6 +182,52 @@ def run_pit(
     return 0
 
 
+def engine_options(pairs: list[str]) -> dict[str, Any]:
+    """``--option NAME=VALUE`` pairs: each value as JSON when it reads as JSON (``3``,
+    ``true``), else as the string."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name:
+            raise RulesError(f"--option takes NAME=VALUE, not {pair!r}", "invalid_argument")
+        try:
+            options[name] = json.loads(value)
+        except ValueError:
+            options[name] = value
+    return options
+
+
+def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
+    """``ddz arena``: an engine against the house bot or a second engine, in duplicate."""
+    from pathlib import Path
+
+    from .app.arena import run
+    from .app.engine import EngineError
+    from .game import Table
+
+    if len(args.engine) > 2:
+        raise RulesError("--engine is given once or twice", "invalid_argument")
+    try:
+        arena = run(
+            args.engine,
+            args.deals,
+            seed,
+            Table.build(args.ruleset),
+            level=args.bot,
+            move_ms=args.move_ms,
+            options=engine_options(args.option),
+            records=Path(args.records) if args.records else None,
+        )
+    except EngineError as exc:
+        print(f"ddz arena: {exc.code}: {exc}", file=sys.stderr)
+        return 1
+    lines = arena.lines()
+    if args.records:
+        lines.append(f"records written to {args.records}")
+    stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
 def run_migrate(stdout: TextIO) -> int:
     from .config import Config
     from .store import migrate
@@ -362,6 +408,49 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MS",
         help="the hard level's search time per decision (default 50)",
     )
+    arena_parser = commands.add_parser(
+        "arena",
+        help="measure an engine (docs/bot-protocol.md) against the house bot or another engine",
+        description="Plays --deals deals on the pure engine (no server), each twice with the seats "
+        "swapped (duplicate: the luck of the cards cancels out), the first engine against the second "
+        "or against the house bot at --bot; prints the first engine's points per hand with a 95%% "
+        "confidence interval and each side's landlord and farmer win rates. Each seat an engine plays "
+        "is its own process. The same --seed gives the same figures. Exits 1 when an engine crashes, "
+        "answers garbage or something illegal, or runs out of time.",
+    )
+    arena_parser.add_argument(
+        "--engine", action="append", required=True, metavar="CMD", help="the engine's command line"
+    )
+    arena_parser.add_argument("--deals", type=int, default=100, metavar="N")
+    arena_parser.add_argument(
+        "--ruleset", default=None, metavar="R", help="shanghai-platform (default) or shanghai-local"
+    )
+    arena_parser.add_argument(
+        "--seed", metavar="HEX", help=SEED_HELP + "; the deals' seeds derive from it"
+    )
+    arena_parser.add_argument(
+        "--records", default=None, metavar="DIR", help="write each hand's record (.json) here"
+    )
+    arena_parser.add_argument(
+        "--bot",
+        default="normal",
+        choices=("easy", "normal", "hard"),
+        help="the house bot's level, without a second --engine (default normal)",
+    )
+    arena_parser.add_argument(
+        "--move-ms",
+        type=int,
+        default=2000,
+        metavar="MS",
+        help="an engine's time per decision (default 2000)",
+    )
+    arena_parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an option the engines declare, sent to them (repeatable)",
+    )
     commands.add_parser(
         "migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)"
     )
@@ -437,6 +526,11 @@ def main(argv: list[str] | None = None) -> int:
             return run_openapi(sys.stdout)
         if args.command == "operator":
             return run_operator(args, sys.stdin, sys.stdout)
+        if args.command == "arena":
+            if args.deals < 1:
+                raise RulesError("--deals must be at least 1", "invalid_argument")
+            seed = parse_seed(args.seed).hex() if args.seed is not None else new_seed().hex()
+            return run_arena(args, seed, sys.stdout)
         if args.command == "simulate":
             if args.hands < 1:
                 raise RulesError("--hands must be at least 1", "invalid_argument")
