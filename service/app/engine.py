@@ -213,7 +213,6 @@ class Engine:
         return f"exit status {code}"
 
     def _fail(self, error: EngineError) -> NoReturn:
-        log.warning("%s", error)
         self.kill()
         raise error
 
