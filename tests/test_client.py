@@ -1,0 +1,309 @@
+"""The Python client (clients/python, ``ddz_client``) against the service as ``ddz serve``
+runs it (gunicorn's gevent workers and a ``ddz worker`` that matches tickets, deals and
+plays the system bots), on a database and a Redis database of this module's own.
+
+The bot of the client's README plays a hand from the lobby through its own stream over a
+bad network: every stream connection drops after a few chunks and the answer of its first
+command is lost after the service acted. Its stream is then exactly the player's stream
+(nothing missed or repeated), and every decision applied once. Refusals raise problems
+with their code. How the client retries (which requests, on what) is checked on a mock
+transport, where each failure can be made to order."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import pytest
+from api_support import HttpApi, operator_events
+from ddz_client import (
+    Client,
+    Conflict,
+    FeedItem,
+    NotFound,
+    ProblemError,
+    Unauthorized,
+    Unavailable,
+    Unprocessable,
+)
+from servers import claimed_redis_db, ddz_serve, fresh_database
+
+README = Path(__file__).resolve().parents[1] / "clients" / "python" / "README.md"
+#: The decisions of a seat (each answers one ``your_turn``), as the match's events name them.
+DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
+
+
+@pytest.fixture(scope="module")
+def service(postgres_admin_url, redis_server, tmp_path_factory) -> Iterator[str]:
+    with (
+        fresh_database(postgres_admin_url, "ddz_client") as database_url,
+        claimed_redis_db(redis_server) as redis_url,
+        ddz_serve(
+            database_url,
+            redis_url,
+            tmp_path_factory.mktemp("client"),
+            # A ticket that allows bots is seated with them at the matcher's next round.
+            DDZ_LOBBY_BOTS_AFTER="0",
+            # The service closes streams often: the client resumes them.
+            DDZ_STREAM_SECONDS="3",
+            DDZ_KEEPALIVE_SECONDS="1",
+            DDZ_RATE_LIMITS="false",
+        ) as (base, _),
+    ):
+        yield base
+
+
+def readme_bot() -> dict:
+    """The names the README's example defines (run, as a reader would paste it)."""
+    (code,) = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+    names: dict = {"__name__": "readme"}
+    exec(compile(code, str(README), "exec"), names)
+    return names
+
+
+class DroppingStream(httpx.SyncByteStream):
+    """A response body whose connection drops after ``chunks`` chunks."""
+
+    def __init__(self, inner: httpx.SyncByteStream, chunks: int) -> None:
+        self.inner, self.chunks = inner, chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        for n, chunk in enumerate(self.inner, 1):
+            yield chunk
+            if n == self.chunks:
+                raise httpx.ReadError("the connection dropped")
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class BadNetwork(httpx.BaseTransport):
+    """Real HTTP, with a bad network's faults: each connection of the player's stream drops
+    after a few chunks, and the answer of the first command is lost once the service has
+    acted on it. Records each command sent (its Idempotency-Key)."""
+
+    def __init__(self, stream_chunks: int = 3) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.stream_chunks = stream_chunks
+        self.stream_connections = 0
+        self.command_keys: list[str] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.url.path.endswith("/commands"):
+            self.command_keys.append(request.headers["Idempotency-Key"])
+            if len(self.command_keys) == 1:
+                response.read()
+                response.close()
+                raise httpx.ReadError("the connection dropped before the answer")
+        if request.url.path == "/v1/me/stream":
+            self.stream_connections += 1
+            assert isinstance(response.stream, httpx.SyncByteStream)
+            response.stream = DroppingStream(response.stream, self.stream_chunks)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def all_items(client: Client) -> list[FeedItem]:
+    """The player's whole stream, page by page from the first item."""
+    items: list[FeedItem] = []
+    after = None
+    while True:
+        page = client.events(after)
+        if not page.items:
+            return items
+        items += page.items
+        after = page.last_id
+
+
+def test_the_readme_bot_plays_a_hand_from_the_lobby_through_its_stream_over_a_bad_network(
+    service,
+):
+    network = BadNetwork()
+    bot = readme_bot()
+    with Client.register(service, "readme-bot", transport=network) as client:
+        seen: list[FeedItem] = []
+        follow = client.stream
+
+        def recording(after=None, **options):
+            for item in follow(after, **options):
+                seen.append(item)
+                yield item
+
+        client.stream = recording  # type: ignore[method-assign]
+        (net,) = bot["play"](client, hands=1, unit="3.00")
+
+        # What the stream gave across its many connections is the player's stream: after
+        # `ready`, every item once, in order (then `left`, which came after the bot stopped).
+        assert network.stream_connections > 3
+        assert seen[0].type == "ready"
+        items = all_items(client)
+        assert items[: len(seen) - 1] == seen[1:]
+        assert [i.type for i in items[len(seen) - 1 :]] == ["left"]
+        assert [i.type for i in items][:2] == ["seated", "hand_started"]
+
+        # Each your_turn answered by one command; the first, whose answer was lost, sent
+        # again with its key, and applied once: the seat's decisions in the match are the
+        # player's, one per your_turn, and nothing was refused.
+        turns = [i for i in seen if i.type == "your_turn"]
+        assert turns
+        keys = network.command_keys
+        assert keys[0] == keys[1] and len(keys) == len(turns) + 1 == len(set(keys)) + 1
+        (match_id,) = {i.data["match_id"] for i in turns}
+        seat = turns[0].data["seat"]
+        decided = [
+            event["version"] - 1
+            for event in operator_events(HttpApi(service), match_id)["events"]
+            if event["type"] in DECISIONS and event["payload"]["seat"] == seat
+        ]
+        assert decided == [i.data["version"] for i in turns]
+
+        # The hand's net is the new player's balance in the ledger.
+        assert Decimal(client.me()["balance"]) == Decimal(net)
+
+
+def test_a_stream_resumes_after_the_id_an_earlier_run_stopped_at(service):
+    with Client.register(service, "resumer") as client:
+        stream = client.stream()
+        ready = next(stream)
+        client.quick_match(unit="4.00", allow_bots=True)
+        seated = next(stream)
+        stream.close()
+        assert (ready.type, seated.type) == ("ready", "seated")
+        # A later run picks up after the last item it handled: the hand that follows.
+        resumed = client.stream(after=seated.id)
+        try:
+            assert next(resumed).type == "hand_started"
+        finally:
+            resumed.close()
+        client.leave_table(seated.data["table_id"])
+
+
+def test_refusals_raise_problem_errors_carrying_their_code(service):
+    with Client(service, "no-such-token") as stranger, pytest.raises(Unauthorized) as caught:
+        stranger.me()
+    assert (caught.value.status, caught.value.code) == (401, "invalid_token")
+    assert caught.value.body["code"] == "invalid_token" and caught.value.detail
+
+    with Client.register(service, "refused") as client:
+        with pytest.raises(NotFound) as caught:
+            client.match(str(uuid.uuid4()))
+        assert caught.value.code == "match_not_found"
+
+        # One waiting ticket per player: asking again answers the waiting one.
+        ticket = client.quick_match(unit="7.00", allow_bots=False)
+        assert client.quick_match(unit="7.00", allow_bots=False) == ticket
+        assert client.cancel_ticket(ticket["ticket_id"])["status"] == "cancelled"
+        assert client.cancel_ticket(ticket["ticket_id"])["status"] == "cancelled"
+
+        # Joining a table where the player sits answers the table; a full one refuses.
+        table = client.create_table(unit="5.00", bots_after=None)
+        assert client.join_table(table["table_id"])["table_id"] == table["table_id"]
+        others = [Client.register(service, f"other{n}") for n in range(4)]
+        for other in others[:3]:
+            other.join_table(table["table_id"])
+        with pytest.raises(Conflict) as caught:
+            others[3].join_table(table["table_id"])
+        assert caught.value.code == "table_full"
+
+        # An illegal command changes nothing and says why.
+        match = client.create_match()
+        client.take_seat(match["match_id"])
+        with pytest.raises(Unprocessable) as caught:
+            client.play(match["match_id"], ["S3"])
+        assert caught.value.status == 422 and caught.value.code
+        assert client.match(match["match_id"])["version"] == match["version"] + 1
+        for other in others:
+            other.close()
+
+
+# --- the retry policy, on a mock transport -------------------------------------------------
+
+
+def answering(*answers: httpx.Response | Exception):
+    """A client whose transport gives these answers in turn; and the requests it got."""
+    requests: list[httpx.Request] = []
+    pending = list(answers)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        answer = pending.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    client = Client("http://ddz.test", "t", backoff=0, transport=httpx.MockTransport(handle))
+    return client, requests
+
+
+def problem(status: int, code: str, **headers: str) -> httpx.Response:
+    return httpx.Response(
+        status, json={"status": status, "code": code, "detail": code}, headers=headers
+    )
+
+
+def test_reads_are_retried_on_passing_failures_as_retry_after_asks():
+    client, requests = answering(
+        httpx.ConnectError("refused"),
+        problem(503, "database_unavailable", **{"Retry-After": "0"}),
+        httpx.Response(502, text="<html>bad gateway</html>"),
+        httpx.Response(200, json={"player_id": "p", "name": "n", "balance": "0.00"}),
+    )
+    assert client.me()["name"] == "n"
+    assert len(requests) == 4
+
+
+def test_a_command_is_retried_with_the_same_idempotency_key():
+    client, requests = answering(
+        httpx.ReadError("dropped"),
+        problem(504, "http_504"),
+        httpx.Response(200, json={"version": 9, "events": [], "view": {}}),
+    )
+    assert client.pass_("m", expected_version=8)["version"] == 9
+    keys = {r.headers["Idempotency-Key"] for r in requests}
+    assert len(requests) == 3 and len(keys) == 1
+    assert all(r.content == requests[0].content for r in requests)
+    # The next call is another command: another key.
+    client2, more = answering(httpx.Response(200, json={"version": 10, "events": [], "view": {}}))
+    client2.pass_("m")
+    assert more[0].headers["Idempotency-Key"] not in keys
+
+
+def test_a_new_table_is_sent_again_only_when_the_service_surely_did_not_make_it():
+    client, requests = answering(
+        httpx.ConnectError("refused"),
+        problem(429, "rate_limited", **{"Retry-After": "0"}),
+        problem(503, "database_unavailable"),
+    )
+    with pytest.raises(Unavailable) as caught:
+        client.create_table()
+    assert caught.value.code == "database_unavailable" and len(requests) == 3
+
+    client, requests = answering(httpx.ReadError("dropped"))
+    with pytest.raises(httpx.ReadError):
+        client.create_table()
+    assert len(requests) == 1
+
+
+def test_a_passing_failure_that_lasts_is_raised_after_the_retries():
+    client, requests = answering(*[problem(503, "draining")] * 5)
+    with pytest.raises(ProblemError) as caught:
+        client.table("t")
+    assert caught.value.code == "draining" and len(requests) == 5
+
+
+def test_an_answer_that_is_no_problem_document_still_has_a_code():
+    client, _ = answering(httpx.Response(418, text="teapot"))
+    with pytest.raises(ProblemError) as caught:
+        client.ticket("t")
+    assert (caught.value.status, caught.value.code, caught.value.detail) == (
+        418,
+        "http_418",
+        "teapot",
+    )
