@@ -228,6 +228,43 @@ def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
     return 0
 
 
+def run_bridge(args: argparse.Namespace) -> int:
+    """``ddz bridge``: an engine playing on the service through the Python client."""
+    import logging
+
+    try:
+        from ddz_client import Client, ProblemError
+    except ImportError:
+        print("ddz bridge: needs the Python client: pip install clients/python", file=sys.stderr)
+        return 2
+    from .app.bridge import Bridge, GaveUp, Lobby
+    from .app.engine import Engine, EngineError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request drowns the play
+    engine = Engine(args.engine, host="ddz bridge", options=engine_options(args.option))
+    with Client(args.url, args.token) as client:
+        bridge = Bridge(
+            client,
+            engine,
+            table_id=args.table,
+            invite=args.invite,
+            lobby=Lobby(args.ruleset, args.unit, args.cap),
+            hands=args.hands,
+            move_ms=args.move_ms,
+        )
+        try:
+            played = bridge.run()
+        except (GaveUp, EngineError) as exc:
+            print(f"ddz bridge: {exc}", file=sys.stderr)
+            return 1
+        except ProblemError as exc:
+            print(f"ddz bridge: {exc.status} {exc.code}: {exc.detail}", file=sys.stderr)
+            return 2
+    print(f"ddz bridge: {played} hands played", file=sys.stderr)
+    return 0
+
+
 def run_migrate(stdout: TextIO) -> int:
     from .config import Config
     from .store import migrate
@@ -451,6 +488,55 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="an option the engines declare, sent to them (repeatable)",
     )
+    bridge_parser = commands.add_parser(
+        "bridge",
+        help="play an engine (docs/bot-protocol.md) on the service: a table or the lobby, hand after hand",
+        description="Takes a seat with the player's --token (at --table, or through the lobby's "
+        "quick match with --ruleset/--unit/--cap; a player already seated at a table plays there), "
+        "follows the player's own stream and answers each turn with the engine's action. A dropped "
+        "connection resumes; a bridge started again picks up the hand under way. An engine that "
+        "crashes, answers garbage or something illegal, or runs out of time is logged, the system "
+        "plays the seat to the end of that hand, and the engine starts again for the next; after 3 "
+        "such hands in a row the bridge leaves the table and exits 1. With --hands N it leaves the "
+        "table after N hands and exits 0. Refusals of the service exit 2.",
+    )
+    bridge_parser.add_argument(
+        "--engine", required=True, metavar="CMD", help="the engine's command line"
+    )
+    bridge_parser.add_argument("--token", required=True, help="the player's API token")
+    bridge_parser.add_argument(
+        "--url", default="http://127.0.0.1:8000", help="the service (default http://127.0.0.1:8000)"
+    )
+    bridge_parser.add_argument("--table", default=None, metavar="ID", help="play at this table")
+    bridge_parser.add_argument(
+        "--invite", default=None, metavar="CODE", help="a private table's invite"
+    )
+    bridge_parser.add_argument(
+        "--ruleset", default=None, help="the lobby's ruleset (default: the server's)"
+    )
+    bridge_parser.add_argument("--unit", default=None, help="the lobby's stake unit")
+    bridge_parser.add_argument("--cap", default=None, help="the lobby's cap")
+    bridge_parser.add_argument(
+        "--hands",
+        type=int,
+        default=None,
+        metavar="N",
+        help="leave after N hands (default: play on)",
+    )
+    bridge_parser.add_argument(
+        "--move-ms",
+        type=int,
+        default=5000,
+        metavar="MS",
+        help="the engine's time per decision, at most what is left of the turn (default 5000)",
+    )
+    bridge_parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an option the engine declares, sent to it (repeatable)",
+    )
     commands.add_parser(
         "migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)"
     )
@@ -526,6 +612,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_openapi(sys.stdout)
         if args.command == "operator":
             return run_operator(args, sys.stdin, sys.stdout)
+        if args.command == "bridge":
+            return run_bridge(args)
         if args.command == "arena":
             if args.deals < 1:
                 raise RulesError("--deals must be at least 1", "invalid_argument")

@@ -1,6 +1,7 @@
 """An engine that plays as examples/engine.py for its first AFTER decisions, then misbehaves
 as MODE: ``crash`` (exits), ``illegal`` (plays a card it does not hold), ``slow`` (answers
-after 3 s), ``garbage`` (writes a line that is not JSON). ``spy`` never misbehaves but
+after 3 s), ``garbage`` (writes a line that is not JSON), ``stall`` (creates the file named
+by STALL_FILE and never answers). ``spy`` never misbehaves but
 appends every message it receives to the file named by SPY_FILE, as
 ``{"pid": its process id, "message": ...}``.
 
@@ -38,6 +39,9 @@ for line in sys.stdin:
             action = {"action": "play", "cards": ["S3", "S3", "S3"]}
         if decisions > after and mode == "slow":
             time.sleep(3)
+        if decisions > after and mode == "stall":
+            Path(os.environ["STALL_FILE"]).touch()
+            time.sleep(3600)
         if decisions > after and mode == "garbage":
             print("I think I will play a three", flush=True)
             continue
