@@ -217,3 +217,10 @@ def test_a_bridge_gives_up_after_three_failing_hands_and_leaves_the_table(servic
         )
     assert player.my_tables() == []
     player.close()
+
+
+def test_a_refused_token_exits_2_and_says_why(service, tmp_path):
+    log = tmp_path / "bridge.log"
+    process = bridge(service, "not-a-token", EXAMPLE, log=log)
+    assert finished(process, log) == 2
+    assert "ddz bridge: 401 invalid_token" in log.read_text()

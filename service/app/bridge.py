@@ -179,6 +179,11 @@ class Bridge:
                 self.engine.tell(new_hand_message(view))
                 self.told = match_id
             ms = self.time_left_ms(view)
+            if ms <= 0:
+                # Too late to answer in time: the system will take the seat over, and the
+                # bridge take it back (resume) at the next decision. No fault of the engine's.
+                log.warning("match %s: the turn's deadline is too near to ask", match_id)
+                return
             action = self.engine.decide(decide_message(view, ms), ms / 1000)
         except EngineError as exc:
             self.fail(match_id, exc)
