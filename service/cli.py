@@ -450,13 +450,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure an engine (docs/bot-protocol.md) against the house bot or another engine",
         description="Plays --deals deals on the pure engine (no server), each twice with the seats "
         "swapped (duplicate: the luck of the cards cancels out), the first engine against the second "
-        "or against the house bot at --bot; prints the first engine's points per hand with a 95%% "
+        "or against the house bot at --bot; prints the first engine's points per hand with a 95% "
         "confidence interval and each side's landlord and farmer win rates. Each seat an engine plays "
         "is its own process. The same --seed gives the same figures. Exits 1 when an engine crashes, "
         "answers garbage or something illegal, or runs out of time.",
     )
     arena_parser.add_argument(
-        "--engine", action="append", required=True, metavar="CMD", help="the engine's command line"
+        "--engine",
+        action="append",
+        required=True,
+        metavar="CMD",
+        help="the engine's command line; given twice, the second engine is the opponent",
     )
     arena_parser.add_argument("--deals", type=int, default=100, metavar="N")
     arena_parser.add_argument(
