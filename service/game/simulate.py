@@ -17,6 +17,7 @@ from .actions import DECISIONS, command_of
 from .bot import BotPolicy
 from .commands import Command, CreateMatch, DealHand, TakeSeat
 from .decider import decide
+from .errors import GameError
 from .events import BOT, EVENT_TYPES, PLAYER, Event
 from .policies import Policy, RandomPolicy
 from .settlement import LANDLORD
@@ -63,11 +64,13 @@ class Refused(Exception):
 def _speak(state: State, seat: int, speaker: Speaker, log: list[Event]) -> State:
     action = speaker.answer(view(state, seat))
     try:
-        command = command_of(action, seat, BOT if state.is_system(seat) else PLAYER)
+        try:
+            command = command_of(action, seat, BOT if state.is_system(seat) else PLAYER)
+        except (KeyError, TypeError) as exc:  # no "action", or one that is no name
+            raise GameError(f"malformed action: {exc!r}", "invalid_command") from None
         return apply(state, command, log)
-    except (RulesError, KeyError, TypeError) as exc:
-        error = exc if isinstance(exc, RulesError) else RulesError(f"malformed: {exc!r}")
-        raise Refused(speaker, seat, action, error) from None
+    except RulesError as exc:
+        raise Refused(speaker, seat, action, exc) from None
 
 
 def apply(state: State, command: Command, log: list[Event]) -> State:
@@ -190,8 +193,9 @@ def duplicate(
 ) -> Duplicate:
     """Plays each of ``deals`` deals twice, the two players swapping seats
     (:data:`DUPLICATE_SEATS`): the luck of the cards cancels out, what is left is play
-    and bidding. A :class:`Speaker` sits as a player (``name#seat``: one player per seat), a policy as a bot. The hands are zero-sum at a table without rake, so two equal players
-    come out at exactly 0."""
+    and bidding. The hands are zero-sum at a table without rake, so two equal players
+    come out at exactly 0. A :class:`Speaker` sits as a player (named ``name#seat``: one
+    player per seat), a policy as a bot."""
     per_deal: list[float] = []
     for i in range(deals):
         total = 0.0
