@@ -207,6 +207,10 @@ def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
 
     if len(args.engine) > 2:
         raise RulesError("--engine is given once or twice", "invalid_argument")
+    if args.log:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         arena = run(
             args.engine,
@@ -484,6 +488,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=2000,
         metavar="MS",
         help="an engine's time per decision (default 2000)",
+    )
+    arena_parser.add_argument(
+        "--log", action="store_true", help="show the engines' log messages on stderr"
     )
     arena_parser.add_argument(
         "--option",

@@ -74,11 +74,15 @@ def test_an_engine_against_itself_comes_out_at_zero(capsys):
     assert "+0.00  95% CI [+0.00, +0.00]" in out
 
 
-def test_the_engine_sees_only_its_seat(capsys, tmp_path, monkeypatch):
+def test_the_engine_sees_only_its_seat_and_may_log(capsys, caplog, tmp_path, monkeypatch):
     spied = tmp_path / "spied.jsonl"
     monkeypatch.setenv("SPY_FILE", str(spied))
-    code, _, _ = arena(capsys, "--engine", misbehaving("spy"), "--deals", "1", "--seed", SEED)
+    caplog.set_level("INFO", "ddz.engine")
+    code, _, _ = arena(
+        capsys, "--engine", misbehaving("spy"), "--deals", "1", "--seed", SEED, "--log"
+    )
     assert code == 0
+    assert "spy: deciding in bidding" in caplog.messages
     by_process: dict[int, list[dict]] = {}
     for line in spied.read_text().splitlines():
         entry = json.loads(line)

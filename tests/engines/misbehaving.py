@@ -3,7 +3,7 @@ as MODE: ``crash`` (exits), ``illegal`` (plays a card it does not hold), ``slow`
 after 3 s), ``garbage`` (writes a line that is not JSON), ``stall`` (creates the file named
 by STALL_FILE and never answers). ``spy`` never misbehaves but
 appends every message it receives to the file named by SPY_FILE, as
-``{"pid": its process id, "message": ...}``.
+``{"pid": its process id, "message": ...}``, and logs each decision (a ``log`` line).
 
     python tests/engines/misbehaving.py MODE [AFTER]
 """
@@ -45,4 +45,6 @@ for line in sys.stdin:
         if decisions > after and mode == "garbage":
             print("I think I will play a three", flush=True)
             continue
+        if mode == "spy":
+            print(json.dumps({"type": "log", "message": f"deciding in {message['view']['phase']}"}))
         print(json.dumps({"type": "action", "action": action}), flush=True)
