@@ -25,6 +25,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -67,6 +68,21 @@ def arena(deals: int) -> None:
     )
 
 
+class TimedEngine(Engine):
+    """The engine, each decision timed (the engine's share of a turn)."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(command)
+        self.seconds: list[float] = []
+
+    def decide(self, message: dict[str, Any], seconds: float) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            return super().decide(message, seconds)
+        finally:
+            self.seconds.append(time.perf_counter() - started)
+
+
 def wait_ready(base: str, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -104,7 +120,8 @@ def bridge(hands: int, admin_url: str, data: Path) -> None:
     try:
         wait_ready(base)
         with Client.register(base, "bench-bot") as client:
-            played = Bridge(client, Engine(EXAMPLE), hands=hands)
+            engine = TimedEngine(EXAMPLE)
+            played = Bridge(client, engine, hands=hands)
             started = time.perf_counter()
             played.run()
             seconds = time.perf_counter() - started
@@ -114,6 +131,11 @@ def bridge(hands: int, admin_url: str, data: Path) -> None:
             f"  your_turn on the stream -> command answered: p50 {statistics.median(turns):.1f} ms,"
             f" p99 {percentile(turns, 0.99):.1f} ms, max {max(turns):.1f} ms"
             f"  ({len(turns)} turns; {hands / seconds * 60:.0f} hands/min)"
+        )
+        thinking = [s * 1000 for s in engine.seconds]
+        print(
+            f"  of which the engine (a JSON line each way): p50 {statistics.median(thinking):.1f}"
+            f" ms, p99 {percentile(thinking, 0.99):.1f} ms"
         )
     finally:
         os.killpg(serve.pid, 15)
