@@ -149,6 +149,25 @@ def test_the_example_engine_plays_hand_after_hand_and_a_restarted_bridge_picks_u
     player.close()
 
 
+def test_two_bridges_play_at_a_private_table(service, tmp_path):
+    host = Client.register(service, "host-bot")
+    guest = Client.register(service, "guest-bot")
+    # System bots take the two seats left once the table has not changed for 5 s.
+    table = host.create_table(private=True, bots_after=5, next_hand_seconds=0)
+    log = tmp_path / "bridge.log"
+    at_table = ["--table", table["table_id"], "--hands", "1"]
+    first = bridge(service, host.token, EXAMPLE, *at_table, log=log)
+    second = bridge(service, guest.token, EXAMPLE, *at_table, "--invite", table["invite"], log=log)
+    assert finished(first, log) == 0 and finished(second, log) == 0, log.read_text()
+    (hand,) = hands(host, 1)
+    seats = hand["record"]["seats"]
+    assert [s["player"] for s in seats if not s["bot"]] == [host.player_id, guest.player_id]
+    for player in (host, guest):
+        (mine,) = hands(player, 1)
+        assert all(a.get("by", "player") == "player" for a in by_the_player(mine))
+        player.close()
+
+
 def test_the_bridge_plays_on_over_a_network_that_drops(service):
     # Every stream connection drops after a few chunks; the first command's answer is lost
     # after the service applied it.

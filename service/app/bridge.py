@@ -111,21 +111,21 @@ class Bridge:
     def sit(self) -> None:
         """Takes the seat: the given table, the table where the player sits already (a
         restarted bridge), or the lobby's; then picks up the hand under way."""
+        seated = [str(table["table_id"]) for table in self.client.my_tables()]
         if self.table_id is not None:
-            self.client.join_table(self.table_id, self.invite)
+            if self.table_id not in seated:
+                self.client.join_table(self.table_id, self.invite)
+        elif seated:
+            self.table_id = seated[0]
         else:
-            seated = self.client.my_tables()
-            if seated:
-                self.table_id = str(seated[0]["table_id"])
+            ticket = self.client.quick_match(
+                ruleset=self.lobby.ruleset, unit=self.lobby.unit, cap=self.lobby.cap
+            )
+            self.ticket_id = str(ticket["ticket_id"])
+            if ticket.get("table_id"):
+                self.table_id = str(ticket["table_id"])
             else:
-                ticket = self.client.quick_match(
-                    ruleset=self.lobby.ruleset, unit=self.lobby.unit, cap=self.lobby.cap
-                )
-                self.ticket_id = str(ticket["ticket_id"])
-                if ticket.get("table_id"):
-                    self.table_id = str(ticket["table_id"])
-                else:
-                    log.info("waiting in the lobby (ticket %s)", self.ticket_id)
+                log.info("waiting in the lobby (ticket %s)", self.ticket_id)
         if self.table_id is not None:
             log.info("seated at table %s", self.table_id)
             match_id = self.client.table(self.table_id).get("match_id")
