@@ -390,6 +390,24 @@ def run_openapi(stdout: TextIO) -> int:
     return 0
 
 
+def engine_arguments(parser: argparse.ArgumentParser, move_ms: int, limit: str) -> None:
+    """The engine host's arguments of ``ddz arena`` and ``ddz bridge``."""
+    parser.add_argument(
+        "--move-ms",
+        type=int,
+        default=move_ms,
+        metavar="MS",
+        help=f"an engine's time per decision{limit} (default {move_ms})",
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an option the engine declares, sent to it (repeatable)",
+    )
+
+
 SEED_HELP = "32-byte seed as 64 hex characters, as ddz deal and ddz simulate print it (default: a fresh random seed)"
 
 
@@ -482,22 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("easy", "normal", "hard"),
         help="the house bot's level, without a second --engine (default normal)",
     )
-    arena_parser.add_argument(
-        "--move-ms",
-        type=int,
-        default=2000,
-        metavar="MS",
-        help="an engine's time per decision (default 2000)",
-    )
+    engine_arguments(arena_parser, 2000, "")
     arena_parser.add_argument(
         "--log", action="store_true", help="show the engines' log messages on stderr"
-    )
-    arena_parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="an option the engines declare, sent to them (repeatable)",
     )
     bridge_parser = commands.add_parser(
         "bridge",
@@ -534,20 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="leave after N hands (default: play on)",
     )
-    bridge_parser.add_argument(
-        "--move-ms",
-        type=int,
-        default=5000,
-        metavar="MS",
-        help="the engine's time per decision, at most what is left of the turn (default 5000)",
-    )
-    bridge_parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="an option the engine declares, sent to it (repeatable)",
-    )
+    engine_arguments(bridge_parser, 5000, ", at most what is left of the turn")
     commands.add_parser(
         "migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)"
     )
