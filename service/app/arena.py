@@ -109,7 +109,8 @@ class Arena:
         r = self.result
         lines = [
             f"{first.name} against {second.name}: {self.table.ruleset.name}, seed {self.seed}",
-            f"{r.deals} deals, each played twice with the seats swapped ({r.hands} hands)",
+            f"{r.deals} deal{'s' * (r.deals != 1)}, each played twice with the seats swapped"
+            f" ({r.hands} hands)",
             f"points per hand of {first.name} (all its seats, in stakes): {r.mean:+.2f}"
             f"  95% CI [{r.low:+.2f}, {r.high:+.2f}]",
         ]
