@@ -182,6 +182,93 @@ def run_pit(
     return 0
 
 
+def engine_options(pairs: list[str]) -> dict[str, Any]:
+    """``--option NAME=VALUE`` pairs: each value as JSON when it reads as JSON (``3``,
+    ``true``), else as the string."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name:
+            raise RulesError(f"--option takes NAME=VALUE, not {pair!r}", "invalid_argument")
+        try:
+            options[name] = json.loads(value)
+        except ValueError:
+            options[name] = value
+    return options
+
+
+def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
+    """``ddz arena``: an engine against the house bot or a second engine, in duplicate."""
+    from pathlib import Path
+
+    from .app.arena import run
+    from .app.engine import EngineError
+    from .game import Table
+
+    if len(args.engine) > 2:
+        raise RulesError("--engine is given once or twice", "invalid_argument")
+    if args.log:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        arena = run(
+            args.engine,
+            args.deals,
+            seed,
+            Table.build(args.ruleset),
+            level=args.bot,
+            move_ms=args.move_ms,
+            options=engine_options(args.option),
+            records=Path(args.records) if args.records else None,
+        )
+    except EngineError as exc:
+        print(f"ddz arena: {exc.code}: {exc}", file=sys.stderr)
+        return 1
+    lines = arena.lines()
+    if args.records:
+        lines.append(f"records written to {args.records}")
+    stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def run_bridge(args: argparse.Namespace) -> int:
+    """``ddz bridge``: an engine playing on the service through the Python client."""
+    import logging
+
+    try:
+        from ddz_client import Client, ProblemError
+    except ImportError:
+        print("ddz bridge: needs the Python client: pip install clients/python", file=sys.stderr)
+        return 2
+    from .app.bridge import Bridge, GaveUp, Lobby
+    from .app.engine import Engine, EngineError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request drowns the play
+    engine = Engine(args.engine, host="ddz bridge", options=engine_options(args.option))
+    with Client(args.url, args.token) as client:
+        bridge = Bridge(
+            client,
+            engine,
+            table_id=args.table,
+            invite=args.invite,
+            lobby=Lobby(args.ruleset, args.unit, args.cap),
+            hands=args.hands,
+            move_ms=args.move_ms,
+        )
+        try:
+            played = bridge.run()
+        except (GaveUp, EngineError) as exc:
+            print(f"ddz bridge: {exc}", file=sys.stderr)
+            return 1
+        except ProblemError as exc:
+            print(f"ddz bridge: {exc.status} {exc.code}: {exc.detail}", file=sys.stderr)
+            return 2
+    print(f"ddz bridge: {played} hands played", file=sys.stderr)
+    return 0
+
+
 def run_migrate(stdout: TextIO) -> int:
     from .config import Config
     from .store import migrate
@@ -303,6 +390,24 @@ def run_openapi(stdout: TextIO) -> int:
     return 0
 
 
+def engine_arguments(parser: argparse.ArgumentParser, move_ms: int, limit: str) -> None:
+    """The engine host's arguments of ``ddz arena`` and ``ddz bridge``."""
+    parser.add_argument(
+        "--move-ms",
+        type=int,
+        default=move_ms,
+        metavar="MS",
+        help=f"an engine's time per decision{limit} (default {move_ms})",
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an option the engine declares, sent to it (repeatable)",
+    )
+
+
 SEED_HELP = "32-byte seed as 64 hex characters, as ddz deal and ddz simulate print it (default: a fresh random seed)"
 
 
@@ -362,6 +467,79 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MS",
         help="the hard level's search time per decision (default 50)",
     )
+    arena_parser = commands.add_parser(
+        "arena",
+        help="measure an engine (docs/bot-protocol.md) against the house bot or another engine",
+        description="Plays --deals deals on the pure engine (no server), each twice with the seats "
+        "swapped (duplicate: the luck of the cards cancels out), the first engine against the second "
+        "or against the house bot at --bot; prints the first engine's points per hand with a 95% "
+        "confidence interval and each side's landlord and farmer win rates. Each seat an engine plays "
+        "is its own process. The same --seed gives the same figures. Exits 1 when an engine crashes, "
+        "answers garbage or something illegal, or runs out of time.",
+    )
+    arena_parser.add_argument(
+        "--engine",
+        action="append",
+        required=True,
+        metavar="CMD",
+        help="the engine's command line; given twice, the second engine is the opponent",
+    )
+    arena_parser.add_argument("--deals", type=int, default=100, metavar="N")
+    arena_parser.add_argument(
+        "--ruleset", default=None, metavar="R", help="shanghai-platform (default) or shanghai-local"
+    )
+    arena_parser.add_argument(
+        "--seed", metavar="HEX", help=SEED_HELP + "; the deals' seeds derive from it"
+    )
+    arena_parser.add_argument(
+        "--records", default=None, metavar="DIR", help="write each hand's record (.json) here"
+    )
+    arena_parser.add_argument(
+        "--bot",
+        default="normal",
+        choices=("easy", "normal", "hard"),
+        help="the house bot's level, without a second --engine (default normal)",
+    )
+    engine_arguments(arena_parser, 2000, "")
+    arena_parser.add_argument(
+        "--log", action="store_true", help="show the engines' log messages on stderr"
+    )
+    bridge_parser = commands.add_parser(
+        "bridge",
+        help="play an engine (docs/bot-protocol.md) on the service: a table or the lobby, hand after hand",
+        description="Takes a seat with the player's --token (at --table, or through the lobby's "
+        "quick match with --ruleset/--unit/--cap; a player already seated at a table plays there), "
+        "follows the player's own stream and answers each turn with the engine's action. A dropped "
+        "connection resumes; a bridge started again picks up the hand under way. An engine that "
+        "crashes, answers garbage or something illegal, or runs out of time is logged, the system "
+        "plays the seat to the end of that hand, and the engine starts again for the next; after 3 "
+        "such hands in a row the bridge leaves the table and exits 1. With --hands N it leaves the "
+        "table after N hands and exits 0. Refusals of the service exit 2.",
+    )
+    bridge_parser.add_argument(
+        "--engine", required=True, metavar="CMD", help="the engine's command line"
+    )
+    bridge_parser.add_argument("--token", required=True, help="the player's API token")
+    bridge_parser.add_argument(
+        "--url", default="http://127.0.0.1:8000", help="the service (default http://127.0.0.1:8000)"
+    )
+    bridge_parser.add_argument("--table", default=None, metavar="ID", help="play at this table")
+    bridge_parser.add_argument(
+        "--invite", default=None, metavar="CODE", help="a private table's invite"
+    )
+    bridge_parser.add_argument(
+        "--ruleset", default=None, help="the lobby's ruleset (default: the server's)"
+    )
+    bridge_parser.add_argument("--unit", default=None, help="the lobby's stake unit")
+    bridge_parser.add_argument("--cap", default=None, help="the lobby's cap")
+    bridge_parser.add_argument(
+        "--hands",
+        type=int,
+        default=None,
+        metavar="N",
+        help="leave after N hands (default: play on)",
+    )
+    engine_arguments(bridge_parser, 5000, ", at most what is left of the turn")
     commands.add_parser(
         "migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)"
     )
@@ -437,6 +615,13 @@ def main(argv: list[str] | None = None) -> int:
             return run_openapi(sys.stdout)
         if args.command == "operator":
             return run_operator(args, sys.stdin, sys.stdout)
+        if args.command == "bridge":
+            return run_bridge(args)
+        if args.command == "arena":
+            if args.deals < 1:
+                raise RulesError("--deals must be at least 1", "invalid_argument")
+            seed = parse_seed(args.seed).hex() if args.seed is not None else new_seed().hex()
+            return run_arena(args, seed, sys.stdout)
         if args.command == "simulate":
             if args.hands < 1:
                 raise RulesError("--hands must be at least 1", "invalid_argument")

@@ -10,23 +10,67 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any, Protocol, runtime_checkable
 
-from ..rules import SEATS
-from .actions import DECISIONS
+from ..rules import SEATS, RulesError
+from .actions import DECISIONS, command_of
 from .bot import BotPolicy
 from .commands import Command, CreateMatch, DealHand, TakeSeat
 from .decider import decide
-from .events import EVENT_TYPES, Event
+from .errors import GameError
+from .events import BOT, EVENT_TYPES, PLAYER, Event
 from .policies import Policy, RandomPolicy
 from .settlement import LANDLORD
 from .state import ENDED, State, evolve, initial_state
 from .table import Table
-from .views import seat_view
+from .views import seat_view, view
 
 #: The events that are a seat's decision (a turn).
 DECISION_EVENTS = tuple(EVENT_TYPES[command.name] for command in DECISIONS)
 #: Called before each turn; may return extra commands (a disconnect, a resume) to apply first.
 Interrupt = Callable[[State], Sequence[Command]]
+
+
+@runtime_checkable
+class Speaker(Protocol):
+    """A player that speaks the API's documents instead of the policies' objects: an engine
+    (docs/bot-protocol.md). It is given the seat's JSON view (``view(state, seat)``, what
+    ``GET /v1/matches/{id}`` shows that seat, with the actions it is offered) and answers a
+    command body (``{"action": ..., ...}``); at the end of the hand it is shown the seat's
+    final view."""
+
+    name: str
+
+    def answer(self, document: dict[str, Any]) -> dict[str, Any]:
+        """The command body for the seat of ``document``, whose turn it is."""
+
+    def hand_over(self, document: dict[str, Any]) -> None:
+        """The hand ``document`` (the seat's view once it has ended) is over."""
+
+
+#: Who may sit at a seat of a simulated hand.
+Player = Policy | Speaker
+
+
+class Refused(Exception):
+    """A :class:`Speaker`'s answer the rules refuse (malformed, or not legal now): the
+    speaker's fault, not the simulation's."""
+
+    def __init__(self, speaker: Speaker, seat: int, action: dict[str, Any], error: RulesError):
+        super().__init__(f"{speaker.name} at seat {seat} answered {action!r}: {error}")
+        self.speaker, self.seat, self.action, self.error = speaker, seat, action, error
+
+
+def _speak(state: State, seat: int, speaker: Speaker, log: list[Event]) -> State:
+    action = speaker.answer(view(state, seat))
+    try:
+        try:
+            command = command_of(action, seat, BOT if state.is_system(seat) else PLAYER)
+        except (KeyError, TypeError) as exc:  # no "action", or one that is no name
+            raise GameError(f"malformed action: {exc!r}", "invalid_command") from None
+        return apply(state, command, log)
+    except RulesError as exc:
+        raise Refused(speaker, seat, action, exc) from None
 
 
 def apply(state: State, command: Command, log: list[Event]) -> State:
@@ -39,7 +83,7 @@ def apply(state: State, command: Command, log: list[Event]) -> State:
 def play_hand(
     table: Table,
     seed: bytes,
-    policies: Sequence[Policy],
+    policies: Sequence[Player],
     *,
     match_id: str = "simulated",
     players: Sequence[str | None] = (None, None, None, None),
@@ -47,7 +91,8 @@ def play_hand(
 ) -> tuple[list[Event], State]:
     """Plays one hand to its end. A seat with a player id in ``players`` is a player's
     seat (its policy acts as the player, or as the system once it is disconnected);
-    ``None`` makes a bot seat. Returns the events and the final state."""
+    ``None`` makes a bot seat. A :class:`Speaker` is shown each seat it plays once the
+    hand has ended. Returns the events and the final state."""
     log: list[Event] = []
     state = apply(initial_state, CreateMatch(match_id, table), log)
     for seat, player in enumerate(players):
@@ -59,7 +104,14 @@ def play_hand(
                 state = apply(state, command, log)
         turn = state.turn
         assert turn is not None  # until the hand ends, a seat is always to act
-        state = apply(state, policies[turn].act(seat_view(state, turn)), log)
+        acting = policies[turn]
+        if isinstance(acting, Speaker):
+            state = _speak(state, turn, acting, log)
+        else:
+            state = apply(state, acting.act(seat_view(state, turn)), log)
+    for seat, told in enumerate(policies):
+        if isinstance(told, Speaker):
+            told.hand_over(view(state, seat))
     return log, state
 
 
@@ -125,17 +177,42 @@ class Duplicate:
     high: float
 
 
-def duplicate(deals: int, seed: str, table: Table, first: Policy, second: Policy) -> Duplicate:
+#: Told of each hand a duplicate match has played: the deal's index, the first player's
+#: seats, the hand's events and its final state.
+HandPlayed = Callable[[int, tuple[int, ...], list[Event], State], None]
+
+
+def duplicate(
+    deals: int,
+    seed: str,
+    table: Table,
+    first: Player,
+    second: Player,
+    *,
+    on_hand: HandPlayed | None = None,
+) -> Duplicate:
     """Plays each of ``deals`` deals twice, the two players swapping seats
     (:data:`DUPLICATE_SEATS`): the luck of the cards cancels out, what is left is play
     and bidding. The hands are zero-sum at a table without rake, so two equal players
-    come out at exactly 0."""
+    come out at exactly 0. A :class:`Speaker` sits as a player (named ``name#seat``: one
+    player per seat), a policy as a bot."""
     per_deal: list[float] = []
     for i in range(deals):
         total = 0.0
         for seats in DUPLICATE_SEATS:
             policies = [first if s in seats else second for s in range(SEATS)]
-            _, state = play_hand(table, hand_seed(seed, i), policies, match_id=f"dup-{seed}-{i}")
+            events, state = play_hand(
+                table,
+                hand_seed(seed, i),
+                policies,
+                match_id=f"dup-{seed}-{i}",
+                players=[
+                    f"{p.name}#{s}" if isinstance(p, Speaker) else None
+                    for s, p in enumerate(policies)
+                ],
+            )
+            if on_hand is not None:
+                on_hand(i, seats, events, state)
             assert state.result is not None
             net = state.result.settlement.net
             total += float(sum(net[s] for s in seats) / table.unit)

@@ -1,0 +1,253 @@
+"""``ddz bridge``: a local engine (docs/bot-protocol.md) playing on the service, through the
+Python client (``ddz_client``): it takes a seat (a given table, or the lobby's quick
+match), follows the player's own stream, and answers each ``your_turn`` with the engine's
+action, hand after hand.
+
+What it relies on: the stream resumes after its last item when a connection drops (the
+client does that); a command carries ``expected_version`` (a turn that moved on meanwhile
+is refused, not misapplied) and an ``Idempotency-Key`` derived from the match and the
+version it answers, so that a retry — or a restarted bridge answering the same turn — is
+applied at most once. A restarted bridge finds its table (``GET /v1/me/tables``) and the
+hand under way, and answers the turn that is pending, or takes its seat back from the
+system (``resume``).
+
+An engine that fails (crashes, answers garbage or something illegal, or runs out of time)
+is logged, killed, and the bridge leaves that hand (``POST /v1/matches/{id}/leave``): the
+system plays the seat to the end as for any disconnect (the penalty of docs/rules.md §5.6
+is the same as for a missed deadline, and the other seats need not wait for it). The
+engine is started anew for the next hand; after :data:`MAX_FAILURES` failing hands in a
+row the bridge gives up (:class:`GaveUp`, exit status 1).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ddz_client import Client, FeedItem, ProblemError
+
+from .engine import Engine, EngineError, decide_message, hand_over_message, new_hand_message
+
+log = logging.getLogger("ddz.bridge")
+
+#: Hands in a row in which the engine failed before the bridge gives up.
+MAX_FAILURES = 3
+#: Kept back from a turn's deadline for the command's way to the service.
+MARGIN_MS = 500
+#: Refusals that say the turn moved on before the answer arrived (another seat's timeout,
+#: an answer already applied): nothing the engine did wrong.
+STALE = frozenset({"version_conflict", "idempotency_key_reused", "not_your_turn", "match_ended"})
+
+
+class GaveUp(Exception):
+    """The engine failed :data:`MAX_FAILURES` hands in a row."""
+
+
+@dataclass(frozen=True)
+class Lobby:
+    """What the bridge asks the lobby for when it is given no table."""
+
+    ruleset: str | None = None
+    unit: str | None = None
+    cap: str | None = None
+
+
+class Bridge:
+    """One engine at one seat of the service. :meth:`run` plays until ``hands`` hands
+    have ended (then leaves the table), or for ever."""
+
+    def __init__(
+        self,
+        client: Client,
+        engine: Engine,
+        *,
+        table_id: str | None = None,
+        invite: str | None = None,
+        lobby: Lobby = Lobby(),
+        hands: int | None = None,
+        move_ms: int = 5000,
+    ) -> None:
+        self.client, self.engine = client, engine
+        self.table_id, self.invite, self.lobby = table_id, invite, lobby
+        self.hands, self.move_ms = hands, move_ms
+        self.ticket_id: str | None = None
+        self.played = 0  # hands ended at the table since the bridge started
+        self.failures = 0  # failing hands in a row
+        self.failed: set[str] = set()  # matches the system plays for us: the engine failed
+        self.told: str | None = None  # the match the engine was told new_hand of
+        self.answered: set[tuple[str, int]] = set()
+        #: Seconds from each ``your_turn`` item's arrival to the command's answer.
+        self.turn_seconds: list[float] = []
+
+    def run(self) -> int:
+        """Plays; returns the number of hands played. Raises :class:`GaveUp` (having left
+        the table, whose seat the system then fills as for anyone who leaves). Stopped any
+        other way (Ctrl-C, a kill), it keeps its seat: started again, it picks up."""
+        self.engine.start()
+        log.info("engine %s (by %s) started", self.engine.name, self.engine.author or "?")
+        try:
+            for item in self.client.stream():
+                self.on_item(item)
+                if self.hands is not None and self.played >= self.hands:
+                    break
+        except GaveUp:
+            self.leave()
+            raise
+        finally:
+            self.engine.close()
+        self.leave()
+        return self.played
+
+    def leave(self) -> None:
+        if self.table_id is not None:
+            self.client.leave_table(self.table_id)
+            log.info("left table %s after %d hands", self.table_id, self.played)
+
+    # --- the seat -------------------------------------------------------------------------
+
+    def sit(self) -> None:
+        """Takes the seat: the given table, the table where the player sits already (a
+        restarted bridge), or the lobby's; then picks up the hand under way."""
+        seated = [str(table["table_id"]) for table in self.client.my_tables()]
+        if self.table_id is not None:
+            if self.table_id not in seated:
+                self.client.join_table(self.table_id, self.invite)
+        elif seated:
+            self.table_id = seated[0]
+        else:
+            ticket = self.client.quick_match(
+                ruleset=self.lobby.ruleset, unit=self.lobby.unit, cap=self.lobby.cap
+            )
+            self.ticket_id = str(ticket["ticket_id"])
+            if ticket.get("table_id"):
+                self.table_id = str(ticket["table_id"])
+            else:
+                log.info("waiting in the lobby (ticket %s)", self.ticket_id)
+        if self.table_id is not None:
+            log.info("seated at table %s", self.table_id)
+            match_id = self.client.table(self.table_id).get("match_id")
+            if match_id:
+                self.turn(str(match_id), time.perf_counter())
+
+    def on_item(self, item: FeedItem) -> None:
+        data = item.data
+        if item.type == "ready":
+            # The stream is open from here on: nothing that follows can be missed.
+            self.sit()
+        elif item.type == "seated" and self.table_id is None:
+            if data.get("ticket_id") == self.ticket_id:
+                self.table_id = str(data["table_id"])
+                log.info("seated at table %s (seat %s)", self.table_id, data["seat"])
+        elif data.get("table_id") != self.table_id:
+            return  # another table's: not this bridge's to play
+        elif item.type == "your_turn":
+            self.turn(str(data["match_id"]), time.perf_counter())
+        elif item.type == "taken_over":
+            match_id = str(data["match_id"])
+            log.warning("match %s: the system plays our seat (%s)", match_id, data["reason"])
+            if match_id not in self.failed:
+                self.turn(match_id, time.perf_counter())  # offers resume: take it back
+        elif item.type == "hand_ended":
+            self.hand_ended(str(data["match_id"]))
+        elif item.type == "left":
+            log.info("our seat at table %s is gone", self.table_id)
+            self.table_id = None
+            self.hands = self.played  # nothing more to play
+
+    # --- a turn ---------------------------------------------------------------------------
+
+    def turn(self, match_id: str, arrived: float) -> None:
+        """Answers the seat's pending decision at ``match_id``, if any."""
+        if match_id in self.failed:
+            return
+        view = self.client.match(match_id)
+        version, actions = int(view["version"]), view["actions"]
+        if not actions or (match_id, version) in self.answered:
+            return
+        self.answered.add((match_id, version))
+        if [a["action"] for a in actions] == ["resume"]:
+            log.info("match %s: taking our seat back", match_id)
+            self.send(match_id, version, {"action": "resume"}, arrived)
+            return
+        try:
+            if not self.engine.running:
+                self.engine.start()
+            if self.told != match_id:
+                self.engine.tell(new_hand_message(view))
+                self.told = match_id
+            ms = self.time_left_ms(view)
+            if ms <= 0:
+                # Too late to answer in time: the system will take the seat over, and the
+                # bridge take it back (resume) at the next decision. No fault of the engine's.
+                log.warning("match %s: the turn's deadline is too near to ask", match_id)
+                return
+            action = self.engine.decide(decide_message(view, ms), ms / 1000)
+        except EngineError as exc:
+            self.fail(match_id, exc)
+            return
+        try:
+            self.send(match_id, version, action, arrived)
+        except ProblemError as exc:
+            self.fail(match_id, self.engine.illegal(action, f"{exc.code}: {exc.detail}"))
+
+    def send(self, match_id: str, version: int, action: dict[str, Any], arrived: float) -> None:
+        """Sends the command; a turn that moved on meanwhile is let go, another refusal
+        raised (the engine's doing)."""
+        try:
+            self.client.command(
+                match_id,
+                action,
+                expected_version=version,
+                idempotency_key=f"ddz-bridge:{match_id}:{version}",
+            )
+        except ProblemError as exc:
+            if exc.code not in STALE:
+                raise
+            log.info("match %s: the turn at version %d moved on (%s)", match_id, version, exc.code)
+            return
+        self.turn_seconds.append(time.perf_counter() - arrived)
+
+    def time_left_ms(self, view: dict[str, Any]) -> int:
+        """The engine's time: its limit, or what is left of the turn if less."""
+        deadline = view.get("deadline")
+        if not deadline:
+            return self.move_ms
+        left = (datetime.fromisoformat(deadline) - datetime.now().astimezone()).total_seconds()
+        return max(0, min(self.move_ms, int(left * 1000) - MARGIN_MS))
+
+    def fail(self, match_id: str, error: EngineError) -> None:
+        """The engine failed at ``match_id``: said plainly; the system plays the seat."""
+        self.failed.add(match_id)
+        self.told = None
+        self.engine.kill()
+        log.error(
+            "engine %s failed in match %s: %s: %s; the system plays our seat to the end of "
+            "this hand, the engine starts again for the next",
+            self.engine.name,
+            match_id,
+            error.code,
+            error,
+        )
+        try:
+            self.client.leave_match(match_id)
+        except ProblemError as exc:
+            log.info("match %s: leaving: %s", match_id, exc.code)
+
+    def hand_ended(self, match_id: str) -> None:
+        self.played += 1
+        if match_id in self.failed:
+            self.failures += 1
+            if self.failures >= MAX_FAILURES:
+                raise GaveUp(f"engine {self.engine.name} failed {self.failures} hands in a row")
+        else:
+            self.failures = 0
+        if self.told == match_id and self.engine.running:
+            try:
+                self.engine.tell(hand_over_message(self.client.match(match_id)))
+            except EngineError as exc:
+                log.error("engine %s: %s: %s", self.engine.name, exc.code, exc)
+        self.told = None
+        log.info("hand %d ended (match %s)", self.played, match_id)

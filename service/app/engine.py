@@ -1,0 +1,265 @@
+"""The engine host: runs a bot author's program (an *engine*) as a subprocess and talks to it
+in the engine protocol of docs/bot-protocol.md — JSON lines over its stdin and stdout — with
+a time limit on every answer. Whatever goes wrong with the engine is an :class:`EngineError`
+whose ``code`` says what: it crashed, it sent garbage, it ran out of time, or the rules
+refused its answer. The arena (:mod:`.arena`) and the bridge (:mod:`.bridge`) both host
+engines through it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import shlex
+import subprocess
+import threading
+import time
+from typing import Any, ClassVar, NoReturn
+
+#: The protocol version this host speaks (``"protocol"`` in ``hello``).
+PROTOCOL = 1
+#: How long an engine may take to answer ``hello`` (it may be loading something).
+HELLO_SECONDS = 10.0
+#: How long an engine may take to exit after ``quit`` before it is killed.
+QUIT_SECONDS = 1.0
+
+log = logging.getLogger("ddz.engine")
+
+
+class EngineError(Exception):
+    """An engine failed; ``code`` is stable and machine-readable, the message plain."""
+
+    code: ClassVar[str] = "engine_error"
+
+
+class EngineCrashed(EngineError):
+    """The engine exited, or closed its stdout, while the host waited for it."""
+
+    code = "engine_crashed"
+
+
+class EngineGarbage(EngineError):
+    """The engine wrote a line that is no message of the protocol (not JSON, not an
+    object, an unknown ``type``, an answer of the wrong kind)."""
+
+    code = "engine_garbage"
+
+
+class EngineTimeout(EngineError):
+    """The engine did not answer within its time."""
+
+    code = "engine_timeout"
+
+
+class EngineIllegal(EngineError):
+    """The engine answered an action the rules refuse now."""
+
+    code = "engine_illegal"
+
+
+_EOF = object()
+
+
+class Engine:
+    """One engine process. :meth:`start` says hello; :meth:`decide` asks for an action;
+    :meth:`tell` sends a message that wants no answer; :meth:`close` says quit. After an
+    :class:`EngineError` the process is killed (its next line could no longer be told
+    apart from a late answer) and the engine is closed: :meth:`start` runs it anew."""
+
+    def __init__(self, command: str, *, host: str = "ddz", options: dict[str, Any] | None = None):
+        self.command = command
+        self.host = host
+        self.options = options or {}
+        self.name = command
+        self.author: str | None = None
+        self.declared: dict[str, Any] = {}
+        self._process: subprocess.Popen[str] | None = None
+        self._lines: queue.Queue[object] = queue.Queue()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None
+
+    def start(self) -> dict[str, Any]:
+        """Runs the engine and exchanges ``hello`` (then sends ``options``); returns the
+        engine's hello."""
+        self.close()
+        try:
+            process = subprocess.Popen(
+                shlex.split(self.command),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                bufsize=1,
+            )
+        except OSError as exc:
+            raise EngineCrashed(f"engine {self.command!r} did not start: {exc}") from None
+        self._process, self._lines = process, queue.Queue()
+        # A reader thread, so that waiting for a line can time out on every platform.
+        threading.Thread(
+            target=_read_lines, args=(process, self._lines), daemon=True, name="ddz-engine"
+        ).start()
+        hello = self.ask({"type": "hello", "protocol": PROTOCOL, "host": self.host}, HELLO_SECONDS)
+        if hello.get("type") != "hello":
+            self._fail(EngineGarbage(f"{self.name}: answered hello with {hello!r}"))
+        if hello.get("protocol") != PROTOCOL:
+            self._fail(
+                EngineGarbage(
+                    f"{self.name}: speaks protocol {hello.get('protocol')!r}, not {PROTOCOL}"
+                )
+            )
+        self.name = str(hello.get("name") or self.command)
+        self.author = None if hello.get("author") is None else str(hello["author"])
+        declared = hello.get("options")
+        self.declared = declared if isinstance(declared, dict) else {}
+        unknown = set(self.options) - set(self.declared)
+        if unknown:
+            self._fail(
+                EngineGarbage(f"{self.name}: declares no option {', '.join(sorted(unknown))}")
+            )
+        self.tell({"type": "options", "options": self.options})
+        return hello
+
+    def tell(self, message: dict[str, Any]) -> None:
+        """Sends a message that wants no answer."""
+        process = self._process
+        if process is None:
+            raise EngineCrashed(f"{self.name}: not running")
+        assert process.stdin is not None
+        try:
+            process.stdin.write(json.dumps(message, ensure_ascii=False) + "\n")
+            process.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            self._fail(EngineCrashed(f"{self.name}: exited ({self._exit_status()})"))
+
+    def ask(self, message: dict[str, Any], seconds: float) -> dict[str, Any]:
+        """Sends ``message`` and returns the engine's answer within ``seconds`` (its ``log``
+        lines are logged on the way)."""
+        self.tell(message)
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self._fail(EngineTimeout(f"{self.name}: no answer within {seconds * 1000:.0f} ms"))
+            if line is _EOF:
+                self._fail(EngineCrashed(f"{self.name}: exited ({self._exit_status()})"))
+            assert isinstance(line, str)
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                answer = None
+            if not isinstance(answer, dict) or not isinstance(answer.get("type"), str):
+                self._fail(EngineGarbage(f"{self.name}: wrote {line.strip()[:200]!r}"))
+            if answer["type"] == "log":
+                log.info("%s: %s", self.name, answer.get("message"))
+                continue
+            return answer
+
+    def decide(self, message: dict[str, Any], seconds: float) -> dict[str, Any]:
+        """Sends a ``decide`` message and returns the command body of the engine's
+        ``action`` answer (its shape is checked; its legality is the rules' to judge)."""
+        answer = self.ask(message, seconds)
+        action = answer.get("action")
+        if answer["type"] != "action" or not isinstance(action, dict):
+            self._fail(EngineGarbage(f"{self.name}: answered decide with {answer!r}"))
+        return action
+
+    def illegal(self, action: dict[str, Any], reason: str) -> EngineIllegal:
+        """Closes the engine for an answer the rules refused; returns the error to raise."""
+        error = EngineIllegal(f"{self.name}: answered {json.dumps(action)}, refused: {reason}")
+        self.kill()
+        return error
+
+    def close(self) -> None:
+        """Says quit and waits a moment for the engine to exit (then kills it)."""
+        process = self._process
+        if process is None:
+            return
+        try:
+            assert process.stdin is not None
+            process.stdin.write(json.dumps({"type": "quit"}) + "\n")
+            process.stdin.close()
+            process.wait(QUIT_SECONDS)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+    def kill(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+    def _exit_status(self) -> str:
+        process = self._process
+        if process is None:
+            return "not running"
+        try:
+            code = process.wait(QUIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            return "closed its output"
+        return f"exit status {code}"
+
+    def _fail(self, error: EngineError) -> NoReturn:
+        self.kill()
+        raise error
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _read_lines(process: subprocess.Popen[str], lines: queue.Queue[object]) -> None:
+    assert process.stdout is not None
+    try:
+        for line in process.stdout:
+            lines.put(line)
+    except (OSError, ValueError):
+        pass
+    lines.put(_EOF)
+
+
+def decide_message(document: dict[str, Any], time_left_ms: int) -> dict[str, Any]:
+    """The ``decide`` message of a seat's view (the API's seat view document)."""
+    return {
+        "type": "decide",
+        "view": document,
+        "actions": document["actions"],
+        "time_left_ms": time_left_ms,
+    }
+
+
+def new_hand_message(document: dict[str, Any]) -> dict[str, Any]:
+    """The ``new_hand`` message for the seat of ``document`` (its view at the hand's start)."""
+    return {
+        "type": "new_hand",
+        "match_id": document["match_id"],
+        "seat": document["seat"],
+        "ruleset": document["ruleset"],
+        "options": document["options"],
+    }
+
+
+def hand_over_message(document: dict[str, Any]) -> dict[str, Any]:
+    """The ``hand_over`` message for the seat of ``document`` (its view once ended)."""
+    return {
+        "type": "hand_over",
+        "match_id": document["match_id"],
+        "seat": document["seat"],
+        "result": document["result"],
+        "view": document,
+    }

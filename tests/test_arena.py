@@ -1,0 +1,138 @@
+"""``ddz arena`` and the engine host: an engine (docs/bot-protocol.md) measured on the pure
+engine in duplicate against the house bot or another engine; an engine that crashes,
+answers garbage or an illegal action, or runs out of time is named and stopped."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from service.app.engine import Engine, EngineGarbage
+from service.cli import main
+from service.game.record import load, verify
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = f"{sys.executable} {ROOT / 'examples' / 'engine.py'}"
+SEED = "ab" * 32
+
+
+def misbehaving(mode: str, after: int = 0) -> str:
+    return f"{sys.executable} {ROOT / 'tests' / 'engines' / 'misbehaving.py'} {mode} {after}"
+
+
+def arena(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["arena", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_same_seed_gives_the_same_figures_and_records_that_verify(capsys, tmp_path):
+    runs = []
+    for name in ("one", "two"):
+        code, out, _ = arena(
+            capsys,
+            "--engine",
+            EXAMPLE,
+            "--deals",
+            "4",
+            "--seed",
+            SEED,
+            "--ruleset",
+            "shanghai-local",
+            "--records",
+            str(tmp_path / name),
+        )
+        assert code == 0
+        runs.append(out.replace(str(tmp_path / name), "DIR"))
+    assert runs[0] == runs[1]
+    assert "lowest-single against house bot (normal): shanghai-local" in runs[0]
+    assert "8 hands" in runs[0] and "95% CI" in runs[0]
+    assert "as landlord won" in runs[0] and "as farmer won" in runs[0]
+    records = sorted((tmp_path / "one").glob("*.json"))
+    assert len(records) == 8
+    assert [r.read_bytes() for r in records] == [
+        (tmp_path / "two" / r.name).read_bytes() for r in records
+    ]
+    for path in records:
+        document = load(path.read_bytes())
+        verify(document)
+        assert {seat["player"] for seat in document["seats"] if not seat["bot"]} <= {
+            f"lowest-single#{s}" for s in range(4)
+        }
+
+
+def test_an_engine_against_itself_comes_out_at_zero(capsys):
+    code, out, _ = arena(
+        capsys, "--engine", EXAMPLE, "--engine", EXAMPLE, "--deals", "3", "--seed", SEED
+    )
+    assert code == 0
+    assert "lowest-single (1) against lowest-single (2)" in out
+    assert "+0.00  95% CI [+0.00, +0.00]" in out
+
+
+def test_the_engine_sees_only_its_seat_and_may_log(capsys, caplog, tmp_path, monkeypatch):
+    spied = tmp_path / "spied.jsonl"
+    monkeypatch.setenv("SPY_FILE", str(spied))
+    caplog.set_level("INFO", "ddz.engine")
+    code, _, _ = arena(
+        capsys, "--engine", misbehaving("spy"), "--deals", "1", "--seed", SEED, "--log"
+    )
+    assert code == 0
+    assert "spy: deciding in bidding" in caplog.messages
+    by_process: dict[int, list[dict]] = {}
+    for line in spied.read_text().splitlines():
+        entry = json.loads(line)
+        by_process.setdefault(entry["pid"], []).append(entry["message"])
+    # Each seat its own process: seats 0 and 2 in the first hand, 1 and 3 in the second.
+    assert len(by_process) == 4
+    seats = set()
+    for messages in by_process.values():
+        kinds = [m["type"] for m in messages]
+        assert kinds[:3] == ["hello", "options", "new_hand"] and kinds[-1] == "quit"
+        assert kinds.count("new_hand") == kinds.count("hand_over") == 1
+        seat = messages[2]["seat"]
+        seats.add(seat)
+        for message in messages:
+            if message["type"] == "decide":
+                view = message["view"]
+                assert view["seat"] == seat and view["actions"] == message["actions"]
+                assert "hands" not in view and view["seed"] is None
+                assert view["bottom"] is None or view["landlord"] == seat
+                assert message["time_left_ms"] == 2000
+            if message["type"] == "hand_over":
+                assert message["result"] is not None and message["view"]["seed"] is not None
+    assert seats == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "said"),
+    [
+        ("crash", "engine_crashed", "crash: exited (exit status 3)"),
+        ("illegal", "engine_illegal", "the hand does not hold: S3, S3, S3"),
+        ("slow", "engine_timeout", "slow: no answer within 300 ms"),
+        ("garbage", "engine_garbage", "wrote 'I think I will play a three'"),
+    ],
+)
+def test_a_failing_engine_is_named_and_the_arena_exits_1(capsys, mode, code, said):
+    status, out, err = arena(
+        capsys,
+        "--engine",
+        misbehaving(mode, after=2),
+        "--deals",
+        "1",
+        "--seed",
+        SEED,
+        "--move-ms",
+        "300",
+    )
+    assert status == 1 and out == ""
+    assert err.startswith(f"ddz arena: {code}: ") and said in err
+
+
+def test_options_go_only_to_an_engine_that_declares_them():
+    with pytest.raises(EngineGarbage, match="declares no option depth"):
+        Engine(EXAMPLE, options={"depth": 3}).start()

@@ -1,0 +1,245 @@
+"""``ddz bridge`` against the service as ``ddz serve`` runs it (gunicorn and a real
+worker that matches tickets, deals and plays the system bots): the example engine plays
+through the lobby hand after hand while the service keeps closing its stream, over a
+network that drops connections and loses an answer, and a bridge killed in the middle of
+a turn is started again and answers that turn; an engine that
+crashes, answers an illegal move or is too slow is named in the log, the system plays its
+seat to the end of the hand, and the bridge plays the next hand with the engine started
+again (or gives up after 3 failing hands in a row)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ddz_client import Client
+from servers import claimed_redis_db, ddz_serve, fresh_database
+from test_client import BadNetwork
+
+from service.app.bridge import Bridge
+from service.app.engine import Engine
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = f"{sys.executable} {ROOT / 'examples' / 'engine.py'}"
+MISBEHAVING = ROOT / "tests" / "engines" / "misbehaving.py"
+#: The seat's decisions, as the hand record's actions name them.
+DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
+
+
+@pytest.fixture(scope="module")
+def service(postgres_admin_url, redis_server, tmp_path_factory) -> Iterator[str]:
+    with (
+        fresh_database(postgres_admin_url, "ddz_bridge") as database_url,
+        claimed_redis_db(redis_server) as redis_url,
+        ddz_serve(
+            database_url,
+            redis_url,
+            tmp_path_factory.mktemp("bridge"),
+            # A ticket is seated with system bots at the matcher's next round.
+            DDZ_LOBBY_BOTS_AFTER="0",
+            DDZ_TABLE_NEXT_HAND_SECONDS="0",
+            # The service closes each stream after 2 s: the bridge's stream resumes.
+            DDZ_STREAM_SECONDS="2",
+            DDZ_KEEPALIVE_SECONDS="1",
+            DDZ_RATE_LIMITS="false",
+        ) as (base, _),
+    ):
+        yield base
+
+
+def bridge(base: str, token: str, engine: str, *args: str, log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "bridge", "--engine", engine, "--url", base]
+            + ["--token", token, *args],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # the bridge and its engine, killed together
+        )
+
+
+def finished(process: subprocess.Popen, log: Path, timeout: float = 120) -> int:
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        pytest.fail(f"the bridge did not finish:\n{log.read_text()}")
+
+
+def items(client: Client) -> list:
+    found, after = [], None
+    while True:
+        page = client.events(after)
+        if not page.items:
+            return found
+        found += page.items
+        after = page.last_id
+
+
+def hands(client: Client, count: int) -> list[dict]:
+    """The records of the player's first ``count`` hands, and its seat in each. (The table
+    may deal one more before the bridge's leave reaches it: the system plays that one.)"""
+    matches = list(reversed(client.my_matches(limit=50)["matches"]))[:count]
+    assert len(matches) == count
+    return [{"seat": m["seat"], "record": client.record(m["match_id"])} for m in matches]
+
+
+def taken_over(client: Client, played: list[dict]) -> list:
+    """The ``taken_over`` items of the player's stream for these hands."""
+    ids = {hand["record"]["match_id"] for hand in played}
+    return [i for i in items(client) if i.type == "taken_over" and i.data["match_id"] in ids]
+
+
+def by_the_player(hand: dict) -> list[dict]:
+    """The seat's decisions in the hand, each with who made it."""
+    return [
+        a
+        for a in hand["record"]["actions"]
+        if a["seat"] == hand["seat"] and a["action"] in DECISIONS
+    ]
+
+
+def test_the_example_engine_plays_hand_after_hand_and_a_restarted_bridge_picks_up(
+    service, tmp_path, monkeypatch
+):
+    player = Client.register(service, "example-bot")
+    log = tmp_path / "bridge.log"
+    stall = tmp_path / "stalled"
+    # The first bridge's engine plays 3 decisions, then thinks for ever on the 4th: the
+    # bridge is killed (engine and all) with that turn pending.
+    monkeypatch.setenv("STALL_FILE", str(stall))
+    first = bridge(
+        service,
+        player.token,
+        f"{sys.executable} {MISBEHAVING} stall 3",
+        "--move-ms",
+        "20000",
+        log=log,
+    )
+    deadline = time.monotonic() + 60
+    while not stall.exists():
+        assert first.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    # Started again (no table given: it finds the one it sits at), it answers the pending
+    # turn and plays on: the hand under way and one more.
+    second = bridge(service, player.token, EXAMPLE, "--hands", "2", log=log)
+    assert finished(second, log) == 0, log.read_text()
+    text = log.read_text()
+    assert "engine lowest-single (by ddz) started" in text
+    assert "2 hands played" in text
+
+    played = hands(player, 2)
+    for hand in played:
+        assert hand["record"]["result"] is not None  # ended
+        decisions = by_the_player(hand)
+        assert decisions and all(a.get("by", "player") == "player" for a in decisions)
+    # Never taken over (the restart was quicker than the turn's 30 s), streams resumed.
+    assert taken_over(player, played) == []
+    assert [item.type for item in items(player)].count("left") == 1
+    player.close()
+
+
+def test_two_bridges_play_at_a_private_table(service, tmp_path):
+    host = Client.register(service, "host-bot")
+    guest = Client.register(service, "guest-bot")
+    # System bots take the two seats left once the table has not changed for 5 s.
+    table = host.create_table(private=True, bots_after=5, next_hand_seconds=0)
+    log = tmp_path / "bridge.log"
+    at_table = ["--table", table["table_id"], "--hands", "1"]
+    first = bridge(service, host.token, EXAMPLE, *at_table, log=log)
+    second = bridge(service, guest.token, EXAMPLE, *at_table, "--invite", table["invite"], log=log)
+    assert finished(first, log) == 0 and finished(second, log) == 0, log.read_text()
+    (hand,) = hands(host, 1)
+    seats = hand["record"]["seats"]
+    assert [s["player"] for s in seats if not s["bot"]] == [host.player_id, guest.player_id]
+    for player in (host, guest):
+        (mine,) = hands(player, 1)
+        assert all(a.get("by", "player") == "player" for a in by_the_player(mine))
+        player.close()
+
+
+def test_the_bridge_plays_on_over_a_network_that_drops(service):
+    # Every stream connection drops after a few chunks; the first command's answer is lost
+    # after the service applied it.
+    network = BadNetwork(stream_chunks=3)
+    with Client.register(service, "dropped-bot", transport=network) as player:
+        played = Bridge(player, Engine(EXAMPLE), hands=2).run()
+        assert played == 2
+        assert network.stream_connections > 3
+        # The lost answer's command was sent again with its key and applied once: every
+        # decision of the seat is the player's, none refused, never taken over.
+        keys = network.command_keys
+        assert keys[0] == keys[1] and len(set(keys)) == len(keys) - 1
+        played = hands(player, 2)
+        for hand in played:
+            decisions = by_the_player(hand)
+            assert decisions and all(a.get("by", "player") == "player" for a in decisions)
+        assert taken_over(player, played) == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "code"),
+    [("crash", "engine_crashed"), ("illegal", "engine_illegal"), ("slow", "engine_timeout")],
+)
+def test_a_failing_engine_is_logged_and_the_system_plays_its_seat(service, tmp_path, mode, code):
+    player = Client.register(service, f"{mode}-bot")
+    log = tmp_path / "bridge.log"
+    process = bridge(
+        service,
+        player.token,
+        f"{sys.executable} {MISBEHAVING} {mode} 2",
+        "--hands",
+        "2",
+        "--move-ms",
+        "1000",
+        log=log,
+    )
+    assert finished(process, log) == 0, log.read_text()
+    text = log.read_text()
+    assert f"engine {mode} failed in match" in text and f": {code}: " in text
+    assert "the system plays our seat to the end of this hand" in text
+    first, second = hands(player, 2)
+    # The engine's 2 good decisions, then the system's to the end of the hand.
+    decisions = by_the_player(first)
+    assert [a.get("by", "player") for a in decisions[:2]] == ["player", "player"]
+    assert {a["by"] for a in decisions[2:]} == {"bot"}
+    assert any(
+        a["action"] == "disconnect" and a["seat"] == first["seat"]
+        for a in first["record"]["actions"]
+    )
+    # The next hand, with the engine started again, begins as the player's own.
+    assert by_the_player(second)[0].get("by", "player") == "player"
+    assert [item.data["reason"] for item in taken_over(player, [first, second])] == ["left"] * 2
+    player.close()
+
+
+def test_a_bridge_gives_up_after_three_failing_hands_and_leaves_the_table(service, tmp_path):
+    player = Client.register(service, "crash-bot")
+    log = tmp_path / "bridge.log"
+    process = bridge(service, player.token, f"{sys.executable} {MISBEHAVING} crash 0", log=log)
+    assert finished(process, log) == 1, log.read_text()
+    assert "ddz bridge: engine crash failed 3 hands in a row" in log.read_text()
+    for hand in hands(player, 3):
+        assert any(
+            a["action"] == "disconnect" and a["seat"] == hand["seat"]
+            for a in hand["record"]["actions"]
+        )
+    assert player.my_tables() == []
+    player.close()
+
+
+def test_a_refused_token_exits_2_and_says_why(service, tmp_path):
+    log = tmp_path / "bridge.log"
+    process = bridge(service, "not-a-token", EXAMPLE, log=log)
+    assert finished(process, log) == 2
+    assert "ddz bridge: 401 invalid_token" in log.read_text()
