@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bad_network import BadNetwork
 from ddz_client import Client
 from servers import claimed_redis_db, ddz_serve, fresh_database
-from test_client import BadNetwork
 
 from service.app.bridge import Bridge
 from service.app.engine import Engine

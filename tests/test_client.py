@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 from api_support import HttpApi, operator_events
+from bad_network import BadNetwork
 from ddz_client import (
     Client,
     Conflict,
@@ -64,51 +65,6 @@ def readme_bot() -> dict:
     names: dict = {"__name__": "readme"}
     exec(compile(code, str(README), "exec"), names)
     return names
-
-
-class DroppingStream(httpx.SyncByteStream):
-    """A response body whose connection drops after ``chunks`` chunks."""
-
-    def __init__(self, inner: httpx.SyncByteStream, chunks: int) -> None:
-        self.inner, self.chunks = inner, chunks
-
-    def __iter__(self) -> Iterator[bytes]:
-        for n, chunk in enumerate(self.inner, 1):
-            yield chunk
-            if n == self.chunks:
-                raise httpx.ReadError("the connection dropped")
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class BadNetwork(httpx.BaseTransport):
-    """Real HTTP, with a bad network's faults: each connection of the player's stream drops
-    after a few chunks, and the answer of the first command is lost once the service has
-    acted on it. Records each command sent (its Idempotency-Key)."""
-
-    def __init__(self, stream_chunks: int = 3) -> None:
-        self.inner = httpx.HTTPTransport()
-        self.stream_chunks = stream_chunks
-        self.stream_connections = 0
-        self.command_keys: list[str] = []
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = self.inner.handle_request(request)
-        if request.url.path.endswith("/commands"):
-            self.command_keys.append(request.headers["Idempotency-Key"])
-            if len(self.command_keys) == 1:
-                response.read()
-                response.close()
-                raise httpx.ReadError("the connection dropped before the answer")
-        if request.url.path == "/v1/me/stream":
-            self.stream_connections += 1
-            assert isinstance(response.stream, httpx.SyncByteStream)
-            response.stream = DroppingStream(response.stream, self.stream_chunks)
-        return response
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def all_items(client: Client) -> list[FeedItem]:
