@@ -48,6 +48,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.table_bench import choose, free_port, redis_server  # noqa: E402
 from benchmarks.worker_bench import fresh_database, percentile, start_workers  # noqa: E402
+from service.config import COMMAND_CONNECTIONS  # noqa: E402
 from service.game import Table  # noqa: E402
 from service.store import Players, open_pool  # noqa: E402
 from service.store.events import EventStore  # noqa: E402
@@ -219,9 +220,12 @@ def run(args: argparse.Namespace) -> None:
         "DDZ_RATE_LIMITS": "false",
         "DDZ_OPERATOR_TOKEN": OPERATOR,
         "DDZ_STREAM_SECONDS": str(args.seconds * 4),
-        # gunicorn's default (1000 connections a process) would leave no room beside the
-        # streams for the players' commands.
-        "DDZ_WORKER_CONNECTIONS": str(args.streams + 200),
+        # Room for every stream and, beside them, the players' commands. Both together:
+        # gunicorn refuses to start when the connections do not exceed the streams' bound
+        # by COMMAND_CONNECTIONS (with the default bound, 5,000, it refused 1,200
+        # connections, and the benchmark waited for a server that had exited).
+        "DDZ_MAX_STREAMS": str(args.streams + 100),
+        "DDZ_WORKER_CONNECTIONS": str(args.streams + 100 + COMMAND_CONNECTIONS),
     }
     procs: list[subprocess.Popen] = []
     stop = threading.Event()
@@ -247,6 +251,7 @@ def run(args: argparse.Namespace) -> None:
         )
         procs.append(api)
         while True:
+            assert api.poll() is None, f"the API exited ({api.returncode}): see --api-log"
             try:
                 if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
                     break
