@@ -25,9 +25,14 @@ from typing import Any
 from ..game import State
 from ..game.events import Settled
 from ..store import Notifier, ReaderFailed
-from .feed import HELD_SECONDS, Cursor, PlayerFeed
+from .feed import Cursor, PlayerFeed
 
 log = logging.getLogger(__name__)
+
+#: How long the reader waits before reading again when committed events are held back
+#: behind an older transaction still running: shorter than a long poll's wait
+#: (service.app.feed.HELD_SECONDS), since this is one reader for the whole process.
+HELD_SECONDS = 0.005
 
 
 class PlayerSubscription:
