@@ -399,6 +399,23 @@ def test_the_player_stream_says_your_turn_once_each_and_resumes_without_gaps(api
     assert r.status_code == 400 and r.json["code"] == "invalid_last_event_id"
 
 
+def test_a_cursor_from_the_future_is_refused_not_waited_for(api, rconn, jobs_env):
+    _, token = new_player(api, "future")
+    new_table(api, token)
+    (seated,) = feed(api, token)["items"]
+    xid, position, n = seated["id"].split("-")
+    # A transaction id the database has not reached: read after it, the stream would skip
+    # everything until the database got that far.
+    future = f"{int(xid) + 10**9}-{position}-{n}"
+    r = api.get("/v1/me/events", query_string={"after": future}, headers=bearer(token))
+    assert r.status_code == 422 and r.json["code"] == "cursor_unknown", r.json
+    r = api.get("/v1/me/stream", headers={**bearer(token), "Last-Event-ID": future})
+    assert r.status_code == 400 and r.json["code"] == "cursor_unknown", r.json
+    # An id the stream gave is known, whatever its position and index.
+    assert feed(api, token, seated["id"])["items"] == []
+    assert feed(api, token, f"{xid}-{int(position) + 10**6}-999")["items"] == []
+
+
 def test_pages_read_on_past_events_that_hold_nothing_for_the_player(
     api, rconn, jobs_env, monkeypatch
 ):

@@ -197,7 +197,10 @@ class FeedQuery(ma.Schema):
     after = f.String(
         load_default=None,
         validate=validate.Regexp(ITEM_ID),
-        metadata={"description": "The `id` of the last item received; none: from the first"},
+        metadata={
+            "description": "The `id` of the last item received; none: from the first (an id "
+            "past anything that exists: 422 `cursor_unknown`)"
+        },
     )
     wait = f.Float(
         load_default=0,
@@ -284,6 +287,15 @@ def _cursor_of(text: str | None) -> Cursor | None:
         raise ApiError(
             400, "invalid_last_event_id", "Last-Event-ID must be an id sent by this stream"
         )
+    return _known(cursor, 400)
+
+
+def _known(cursor: Cursor, status: int) -> Cursor:
+    """The cursor, unless it is past anything that exists (``status``: the problem's)."""
+    if services().feed.from_future(cursor):
+        raise ApiError(
+            status, "cursor_unknown", "no item has this id yet: send the id of an item received"
+        )
     return cursor
 
 
@@ -359,9 +371,9 @@ def my_events(query):
     of the last item received gives what follows, with nothing missed or repeated; with
     ``wait``, waits up to that many seconds for the next (long-polling)."""
     who = player()
-    after = query["after"]
+    after = None if query["after"] is None else Cursor.parse(query["after"])
     items, resume = _read_until(
-        who.player or "", Cursor.parse(after) if after else None, {}, query["wait"]
+        who.player or "", None if after is None else _known(after, 422), {}, query["wait"]
     )
     # Past the events read, with or without items: the next page reads on from there.
     return {"items": items, "last_id": None if resume is None else str(resume)}
@@ -374,7 +386,8 @@ def my_events(query):
         description="The items of `GET /v1/me/events` as they happen, each with `id:` its id "
         "and `event:` its type. It starts with a `ready` event whose `id` marks the present (an "
         "item committed a moment before may still follow it: never is one missed); a "
-        "reconnection with `Last-Event-ID` resumes after that id with nothing lost or repeated. "
+        "reconnection with `Last-Event-ID` resumes after that id with nothing lost or repeated "
+        "(an id past anything that exists is refused: 400 `cursor_unknown`). "
         "Comments keep a quiet connection alive; the server closes the stream after a while (at "
         "once when the server process is stopping), and the client reconnects.",
         schema=PLAYER_STREAM_EVENT,

@@ -60,6 +60,11 @@ class PlayerFeed:
         self.store = store
         self.feed = feed
 
+    def from_future(self, cursor: Cursor) -> bool:
+        """Whether the cursor is past anything that exists (no stream gave it): read after
+        it, a stream would skip whatever commits until the database gets that far."""
+        return cursor.xid > self.feed.next_xid()
+
     def now(self) -> Cursor:
         """A cursor before everything that commits from now on."""
         return Cursor(self.feed.horizon(), 0, 0)

@@ -89,6 +89,18 @@ class Feed:
         there gets everything that commits from now on."""
         return retried(self.pool, _horizon)
 
+    def next_xid(self) -> int:
+        """The transaction id the next transaction to write will get, at the earliest: no
+        event has one above it yet."""
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+            ).fetchone(),
+        )
+        assert row is not None
+        return int(row[0])
+
     def first(self, player: str) -> tuple[int, int] | None:
         """Where the player's events start: (xid, position) of its first, if any (read by
         its streams, not by scanning every event before it)."""
