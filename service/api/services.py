@@ -15,6 +15,7 @@ from ..app.tables import Tables
 from ..app.work import enqueuer, table_enqueuer
 from ..config import Config
 from ..store import EventStore, Fanout, Notifier, Players, StateCache, open_pool
+from ..store.creations import CreationKeys
 from ..store.feed import Feed
 from ..store.operators import Operators
 from ..store.tables import TableStore
@@ -34,6 +35,7 @@ class Services:
     tables: Tables
     feed: PlayerFeed
     feed_fanout: FeedFanout
+    creation_keys: CreationKeys
 
     @classmethod
     def open(cls, config: Config) -> Services:
@@ -60,6 +62,7 @@ class Services:
             tables=Tables(store, TableStore(store), commands, table_enqueuer(connection)),
             feed=feed,
             feed_fanout=FeedFanout(feed, notifier),
+            creation_keys=CreationKeys(pool),
         )
 
     def close(self) -> None:
