@@ -6,12 +6,12 @@ started gets exactly what it missed. Over real HTTP, with real RQ jobs (burst mo
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 from api_support import open_sse, sse_messages
 from servers import serving
+from test_stream_fanout import wait_for
 from test_tables import choose, feed, join, new_table
 from test_workers import (  # noqa: F401 - fixtures, used by name
     bearer,
@@ -32,13 +32,6 @@ def served(worker_database_url, worker_redis_url):
     with serving(app) as base:
         yield base, app
     app.extensions["ddz"].close()
-
-
-def wait_for(condition, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def items(response) -> Iterator[dict]:
