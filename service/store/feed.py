@@ -172,13 +172,15 @@ class Feed:
             horizon = _horizon(conn)
             if until is not None:
                 horizon = min(horizon, until)
-            rows = conn.execute(sql, {**params, "horizon": str(horizon)}).fetchall()
-            held = conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= %s::text::xid8"
-                " AND (xid, position) > (%s::text::xid8, %s))",
-                (str(horizon), params["xid"], params["position"]),
-            ).fetchone()
-            return rows, bool(held and held[0]), horizon
+            with conn.pipeline():  # both in one round trip
+                found = conn.execute(sql, {**params, "horizon": str(horizon)})
+                later = conn.execute(
+                    "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= %s::text::xid8"
+                    " AND (xid, position) > (%s::text::xid8, %s))",
+                    (str(horizon), params["xid"], params["position"]),
+                )
+            held = later.fetchone()
+            return found.fetchall(), bool(held and held[0]), horizon
 
         return retried(self.pool, read)
 
