@@ -325,6 +325,8 @@ def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: flo
 def _stream_items(
     player_id: str, after: Cursor | None, subscription: PlayerSubscription
 ) -> Iterator[str]:
+    """The stream's messages after ``after`` (from the present without it): read here up
+    to where the subscription starts, then handed over by the process's reader."""
     feed, notifier, config = services().feed, services().notifier, services().config
     start = subscription.start
     if start is None:
@@ -411,7 +413,6 @@ def my_stream():
         raise too_many_streams(exc) from None
 
     def generate() -> Iterator[str]:
-        nonlocal after
         yield RETRY
         # The process's reader hands the stream the player's items from where it joins
         # (service/app/feed_fanout.py); the stream reads those before that itself.
