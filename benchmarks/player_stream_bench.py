@@ -2,7 +2,7 @@
 with many players' streams open on one API instance.
 
     python benchmarks/player_stream_bench.py [--streams 1000] [--active 50] [--seconds 45]
-        [--warmup 20]
+        [--warmup 20] [--own-postgres]
 
 Uses a fresh database on --admin-url and a Redis server of its own (dropped and stopped at
 the end), runs the API as ``ddz serve`` does (gunicorn, gevent workers; ``--api-workers``
@@ -19,22 +19,31 @@ The figure: for each ``your_turn`` an active player reads in the ``--seconds`` a
 ``at`` (recorded in the appending transaction, so a little before its commit: the figure
 is an upper bound) to the moment the client reads it, on this machine's one clock.
 Target: p99 <= 100 ms with 1,000 streams. Raises the open-file limit as far as allowed.
+
+The feed's horizon is the PostgreSQL server's (docs/tables.md): on a server shared with
+other work, another database's long transaction holds every item back, and the figures
+show it (the benchmark reports such transactions). ``--own-postgres`` runs the benchmark on
+a PostgreSQL server of its own (the embedded one of ``ddz serve``), as the service should.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
 import resource
 import selectors
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -48,6 +57,8 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.table_bench import choose, free_port, redis_server  # noqa: E402
 from benchmarks.worker_bench import fresh_database, percentile, start_workers  # noqa: E402
+from service import embedded  # noqa: E402
+from service.config import COMMAND_CONNECTIONS  # noqa: E402
 from service.game import Table  # noqa: E402
 from service.store import Players, open_pool  # noqa: E402
 from service.store.events import EventStore  # noqa: E402
@@ -205,6 +216,23 @@ def cpu_seconds(procs: list[subprocess.Popen], database: str) -> dict[str, float
     }
 
 
+@contextlib.contextmanager
+def own_postgres() -> Iterator[str]:
+    """A PostgreSQL server of the benchmark's own, in a temporary directory: its URL."""
+    data = Path(tempfile.mkdtemp(prefix="ddz-player-stream-"))
+    sockets = embedded.socket_dir(data)
+    sockets.mkdir(mode=0o700, parents=True)
+    child = None
+    try:
+        child, url = embedded.postgres(data, sockets, lambda: False)
+        yield url
+    finally:
+        if child is not None:
+            embedded.stop([child])
+        shutil.rmtree(sockets, ignore_errors=True)
+        shutil.rmtree(data, ignore_errors=True)
+
+
 def run(args: argparse.Namespace) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -219,9 +247,12 @@ def run(args: argparse.Namespace) -> None:
         "DDZ_RATE_LIMITS": "false",
         "DDZ_OPERATOR_TOKEN": OPERATOR,
         "DDZ_STREAM_SECONDS": str(args.seconds * 4),
-        # gunicorn's default (1000 connections a process) would leave no room beside the
-        # streams for the players' commands.
-        "DDZ_WORKER_CONNECTIONS": str(args.streams + 200),
+        # Room for every stream and, beside them, the players' commands. Both together:
+        # gunicorn refuses to start when the connections do not exceed the streams' bound
+        # by COMMAND_CONNECTIONS (with the default bound, 5,000, it refused 1,200
+        # connections, and the benchmark waited for a server that had exited).
+        "DDZ_MAX_STREAMS": str(args.streams + 100),
+        "DDZ_WORKER_CONNECTIONS": str(args.streams + 100 + COMMAND_CONNECTIONS),
     }
     procs: list[subprocess.Popen] = []
     stop = threading.Event()
@@ -247,6 +278,7 @@ def run(args: argparse.Namespace) -> None:
         )
         procs.append(api)
         while True:
+            assert api.poll() is None, f"the API exited ({api.returncode}): see --api-log"
             try:
                 if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
                     break
@@ -366,7 +398,17 @@ def main() -> None:
     parser.add_argument("--actors", type=int, default=8, help="client threads that act")
     parser.add_argument("--api-log", help="a file for the API's log (default: none)")
     parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    run(parser.parse_args())
+    parser.add_argument(
+        "--own-postgres",
+        action="store_true",
+        help="a PostgreSQL server of its own (embedded), not --admin-url's",
+    )
+    args = parser.parse_args()
+    if args.own_postgres:
+        with own_postgres() as args.admin_url:
+            run(args)
+    else:
+        run(args)
 
 
 if __name__ == "__main__":

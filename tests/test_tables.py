@@ -17,6 +17,7 @@ from test_workers import (  # noqa: F401 - fixtures, used by name
     api,
     bearer,
     db,
+    drain,
     jobs_env,
     new_player,
     rconn,
@@ -187,6 +188,25 @@ def test_bots_fill_the_empty_seats_after_bots_after_and_a_leaver_is_freed_at_han
     assert again["seats"][1]["bot"] is True and again["match_id"] not in (None, match_id)
     board = {row["player"]: Decimal(row["net"]) for row in again["scoreboard"]}
     assert board == {p: ledger_of(db, p, [match_id]) for p in (alone_id, other_id)}
+
+
+def test_a_player_who_did_nothing_for_a_whole_hand_leaves_with_it(api, rconn, jobs_env):
+    _, gone = new_player(api, "gone")
+    table_id = new_table(api, gone, bots_after=0, next_hand_seconds=0, turn_seconds=1)["table_id"]
+    run_burst(rconn)  # the bots take the other seats, and the hand is dealt
+    # The player does nothing: its first turn times out, the system plays the rest.
+    drain(rconn, until=lambda: table(api, table_id, gone)["hands"] == 1)
+    after = table(api, table_id, gone)
+    assert after["seats"][0] is None and after["match_id"] is None
+    kinds = [i["type"] for i in feed(api, gone)["items"]]
+    assert kinds[-3:] == ["hand_ended", "settled", "left"] and "taken_over" in kinds
+    # Nobody is left to deal to: the table deals no other hand.
+    sweeper.scan_tables()
+    run_burst(rconn)
+    assert table(api, table_id, gone)["match_id"] is None
+    assert table_id not in [
+        t["table_id"] for t in api.get("/v1/me/tables", headers=bearer(gone)).json["tables"]
+    ]
 
 
 def test_leaving_between_hands_frees_the_seat_at_once(api, rconn, jobs_env):
@@ -397,6 +417,23 @@ def test_the_player_stream_says_your_turn_once_each_and_resumes_without_gaps(api
     assert [m["event"] for m in got] == kinds[3:]
     r = api.get("/v1/me/stream", headers={**bearer(token), "Last-Event-ID": "nope"})
     assert r.status_code == 400 and r.json["code"] == "invalid_last_event_id"
+
+
+def test_a_cursor_from_the_future_is_refused_not_waited_for(api, rconn, jobs_env):
+    _, token = new_player(api, "future")
+    new_table(api, token)
+    (seated,) = feed(api, token)["items"]
+    xid, position, n = seated["id"].split("-")
+    # A transaction id the database has not reached: read after it, the stream would skip
+    # everything until the database got that far.
+    future = f"{int(xid) + 10**9}-{position}-{n}"
+    r = api.get("/v1/me/events", query_string={"after": future}, headers=bearer(token))
+    assert r.status_code == 422 and r.json["code"] == "cursor_unknown", r.json
+    r = api.get("/v1/me/stream", headers={**bearer(token), "Last-Event-ID": future})
+    assert r.status_code == 400 and r.json["code"] == "cursor_unknown", r.json
+    # An id the stream gave is known, whatever its position and index.
+    assert feed(api, token, seated["id"])["items"] == []
+    assert feed(api, token, f"{xid}-{int(position) + 10**6}-999")["items"] == []
 
 
 def test_pages_read_on_past_events_that_hold_nothing_for_the_player(

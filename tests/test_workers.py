@@ -85,9 +85,7 @@ def worker_app(database_url: str, redis_url: str, **overrides):
             database_url=database_url,
             redis_url=redis_url,
             operator_token=OPERATOR_TOKEN,
-            stream_seconds=3.0,
-            keepalive_seconds=0.5,
-            **overrides,
+            **{"stream_seconds": 3.0, "keepalive_seconds": 0.5, **overrides},
         )
     )
 

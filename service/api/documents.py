@@ -34,6 +34,7 @@ STATUS_OF = {
     "table_full": 409,
     "ticket_waiting": 409,
     "ticket_seated": 409,
+    "idempotency_key_in_use": 409,
 }
 
 

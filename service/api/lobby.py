@@ -12,6 +12,7 @@ from ..store import StoreError
 from ..store.tables import Ticket, TicketNotFound
 from . import schemas
 from .auth import player
+from .creations import created
 from .documents import documented, game_error
 from .routing import Blueprint
 from .services import services
@@ -77,22 +78,28 @@ def _own(ticket_id) -> Ticket:
 @bp.arguments(
     TicketCreate(), required=False, description="Without a body, every option takes its default"
 )
+@bp.arguments(schemas.IdempotencyHeader(), location="headers", as_kwargs=True)
 @bp.response(201, TicketDocument)
 @bp.doc(**documented(401, 403, 409, 422))
-def create_ticket(body):
+def create_ticket(body, key=None):
     """Wait for a table: four tickets with the same settings are seated together at a new
     table at once; a ticket that allows bots gets them after the lobby's wait. A player has
-    one waiting ticket at a time."""
+    one waiting ticket at a time. With an ``Idempotency-Key`` header a retry gets the first
+    answer (even once the ticket is seated) and creates nothing."""
     who = player()
-    try:
-        table = Table.build(body["ruleset"], body["unit"], body["cap"])
-        ticket = services().tables.table_store.create_ticket(
-            who.player_id, table.to_json(), body["allow_bots"]
-        )
-    except (GameError, StoreError) as exc:
-        raise game_error(exc) from None
-    wake_lobby(services().redis, ticket.ticket_id)
-    return ticket_document(ticket)
+
+    def create() -> dict:
+        try:
+            table = Table.build(body["ruleset"], body["unit"], body["cap"])
+            ticket = services().tables.table_store.create_ticket(
+                who.player_id, table.to_json(), body["allow_bots"]
+            )
+        except (GameError, StoreError) as exc:
+            raise game_error(exc) from None
+        wake_lobby(services().redis, ticket.ticket_id)
+        return ticket_document(ticket)
+
+    return created("POST /v1/lobby/tickets", key, TicketDocument(), create)
 
 
 @bp.route("/tickets/<uuid:ticket_id>", methods=["GET"])

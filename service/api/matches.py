@@ -44,6 +44,7 @@ from ..store import (
 )
 from . import encoding, schemas
 from .auth import Caller, audited, caller, player
+from .creations import created
 from .documents import (
     documented,
     event_documents,
@@ -124,18 +125,26 @@ def execute(request: CommandRequest) -> Outcome:
     required=False,
     description="Without a body, every option takes its default",
 )
+@bp.arguments(schemas.IdempotencyHeader(), location="headers", as_kwargs=True)
 @bp.response(201, schemas.Match)
-@bp.doc(**documented(401, 403, 422))
-def create_match(body):
-    """Create a match (a table for one hand) with its ruleset and money options."""
+@bp.doc(**documented(401, 403, 409, 422))
+def create_match(body, key=None):
+    """Create a match (a table for one hand) with its ruleset and money options. With an
+    ``Idempotency-Key`` header a retry gets the first answer and creates nothing."""
     player()
     table = table_of(body)
-    match_id = uuid.uuid4()
-    outcome = execute(
-        CommandRequest(match_id, lambda state: CreateMatch(str(match_id), table), new_match=True)
-    )
-    at = outcome.last_recorded_at
-    return match_document(outcome.state, at, at)
+
+    def create() -> dict:
+        match_id = uuid.uuid4()
+        outcome = execute(
+            CommandRequest(
+                match_id, lambda state: CreateMatch(str(match_id), table), new_match=True
+            )
+        )
+        at = outcome.last_recorded_at
+        return match_document(outcome.state, at, at)
+
+    return created("POST /v1/matches", key, schemas.Match(), create)
 
 
 @bp.route("", methods=["GET"])

@@ -11,8 +11,9 @@ import marshmallow as ma
 from marshmallow import fields as f
 from marshmallow import validate
 
-from ..app.feed import Cursor
-from ..store import TooManySubscriptions, ledger
+from ..app.feed import HELD_SECONDS, Cursor
+from ..app.feed_fanout import PlayerSubscription
+from ..store import ReaderFailed, TooManySubscriptions, ledger
 from . import schemas
 from .auth import player
 from .documents import (
@@ -175,11 +176,6 @@ def my_tables():
 
 # The player's own stream
 
-#: How long a stream sleeps before reading again when committed events are held back
-#: behind an older transaction that is still running.
-HELD_SECONDS = 0.02
-
-
 ITEM_TYPES = ["seated", "left", "hand_started", "your_turn", "taken_over", "hand_ended", "settled"]
 #: An item's id: ``<xid>-<position>-<n>`` (service.app.feed.Cursor).
 ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"
@@ -189,7 +185,10 @@ class FeedQuery(ma.Schema):
     after = f.String(
         load_default=None,
         validate=validate.Regexp(ITEM_ID),
-        metadata={"description": "The `id` of the last item received; none: from the first"},
+        metadata={
+            "description": "The `id` of the last item received; none: from the first (an id "
+            "past anything that exists: 422 `cursor_unknown`)"
+        },
     )
     wait = f.Float(
         load_default=0,
@@ -276,6 +275,15 @@ def _cursor_of(text: str | None) -> Cursor | None:
         raise ApiError(
             400, "invalid_last_event_id", "Last-Event-ID must be an id sent by this stream"
         )
+    return _known(cursor, 400)
+
+
+def _known(cursor: Cursor, status: int) -> Cursor:
+    """The cursor, unless it is past anything that exists (``status``: the problem's)."""
+    if services().feed.from_future(cursor):
+        raise ApiError(
+            status, "cursor_unknown", "no item has this id yet: send the id of an item received"
+        )
     return cursor
 
 
@@ -302,6 +310,45 @@ def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: flo
             woken.wait(min(HELD_SECONDS, remaining) if more else remaining)
 
 
+def _stream_items(
+    player_id: str, after: Cursor | None, subscription: PlayerSubscription
+) -> Iterator[str]:
+    """The stream's messages after ``after`` (from the present without it): read here up
+    to where the subscription starts, then handed over by the process's reader."""
+    feed, notifier, config = services().feed, services().notifier, services().config
+    start = subscription.start
+    if start is None:
+        return  # the reader failed: the client reconnects, and gets a new one
+    if after is None:
+        after = feed.now()
+        yield sse("ready", {}, str(after))
+    states: dict = {}
+    while after < start:
+        items, _, resume = feed.items(player_id, after, states, until=start.xid)
+        assert resume is not None  # it reads on from a cursor
+        after = resume
+        for item in items:
+            yield sse(item["type"], ITEM.dump(item), item["id"])
+    ends = time.monotonic() + config.stream_seconds
+    while not notifier.draining and time.monotonic() < ends:
+        try:
+            items = subscription.next(
+                max(0.0, min(config.keepalive_seconds, ends - time.monotonic()))
+            )
+        except ReaderFailed:
+            return  # the client reconnects, and its stream gets a new reader
+        sent = False
+        for item in items:
+            cursor = Cursor.parse(item["id"])
+            assert cursor is not None
+            if after < cursor:  # a stream that started after the reader's start
+                after, sent = cursor, True
+                yield sse(item["type"], ITEM.dump(item), item["id"])
+        if not sent:
+            # A quiet stream: kept alive without reading (it costs the database nothing).
+            yield KEEP_ALIVE
+
+
 @bp.route("/events", methods=["GET"])
 @bp.arguments(FeedQuery(), location="query")
 @bp.response(200, Items)
@@ -314,9 +361,9 @@ def my_events(query):
     of the last item received gives what follows, with nothing missed or repeated; with
     ``wait``, waits up to that many seconds for the next (long-polling)."""
     who = player()
-    after = query["after"]
+    after = None if query["after"] is None else Cursor.parse(query["after"])
     items, resume = _read_until(
-        who.player or "", Cursor.parse(after) if after else None, {}, query["wait"]
+        who.player or "", None if after is None else _known(after, 422), {}, query["wait"]
     )
     # Past the events read, with or without items: the next page reads on from there.
     return {"items": items, "last_id": None if resume is None else str(resume)}
@@ -329,7 +376,8 @@ def my_events(query):
         description="The items of `GET /v1/me/events` as they happen, each with `id:` its id "
         "and `event:` its type. It starts with a `ready` event whose `id` marks the present (an "
         "item committed a moment before may still follow it: never is one missed); a "
-        "reconnection with `Last-Event-ID` resumes after that id with nothing lost or repeated. "
+        "reconnection with `Last-Event-ID` resumes after that id with nothing lost or repeated "
+        "(an id past anything that exists is refused: 400 `cursor_unknown`). "
         "Comments keep a quiet connection alive; the server closes the stream after a while (at "
         "once when the server process is stopping), and the client reconnects.",
         schema=PLAYER_STREAM_EVENT,
@@ -347,39 +395,20 @@ def my_stream():
     who = player()
     player_id = who.player or ""
     after = _cursor_of(last_event_id())
-    config = services().config
     try:
         slot = services().fanout.admit()
     except TooManySubscriptions as exc:
         raise too_many_streams(exc) from None
 
     def generate() -> Iterator[str]:
-        nonlocal after
         yield RETRY
-        if after is None:
-            after = services().feed.now()
-            yield sse("ready", {}, str(after))
-        states: dict = {}
-        notifier = services().notifier
-        ends = time.monotonic() + config.stream_seconds
-        while not notifier.draining and time.monotonic() < ends:
-            with notifier.watch_all(_watched(player_id)) as woken:
-                items, more, after = services().feed.items(player_id, after, states)
-                for item in items:
-                    yield sse(item["type"], ITEM.dump(item), item["id"])
-                if items:
-                    continue
-                # Nothing new: wait for a wake-up, keeping the connection alive meanwhile
-                # without reading (a quiet stream costs the database nothing), or shortly
-                # when committed events are held back behind an older transaction.
-                while not woken.wait(
-                    HELD_SECONDS
-                    if more
-                    else max(0.0, min(config.keepalive_seconds, ends - time.monotonic()))
-                ):
-                    if more or notifier.draining or time.monotonic() >= ends:
-                        break
-                    yield KEEP_ALIVE
+        # The process's reader hands the stream the player's items from where it joins
+        # (service/app/feed_fanout.py); the stream reads those before that itself.
+        subscription = services().feed_fanout.subscribe(player_id)
+        try:
+            yield from _stream_items(player_id, after, subscription)
+        finally:
+            subscription.close()
 
     response = event_stream(generate())
     response.call_on_close(slot.close)  # also when the stream never starts

@@ -10,10 +10,12 @@ from psycopg_pool import ConnectionPool
 
 from ..app.commands import Commands
 from ..app.feed import PlayerFeed
+from ..app.feed_fanout import FeedFanout
 from ..app.tables import Tables
 from ..app.work import enqueuer, table_enqueuer
 from ..config import Config
 from ..store import EventStore, Fanout, Notifier, Players, StateCache, open_pool
+from ..store.creations import CreationKeys
 from ..store.feed import Feed
 from ..store.operators import Operators
 from ..store.tables import TableStore
@@ -32,6 +34,8 @@ class Services:
     redis: redis.Redis
     tables: Tables
     feed: PlayerFeed
+    feed_fanout: FeedFanout
+    creation_keys: CreationKeys
 
     @classmethod
     def open(cls, config: Config) -> Services:
@@ -44,6 +48,7 @@ class Services:
         # After an append, the work the new state calls for (a bot turn) goes on the queue.
         commands = Commands(store, enqueuer(connection))
         notifier = Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget)
+        feed = PlayerFeed(store, Feed(pool))
         return cls(
             config=config,
             pool=pool,
@@ -55,7 +60,9 @@ class Services:
             fanout=Fanout(store, notifier, config.max_streams),
             redis=connection,
             tables=Tables(store, TableStore(store), commands, table_enqueuer(connection)),
-            feed=PlayerFeed(store, Feed(pool)),
+            feed=feed,
+            feed_fanout=FeedFanout(feed, notifier),
+            creation_keys=CreationKeys(pool),
         )
 
     def close(self) -> None:

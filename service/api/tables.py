@@ -17,6 +17,7 @@ from ..store import StoreError
 from ..store.tables import TableLoaded
 from . import schemas
 from .auth import caller, player
+from .creations import created
 from .documents import bot_account_of, documented, game_error, name_of, profiles, table_of
 from .routing import Blueprint
 from .services import services
@@ -158,27 +159,33 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
 @bp.arguments(
     TableCreate(), required=False, description="Without a body, every option takes its default"
 )
+@bp.arguments(schemas.IdempotencyHeader(), location="headers", as_kwargs=True)
 @bp.response(201, TableDocument)
-@bp.doc(**documented(401, 403, 422))
-def create_table(body):
-    """Create a table and take its first seat. A private table answers with its invite code."""
+@bp.doc(**documented(401, 403, 409, 422))
+def create_table(body, key=None):
+    """Create a table and take its first seat. A private table answers with its invite code.
+    With an ``Idempotency-Key`` header a retry gets the first answer and creates nothing."""
     who = player()
     config = services().config
     next_hand = body["next_hand_seconds"]
     table = table_of(body)
-    try:
-        loaded = services().tables.create(
-            table,
-            TableOptions(
-                body["private"],
-                body["bots_after"],
-                config.table_next_hand_seconds if next_hand is None else next_hand,
-            ),
-            who.player,
-        )
-    except (GameError, StoreError) as exc:
-        raise game_error(exc) from None
-    return table_document(loaded, who.player)
+
+    def create() -> dict:
+        try:
+            loaded = services().tables.create(
+                table,
+                TableOptions(
+                    body["private"],
+                    body["bots_after"],
+                    config.table_next_hand_seconds if next_hand is None else next_hand,
+                ),
+                who.player,
+            )
+        except (GameError, StoreError) as exc:
+            raise game_error(exc) from None
+        return table_document(loaded, who.player)
+
+    return created("POST /v1/tables", key, TableDocument(), create)
 
 
 def _load(table_id: uuid.UUID) -> TableLoaded:
@@ -200,16 +207,22 @@ def get_table(table_id):
 
 @bp.route("/<uuid:table_id>/seats", methods=["POST"])
 @bp.arguments(JoinRequest(), required=False, description="A private table needs its invite code")
+@bp.arguments(schemas.IdempotencyHeader(), location="headers", as_kwargs=True)
 @bp.response(201, TableDocument)
 @bp.doc(**documented(401, 403, 404, 409, 422))
-def join_table(body, table_id):
-    """Take a free seat. When the fourth is taken the next hand is dealt to the four."""
+def join_table(body, table_id, key=None):
+    """Take a free seat. When the fourth is taken the next hand is dealt to the four. With
+    an ``Idempotency-Key`` header a retry gets the first answer and takes no other seat."""
     who = player()
-    try:
-        loaded = services().tables.join(table_id, who.player or "", body["invite"])
-    except (GameError, StoreError) as exc:
-        raise game_error(exc) from None
-    return table_document(loaded, who.player)
+
+    def create() -> dict:
+        try:
+            loaded = services().tables.join(table_id, who.player or "", body["invite"])
+        except (GameError, StoreError) as exc:
+            raise game_error(exc) from None
+        return table_document(loaded, who.player)
+
+    return created(f"POST /v1/tables/{table_id}/seats", key, TableDocument(), create)
 
 
 @bp.route("/<uuid:table_id>/leave", methods=["POST"])

@@ -30,10 +30,13 @@ from ..store.feed import Feed, FeedEvent
 
 #: Events read per round trip.
 BATCH = 200
+#: How long a reader sleeps before reading again when committed events are held back
+#: behind an older transaction that is still running.
+HELD_SECONDS = 0.02
 _ID = re.compile(r"^(\d{1,20})-(\d{1,20})-(\d{1,3})$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Cursor:
     """After the item ``index`` of the event at (xid, position)."""
 
@@ -57,35 +60,41 @@ class PlayerFeed:
         self.store = store
         self.feed = feed
 
+    def from_future(self, cursor: Cursor) -> bool:
+        """Whether the cursor is past anything that exists (no stream gave it): read after
+        it, a stream would skip whatever commits until the database gets that far."""
+        return cursor.xid > self.feed.next_xid()
+
     def now(self) -> Cursor:
         """A cursor before everything that commits from now on."""
         return Cursor(self.feed.horizon(), 0, 0)
 
     def items(
-        self, player: str, after: Cursor | None, states: dict[uuid.UUID, State]
+        self,
+        player: str,
+        after: Cursor | None,
+        states: dict[uuid.UUID, State],
+        until: int | None = None,
     ) -> tuple[list[dict[str, Any]], bool, Cursor | None]:
         """The items after ``after`` (from the start without it); whether more may be
         held back behind a running transaction; and where the next read may start (past
         the last item, and past the events already read that had none for the player).
-        ``states`` keeps the matches' states from one call to the next (a stream's)."""
+        ``states`` keeps the matches' states from one call to the next (a stream's).
+        ``until``: a horizon to read below instead of the present one."""
         if after is None:
             first = self.feed.first(player)
             if first is None:
                 return [], False, None
             after = Cursor(*first, -1)
-        xid, position, index = after.xid, after.position, after.index
-        # From the cursor's own event, whose items after ``index`` are still to come.
-        found, held, horizon = self.feed.read(player, xid, position, BATCH)
+        # From the cursor's own event, whose items after its index are still to come.
+        found, held, horizon = self.feed.read(player, after.xid, after.position, BATCH, until)
         items: list[dict[str, Any]] = []
         mine: list[dict[str, Any]] = []
         for fe in found:
-            mine = list(self._items_of(player, fe, states))
-            for n, item in enumerate(mine):
-                if (fe.xid, fe.stored.position) == (xid, position) and n <= index:
-                    continue
-                item["id"] = str(Cursor(fe.xid, fe.stored.position, n))
-                item["at"] = fe.stored.recorded_at
-                items.append(item)
+            mine = self.items_of(player, fe, self.state_at(fe, states))
+            items += (
+                item for n, item in enumerate(mine) if after < Cursor(fe.xid, fe.stored.position, n)
+            )
         full = len(found) == BATCH
         if full:
             # After the last event read (an event with no item for the player: after its
@@ -97,9 +106,12 @@ class PlayerFeed:
             resume = max(after, Cursor(horizon, 0, 0), key=lambda c: (c.xid, c.position))
         return items, held or full, resume
 
-    def _state_at(
-        self, match_id: uuid.UUID, fe: FeedEvent, states: dict[uuid.UUID, State]
-    ) -> State:
+    def state_at(self, fe: FeedEvent, states: dict[uuid.UUID, State]) -> State | None:
+        """The match's state after the event (None for a table's event), from the state
+        before it in ``states`` (else from the store); kept there for the next."""
+        if fe.of_table:
+            return None
+        match_id = fe.stream_id
         known = states.get(match_id)
         version = fe.stored.version
         if known is None or known.version != version - 1:
@@ -109,8 +121,17 @@ class PlayerFeed:
         states[match_id] = state
         return state
 
+    def items_of(self, player: str, fe: FeedEvent, state: State | None) -> list[dict[str, Any]]:
+        """The player's items from the event, with their ids; ``state``: the match's after
+        it (:meth:`state_at`)."""
+        items = list(self._items_of(player, fe, state))
+        for n, item in enumerate(items):
+            item["id"] = str(Cursor(fe.xid, fe.stored.position, n))
+            item["at"] = fe.stored.recorded_at
+        return items
+
     def _items_of(
-        self, player: str, fe: FeedEvent, states: dict[uuid.UUID, State]
+        self, player: str, fe: FeedEvent, state: State | None
     ) -> Iterator[dict[str, Any]]:
         event = fe.stored.event
         if fe.of_table:
@@ -126,8 +147,8 @@ class PlayerFeed:
                     "at_hand_end": event.at_hand_end,
                 }
             return
+        assert state is not None
         match_id = fe.stream_id
-        state = self._state_at(match_id, fe, states)
         seat = next(
             (i for i, s in enumerate(state.seats) if s is not None and s.player == player), None
         )

@@ -38,6 +38,7 @@ from ..game.table_decider import (
     RecordHand,
     StartHand,
     TableCommand,
+    absent_seats,
     decide_all,
 )
 from ..game.table_play import BOTS, DEAL, TableState, due, initial_table
@@ -191,8 +192,9 @@ class Tables:
         if not state.settled or state.result is None:
             return "not settled"
         net = tuple(state.result.settlement.to_json()["net"])
+        absent = absent_seats(s.event for s in self.store.read(match_id, 0))
         try:
-            self.execute(table_id, lambda _: RecordHand(str(match_id), net))
+            self.execute(table_id, lambda _: RecordHand(str(match_id), net, absent))
         except GameError as exc:
             if exc.code == "not_current_hand":
                 return "recorded already"

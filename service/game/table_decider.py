@@ -3,13 +3,23 @@ the match's (its state and ``evolve_table`` are in :mod:`service.game.table_play
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from hmac import compare_digest
 
 from ..rules.deal import SEATS
 from .errors import GameError
-from .events import Event, HandSettled, HandStarted, PlayerJoined, PlayerLeft, TableCreated
+from .events import (
+    PLAYER,
+    Disconnected,
+    Event,
+    HandSettled,
+    HandStarted,
+    PlayerJoined,
+    PlayerLeft,
+    Resumed,
+    TableCreated,
+)
 from .table import Table
 from .table_play import MAX_WAIT_SECONDS, TableState, free_seats, replay_table
 
@@ -54,10 +64,29 @@ class StartHand(TableCommand):
 
 @dataclass(frozen=True, slots=True)
 class RecordHand(TableCommand):
-    """The hand's match is settled with ``net`` per seat."""
+    """The hand's match is settled with ``net`` per seat; the players of the ``absent``
+    seats did nothing in it (:func:`absent_seats`): they leave the table with the hand."""
 
     match_id: str
     net: tuple[str, ...]
+    absent: tuple[int, ...] = ()
+
+
+def absent_seats(events: Iterable[Event]) -> tuple[int, ...]:
+    """The seats of a hand (a match's events) whose player did nothing in it: the system
+    took the seat over at a missed deadline before the player made any decision, and the
+    player never took it back (``resume``). A player gone without leaving would otherwise
+    be dealt hand after hand, each played by the system (and the table never empty)."""
+    timed_out: set[int] = set()
+    present: set[int] = set()
+    for event in events:
+        if isinstance(event, Disconnected) and event.reason == "deadline":
+            timed_out.add(event.seat)
+        elif isinstance(event, Resumed):
+            present.add(event.seat)
+        elif getattr(event, "by", None) == PLAYER:
+            present.add(event.seat)  # type: ignore[attr-defined]  # a decision names its seat
+    return tuple(sorted(timed_out - present))
 
 
 def _wait(value: int | None, name: str) -> None:
@@ -132,7 +161,15 @@ def decide_table(state: TableState, command: TableCommand) -> list[Event]:
             raise GameError("that match is not this table's hand under way", "not_current_hand")
         if len(command.net) != SEATS:
             raise GameError("a net amount per seat is needed", "invalid_net")
-        return [HandSettled(state.hands + 1, command.match_id, command.net)]
+        gone = [
+            PlayerLeft(seat, taken.player, True)
+            for seat in command.absent
+            if (taken := state.seats[seat]) is not None
+            and taken.player is not None
+            and not taken.leaving
+        ]
+        # Left during the hand: their seats are freed with it, as a leave's are.
+        return [*gone, HandSettled(state.hands + 1, command.match_id, command.net)]
     raise GameError(f"unknown table command {command!r}", "unknown_command")
 
 

@@ -35,24 +35,48 @@ class FeedEvent:
 
 
 _HORIZON = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
-_READ = (
+#: What every read of the feed takes of an event, and the joins it needs.
+_EVENT = (
     "SELECT e.xid::text::bigint, e.stream_id, e.version, e.position, e.type, e.schema_version,"
     " e.payload, e.recorded_at,"
     " (e.command_id IS NULL OR n.version IS NULL OR n.command_id IS DISTINCT FROM e.command_id),"
-    " ps.stream_id IS NOT NULL, th.table_id, lt.ticket_id"
+    " th.table_id"
+)
+_FROM = (
     " FROM events e"
     " LEFT JOIN events n ON n.stream_id = e.stream_id AND n.version = e.version + 1"
     " LEFT JOIN table_hands th ON th.match_id = e.stream_id"
-    " LEFT JOIN LATERAL (SELECT s.stream_id FROM player_streams s WHERE s.player_id = %(player)s"
+)
+_RANGE = (
+    " WHERE (e.xid, e.position) >= (%(xid)s::text::xid8, %(position)s)"
+    " AND e.xid < %(horizon)s::text::xid8"
+)
+#: One player's events.
+_READ = (
+    _EVENT + ", ps.stream_id IS NOT NULL, lt.ticket_id" + _FROM + " LEFT JOIN LATERAL"
+    " (SELECT s.stream_id FROM player_streams s WHERE s.player_id = %(player)s"
     " AND s.stream_id = e.stream_id AND e.version >= s.from_version"
     " AND (s.until_version IS NULL OR e.version <= s.until_version) LIMIT 1) ps ON true"
     " LEFT JOIN LATERAL (SELECT t.ticket_id FROM lobby_tickets t WHERE e.type = 'player_joined'"
     " AND t.table_id = e.stream_id AND t.player_id = %(player)s LIMIT 1) lt ON true"
-    " WHERE (e.xid, e.position) >= (%(xid)s::text::xid8, %(position)s)"
-    " AND e.xid < %(horizon)s::text::xid8"
-    " AND (ps.stream_id IS NOT NULL OR EXISTS (SELECT 1 FROM matches m"
+    + _RANGE
+    + " AND (ps.stream_id IS NOT NULL OR EXISTS (SELECT 1 FROM matches m"
     " WHERE m.match_id = e.stream_id AND m.seats @> %(seat)s))"
     " ORDER BY e.xid, e.position LIMIT %(limit)s"
+)
+#: Every event, with the players it concerns: those seated at its match (the match's
+#: seats), or at its table when it was appended (the player's streams), and the lobby
+#: ticket of a joining player.
+_READ_ALL = (
+    _EVENT + ", m.match_id IS NULL, lt.ticket_id, m.seats,"
+    " array(SELECT s.player_id::text FROM player_streams s WHERE s.stream_id = e.stream_id"
+    " AND e.version >= s.from_version"
+    " AND (s.until_version IS NULL OR e.version <= s.until_version))"
+    + _FROM
+    + " LEFT JOIN matches m ON m.match_id = e.stream_id"
+    " LEFT JOIN LATERAL (SELECT t.ticket_id FROM lobby_tickets t WHERE e.type = 'player_joined'"
+    " AND t.table_id = e.stream_id AND t.player_id::text = e.payload->>'player' LIMIT 1) lt"
+    " ON true" + _RANGE + " ORDER BY e.xid, e.position"
 )
 
 
@@ -64,6 +88,18 @@ class Feed:
         """The transaction id below which every transaction has ended: a reader starting
         there gets everything that commits from now on."""
         return retried(self.pool, _horizon)
+
+    def next_xid(self) -> int:
+        """The transaction id the next transaction to write will get, at the earliest: no
+        event has one above it yet."""
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+            ).fetchone(),
+        )
+        assert row is not None
+        return int(row[0])
 
     def first(self, player: str) -> tuple[int, int] | None:
         """Where the player's events start: (xid, position) of its first, if any (read by
@@ -95,13 +131,15 @@ class Feed:
         )
 
     def read(
-        self, player: str, xid: int, position: int, limit: int
+        self, player: str, xid: int, position: int, limit: int, until: int | None = None
     ) -> tuple[list[FeedEvent], bool, int]:
         """The player's events from (xid, position) on, below the horizon; whether events
         committed after it are still held back behind an older running transaction (the
         caller then reads again shortly); and that horizon. Unless ``limit`` events came,
         every event of the player below the horizon has been read: the next read may start
-        there (an idle player's reads then cover only what was appended since the last)."""
+        there (an idle player's reads then cover only what was appended since the last).
+        ``until``: an earlier horizon to stop at (a stream catching up to where the
+        process's reader of every event started, :class:`service.app.feed.FeedReader`)."""
         params = {
             "player": player,
             "xid": str(xid),
@@ -109,33 +147,54 @@ class Feed:
             "seat": Jsonb([{"player": player}]),
             "limit": limit,
         }
+        rows, held, horizon = self._below_horizon(_READ, params, until)
+        return [_feed_event(row) for row in rows], held, horizon
 
+    def read_all(
+        self, xid: int, position: int
+    ) -> tuple[list[tuple[FeedEvent, frozenset[str]]], bool, int]:
+        """As :meth:`read`, every event, each with the players it concerns (for
+        ``ticket_id``, the joining player's ticket), and all of them below the horizon."""
+        params = {"xid": str(xid), "position": position}
+        rows, held, horizon = self._below_horizon(_READ_ALL, params, None)
+        found = []
+        for row in rows:
+            seated = {s["player"] for s in row[12] or () if s and s.get("player")}
+            found.append((_feed_event(row), frozenset(seated.union(row[13]))))
+        return found, held, horizon
+
+    def _below_horizon(
+        self, sql: str, params: dict[str, Any], until: int | None
+    ) -> tuple[list[tuple[Any, ...]], bool, int]:
         def read(conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], bool, int]:
             # An earlier snapshot's horizon: every transaction below it had ended before
             # the read's own snapshot was taken.
             horizon = _horizon(conn)
-            rows = conn.execute(_READ, {**params, "horizon": str(horizon)}).fetchall()
-            held = conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= %s::text::xid8"
-                " AND (xid, position) > (%s::text::xid8, %s))",
-                (str(horizon), str(xid), position),
-            ).fetchone()
-            return rows, bool(held and held[0]), horizon
+            if until is not None:
+                horizon = min(horizon, until)
+            with conn.pipeline():  # both in one round trip
+                found = conn.execute(sql, {**params, "horizon": str(horizon)})
+                later = conn.execute(
+                    "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= %s::text::xid8"
+                    " AND (xid, position) > (%s::text::xid8, %s))",
+                    (str(horizon), params["xid"], params["position"]),
+                )
+            held = later.fetchone()
+            return found.fetchall(), bool(held and held[0]), horizon
 
-        rows, held, horizon = retried(self.pool, read)
-        found = [
-            FeedEvent(
-                row[0],
-                row[1],
-                StoredEvent(row[2], row[3], Event.from_payload(row[4], row[5], row[6]), row[7]),
-                row[8],
-                row[9],
-                row[10],
-                row[11],
-            )
-            for row in rows
-        ]
-        return found, held, horizon
+        return retried(self.pool, read)
+
+
+def _feed_event(row: tuple[Any, ...]) -> FeedEvent:
+    return FeedEvent(
+        row[0],
+        row[1],
+        StoredEvent(row[2], row[3], Event.from_payload(row[4], row[5], row[6]), row[7]),
+        row[8],
+        row[10],
+        row[9],
+        row[11],
+    )
 
 
 def _horizon(conn: psycopg.Connection) -> int:

@@ -35,6 +35,8 @@ class Notifier:
         self._on_event = on_event
         self._on_revoked = on_revoked
         self._waiters: dict[uuid.UUID, set[threading.Event]] = {}
+        #: Woken by every notification (a reader of every stream: the players' feed).
+        self._every: set[threading.Event] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._draining = threading.Event()
@@ -69,6 +71,20 @@ class Notifier:
                         if not waiters:
                             del self._waiters[stream_id]
 
+    @contextmanager
+    def watch_every(self) -> Iterator[threading.Event]:
+        """As :meth:`watch`, set when any stream gets an event (or a player is woken)."""
+        woken = threading.Event()
+        if self.draining:
+            woken.set()
+        with self._lock:
+            self._every.add(woken)
+        try:
+            yield woken
+        finally:
+            with self._lock:
+                self._every.discard(woken)
+
     @property
     def draining(self) -> bool:
         """The process is stopping: readers should send what they have and end."""
@@ -87,6 +103,7 @@ class Notifier:
                 targets = [w for ws in self._waiters.values() for w in ws]
             else:
                 targets = list(self._waiters.get(match_id, ()))
+            targets += self._every
         for woken in targets:
             woken.set()
 

@@ -132,55 +132,60 @@ class TableStore:
                     )
                     for version_, position, type_, schema, payload, recorded_at in rows
                 ]
-                conn.execute(
-                    "INSERT INTO tables AS t (table_id, version, private, seats, match_id, hands, due, due_at)"
-                    " VALUES (%(table)s, %(version)s, %(private)s, %(seats)s, %(match)s, %(hands)s, %(due)s,"
-                    " %(at)s::timestamptz + make_interval(secs => %(seconds)s))"
-                    " ON CONFLICT (table_id) DO UPDATE SET version = EXCLUDED.version,"
-                    " seats = EXCLUDED.seats, match_id = EXCLUDED.match_id, hands = EXCLUDED.hands,"
-                    " due = EXCLUDED.due, due_at = EXCLUDED.due_at, updated_at = now()",
-                    {
-                        "table": table_id,
-                        "version": after.version,
-                        "private": after.private,
-                        "seats": Jsonb(
-                            [
-                                None
-                                if s is None
-                                else {"player": s.player, "bot": s.bot, "leaving": s.leaving}
-                                for s in after.seats
-                            ]
-                        ),
-                        "match": after.match_id,
-                        "hands": after.hands,
-                        "due": None if waiting is None else waiting[0],
-                        "at": None if waiting is None else stored[-1].recorded_at,
-                        "seconds": 0 if waiting is None else waiting[1],
-                    },
-                )
-                for s in stored:
-                    if isinstance(s.event, HandStarted):
-                        conn.execute(
-                            "INSERT INTO table_hands (match_id, table_id, number) VALUES (%s, %s, %s)",
-                            (s.event.match_id, table_id, s.event.number),
-                        )
-                    elif isinstance(s.event, PlayerJoined) and s.event.player is not None:
-                        conn.execute(
-                            "INSERT INTO player_streams (player_id, stream_id, from_version)"
-                            " VALUES (%s, %s, %s)",
-                            (s.event.player, table_id, s.version),
-                        )
-                        wake_player(conn, s.event.player)
-                # A player's own stream reads the table until the player's seat is freed.
-                seated = [s.player for s in after.seats if s is not None and s.player is not None]
-                conn.execute(
-                    "UPDATE player_streams SET until_version = %s WHERE stream_id = %s"
-                    " AND until_version IS NULL AND NOT (player_id = ANY(%s::uuid[]))",
-                    (after.version, table_id, seated),
-                )
-                conn.execute(
-                    "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{table_id}:{after.version}")
-                )
+                # The rest in one round trip: the transaction holds back every player's
+                # stream (the feed's horizon, service/store/feed.py) until it commits.
+                with conn.pipeline():
+                    conn.execute(
+                        "INSERT INTO tables AS t (table_id, version, private, seats, match_id, hands, due, due_at)"
+                        " VALUES (%(table)s, %(version)s, %(private)s, %(seats)s, %(match)s, %(hands)s, %(due)s,"
+                        " %(at)s::timestamptz + make_interval(secs => %(seconds)s))"
+                        " ON CONFLICT (table_id) DO UPDATE SET version = EXCLUDED.version,"
+                        " seats = EXCLUDED.seats, match_id = EXCLUDED.match_id, hands = EXCLUDED.hands,"
+                        " due = EXCLUDED.due, due_at = EXCLUDED.due_at, updated_at = now()",
+                        {
+                            "table": table_id,
+                            "version": after.version,
+                            "private": after.private,
+                            "seats": Jsonb(
+                                [
+                                    None
+                                    if s is None
+                                    else {"player": s.player, "bot": s.bot, "leaving": s.leaving}
+                                    for s in after.seats
+                                ]
+                            ),
+                            "match": after.match_id,
+                            "hands": after.hands,
+                            "due": None if waiting is None else waiting[0],
+                            "at": None if waiting is None else stored[-1].recorded_at,
+                            "seconds": 0 if waiting is None else waiting[1],
+                        },
+                    )
+                    for s in stored:
+                        if isinstance(s.event, HandStarted):
+                            conn.execute(
+                                "INSERT INTO table_hands (match_id, table_id, number) VALUES (%s, %s, %s)",
+                                (s.event.match_id, table_id, s.event.number),
+                            )
+                        elif isinstance(s.event, PlayerJoined) and s.event.player is not None:
+                            conn.execute(
+                                "INSERT INTO player_streams (player_id, stream_id, from_version)"
+                                " VALUES (%s, %s, %s)",
+                                (s.event.player, table_id, s.version),
+                            )
+                            wake_player(conn, s.event.player)
+                    # A player's own stream reads the table until the player's seat is freed.
+                    seated = [
+                        s.player for s in after.seats if s is not None and s.player is not None
+                    ]
+                    conn.execute(
+                        "UPDATE player_streams SET until_version = %s WHERE stream_id = %s"
+                        " AND until_version IS NULL AND NOT (player_id = ANY(%s::uuid[]))",
+                        (after.version, table_id, seated),
+                    )
+                    conn.execute(
+                        "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{table_id}:{after.version}")
+                    )
         except psycopg.errors.UniqueViolation:
             raise VersionConflict("someone else changed the table first; try again") from None
         return stored

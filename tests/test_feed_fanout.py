@@ -1,0 +1,158 @@
+"""The players' streams in one process share one reader of the feed
+(service/app/feed_fanout.py): an event that concerns two players with a stream open here
+is read once and handed to both, the same items as their own reads give; a stream resumed
+with ``Last-Event-ID`` after the reader stopped (its last stream closed) and a new one
+started gets exactly what it missed. Over real HTTP, with real RQ jobs (burst mode)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from api_support import open_sse, sse_messages
+from servers import serving
+from test_stream_fanout import wait_for
+from test_tables import choose, feed, join, new_table
+from test_workers import (  # noqa: F401 - fixtures, used by name
+    bearer,
+    jobs_env,
+    new_player,
+    rconn,
+    run_burst,
+    worker_app,
+    worker_database_url,
+    worker_redis_url,
+)
+
+
+@pytest.fixture(scope="module")
+def served(worker_database_url, worker_redis_url):
+    """An app whose streams stay open longer than the tests take, over HTTP."""
+    app = worker_app(worker_database_url, worker_redis_url, rate_limits=False, stream_seconds=60.0)
+    with serving(app) as base:
+        yield base, app
+    app.extensions["ddz"].close()
+
+
+def items(response) -> Iterator[dict]:
+    """The stream's messages (``ready`` included), comments left out."""
+    for message in sse_messages(response):
+        if message.kind == "message":
+            yield {"event": message.event, "id": message.id, **(message.json or {})}
+
+
+def until(stream: Iterator[dict], kind: str) -> list[dict]:
+    """The stream's items up to the first of ``kind``, that one included."""
+    got = []
+    for item in stream:
+        got.append(item)
+        if item["event"] == kind:
+            return got
+    raise AssertionError(f"the stream ended before a {kind}: {got}")
+
+
+def stripped(found: list[dict]) -> list[dict]:
+    """Stream messages as the page gives items (without the SSE fields)."""
+    return [{k: v for k, v in m.items() if k != "event"} for m in found]
+
+
+def test_two_players_streams_are_served_by_one_read(served, rconn, jobs_env, monkeypatch):
+    base, app = served
+    api = app.test_client()
+    services = app.extensions["ddz"]
+    tokens = [new_player(api, f"share{n}")[1] for n in range(2)]
+    table_id = new_table(api, tokens[0], bots_after=0, next_hand_seconds=60, turn_seconds=60)[
+        "table_id"
+    ]
+    assert join(api, table_id, tokens[1]).status_code == 201
+    # What is read: each player's own reads, and the shared reader's (events by type).
+    own: list[tuple] = []
+    shared: list[list[str]] = []
+    store_feed = services.feed.feed
+    read, read_all = store_feed.read, store_feed.read_all
+    monkeypatch.setattr(store_feed, "read", lambda *a: own.append(a) or read(*a))
+
+    def counted(*args):
+        answer = read_all(*args)
+        shared.append([fe.stored.event.type for fe, _ in answer[0]])
+        return answer
+
+    monkeypatch.setattr(store_feed, "read_all", counted)
+
+    streams = [open_sse(base, "/v1/me/stream", token, timeout=30) for token in tokens]
+    try:
+        readers = [items(response) for _, response in streams]
+        starts = [next(reader) for reader in readers]
+        assert [s["event"] for s in starts] == ["ready", "ready"]
+        wait_for(lambda: services.feed_fanout.reader.subscribers == 2)
+        run_burst(rconn)  # the bots take the empty seats, and the hand is dealt
+        dealt = [until(reader, "hand_started")[-1] for reader in readers]
+    finally:
+        for conn, response in streams:
+            response.close()
+            conn.close()
+    # One event, one read, two players: each its own hand, from the same event.
+    assert dealt[0]["match_id"] == dealt[1]["match_id"]
+    assert dealt[0]["id"].rsplit("-", 1)[0] == dealt[1]["id"].rsplit("-", 1)[0]
+    assert dealt[0]["hand"] != dealt[1]["hand"]
+    assert sum(types.count("hand_dealt") for types in shared) == 1
+    assert own == []  # no stream read the feed itself
+    # The same items as each player's own read gives.
+    for token, start, hand in zip(tokens, starts, dealt):
+        page = feed(api, token, start["id"])["items"]
+        assert stripped([hand])[0] in page
+    wait_for(lambda: services.feed_fanout.reader is None)  # the last stream gone, so is it
+
+
+def test_a_stream_resumes_across_a_restart_of_the_shared_reader(served, rconn, jobs_env):
+    base, app = served
+    api = app.test_client()
+    fanout = app.extensions["ddz"].feed_fanout
+    _, token = new_player(api, "restart")
+    new_table(api, token, bots_after=0, next_hand_seconds=60, turn_seconds=60)
+    conn, response = open_sse(base, "/v1/me/stream", token, timeout=30)
+    try:
+        reader = items(response)
+        start = next(reader)["id"]
+        first = fanout.reader
+        run_burst(rconn)
+        seen = until(reader, "your_turn")
+    finally:
+        response.close()
+        conn.close()
+    wait_for(lambda: fanout.reader is None)  # its only stream closed: the reader stopped
+    # Meanwhile the player acts and the bots play on: nobody here reads the feed.
+    turn = seen[-1]
+    view = api.get(f"/v1/matches/{turn['match_id']}", headers=bearer(token)).json
+    body = {**choose(api, turn["match_id"], token, view), "expected_version": view["version"]}
+    reply = api.post(f"/v1/matches/{turn['match_id']}/commands", json=body, headers=bearer(token))
+    assert reply.status_code == 200, reply.json
+    run_burst(rconn)
+    missed = feed(api, token, turn["id"])["items"]
+    assert missed, "the hand went on"
+
+    conn, response = open_sse(base, "/v1/me/stream", token, turn["id"], timeout=30)
+    try:
+        reader = items(response)
+        # What it missed, read by the stream itself up to where the new reader started ...
+        resumed = [next(reader) for _ in missed]
+        assert fanout.reader is not None and fanout.reader is not first
+        # ... then what the new reader hands it.
+        view = api.get(f"/v1/matches/{turn['match_id']}", headers=bearer(token)).json
+        if view["phase"] != "ended":
+            body = {
+                **choose(api, turn["match_id"], token, view),
+                "expected_version": view["version"],
+            }
+            reply = api.post(
+                f"/v1/matches/{turn['match_id']}/commands", json=body, headers=bearer(token)
+            )
+            assert reply.status_code == 200, reply.json
+            run_burst(rconn)
+            resumed.append(next(reader))
+    finally:
+        response.close()
+        conn.close()
+    assert all(m["event"] != "ready" for m in resumed)  # a resumed stream starts after its id
+    everything = feed(api, token, start)["items"]
+    assert stripped(seen + resumed) == everything[: len(seen) + len(resumed)]
