@@ -152,8 +152,8 @@ class Environment:
             "--bind",
             f"127.0.0.1:{self.port}",
             *(["--workers", str(self.args.workers)] if self.args.workers else []),
-            "--worker-class",
-            self.args.worker_class,
+            # Without --worker-class, the one service/gunicorn_conf.py names (as deployed).
+            *(["--worker-class", self.args.worker_class] if self.args.worker_class else []),
             *(["--threads", str(self.args.threads)] if self.args.worker_class == "gthread" else []),
             # Longer than gunicorn's 2 s default so that a client's connection is never
             # closed under it between phases (a command is never re-sent).
@@ -175,7 +175,7 @@ class Environment:
         self._wait_ready()
         print(
             f"gunicorn pid {self.gunicorn.pid} on 127.0.0.1:{self.port} "
-            f"({self.args.workers or os.cpu_count()} {self.args.worker_class} workers"
+            f"({self.args.workers or os.cpu_count()} {self.args.worker_class or 'gevent'} workers"
             f"{f' x {self.args.threads} threads' if self.args.worker_class == 'gthread' else ''}; log {self.log_path})",
             flush=True,
         )
@@ -846,7 +846,9 @@ def main() -> int:
         help="gunicorn workers (default as ddz serve: one per core)",
     )
     parser.add_argument(
-        "--worker-class", default="gevent", help="gevent (as ddz serve), or gthread to compare"
+        "--worker-class",
+        default=None,
+        help="default: ddz serve's (gevent, service/gunicorn_worker.py); gevent or gthread to compare",
     )
     parser.add_argument("--threads", type=int, default=32, help="threads per gthread worker")
     parser.add_argument(
