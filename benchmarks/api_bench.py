@@ -27,8 +27,9 @@ reach several workers and a worker often has not seen the match's last event (by
 one connection serves the four seats); ``--app`` serves another
 WSGI entry point (a variant to compare; PYTHONPATH reaches gunicorn).
 
-Targets: command p50 <= 5 ms with one client, >= 1,000 commands/s with 32 clients,
-p99 <= 50 ms.
+Targets (issue 17): command p50 <= 2 ms with one client; with 32 clients, p99 <= 50 ms
+and commands/s at least a quarter of the bare commit rate on as many connections, both
+measured in this run (the ratio is printed: the machine's load moves both).
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ try:
 except ImportError:  # pragma: no cover
     psutil = None
 
-TARGET_P50_ONE_MS = 5.0
-TARGET_RATE = 1000.0
+TARGET_P50_ONE_MS = 2.0
+#: Commands/s with 32 clients over INSERT+COMMIT/s on 32 connections, from the same run.
+TARGET_SHARE = 0.25
 TARGET_P99_MS = 50.0
 BOMBS = ("bomb", "joker_bomb")
 #: The rate limits (service/config.py) that main raises out of the load's way.
@@ -767,15 +769,22 @@ def report(
         print(
             f"{'command round-trip p99, ' + label:<44} {ms(p99):>14}   <= {TARGET_P99_MS:g} ms  {verdict(p99 * 1e3 <= TARGET_P99_MS)}"
         )
-        target_rate = ""
-        if run.clients >= 32:
-            target_rate = f">= {TARGET_RATE:,.0f}/s   {verdict(run.rate >= TARGET_RATE)}"
-        print(f"{'commands/s, ' + label:<44} {run.rate:>12,.0f}/s   {target_rate}")
+        print(f"{'commands/s, ' + label:<44} {run.rate:>12,.0f}/s")
+    bare = {}
     for connections, count, elapsed, lat in commits:
+        bare[connections] = count / elapsed
         label = f"INSERT+COMMIT, {connections} connection{'s' if connections != 1 else ''}"
         print(
-            f"{label + ' (tx/s)':<44} {count / elapsed:>12,.0f}/s   (p50 {ms(percentile(lat, 0.5))}, p99 {ms(percentile(lat, 0.99))})"
+            f"{label + ' (tx/s)':<44} {bare[connections]:>12,.0f}/s   (p50 {ms(percentile(lat, 0.5))}, p99 {ms(percentile(lat, 0.99))})"
         )
+    for run in runs:
+        if run.clients in bare:
+            share = run.rate / bare[run.clients]
+            target = ""
+            if run.clients >= 32:
+                target = f">= {TARGET_SHARE:.0%}       {verdict(share >= TARGET_SHARE)}"
+            label = f"commands/s over INSERT+COMMIT/s, {run.clients}"
+            print(f"{label:<44} {share:>13.1%}   {target}")
     print("-" * 80)
 
     print()
