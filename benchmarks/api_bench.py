@@ -692,9 +692,16 @@ def run_clients(
 
 
 def commit_loop(
-    dsn: str, connections: int, seconds: float, stop: threading.Event
+    dsn: str, connections: int, seconds: float, stop: threading.Event, notify: bool = False
 ) -> tuple[int, float, list[float]]:
-    """``INSERT`` one small row, ``COMMIT``, again, on ``connections`` connections at once."""
+    """``INSERT`` one small row, ``COMMIT``, again, on ``connections`` connections at once;
+    with ``notify``, each transaction also sends a notification (as the append did in its
+    own transaction until issue 17: PostgreSQL serialises such commits server-wide)."""
+    insert = "INSERT INTO bench_scratch (n, note) VALUES (%s, %s)"
+    if notify:
+        insert = (
+            f"WITH i AS ({insert} RETURNING id) SELECT pg_notify('ddz_bench', i.id::text) FROM i"
+        )
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             "CREATE TABLE IF NOT EXISTS bench_scratch (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
@@ -715,7 +722,7 @@ def commit_loop(
                 n = 0
                 while not stop.is_set() and time.perf_counter() < deadline[0]:
                     start = time.perf_counter()
-                    conn.execute("INSERT INTO bench_scratch (n, note) VALUES (%s, %s)", (n, "x"))
+                    conn.execute(insert, (n, "x"))
                     conn.commit()
                     mine.append(time.perf_counter() - start)
                     n += 1
@@ -755,6 +762,7 @@ def report(
     runs: list[RunResult],
     commits: list[tuple[int, int, float, list[float]]],
     settings: dict[str, str],
+    notifying: list[tuple[int, int, float, list[float]]] | None = None,
 ) -> None:
     print()
     print(f"{'figure':<44} {'measured':>14}   {'target':<12} ")
@@ -776,6 +784,11 @@ def report(
         label = f"INSERT+COMMIT, {connections} connection{'s' if connections != 1 else ''}"
         print(
             f"{label + ' (tx/s)':<44} {bare[connections]:>12,.0f}/s   (p50 {ms(percentile(lat, 0.5))}, p99 {ms(percentile(lat, 0.99))})"
+        )
+    for connections, count, elapsed, lat in notifying or []:
+        label = f"INSERT+NOTIFY+COMMIT, {connections} connections"
+        print(
+            f"{label + ' (tx/s)':<44} {count / elapsed:>12,.0f}/s   (p50 {ms(percentile(lat, 0.5))}, p99 {ms(percentile(lat, 0.99))})"
         )
     for run in runs:
         if run.clients in bare:
@@ -876,6 +889,11 @@ def main() -> int:
         action="store_true",
         help="each seat of a match on its own connection (so its commands reach several workers)",
     )
+    parser.add_argument(
+        "--notifying",
+        action="store_true",
+        help="also INSERT+COMMIT with a pg_notify in each transaction (what one lock serialises)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
     args = parser.parse_args()
@@ -914,7 +932,16 @@ def main() -> int:
             )
             done, elapsed, lat = commit_loop(env.dsn, connections, args.seconds, stop)
             commits.append((connections, done, elapsed, lat))
-        report(runs, commits, settings)
+        notifying = []
+        if args.notifying:
+            connections = max(commit_connections)
+            print(
+                f"measuring: INSERT+NOTIFY+COMMIT on {connections} connections for {args.seconds:g} s",
+                flush=True,
+            )
+            done, elapsed, lat = commit_loop(env.dsn, connections, args.seconds, stop, notify=True)
+            notifying.append((connections, done, elapsed, lat))
+        report(runs, commits, settings, notifying)
         return 0
 
     return serve(args, server_env, measure)
