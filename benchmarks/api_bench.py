@@ -27,8 +27,9 @@ reach several workers and a worker often has not seen the match's last event (by
 one connection serves the four seats); ``--app`` serves another
 WSGI entry point (a variant to compare; PYTHONPATH reaches gunicorn).
 
-Targets: command p50 <= 5 ms with one client, >= 1,000 commands/s with 32 clients,
-p99 <= 50 ms.
+Targets (issue 17): command p50 <= 2 ms with one client; with 32 clients, p99 <= 50 ms
+and commands/s at least a quarter of the bare commit rate on as many connections, both
+measured in this run (the ratio is printed: the machine's load moves both).
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ try:
 except ImportError:  # pragma: no cover
     psutil = None
 
-TARGET_P50_ONE_MS = 5.0
-TARGET_RATE = 1000.0
+TARGET_P50_ONE_MS = 2.0
+#: Commands/s with 32 clients over INSERT+COMMIT/s on 32 connections, from the same run.
+TARGET_SHARE = 0.25
 TARGET_P99_MS = 50.0
 BOMBS = ("bomb", "joker_bomb")
 #: The rate limits (service/config.py) that main raises out of the load's way.
@@ -152,8 +154,8 @@ class Environment:
             "--bind",
             f"127.0.0.1:{self.port}",
             *(["--workers", str(self.args.workers)] if self.args.workers else []),
-            "--worker-class",
-            self.args.worker_class,
+            # Without --worker-class, the one service/gunicorn_conf.py names (as deployed).
+            *(["--worker-class", self.args.worker_class] if self.args.worker_class else []),
             *(["--threads", str(self.args.threads)] if self.args.worker_class == "gthread" else []),
             # Longer than gunicorn's 2 s default so that a client's connection is never
             # closed under it between phases (a command is never re-sent).
@@ -175,7 +177,7 @@ class Environment:
         self._wait_ready()
         print(
             f"gunicorn pid {self.gunicorn.pid} on 127.0.0.1:{self.port} "
-            f"({self.args.workers or os.cpu_count()} {self.args.worker_class} workers"
+            f"({self.args.workers or os.cpu_count()} {self.args.worker_class or 'gevent'} workers"
             f"{f' x {self.args.threads} threads' if self.args.worker_class == 'gthread' else ''}; log {self.log_path})",
             flush=True,
         )
@@ -690,9 +692,16 @@ def run_clients(
 
 
 def commit_loop(
-    dsn: str, connections: int, seconds: float, stop: threading.Event
+    dsn: str, connections: int, seconds: float, stop: threading.Event, notify: bool = False
 ) -> tuple[int, float, list[float]]:
-    """``INSERT`` one small row, ``COMMIT``, again, on ``connections`` connections at once."""
+    """``INSERT`` one small row, ``COMMIT``, again, on ``connections`` connections at once;
+    with ``notify``, each transaction also sends a notification (as the append did in its
+    own transaction until issue 17: PostgreSQL serialises such commits server-wide)."""
+    insert = "INSERT INTO bench_scratch (n, note) VALUES (%s, %s)"
+    if notify:
+        insert = (
+            f"WITH i AS ({insert} RETURNING id) SELECT pg_notify('ddz_bench', i.id::text) FROM i"
+        )
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             "CREATE TABLE IF NOT EXISTS bench_scratch (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
@@ -713,7 +722,7 @@ def commit_loop(
                 n = 0
                 while not stop.is_set() and time.perf_counter() < deadline[0]:
                     start = time.perf_counter()
-                    conn.execute("INSERT INTO bench_scratch (n, note) VALUES (%s, %s)", (n, "x"))
+                    conn.execute(insert, (n, "x"))
                     conn.commit()
                     mine.append(time.perf_counter() - start)
                     n += 1
@@ -753,6 +762,7 @@ def report(
     runs: list[RunResult],
     commits: list[tuple[int, int, float, list[float]]],
     settings: dict[str, str],
+    notifying: list[tuple[int, int, float, list[float]]] | None = None,
 ) -> None:
     print()
     print(f"{'figure':<44} {'measured':>14}   {'target':<12} ")
@@ -767,15 +777,27 @@ def report(
         print(
             f"{'command round-trip p99, ' + label:<44} {ms(p99):>14}   <= {TARGET_P99_MS:g} ms  {verdict(p99 * 1e3 <= TARGET_P99_MS)}"
         )
-        target_rate = ""
-        if run.clients >= 32:
-            target_rate = f">= {TARGET_RATE:,.0f}/s   {verdict(run.rate >= TARGET_RATE)}"
-        print(f"{'commands/s, ' + label:<44} {run.rate:>12,.0f}/s   {target_rate}")
+        print(f"{'commands/s, ' + label:<44} {run.rate:>12,.0f}/s")
+    bare = {}
     for connections, count, elapsed, lat in commits:
+        bare[connections] = count / elapsed
         label = f"INSERT+COMMIT, {connections} connection{'s' if connections != 1 else ''}"
+        print(
+            f"{label + ' (tx/s)':<44} {bare[connections]:>12,.0f}/s   (p50 {ms(percentile(lat, 0.5))}, p99 {ms(percentile(lat, 0.99))})"
+        )
+    for connections, count, elapsed, lat in notifying or []:
+        label = f"INSERT+NOTIFY+COMMIT, {connections} connections"
         print(
             f"{label + ' (tx/s)':<44} {count / elapsed:>12,.0f}/s   (p50 {ms(percentile(lat, 0.5))}, p99 {ms(percentile(lat, 0.99))})"
         )
+    for run in runs:
+        if run.clients in bare:
+            share = run.rate / bare[run.clients]
+            target = ""
+            if run.clients >= 32:
+                target = f">= {TARGET_SHARE:.0%}       {verdict(share >= TARGET_SHARE)}"
+            label = f"commands/s over INSERT+COMMIT/s, {run.clients}"
+            print(f"{label:<44} {share:>13.1%}   {target}")
     print("-" * 80)
 
     print()
@@ -846,7 +868,9 @@ def main() -> int:
         help="gunicorn workers (default as ddz serve: one per core)",
     )
     parser.add_argument(
-        "--worker-class", default="gevent", help="gevent (as ddz serve), or gthread to compare"
+        "--worker-class",
+        default=None,
+        help="default: ddz serve's (gevent, service/gunicorn_worker.py); gevent or gthread to compare",
     )
     parser.add_argument("--threads", type=int, default=32, help="threads per gthread worker")
     parser.add_argument(
@@ -864,6 +888,11 @@ def main() -> int:
         "--connection-per-seat",
         action="store_true",
         help="each seat of a match on its own connection (so its commands reach several workers)",
+    )
+    parser.add_argument(
+        "--notifying",
+        action="store_true",
+        help="also INSERT+COMMIT with a pg_notify in each transaction (what one lock serialises)",
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
@@ -903,7 +932,16 @@ def main() -> int:
             )
             done, elapsed, lat = commit_loop(env.dsn, connections, args.seconds, stop)
             commits.append((connections, done, elapsed, lat))
-        report(runs, commits, settings)
+        notifying = []
+        if args.notifying:
+            connections = max(commit_connections)
+            print(
+                f"measuring: INSERT+NOTIFY+COMMIT on {connections} connections for {args.seconds:g} s",
+                flush=True,
+            )
+            done, elapsed, lat = commit_loop(env.dsn, connections, args.seconds, stop, notify=True)
+            notifying.append((connections, done, elapsed, lat))
+        report(runs, commits, settings, notifying)
         return 0
 
     return serve(args, server_env, measure)
