@@ -269,3 +269,25 @@ def test_the_deadline_the_append_writes_is_the_games_deadline(pool, stores):
     assert store.load(match_id).state.is_system(store.load(match_id).state.turn)
     written, computed = both()
     assert written == computed
+
+
+def test_an_append_left_unannounced_still_wakes_the_match_readers(
+    monkeypatch, database_url, stores
+):
+    """A process that dies between an append's commit and its notification: the readers of
+    the match are woken by the listener's check of the watched matches' versions."""
+    a, b = stores
+    match_id = new_match(a)
+    notifier = Notifier(database_url, check_seconds=0.2)
+    try:
+        with notifier.watch(match_id) as woken:
+            assert woken.wait(10), "the listener did not connect"
+            woken.clear()
+            assert woken.wait(10), "the first check wakes a watched match once"
+            woken.clear()
+            monkeypatch.setattr(EventStore, "announce", staticmethod(lambda *args: None))
+            assert not woken.wait(0.6), "woken with nothing new"
+            execute(b, match_id, seat(0))
+            assert woken.wait(10), "the unannounced append was not found"
+    finally:
+        notifier.close()

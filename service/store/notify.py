@@ -19,6 +19,13 @@ from .players import REVOKED_CHANNEL
 
 log = logging.getLogger(__name__)
 
+#: How often the listener asks the ``matches`` table for the versions of the matches this
+#: process watches. An append's notification follows its commit (see
+#: ``EventStore.announce``), so a process that dies between the two leaves an event
+#: unannounced; this finds it for the streams within a few seconds, for one indexed query
+#: per process, whatever the number of matches watched.
+CHECK_SECONDS = 5.0
+
 
 class Notifier:
     """One LISTEN connection per process, in a daemon thread, fanning out to waiters and
@@ -30,8 +37,12 @@ class Notifier:
         dsn: str,
         on_event: Callable[[uuid.UUID, int, str], None] | None = None,
         on_revoked: Callable[[str | None], None] | None = None,
+        check_seconds: float = CHECK_SECONDS,
     ):
         self._dsn = dsn
+        self._check_seconds = check_seconds
+        #: The latest version announced or found of each watched match.
+        self._versions: dict[uuid.UUID, int] = {}
         self._on_event = on_event
         self._on_revoked = on_revoked
         self._waiters: dict[uuid.UUID, set[threading.Event]] = {}
@@ -116,13 +127,18 @@ class Notifier:
                         conn.execute(f"LISTEN {REVOKED_CHANNEL}")
                         self._on_revoked(None)
                     self._wake(None)
+                    check_at = time.monotonic() + self._check_seconds
                     while not self._stop.is_set():
-                        for note in conn.notifies(timeout=1.0):
+                        timeout = max(0.0, min(1.0, check_at - time.monotonic()))
+                        for note in conn.notifies(timeout=timeout):
                             if note.channel == REVOKED_CHANNEL:
                                 assert self._on_revoked is not None  # listened to with one only
                                 self._on_revoked(note.payload)
                             else:
                                 self._received(note.payload)
+                        if time.monotonic() >= check_at:
+                            self._check(conn)
+                            check_at = time.monotonic() + self._check_seconds
             except psycopg.Error as exc:
                 log.warning(
                     "event listener lost its connection (%s); reconnecting", type(exc).__name__
@@ -141,6 +157,7 @@ class Notifier:
             log.warning("ignoring a notification that names no match")
             return
         version, _, event = rest.partition(":")
+        self._saw(match_id, int(version) if version.isdigit() else 0)
         if event and self._on_event is not None:
             try:
                 self._on_event(match_id, int(version), event)
@@ -148,6 +165,36 @@ class Notifier:
                 # The type only: the event may hold cards a log must not show.
                 log.warning("could not read the event in a notification (%s)", type(exc).__name__)
         self._wake(match_id)
+
+    def _saw(self, match_id: uuid.UUID, version: int) -> bool:
+        """Records a watched match's version; whether it is news."""
+        with self._lock:
+            if match_id not in self._waiters:
+                return False
+            news = version > self._versions.get(match_id, -1)
+            if news:
+                self._versions[match_id] = version
+            return news
+
+    def _check(self, conn: psycopg.Connection) -> None:
+        """Wakes the waiters of the watched matches whose version is past the latest
+        announced (the first check of a match wakes its waiters once: a spare read), and
+        the readers of every stream, whose read costs as little."""
+        with self._lock:
+            watched = list(self._waiters)
+            for gone in self._versions.keys() - set(watched):
+                del self._versions[gone]
+        if watched:
+            rows = conn.execute(
+                "SELECT match_id, version FROM matches WHERE match_id = ANY(%s)", (watched,)
+            ).fetchall()
+            for match_id, version in rows:
+                if self._saw(match_id, version):
+                    self._wake(match_id)
+        with self._lock:
+            every = list(self._every)
+        for woken in every:
+            woken.set()
 
     def close(self) -> None:
         self._stop.set()
