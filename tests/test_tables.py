@@ -430,7 +430,7 @@ def test_a_cursor_from_the_future_is_refused_not_waited_for(api, rconn, jobs_env
     r = api.get("/v1/me/events", query_string={"after": future}, headers=bearer(token))
     assert r.status_code == 422 and r.json["code"] == "cursor_unknown", r.json
     r = api.get("/v1/me/stream", headers={**bearer(token), "Last-Event-ID": future})
-    assert r.status_code == 400 and r.json["code"] == "cursor_unknown", r.json
+    assert r.status_code == 422 and r.json["code"] == "cursor_unknown", r.json
     # An id the stream gave is known, whatever its position and index.
     assert feed(api, token, seated["id"])["items"] == []
     assert feed(api, token, f"{xid}-{int(position) + 10**6}-999")["items"] == []

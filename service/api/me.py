@@ -275,14 +275,15 @@ def _cursor_of(text: str | None) -> Cursor | None:
         raise ApiError(
             400, "invalid_last_event_id", "Last-Event-ID must be an id sent by this stream"
         )
-    return _known(cursor, 400)
+    return _known(cursor)
 
 
-def _known(cursor: Cursor, status: int) -> Cursor:
-    """The cursor, unless it is past anything that exists (``status``: the problem's)."""
+def _known(cursor: Cursor) -> Cursor:
+    """The cursor, unless it is past anything that exists: well formed, so the request is
+    valid by the document, and refused as the game's rules refuse (422)."""
     if services().feed.from_future(cursor):
         raise ApiError(
-            status, "cursor_unknown", "no item has this id yet: send the id of an item received"
+            422, "cursor_unknown", "no item has this id yet: send the id of an item received"
         )
     return cursor
 
@@ -363,7 +364,7 @@ def my_events(query):
     who = player()
     after = None if query["after"] is None else Cursor.parse(query["after"])
     items, resume = _read_until(
-        who.player or "", None if after is None else _known(after, 422), {}, query["wait"]
+        who.player or "", None if after is None else _known(after), {}, query["wait"]
     )
     # Past the events read, with or without items: the next page reads on from there.
     return {"items": items, "last_id": None if resume is None else str(resume)}
@@ -377,7 +378,7 @@ def my_events(query):
         "and `event:` its type. It starts with a `ready` event whose `id` marks the present (an "
         "item committed a moment before may still follow it: never is one missed); a "
         "reconnection with `Last-Event-ID` resumes after that id with nothing lost or repeated "
-        "(an id past anything that exists is refused: 400 `cursor_unknown`). "
+        "(an id past anything that exists is refused: 422 `cursor_unknown`). "
         "Comments keep a quiet connection alive; the server closes the stream after a while (at "
         "once when the server process is stopping), and the client reconnects.",
         schema=PLAYER_STREAM_EVENT,
@@ -387,6 +388,7 @@ def my_events(query):
             "400": {"$ref": "#/components/responses/BAD_REQUEST"},
             "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
             "403": {"$ref": "#/components/responses/FORBIDDEN"},
+            "422": {"$ref": "#/components/responses/UNPROCESSABLE_ENTITY"},
             **TOO_MANY_STREAMS,
         },
     )
