@@ -85,6 +85,8 @@ def test_the_engine_sees_only_its_seat_and_may_log(capsys, caplog, tmp_path, mon
     assert "spy: deciding in bidding" in caplog.messages
     by_process: dict[int, list[dict]] = {}
     for line in spied.read_text().splitlines():
+        # Not even in a match's id: with the run's seed an engine could deal every hand.
+        assert SEED not in line
         entry = json.loads(line)
         by_process.setdefault(entry["pid"], []).append(entry["message"])
     # Each seat its own process: seats 0 and 2 in the first hand, 1 and 3 in the second.
