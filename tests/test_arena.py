@@ -139,3 +139,35 @@ def test_a_failing_engine_is_named_and_the_arena_exits_1(capsys, mode, code, sai
 def test_options_go_only_to_an_engine_that_declares_them():
     with pytest.raises(EngineGarbage, match="declares no option depth"):
         Engine(EXAMPLE, options={"depth": 3}).start()
+
+
+@pytest.mark.parametrize(
+    ("engine", "said"),
+    [
+        ("", "ddz arena: engine_crashed: engine '' did not start: the command is empty"),
+        ("python3 'engine.py", "did not start: No closing quotation"),
+        ("/no/such/engine", "did not start: [Errno 2] No such file or directory"),
+    ],
+)
+def test_an_engine_that_cannot_start_is_named_without_a_traceback(capsys, engine, said):
+    status, out, err = arena(capsys, "--engine", engine, "--deals", "1", "--seed", SEED)
+    assert status == 1 and out == ""
+    assert said in err and "Traceback" not in err
+
+
+def test_records_that_cannot_be_written_are_refused_before_play(capsys, tmp_path):
+    occupied = tmp_path / "a-file"
+    occupied.write_text("")
+    status, out, err = arena(
+        capsys, "--engine", EXAMPLE, "--deals", "1", "--records", str(occupied)
+    )
+    assert status == 2 and out == ""
+    assert err == f"ddz: --records {occupied}: File exists\n"
+
+
+@pytest.mark.parametrize("move_ms", ["0", "-5", "soon"])
+def test_a_time_per_decision_is_at_least_1_ms(capsys, move_ms):
+    with pytest.raises(SystemExit) as refused:
+        main(["arena", "--engine", EXAMPLE, "--move-ms", move_ms])
+    assert refused.value.code == 2
+    assert "--move-ms: a whole number of at least 1" in capsys.readouterr().err

@@ -138,9 +138,9 @@ def run(
     records: Path | None = None,
 ) -> Arena:
     """Plays the first engine against the second, or against the house bot at ``level``;
-    writes each hand's record into ``records``. An engine's failure is raised as its
-    :class:`~service.app.engine.EngineError` (an answer the rules refuse as
-    :class:`~service.app.engine.EngineIllegal`)."""
+    writes each hand's record into ``records`` (a directory that exists). An engine's
+    failure is raised as its :class:`~service.app.engine.EngineError` (an answer the rules
+    refuse as :class:`~service.app.engine.EngineIllegal`)."""
     first = EnginePlayer(engines[0], move_ms=move_ms, options=options)
     second: Player = (
         EnginePlayer(engines[1], move_ms=move_ms, options=options)
@@ -152,8 +152,6 @@ def run(
     if isinstance(second, EnginePlayer):
         second.engine(0)
     sides = (Side(first.name), Side(""))
-    if records is not None:
-        records.mkdir(parents=True, exist_ok=True)
 
     def on_hand(deal: int, seats: tuple[int, ...], events: list[Event], state: State) -> None:
         sides[0].add(seats, state)

@@ -86,8 +86,14 @@ class Engine:
         engine's hello."""
         self.close()
         try:
+            argv = shlex.split(self.command)
+        except ValueError as exc:  # an unclosed quote
+            raise EngineCrashed(f"engine {self.command!r} did not start: {exc}") from None
+        if not argv:
+            raise EngineCrashed("engine '' did not start: the command is empty")
+        try:
             process = subprocess.Popen(
-                shlex.split(self.command),
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
