@@ -170,10 +170,12 @@ def test_two_bridges_play_at_a_private_table(service, tmp_path):
 
 def test_the_bridge_plays_on_over_a_network_that_drops(service):
     # Every stream connection drops after a few chunks; the first command's answer is lost
-    # after the service applied it.
-    network = BadNetwork(stream_chunks=3)
-    with Client.register(service, "dropped-bot", transport=network) as player:
-        played = Bridge(player, Engine(EXAMPLE), hands=2).run()
+    # after the service applied it, and the service is then down for longer than the
+    # client's own retries (5 tries): the bridge waits for it.
+    network = BadNetwork(stream_chunks=3, outage=8)
+    with Client.register(service, "dropped-bot", transport=network, backoff=0.01) as player:
+        played = Bridge(player, Engine(EXAMPLE), hands=2, retry_seconds=0.01).run()
+        assert network.outage == 0
         assert played == 2
         assert network.stream_connections > 3
         # The lost answer's command was sent again with its key and applied once: every
