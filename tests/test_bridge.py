@@ -168,14 +168,18 @@ def test_two_bridges_play_at_a_private_table(service, tmp_path):
         player.close()
 
 
-def test_the_bridge_plays_on_over_a_network_that_drops(service):
+def test_the_bridge_plays_on_over_a_network_that_drops(service, caplog):
     # Every stream connection drops after a few chunks; the first command's answer is lost
     # after the service applied it, and the service is then down for longer than the
     # client's own retries (5 tries): the bridge waits for it.
+    caplog.set_level("INFO", "ddz.bridge")
     network = BadNetwork(stream_chunks=3, outage=8)
     with Client.register(service, "dropped-bot", transport=network, backoff=0.01) as player:
         played = Bridge(player, Engine(EXAMPLE), hands=2, retry_seconds=0.01).run()
         assert network.outage == 0
+        said = caplog.messages
+        assert any(m.startswith("playing as dropped-bot (not a bot account") for m in said)
+        assert any(m.startswith("the service does not answer (connection refused") for m in said)
         assert played == 2
         assert network.stream_connections > 3
         # The lost answer's command was sent again with its key and applied once: every

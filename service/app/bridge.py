@@ -95,6 +95,17 @@ class Bridge:
         self.engine.start()
         log.info("engine %s (by %s) started", self.engine.name, self.engine.author or "?")
         try:
+            # Asked first: a wrong --url is told (each try logged) and a bad token refused
+            # here; the stream would retry them in silence.
+            me = self.call(self.client.me)
+            log.info(
+                "playing as %s (%s)",
+                me["name"],
+                "a bot account"
+                if me.get("bot_account")
+                else "not a bot account: its seats "
+                "are not marked as a program's (POST /v1/players with bot_account)",
+            )
             for item in self.client.stream():
                 self.on_item(item)
                 if self.hands is not None and self.played >= self.hands:
