@@ -168,6 +168,19 @@ def test_two_bridges_play_at_a_private_table(service, tmp_path):
         player.close()
 
 
+def test_two_bridges_of_one_player_answer_each_turn_once_and_both_leave(service, tmp_path):
+    player = Client.register(service, "twin-bot", bot_account=True)
+    table = player.create_table(bots_after=0, next_hand_seconds=0)
+    log = tmp_path / "bridge.log"
+    at_table = ["--table", table["table_id"], "--hands", "1"]
+    twins = [bridge(service, player.token, EXAMPLE, *at_table, log=log) for _ in range(2)]
+    # The second to leave finds the seat gone: that is what it asked for, no failure.
+    assert [finished(twin, log) for twin in twins] == [0, 0], log.read_text()
+    (hand,) = hands(player, 1)
+    assert all(a.get("by", "player") == "player" for a in by_the_player(hand))
+    player.close()
+
+
 def test_the_bridge_plays_on_over_a_network_that_drops(service, caplog):
     # Every stream connection drops after a few chunks; the first command's answer is lost
     # after the service applied it, and the service is then down for longer than the

@@ -119,8 +119,17 @@ class Bridge:
         return self.played
 
     def leave(self) -> None:
-        if self.table_id is not None:
+        if self.table_id is None:
+            return
+        try:
             self.call(self.client.leave_table, self.table_id)
+        except ProblemError as exc:
+            if exc.code != "not_seated":
+                raise
+            # Left already: by another bridge playing the same player, or by this leave
+            # whose answer was lost. Either way the seat is given up, as asked.
+            log.info("left table %s after %d hands (the seat was gone)", self.table_id, self.played)
+        else:
             log.info("left table %s after %d hands", self.table_id, self.played)
 
     def call(self, request: Callable[..., T], *args: Any, **kwargs: Any) -> T:
