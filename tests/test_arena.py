@@ -103,6 +103,10 @@ def test_the_engine_sees_only_its_seat_and_may_log(capsys, caplog, tmp_path, mon
                 view = message["view"]
                 assert view["seat"] == seat and view["actions"] == message["actions"]
                 assert "hands" not in view and view["seed"] is None
+                # The API's seats say whose is a program's: the engines' seats.
+                assert [s["bot_account"] for s in view["seats"]] == [
+                    not s["bot"] for s in view["seats"]
+                ]
                 assert view["bottom"] is None or view["landlord"] == seat
                 assert message["time_left_ms"] == 2000
             if message["type"] == "hand_over":

@@ -52,8 +52,7 @@ class EnginePlayer:
         return engine
 
     def answer(self, document: dict[str, Any]) -> dict[str, Any]:
-        # As the API shows a view, which has the turn's deadline: here no clock but the engine's.
-        document = {**document, "deadline": None}
+        document = as_the_api_shows(document)
         seat = document["seat"]
         engine = self.engine(seat)
         if seat not in self.playing:
@@ -65,11 +64,19 @@ class EnginePlayer:
         seat = document["seat"]
         if seat in self.playing:
             self.playing.discard(seat)
-            self.engines[seat].tell(hand_over_message(document))
+            self.engines[seat].tell(hand_over_message(as_the_api_shows(document)))
 
     def close(self) -> None:
         for engine in self.engines.values():
             engine.close()
+
+
+def as_the_api_shows(document: dict[str, Any]) -> dict[str, Any]:
+    """A seat's view as ``GET /v1/matches/{id}`` has it: the turn's ``deadline`` (here
+    none: no clock but the engine's) and each seat's ``bot_account`` (an engine's seat is
+    a program's, as a bot account's is on the service; the house bot's is the system's)."""
+    seats = [{**seat, "bot_account": seat["player"] is not None} for seat in document["seats"]]
+    return {**document, "deadline": None, "seats": seats}
 
 
 @dataclass
