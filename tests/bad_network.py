@@ -28,13 +28,14 @@ class DroppingStream(httpx.SyncByteStream):
 class BadNetwork(httpx.BaseTransport):
     """Real HTTP, with a bad network's faults: each connection of the player's stream drops
     after a few chunks, the answer of the first command is lost once the service has acted
-    on it, and then the next ``outage`` requests find no service (as while it restarts).
-    Records each command sent (its Idempotency-Key)."""
+    on it, then the next ``outage`` requests find no service (as while it restarts) and the
+    next ``busy`` are answered 503 (as by a service shedding load). Records each command
+    sent (its Idempotency-Key)."""
 
-    def __init__(self, stream_chunks: int = 3, outage: int = 0) -> None:
+    def __init__(self, stream_chunks: int = 3, outage: int = 0, busy: int = 0) -> None:
         self.inner = httpx.HTTPTransport()
         self.stream_chunks = stream_chunks
-        self.outage = outage
+        self.outage, self.busy = outage, busy
         self.stream_connections = 0
         self.command_keys: list[str] = []
 
@@ -42,6 +43,10 @@ class BadNetwork(httpx.BaseTransport):
         if self.command_keys and self.outage:
             self.outage -= 1
             raise httpx.ConnectError("connection refused: the service is down")
+        if self.command_keys and self.busy:
+            self.busy -= 1
+            problem = {"status": 503, "code": "unavailable", "detail": "busy, try again"}
+            return httpx.Response(503, json=problem, headers={"Retry-After": "0"})
         response = self.inner.handle_request(request)
         if request.url.path.endswith("/commands"):
             self.command_keys.append(request.headers["Idempotency-Key"])

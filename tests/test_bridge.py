@@ -183,16 +183,17 @@ def test_two_bridges_of_one_player_answer_each_turn_once_and_both_leave(service,
 
 def test_the_bridge_plays_on_over_a_network_that_drops(service, caplog):
     # Every stream connection drops after a few chunks; the first command's answer is lost
-    # after the service applied it, and the service is then down for longer than the
-    # client's own retries (5 tries): the bridge waits for it.
+    # after the service applied it, and the service is then down, then busy (503), each for
+    # longer than the client's own retries (5 tries): the bridge waits for it.
     caplog.set_level("INFO", "ddz.bridge")
-    network = BadNetwork(stream_chunks=3, outage=8)
+    network = BadNetwork(stream_chunks=3, outage=8, busy=8)
     with Client.register(service, "dropped-bot", transport=network, backoff=0.01) as player:
         played = Bridge(player, Engine(EXAMPLE), hands=2, retry_seconds=0.01).run()
-        assert network.outage == 0
+        assert network.outage == network.busy == 0
         said = caplog.messages
         assert any(m.startswith("playing as dropped-bot (not a bot account") for m in said)
         assert any(m.startswith("the service does not answer (connection refused") for m in said)
+        assert any(m.startswith("the service does not answer (503 unavailable") for m in said)
         assert played == 2
         assert network.stream_connections > 3
         # The lost answer's command was sent again with its key and applied once: every

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ddz_client import Client, FeedItem, ProblemError, TransportError
+from ddz_client.client import TRANSIENT
 
 from .engine import Engine, EngineError, decide_message, hand_over_message, new_hand_message
 
@@ -133,9 +134,10 @@ class Bridge:
             log.info("left table %s after %d hands", self.table_id, self.played)
 
     def call(self, request: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``request`` of the client, sent again until the service answers. The client
-        retries for a few seconds; a service that restarts takes longer, and the bridge
-        has nothing else to do meanwhile (the stream resumes after it). Each request the
+        """``request`` of the client, sent again until the service answers (not busy). The
+        client retries for a few seconds; a service that restarts or sheds load may take
+        longer, and the bridge has nothing else to do meanwhile (the stream resumes after
+        it); a busy answer is no refusal of the engine's action. Each request the
         bridge makes is safe to repeat: reads, the lobby's one ticket, a join that finds
         the seat taken by its first attempt, a command under its Idempotency-Key, a leave
         (a repeated one is refused, not done twice)."""
@@ -143,10 +145,12 @@ class Bridge:
         while True:
             try:
                 return request(*args, **kwargs)
-            except TransportError as exc:
+            except (TransportError, ProblemError) as exc:
+                if isinstance(exc, ProblemError) and exc.status not in TRANSIENT:
+                    raise
                 log.warning("the service does not answer (%s); again in %.1f s", exc, delay)
-                time.sleep(delay)
-                delay = min(2 * delay, MAX_RETRY_SECONDS)
+            time.sleep(delay)
+            delay = min(2 * delay, MAX_RETRY_SECONDS)
 
     # --- the seat -------------------------------------------------------------------------
 
