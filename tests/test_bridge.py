@@ -9,6 +9,7 @@ again (or gives up after 3 failing hands in a row)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -16,10 +17,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from bad_network import BadNetwork
-from ddz_client import Client
+from ddz_client import Client, ProblemError
 from servers import claimed_redis_db, ddz_serve, fresh_database
 
 from service.app.bridge import Bridge
@@ -179,6 +182,29 @@ def test_two_bridges_of_one_player_answer_each_turn_once_and_both_leave(service,
     (hand,) = hands(player, 1)
     assert all(a.get("by", "player") == "player" for a in by_the_player(hand))
     player.close()
+
+
+def test_a_token_revoked_in_play_stops_the_bridge_without_blaming_the_engine(
+    service, caplog, monkeypatch
+):
+    owner = Client.register(service, "revoked-bot", bot_account=True)
+    tokens = httpx.Client(base_url=service, headers={"Authorization": f"Bearer {owner.token}"})
+    second = tokens.post("/v1/me/tokens", json={"label": "bridge"}).json()
+    revoke = functools.partial(tokens.delete, f"/v1/me/tokens/{second['token_id']}")
+    decide = Engine.decide
+
+    def decide_then_revoke(engine: Engine, *args: Any, **kwargs: Any) -> dict:
+        action = decide(engine, *args, **kwargs)
+        revoke()  # while the engine thought, the player revoked the bridge's token
+        return action
+
+    monkeypatch.setattr(Engine, "decide", decide_then_revoke)
+    with Client(service, second["token"]) as player, pytest.raises(ProblemError) as refused:
+        Bridge(player, Engine(EXAMPLE), hands=1).run()
+    assert refused.value.code == "invalid_token"
+    assert not any("failed in match" in m for m in caplog.messages)
+    owner.close()
+    tokens.close()
 
 
 def test_the_bridge_plays_on_over_a_network_that_drops(service, caplog):

@@ -240,6 +240,8 @@ class Bridge:
         try:
             self.send(match_id, version, action, arrived)
         except ProblemError as exc:
+            if exc.status == 401:
+                raise  # the token is refused (revoked, expired), not the engine's action
             self.fail(match_id, self.engine.illegal(action, f"{exc.code}: {exc.detail}"))
 
     def send(self, match_id: str, version: int, action: dict[str, Any], arrived: float) -> None:
