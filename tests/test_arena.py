@@ -175,3 +175,9 @@ def test_a_time_per_decision_is_at_least_1_ms(capsys, move_ms):
         main(["arena", "--engine", EXAMPLE, "--move-ms", move_ms])
     assert refused.value.code == 2
     assert "--move-ms: a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_one_deal_gives_no_confidence_interval(capsys):
+    code, out, _ = arena(capsys, "--engine", EXAMPLE, "--deals", "1", "--seed", SEED)
+    assert code == 0
+    assert "95% CI n/a (1 deal)" in out and "95% CI [" not in out

@@ -119,7 +119,12 @@ class Arena:
             f"{r.deals} deal{'s' * (r.deals != 1)}, each played twice with the seats swapped"
             f" ({r.hands} hands)",
             f"points per hand of {first.name} (all its seats, in stakes): {r.mean:+.2f}"
-            f"  95% CI [{r.low:+.2f}, {r.high:+.2f}]",
+            # One deal has no spread to measure: its interval would read as a certainty.
+            + (
+                f"  95% CI [{r.low:+.2f}, {r.high:+.2f}]"
+                if r.deals > 1
+                else "  95% CI n/a (1 deal)"
+            ),
         ]
         for side in self.sides:
             lines.append(
