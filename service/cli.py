@@ -207,6 +207,12 @@ def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
 
     if len(args.engine) > 2:
         raise RulesError("--engine is given once or twice", "invalid_argument")
+    if args.records:
+        try:  # before any engine starts: a run that cannot keep its records is refused
+            Path(args.records).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            message = f"--records {args.records}: {exc.strerror}"
+            raise RulesError(message, "invalid_argument") from None
     if args.log:
         import logging
 
@@ -390,11 +396,22 @@ def run_openapi(stdout: TextIO) -> int:
     return 0
 
 
+def positive(text: str) -> int:
+    """An argument that is a whole number of at least 1."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
+    return number
+
+
 def engine_arguments(parser: argparse.ArgumentParser, move_ms: int, limit: str) -> None:
     """The engine host's arguments of ``ddz arena`` and ``ddz bridge``."""
     parser.add_argument(
         "--move-ms",
-        type=int,
+        type=positive,
         default=move_ms,
         metavar="MS",
         help=f"an engine's time per decision{limit} (default {move_ms})",

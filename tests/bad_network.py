@@ -1,5 +1,6 @@
 """A bad network for the Python client's tests (tests/test_client.py, tests/test_bridge.py):
-real HTTP whose player streams drop and whose first command loses its answer."""
+real HTTP whose player streams drop, whose first command loses its answer, and whose
+service may then be down for a while."""
 
 from __future__ import annotations
 
@@ -26,16 +27,26 @@ class DroppingStream(httpx.SyncByteStream):
 
 class BadNetwork(httpx.BaseTransport):
     """Real HTTP, with a bad network's faults: each connection of the player's stream drops
-    after a few chunks, and the answer of the first command is lost once the service has
-    acted on it. Records each command sent (its Idempotency-Key)."""
+    after a few chunks, the answer of the first command is lost once the service has acted
+    on it, then the next ``outage`` requests find no service (as while it restarts) and the
+    next ``busy`` are answered 503 (as by a service shedding load). Records each command
+    sent (its Idempotency-Key)."""
 
-    def __init__(self, stream_chunks: int = 3) -> None:
+    def __init__(self, stream_chunks: int = 3, outage: int = 0, busy: int = 0) -> None:
         self.inner = httpx.HTTPTransport()
         self.stream_chunks = stream_chunks
+        self.outage, self.busy = outage, busy
         self.stream_connections = 0
         self.command_keys: list[str] = []
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.command_keys and self.outage:
+            self.outage -= 1
+            raise httpx.ConnectError("connection refused: the service is down")
+        if self.command_keys and self.busy:
+            self.busy -= 1
+            problem = {"status": 503, "code": "unavailable", "detail": "busy, try again"}
+            return httpx.Response(503, json=problem, headers={"Retry-After": "0"})
         response = self.inner.handle_request(request)
         if request.url.path.endswith("/commands"):
             self.command_keys.append(request.headers["Idempotency-Key"])

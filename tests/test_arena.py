@@ -85,6 +85,8 @@ def test_the_engine_sees_only_its_seat_and_may_log(capsys, caplog, tmp_path, mon
     assert "spy: deciding in bidding" in caplog.messages
     by_process: dict[int, list[dict]] = {}
     for line in spied.read_text().splitlines():
+        # Not even in a match's id: with the run's seed an engine could deal every hand.
+        assert SEED not in line
         entry = json.loads(line)
         by_process.setdefault(entry["pid"], []).append(entry["message"])
     # Each seat its own process: seats 0 and 2 in the first hand, 1 and 3 in the second.
@@ -101,6 +103,10 @@ def test_the_engine_sees_only_its_seat_and_may_log(capsys, caplog, tmp_path, mon
                 view = message["view"]
                 assert view["seat"] == seat and view["actions"] == message["actions"]
                 assert "hands" not in view and view["seed"] is None
+                # The API's seats say whose is a program's: the engines' seats.
+                assert [s["bot_account"] for s in view["seats"]] == [
+                    not s["bot"] for s in view["seats"]
+                ]
                 assert view["bottom"] is None or view["landlord"] == seat
                 assert message["time_left_ms"] == 2000
             if message["type"] == "hand_over":
@@ -115,6 +121,7 @@ def test_the_engine_sees_only_its_seat_and_may_log(capsys, caplog, tmp_path, mon
         ("illegal", "engine_illegal", "the hand does not hold: S3, S3, S3"),
         ("slow", "engine_timeout", "slow: no answer within 300 ms"),
         ("garbage", "engine_garbage", "wrote 'I think I will play a three'"),
+        ("twice", "engine_garbage", "unasked"),
     ],
 )
 def test_a_failing_engine_is_named_and_the_arena_exits_1(capsys, mode, code, said):
@@ -136,3 +143,41 @@ def test_a_failing_engine_is_named_and_the_arena_exits_1(capsys, mode, code, sai
 def test_options_go_only_to_an_engine_that_declares_them():
     with pytest.raises(EngineGarbage, match="declares no option depth"):
         Engine(EXAMPLE, options={"depth": 3}).start()
+
+
+@pytest.mark.parametrize(
+    ("engine", "said"),
+    [
+        ("", "ddz arena: engine_crashed: engine '' did not start: the command is empty"),
+        ("python3 'engine.py", "did not start: No closing quotation"),
+        ("/no/such/engine", "did not start: [Errno 2] No such file or directory"),
+    ],
+)
+def test_an_engine_that_cannot_start_is_named_without_a_traceback(capsys, engine, said):
+    status, out, err = arena(capsys, "--engine", engine, "--deals", "1", "--seed", SEED)
+    assert status == 1 and out == ""
+    assert said in err and "Traceback" not in err
+
+
+def test_records_that_cannot_be_written_are_refused_before_play(capsys, tmp_path):
+    occupied = tmp_path / "a-file"
+    occupied.write_text("")
+    status, out, err = arena(
+        capsys, "--engine", EXAMPLE, "--deals", "1", "--records", str(occupied)
+    )
+    assert status == 2 and out == ""
+    assert err == f"ddz: --records {occupied}: File exists\n"
+
+
+@pytest.mark.parametrize("move_ms", ["0", "-5", "soon"])
+def test_a_time_per_decision_is_at_least_1_ms(capsys, move_ms):
+    with pytest.raises(SystemExit) as refused:
+        main(["arena", "--engine", EXAMPLE, "--move-ms", move_ms])
+    assert refused.value.code == 2
+    assert "--move-ms: a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_one_deal_gives_no_confidence_interval(capsys):
+    code, out, _ = arena(capsys, "--engine", EXAMPLE, "--deals", "1", "--seed", SEED)
+    assert code == 0
+    assert "95% CI n/a (1 deal)" in out and "95% CI [" not in out

@@ -9,6 +9,7 @@ again (or gives up after 3 failing hands in a row)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -16,10 +17,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from bad_network import BadNetwork
-from ddz_client import Client
+from ddz_client import Client, ProblemError
 from servers import claimed_redis_db, ddz_serve, fresh_database
 
 from service.app.bridge import Bridge
@@ -168,12 +171,55 @@ def test_two_bridges_play_at_a_private_table(service, tmp_path):
         player.close()
 
 
-def test_the_bridge_plays_on_over_a_network_that_drops(service):
+def test_two_bridges_of_one_player_answer_each_turn_once_and_both_leave(service, tmp_path):
+    player = Client.register(service, "twin-bot", bot_account=True)
+    table = player.create_table(bots_after=0, next_hand_seconds=0)
+    log = tmp_path / "bridge.log"
+    at_table = ["--table", table["table_id"], "--hands", "1"]
+    twins = [bridge(service, player.token, EXAMPLE, *at_table, log=log) for _ in range(2)]
+    # The second to leave finds the seat gone: that is what it asked for, no failure.
+    assert [finished(twin, log) for twin in twins] == [0, 0], log.read_text()
+    (hand,) = hands(player, 1)
+    assert all(a.get("by", "player") == "player" for a in by_the_player(hand))
+    player.close()
+
+
+def test_a_token_revoked_in_play_stops_the_bridge_without_blaming_the_engine(
+    service, caplog, monkeypatch
+):
+    owner = Client.register(service, "revoked-bot", bot_account=True)
+    tokens = httpx.Client(base_url=service, headers={"Authorization": f"Bearer {owner.token}"})
+    second = tokens.post("/v1/me/tokens", json={"label": "bridge"}).json()
+    revoke = functools.partial(tokens.delete, f"/v1/me/tokens/{second['token_id']}")
+    decide = Engine.decide
+
+    def decide_then_revoke(engine: Engine, *args: Any, **kwargs: Any) -> dict:
+        action = decide(engine, *args, **kwargs)
+        revoke()  # while the engine thought, the player revoked the bridge's token
+        return action
+
+    monkeypatch.setattr(Engine, "decide", decide_then_revoke)
+    with Client(service, second["token"]) as player, pytest.raises(ProblemError) as refused:
+        Bridge(player, Engine(EXAMPLE), hands=1).run()
+    assert refused.value.code == "invalid_token"
+    assert not any("failed in match" in m for m in caplog.messages)
+    owner.close()
+    tokens.close()
+
+
+def test_the_bridge_plays_on_over_a_network_that_drops(service, caplog):
     # Every stream connection drops after a few chunks; the first command's answer is lost
-    # after the service applied it.
-    network = BadNetwork(stream_chunks=3)
-    with Client.register(service, "dropped-bot", transport=network) as player:
-        played = Bridge(player, Engine(EXAMPLE), hands=2).run()
+    # after the service applied it, and the service is then down, then busy (503), each for
+    # longer than the client's own retries (5 tries): the bridge waits for it.
+    caplog.set_level("INFO", "ddz.bridge")
+    network = BadNetwork(stream_chunks=3, outage=8, busy=8)
+    with Client.register(service, "dropped-bot", transport=network, backoff=0.01) as player:
+        played = Bridge(player, Engine(EXAMPLE), hands=2, retry_seconds=0.01).run()
+        assert network.outage == network.busy == 0
+        said = caplog.messages
+        assert any(m.startswith("playing as dropped-bot (not a bot account") for m in said)
+        assert any(m.startswith("the service does not answer (connection refused") for m in said)
+        assert any(m.startswith("the service does not answer (503 unavailable") for m in said)
         assert played == 2
         assert network.stream_connections > 3
         # The lost answer's command was sent again with its key and applied once: every

@@ -52,8 +52,7 @@ class EnginePlayer:
         return engine
 
     def answer(self, document: dict[str, Any]) -> dict[str, Any]:
-        # As the API shows a view, which has the turn's deadline: here no clock but the engine's.
-        document = {**document, "deadline": None}
+        document = as_the_api_shows(document)
         seat = document["seat"]
         engine = self.engine(seat)
         if seat not in self.playing:
@@ -65,11 +64,19 @@ class EnginePlayer:
         seat = document["seat"]
         if seat in self.playing:
             self.playing.discard(seat)
-            self.engines[seat].tell(hand_over_message(document))
+            self.engines[seat].tell(hand_over_message(as_the_api_shows(document)))
 
     def close(self) -> None:
         for engine in self.engines.values():
             engine.close()
+
+
+def as_the_api_shows(document: dict[str, Any]) -> dict[str, Any]:
+    """A seat's view as ``GET /v1/matches/{id}`` has it: the turn's ``deadline`` (here
+    none: no clock but the engine's) and each seat's ``bot_account`` (an engine's seat is
+    a program's, as a bot account's is on the service; the house bot's is the system's)."""
+    seats = [{**seat, "bot_account": seat["player"] is not None} for seat in document["seats"]]
+    return {**document, "deadline": None, "seats": seats}
 
 
 @dataclass
@@ -112,7 +119,12 @@ class Arena:
             f"{r.deals} deal{'s' * (r.deals != 1)}, each played twice with the seats swapped"
             f" ({r.hands} hands)",
             f"points per hand of {first.name} (all its seats, in stakes): {r.mean:+.2f}"
-            f"  95% CI [{r.low:+.2f}, {r.high:+.2f}]",
+            # One deal has no spread to measure: its interval would read as a certainty.
+            + (
+                f"  95% CI [{r.low:+.2f}, {r.high:+.2f}]"
+                if r.deals > 1
+                else "  95% CI n/a (1 deal)"
+            ),
         ]
         for side in self.sides:
             lines.append(
@@ -138,9 +150,9 @@ def run(
     records: Path | None = None,
 ) -> Arena:
     """Plays the first engine against the second, or against the house bot at ``level``;
-    writes each hand's record into ``records``. An engine's failure is raised as its
-    :class:`~service.app.engine.EngineError` (an answer the rules refuse as
-    :class:`~service.app.engine.EngineIllegal`)."""
+    writes each hand's record into ``records`` (a directory that exists). An engine's
+    failure is raised as its :class:`~service.app.engine.EngineError` (an answer the rules
+    refuse as :class:`~service.app.engine.EngineIllegal`)."""
     first = EnginePlayer(engines[0], move_ms=move_ms, options=options)
     second: Player = (
         EnginePlayer(engines[1], move_ms=move_ms, options=options)
@@ -152,8 +164,6 @@ def run(
     if isinstance(second, EnginePlayer):
         second.engine(0)
     sides = (Side(first.name), Side(""))
-    if records is not None:
-        records.mkdir(parents=True, exist_ok=True)
 
     def on_hand(deal: int, seats: tuple[int, ...], events: list[Event], state: State) -> None:
         sides[0].add(seats, state)

@@ -23,18 +23,23 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from ddz_client import Client, FeedItem, ProblemError
+from ddz_client import Client, FeedItem, ProblemError, TransportError
+from ddz_client.client import TRANSIENT
 
 from .engine import Engine, EngineError, decide_message, hand_over_message, new_hand_message
 
 log = logging.getLogger("ddz.bridge")
+T = TypeVar("T")
 
 #: Hands in a row in which the engine failed before the bridge gives up.
 MAX_FAILURES = 3
+#: The longest wait between two tries of a request the service does not answer.
+MAX_RETRY_SECONDS = 10.0
 #: Kept back from a turn's deadline for the command's way to the service.
 MARGIN_MS = 500
 #: Refusals that say the turn moved on before the answer arrived (another seat's timeout,
@@ -69,10 +74,12 @@ class Bridge:
         lobby: Lobby = Lobby(),
         hands: int | None = None,
         move_ms: int = 5000,
+        retry_seconds: float = 1.0,
     ) -> None:
         self.client, self.engine = client, engine
         self.table_id, self.invite, self.lobby = table_id, invite, lobby
         self.hands, self.move_ms = hands, move_ms
+        self.retry_seconds = retry_seconds  # the first wait for a service that does not answer
         self.ticket_id: str | None = None
         self.played = 0  # hands ended at the table since the bridge started
         self.failures = 0  # failing hands in a row
@@ -89,6 +96,17 @@ class Bridge:
         self.engine.start()
         log.info("engine %s (by %s) started", self.engine.name, self.engine.author or "?")
         try:
+            # Asked first: a wrong --url is told (each try logged) and a bad token refused
+            # here; the stream would retry them in silence.
+            me = self.call(self.client.me)
+            log.info(
+                "playing as %s (%s)",
+                me["name"],
+                "a bot account"
+                if me.get("bot_account")
+                else "not a bot account: its seats "
+                "are not marked as a program's (POST /v1/players with bot_account)",
+            )
             for item in self.client.stream():
                 self.on_item(item)
                 if self.hands is not None and self.played >= self.hands:
@@ -102,24 +120,55 @@ class Bridge:
         return self.played
 
     def leave(self) -> None:
-        if self.table_id is not None:
-            self.client.leave_table(self.table_id)
+        if self.table_id is None:
+            return
+        try:
+            self.call(self.client.leave_table, self.table_id)
+        except ProblemError as exc:
+            if exc.code != "not_seated":
+                raise
+            # Left already: by another bridge playing the same player, or by this leave
+            # whose answer was lost. Either way the seat is given up, as asked.
+            log.info("left table %s after %d hands (the seat was gone)", self.table_id, self.played)
+        else:
             log.info("left table %s after %d hands", self.table_id, self.played)
+
+    def call(self, request: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``request`` of the client, sent again until the service answers (not busy). The
+        client retries for a few seconds; a service that restarts or sheds load may take
+        longer, and the bridge has nothing else to do meanwhile (the stream resumes after
+        it); a busy answer is no refusal of the engine's action. Each request the
+        bridge makes is safe to repeat: reads, the lobby's one ticket, a join that finds
+        the seat taken by its first attempt, a command under its Idempotency-Key, a leave
+        (a repeated one is refused, not done twice)."""
+        delay = self.retry_seconds
+        while True:
+            try:
+                return request(*args, **kwargs)
+            except (TransportError, ProblemError) as exc:
+                if isinstance(exc, ProblemError) and exc.status not in TRANSIENT:
+                    raise
+                log.warning("the service does not answer (%s); again in %.1f s", exc, delay)
+            time.sleep(delay)
+            delay = min(2 * delay, MAX_RETRY_SECONDS)
 
     # --- the seat -------------------------------------------------------------------------
 
     def sit(self) -> None:
         """Takes the seat: the given table, the table where the player sits already (a
         restarted bridge), or the lobby's; then picks up the hand under way."""
-        seated = [str(table["table_id"]) for table in self.client.my_tables()]
+        seated = [str(table["table_id"]) for table in self.call(self.client.my_tables)]
         if self.table_id is not None:
             if self.table_id not in seated:
-                self.client.join_table(self.table_id, self.invite)
+                self.call(self.client.join_table, self.table_id, self.invite)
         elif seated:
             self.table_id = seated[0]
         else:
-            ticket = self.client.quick_match(
-                ruleset=self.lobby.ruleset, unit=self.lobby.unit, cap=self.lobby.cap
+            ticket = self.call(
+                self.client.quick_match,
+                ruleset=self.lobby.ruleset,
+                unit=self.lobby.unit,
+                cap=self.lobby.cap,
             )
             self.ticket_id = str(ticket["ticket_id"])
             if ticket.get("table_id"):
@@ -128,7 +177,7 @@ class Bridge:
                 log.info("waiting in the lobby (ticket %s)", self.ticket_id)
         if self.table_id is not None:
             log.info("seated at table %s", self.table_id)
-            match_id = self.client.table(self.table_id).get("match_id")
+            match_id = self.call(self.client.table, self.table_id).get("match_id")
             if match_id:
                 self.turn(str(match_id), time.perf_counter())
 
@@ -163,7 +212,7 @@ class Bridge:
         """Answers the seat's pending decision at ``match_id``, if any."""
         if match_id in self.failed:
             return
-        view = self.client.match(match_id)
+        view = self.call(self.client.match, match_id)
         version, actions = int(view["version"]), view["actions"]
         if not actions or (match_id, version) in self.answered:
             return
@@ -191,13 +240,16 @@ class Bridge:
         try:
             self.send(match_id, version, action, arrived)
         except ProblemError as exc:
+            if exc.status == 401:
+                raise  # the token is refused (revoked, expired), not the engine's action
             self.fail(match_id, self.engine.illegal(action, f"{exc.code}: {exc.detail}"))
 
     def send(self, match_id: str, version: int, action: dict[str, Any], arrived: float) -> None:
         """Sends the command; a turn that moved on meanwhile is let go, another refusal
         raised (the engine's doing)."""
         try:
-            self.client.command(
+            self.call(
+                self.client.command,
                 match_id,
                 action,
                 expected_version=version,
@@ -232,7 +284,7 @@ class Bridge:
             error,
         )
         try:
-            self.client.leave_match(match_id)
+            self.call(self.client.leave_match, match_id)
         except ProblemError as exc:
             log.info("match %s: leaving: %s", match_id, exc.code)
 
@@ -246,7 +298,7 @@ class Bridge:
             self.failures = 0
         if self.told == match_id and self.engine.running:
             try:
-                self.engine.tell(hand_over_message(self.client.match(match_id)))
+                self.engine.tell(hand_over_message(self.call(self.client.match, match_id)))
             except EngineError as exc:
                 log.error("engine %s: %s: %s", self.engine.name, exc.code, exc)
         self.told = None

@@ -86,8 +86,14 @@ class Engine:
         engine's hello."""
         self.close()
         try:
+            argv = shlex.split(self.command)
+        except ValueError as exc:  # an unclosed quote
+            raise EngineCrashed(f"engine {self.command!r} did not start: {exc}") from None
+        if not argv:
+            raise EngineCrashed("engine '' did not start: the command is empty")
+        try:
             process = subprocess.Popen(
-                shlex.split(self.command),
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -137,27 +143,47 @@ class Engine:
 
     def ask(self, message: dict[str, Any], seconds: float) -> dict[str, Any]:
         """Sends ``message`` and returns the engine's answer within ``seconds`` (its ``log``
-        lines are logged on the way)."""
+        lines are logged on the way). A line other than a log written before it was asked
+        (a second answer to the last question) is garbage: taken as this answer, it would
+        answer a question the engine has not seen."""
+        while True:
+            try:
+                early = self._lines.get_nowait()
+            except queue.Empty:
+                break
+            line = self._line(early)
+            if self._message(line) is not None:
+                self._fail(EngineGarbage(f"{self.name}: wrote {line.strip()[:200]!r} unasked"))
         self.tell(message)
         deadline = time.monotonic() + seconds
         while True:
             try:
-                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                item = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 self._fail(EngineTimeout(f"{self.name}: no answer within {seconds * 1000:.0f} ms"))
-            if line is _EOF:
-                self._fail(EngineCrashed(f"{self.name}: exited ({self._exit_status()})"))
-            assert isinstance(line, str)
-            try:
-                answer = json.loads(line)
-            except ValueError:
-                answer = None
-            if not isinstance(answer, dict) or not isinstance(answer.get("type"), str):
-                self._fail(EngineGarbage(f"{self.name}: wrote {line.strip()[:200]!r}"))
-            if answer["type"] == "log":
-                log.info("%s: %s", self.name, answer.get("message"))
-                continue
-            return answer
+            answer = self._message(self._line(item))
+            if answer is not None:
+                return answer
+
+    def _line(self, item: object) -> str:
+        """The line the reader queued as ``item``; its end of output is the engine's crash."""
+        if item is _EOF:
+            self._fail(EngineCrashed(f"{self.name}: exited ({self._exit_status()})"))
+        assert isinstance(item, str)
+        return item
+
+    def _message(self, line: str) -> dict[str, Any] | None:
+        """The message of a line the engine wrote; ``None`` for a log line (logged)."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+            self._fail(EngineGarbage(f"{self.name}: wrote {line.strip()[:200]!r}"))
+        if message["type"] == "log":
+            log.info("%s: %s", self.name, message.get("message"))
+            return None
+        return message
 
     def decide(self, message: dict[str, Any], seconds: float) -> dict[str, Any]:
         """Sends a ``decide`` message and returns the command body of the engine's

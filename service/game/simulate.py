@@ -197,15 +197,18 @@ def duplicate(
     come out at exactly 0. A :class:`Speaker` sits as a player (named ``name#seat``: one
     player per seat), a policy as a bot."""
     per_deal: list[float] = []
+    # The matches' ids name the run without its seed: a Speaker is shown its match's id, and
+    # the seed would give it every deal (hand_seed is no secret), all four hands and the bottom.
+    run_id = hashlib.sha256(f"ddz-duplicate-run:{seed}".encode()).hexdigest()[:16]
     for i in range(deals):
         total = 0.0
-        for seats in DUPLICATE_SEATS:
+        for hand, seats in enumerate(DUPLICATE_SEATS):
             policies = [first if s in seats else second for s in range(SEATS)]
             events, state = play_hand(
                 table,
                 hand_seed(seed, i),
                 policies,
-                match_id=f"dup-{seed}-{i}",
+                match_id=f"dup-{run_id}-{i}-{hand}",
                 players=[
                     f"{p.name}#{s}" if isinstance(p, Speaker) else None
                     for s, p in enumerate(policies)

@@ -1,8 +1,8 @@
 """An engine that plays as examples/engine.py for its first AFTER decisions, then misbehaves
 as MODE: ``crash`` (exits), ``illegal`` (plays a card it does not hold), ``slow`` (answers
-after 3 s), ``garbage`` (writes a line that is not JSON), ``stall`` (creates the file named
-by STALL_FILE and never answers). ``spy`` never misbehaves but
-appends every message it receives to the file named by SPY_FILE, as
+after 3 s), ``garbage`` (writes a line that is not JSON), ``twice`` (answers twice, in one
+write), ``stall`` (creates the file named by STALL_FILE and never answers). ``spy`` never
+misbehaves but appends every message it receives to the file named by SPY_FILE, as
 ``{"pid": its process id, "message": ...}``, and logs each decision (a ``log`` line).
 
     python tests/engines/misbehaving.py MODE [AFTER]
@@ -42,6 +42,10 @@ for line in sys.stdin:
         if decisions > after and mode == "stall":
             Path(os.environ["STALL_FILE"]).touch()
             time.sleep(3600)
+        if decisions > after and mode == "twice":
+            answer = json.dumps({"type": "action", "action": action})
+            print(f"{answer}\n{answer}", flush=True)
+            continue
         if decisions > after and mode == "garbage":
             print("I think I will play a three", flush=True)
             continue
