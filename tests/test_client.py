@@ -236,19 +236,30 @@ def test_a_command_is_retried_with_the_same_idempotency_key():
     assert more[0].headers["Idempotency-Key"] not in keys
 
 
-def test_a_new_table_is_sent_again_only_when_the_service_surely_did_not_make_it():
+def test_a_new_table_is_retried_with_its_idempotency_key():
+    client, requests = answering(
+        httpx.ReadError("dropped"),
+        problem(503, "database_unavailable"),
+        httpx.Response(201, json={"table_id": "t"}),
+    )
+    assert client.create_table(unit="2.00")["table_id"] == "t"
+    keys = {r.headers["Idempotency-Key"] for r in requests}
+    assert len(requests) == 3 and len(keys) == 1
+
+
+def test_a_new_match_seat_is_sent_again_only_when_the_service_surely_did_not_take_it():
     client, requests = answering(
         httpx.ConnectError("refused"),
         problem(429, "rate_limited", **{"Retry-After": "0"}),
         problem(503, "database_unavailable"),
     )
     with pytest.raises(Unavailable) as caught:
-        client.create_table()
+        client.take_seat("m", 0)
     assert caught.value.code == "database_unavailable" and len(requests) == 3
 
     client, requests = answering(httpx.ReadError("dropped"))
     with pytest.raises(httpx.ReadError):
-        client.create_table()
+        client.take_seat("m", 0)
     assert len(requests) == 1
 
 

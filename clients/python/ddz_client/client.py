@@ -34,8 +34,8 @@ QUICK_CLOSE_SECONDS = 1.0
 class Retry(enum.Enum):
     """When a request may be sent again."""
 
-    #: Repeating it changes nothing more: reads, a cancel, a command with its
-    #: Idempotency-Key, a lobby ticket (the service keeps one waiting ticket per player).
+    #: Repeating it changes nothing more: reads, a cancel, a command or a creation with its
+    #: Idempotency-Key (the service answers a repeat with the first attempt's answer).
     ALWAYS = "always"
     #: Only when the service surely did not act: the connection was never made, or it
     #: answered 429 (refused before acting). A new table or a new player made twice would
@@ -192,6 +192,13 @@ class Client:
     def _json(self, method: str, path: str, *, retry: Retry = Retry.ALWAYS, **kwargs: Any) -> Any:
         return self._send(method, path, retry=retry, **kwargs).json()
 
+    def _create(self, path: str, body: dict[str, Any]) -> Any:
+        """A POST that makes something (a ticket, a table, a seat at a table, a match),
+        with an Idempotency-Key made for this call and kept over its retries: a repeat
+        gets the first attempt's answer and makes nothing more."""
+        headers = {"Idempotency-Key": uuid.uuid4().hex}
+        return self._json("POST", path, json=body, headers=headers)
+
     # --- the player ---------------------------------------------------------------------------
 
     def me(self) -> dict[str, Any]:
@@ -228,7 +235,7 @@ class Client:
             if value is not None:
                 body[name] = value
         try:
-            ticket: dict[str, Any] = self._json("POST", "/v1/lobby/tickets", json=body)
+            ticket: dict[str, Any] = self._create("/v1/lobby/tickets", body)
         except ProblemError as exc:
             if exc.code != "ticket_waiting" or "ticket_id" not in exc.body:
                 raise
@@ -250,8 +257,8 @@ class Client:
     def create_table(self, **options: Any) -> dict[str, Any]:
         """A new table (the options of ``POST /v1/tables``: ruleset, unit, cap, rake,
         bombs_double, turn_seconds, bot_level, bots_after, next_hand_seconds, private),
-        the caller in seat 0. Sent again only if it surely was not made."""
-        table: dict[str, Any] = self._json("POST", "/v1/tables", json=options, retry=Retry.UNSENT)
+        the caller in seat 0."""
+        table: dict[str, Any] = self._create("/v1/tables", options)
         return table
 
     def table(self, table_id: str) -> dict[str, Any]:
@@ -265,7 +272,7 @@ class Client:
         request is retried as safely as a read."""
         body = {} if invite is None else {"invite": invite}
         try:
-            table: dict[str, Any] = self._json("POST", f"/v1/tables/{table_id}/seats", json=body)
+            table: dict[str, Any] = self._create(f"/v1/tables/{table_id}/seats", body)
         except ProblemError as exc:
             if exc.code == "already_seated" and self._seated(table_id):
                 return self.table(table_id)
@@ -292,7 +299,7 @@ class Client:
 
     def create_match(self, **options: Any) -> dict[str, Any]:
         """A new match of one hand (the options of ``POST /v1/matches``); nobody seated."""
-        match: dict[str, Any] = self._json("POST", "/v1/matches", json=options, retry=Retry.UNSENT)
+        match: dict[str, Any] = self._create("/v1/matches", options)
         return match
 
     def take_seat(
