@@ -59,6 +59,11 @@ class EngineIllegal(EngineError):
 
 
 _EOF = object()
+#: The longest line an engine may write, in characters: an answer is a few hundred, a log
+#: line rarely more. A longer line, or one that never ends, is garbage rather than memory
+#: without bound (a 50 MB line took 240 MB and half a minute).
+MAX_LINE = 1 << 20
+_TOO_LONG = object()
 
 
 class Engine:
@@ -169,6 +174,10 @@ class Engine:
         """The line the reader queued as ``item``; its end of output is the engine's crash."""
         if item is _EOF:
             self._fail(EngineCrashed(f"{self.name}: exited ({self._exit_status()})"))
+        if item is _TOO_LONG:
+            self._fail(
+                EngineGarbage(f"{self.name}: wrote a line longer than {MAX_LINE} characters")
+            )
         assert isinstance(item, str)
         return item
 
@@ -252,7 +261,10 @@ class Engine:
 def _read_lines(process: subprocess.Popen[str], lines: queue.Queue[object]) -> None:
     assert process.stdout is not None
     try:
-        for line in process.stdout:
+        while line := process.stdout.readline(MAX_LINE + 1):
+            if len(line) > MAX_LINE:
+                lines.put(_TOO_LONG)
+                return
             lines.put(line)
     except (OSError, ValueError):
         pass

@@ -1,7 +1,8 @@
 """An engine that plays as examples/engine.py for its first AFTER decisions, then misbehaves
 as MODE: ``crash`` (exits), ``illegal`` (plays a card it does not hold), ``slow`` (answers
 after 3 s), ``garbage`` (writes a line that is not JSON), ``twice`` (answers twice, in one
-write), ``stall`` (creates the file named by STALL_FILE and never answers). ``spy`` never
+write), ``stall`` (creates the file named by STALL_FILE and never answers), ``long`` (writes a
+log line of two million characters). ``spy`` never
 misbehaves but appends every message it receives to the file named by SPY_FILE, as
 ``{"pid": its process id, "message": ...}``, and logs each decision (a ``log`` line).
 
@@ -46,6 +47,8 @@ for line in sys.stdin:
             answer = json.dumps({"type": "action", "action": action})
             print(f"{answer}\n{answer}", flush=True)
             continue
+        if decisions > after and mode == "long":
+            print(json.dumps({"type": "log", "message": "x" * 2_000_000}), flush=True)
         if decisions > after and mode == "garbage":
             print("I think I will play a three", flush=True)
             continue
