@@ -613,8 +613,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Options whose value may begin with "-": a token is URL-safe base64, and argparse takes
+#: "--token -x..." for an option without its value (1 token in 64 failed so).
+DASHED_VALUES = frozenset({"--token"})
+
+
+def glued(argv: list[str]) -> list[str]:
+    """``argv`` with each ``--token VALUE`` written ``--token=VALUE``.
+
+    >>> glued(["bridge", "--token", "-Ab3", "--url", "u"])
+    ['bridge', '--token=-Ab3', '--url', 'u']
+    """
+    out: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        value = next(args, None) if arg in DASHED_VALUES else None
+        out.append(arg if value is None else f"{arg}={value}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(glued(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "rules":
             return run_rules(sys.stdin.buffer, sys.stdout)
