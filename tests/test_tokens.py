@@ -3,9 +3,12 @@ API process honours within a second, and no reach into another player's tokens."
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
+from api_support import HttpApi, new_player, open_sse, sse_messages
+from servers import serving
 
 from service.api import create_app
 
@@ -118,3 +121,33 @@ def test_a_bad_token_request_is_refused_and_makes_no_token(client, body):
     reply = client.post("/v1/me/tokens", headers=auth(token), json=body)
     assert reply.status_code == 422 and reply.content_type == "application/problem+json"
     assert len(tokens_of(client, token)) == 1
+
+
+def test_a_revoked_token_ends_the_players_own_stream_it_opened(config):
+    """Not only new requests: the stream a revoked token had open ends, and reopening it
+    is refused. (It used to deliver the player's items until the stream's time ran out.)"""
+    app = create_app(dataclasses.replace(config, keepalive_seconds=0.2, stream_seconds=60))
+    try:
+        with serving(app) as base:
+            api = HttpApi(base)
+            keeper = new_player(api, "stream-keeper")
+            spare = keeper.post("/v1/me/tokens", {}).json
+            conn, response = open_sse(base, "/v1/me/stream", spare["token"], timeout=5)
+            try:
+                messages = sse_messages(response)
+                assert next(m for m in messages if m.kind == "message").event == "ready"
+                revoked = keeper.call("DELETE", f"/v1/me/tokens/{spare['token_id']}")
+                assert revoked.status == 204
+                revoked_at = time.monotonic()
+                # The stream ends with nothing more, long before its 60 s are up.
+                assert [m for m in messages if m.kind == "message"] == []
+                assert time.monotonic() - revoked_at < 10
+            finally:
+                conn.close()
+            conn, response = open_sse(base, "/v1/me/stream", spare["token"])
+            try:
+                assert response.status == 401
+            finally:
+                conn.close()
+    finally:
+        app.extensions["ddz"].close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from flask import request
@@ -61,6 +62,20 @@ def caller() -> Caller:
             CHALLENGE,
         )
     return Caller(found.player_id, token_id=found.token_id)
+
+
+def still_valid() -> Callable[[], bool]:
+    """Asks later (a stream, between its messages) whether the player's token of this
+    request is still valid: a revoked or expired token ends what it opened. Revocations
+    reach every process's cache of tokens within a second, so a check is a lookup."""
+    token = request.headers.get("Authorization", "").partition(" ")[2].strip()
+    players = services().players
+
+    def valid() -> bool:
+        found = players.by_token(token)
+        return found is not None and not found.expired()
+
+    return valid
 
 
 def player() -> PlayerCaller:

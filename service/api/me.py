@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import marshmallow as ma
@@ -15,7 +15,7 @@ from ..app.feed import HELD_SECONDS, Cursor
 from ..app.feed_fanout import PlayerSubscription
 from ..store import ReaderFailed, TooManySubscriptions, ledger
 from . import schemas
-from .auth import player
+from .auth import player, still_valid
 from .documents import (
     after_cursor,
     bot_account_of,
@@ -312,10 +312,15 @@ def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: flo
 
 
 def _stream_items(
-    player_id: str, after: Cursor | None, subscription: PlayerSubscription
+    player_id: str,
+    after: Cursor | None,
+    subscription: PlayerSubscription,
+    valid: Callable[[], bool],
 ) -> Iterator[str]:
     """The stream's messages after ``after`` (from the present without it): read here up
-    to where the subscription starts, then handed over by the process's reader."""
+    to where the subscription starts, then handed over by the process's reader; until the
+    token is no longer ``valid`` (revoked or expired: the stream ends, and the client's
+    reconnection is refused)."""
     feed, notifier, config = services().feed, services().notifier, services().config
     start = subscription.start
     if start is None:
@@ -338,6 +343,8 @@ def _stream_items(
             )
         except ReaderFailed:
             return  # the client reconnects, and its stream gets a new reader
+        if not valid():
+            return
         sent = False
         for item in items:
             cursor = Cursor.parse(item["id"])
@@ -396,6 +403,7 @@ def my_events(query):
 def my_stream():
     who = player()
     player_id = who.player or ""
+    valid = still_valid()
     after = _cursor_of(last_event_id())
     try:
         slot = services().fanout.admit()
@@ -408,7 +416,7 @@ def my_stream():
         # (service/app/feed_fanout.py); the stream reads those before that itself.
         subscription = services().feed_fanout.subscribe(player_id)
         try:
-            yield from _stream_items(player_id, after, subscription)
+            yield from _stream_items(player_id, after, subscription, valid)
         finally:
             subscription.close()
 
