@@ -14,6 +14,8 @@ A seat the system takes over from a disconnected player plays at least ``normal`
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable
 
 from ..commands import Pass, Play, SeatCommand
 from ..policies import Policy, RandomPolicy
@@ -62,16 +64,22 @@ class EasyPolicy:
 
 
 def policy(
-    level: str, *, seed: str = "", budget: float | None = DEFAULT_BUDGET, samples: int = 10_000
+    level: str,
+    *,
+    seed: str = "",
+    budget: float | None = DEFAULT_BUDGET,
+    samples: int = 10_000,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Policy:
-    """The system's player at ``level`` (``budget``, ``samples``: the search's, for hard)."""
+    """The system's player at ``level`` (``budget``, ``samples``, ``clock``: the search's,
+    for hard)."""
     if level == EASY:
         return EasyPolicy(seed)
     if level == NORMAL:
         return BotPolicy(style=NORMAL_STYLE)
     if level == HARD:
         return SearchPolicy(
-            seed, budget=budget, samples=samples, base=BotPolicy(style=NORMAL_STYLE)
+            seed, budget=budget, samples=samples, base=BotPolicy(style=NORMAL_STYLE), clock=clock
         )
     raise ValueError(f"no bot level {level!r} (one of {', '.join(LEVELS)})")
 
@@ -84,11 +92,17 @@ BASELINES = {
 }
 
 
-def contestant(name: str, *, seed: str = "", budget: float | None = DEFAULT_BUDGET) -> Policy:
+def contestant(
+    name: str,
+    *,
+    seed: str = "",
+    budget: float | None = DEFAULT_BUDGET,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Policy:
     """A level or a baseline, by name (``ddz simulate --pit``)."""
     if name in BASELINES:
         return BotPolicy(style=BASELINES[name])
-    return policy(name, seed=seed, budget=budget)
+    return policy(name, seed=seed, budget=budget, clock=clock)
 
 
 def takeover_level(level: str) -> str:

@@ -22,11 +22,12 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 
-from ...rules.cards import COPIES, NUM_RANKS, SMALL_JOKER, TWO, Card, Counts, counts_of
+from ...rules.cards import NUM_RANKS, SMALL_JOKER, TWO, Card, Counts, counts_of
 from ...rules.combinations import PAIR, SINGLE, TRIPLE, Combination, readings
 from ...rules.errors import RulesError
 from ...rules.moves import legal_plays
@@ -34,7 +35,7 @@ from ...rules.report import ReportChoice
 from ...rules.rulesets import Ruleset
 from ..commands import SeatCommand
 from ..state import PLAYING
-from ..views import SeatInfo, SeatView
+from ..views import SeatView
 from .planning import subtract
 from .policy import BotPolicy, SeatPlan, lead_key, prune
 
@@ -42,9 +43,9 @@ SEATS = 4
 #: The default time budget of one decision, in seconds.
 DEFAULT_BUDGET = 0.05
 #: Candidates weighed per decision, the bot's own choice (and a pass) included.
-MAX_CANDIDATES = 6
+MAX_CANDIDATES = 4
 #: Search only once a seat holds this many cards or fewer (33: from the first play).
-ENDGAME = 33
+ENDGAME = 50
 #: How the play-outs play: the greedy policy, or the rule-based bot at every seat.
 #: Measured in duplicate against ``normal`` with the true hands in place of sampled
 #: ones, searching every play: greedy play-outs lose 2 points per hand, the bot's win 5.
@@ -53,7 +54,7 @@ GREEDY_PLAYOUTS, BOT_PLAYOUTS = "greedy", "bot"
 #: errors above zero.
 CONFIDENCE = 2.0
 #: Fewer deals than this say too little about the spread: the bot's choice stands.
-MIN_ROUNDS = 4
+MIN_ROUNDS = 10
 _GROUPS = (SINGLE, PAIR, TRIPLE)
 
 
@@ -182,10 +183,17 @@ def _greedy_lead(
     )
 
 
-def rollout(position: Position, player: Player | None = None) -> tuple[bool, int]:
+def rollout(
+    position: Position,
+    player: Player | None = None,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[bool, int] | None:
     """Plays the hand out, greedily or with ``player`` at every seat: (the landlord won,
-    bombs played in all)."""
+    bombs played in all), or None once ``clock()`` passes ``deadline``."""
     while True:
+        if deadline is not None and clock() > deadline:
+            return None
         seat = position.turn
         play = greedy(position, seat) if player is None else player.move(position, seat)
         if position.apply(seat, play):
@@ -202,38 +210,60 @@ def _cards(counts: Counts) -> tuple[Card, ...]:
     )
 
 
+class _PlayoutView:
+    """What the bot's play reads of a seat's view, at one turn of a play-out. A whole
+    :class:`SeatView` per turn (its cards, its seat list, the played cards summed over
+    every hand) took a third of a play-out's time; the unseen cards and the landlord's
+    shown hand are worked out only when the play asks for them."""
+
+    __slots__ = (
+        "seat",
+        "landlord",
+        "table",
+        "locked",
+        "bombs_left",
+        "lead",
+        "lead_seat",
+        "_hands",
+        "_shown",
+    )
+
+    def __init__(self, root: SeatView, position: Position, seat: int) -> None:
+        self.seat = seat
+        self.landlord = position.landlord
+        self.table = root.table
+        self.locked = position.locks(seat)
+        self.bombs_left = position.bombs_left[seat]
+        self.lead = position.lead
+        self.lead_seat = position.lead_seat if position.lead is not None else None
+        self._hands = position.hands
+        self._shown = root.landlord_hand is not None
+
+    @property
+    def unseen(self) -> Counts:
+        """The other seats' cards: in a play-out the bottom is in the landlord's hand."""
+        others = [h for s, h in enumerate(self._hands) if s != self.seat]
+        return tuple(map(sum, zip(*others)))
+
+    @property
+    def landlord_hand(self) -> tuple[Card, ...] | None:
+        return _cards(tuple(self._hands[self.landlord])) if self._shown else None
+
+
 class Player:
-    """The rule-based bot as a play-out policy: at each turn, the view the seat would
-    have in ``position`` (built from the root view, which holds what does not change)."""
+    """The rule-based bot as a play-out policy: at each turn, what the seat would see in
+    ``position`` (the root view holds what does not change)."""
 
     def __init__(self, root: SeatView, bot: BotPolicy) -> None:
         self.root = root
         self.bot = bot
 
     def move(self, position: Position, seat: int) -> Combination | None:
-        hands = position.hands
-        root = self.root
-        view = replace(
-            root,
-            seat=seat,
-            hand=_cards(tuple(hands[seat])),
-            seats=tuple(
-                SeatInfo(None, True, False, position.sizes[i], 0, position.bombs_left[i])
-                for i in range(SEATS)
-            ),
-            lead=position.lead,
-            lead_seat=position.lead_seat if position.lead is not None else None,
-            passes=position.passes,
-            bombs=position.bombs,
-            bombs_left=position.bombs_left[seat],
-            locked=position.locks(seat),
-            landlord_hand=None
-            if root.landlord_hand is None
-            else _cards(tuple(hands[position.landlord])),
-            played=tuple(COPIES[r] - sum(h[r] for h in hands) for r in range(NUM_RANKS)),
-        )
+        # The bot's play reads only what _PlayoutView holds (tests/test_search.py plays
+        # the same moves from full views).
+        view = cast(SeatView, _PlayoutView(self.root, position, seat))
         try:
-            chosen = SeatPlan(view)
+            chosen = SeatPlan(view, tuple(position.hands[seat]), list(position.sizes))
             if position.lead is None:
                 return self.bot.lead(chosen)
             return self.bot.follow(chosen)
@@ -308,7 +338,8 @@ class SearchPolicy:
     """The ``hard`` level: the rule-based bot's play, searched (see the module docstring).
     ``budget``: seconds per decision; ``samples``: at most this many deals per decision
     (with ``budget=None``, exactly this many, so the decision depends on the seed and the
-    view alone)."""
+    view alone); ``clock``: what the budget is counted in, wall time by default (a worker's
+    turn), or ``time.process_time`` to measure the search apart from the machine's load."""
 
     name = "hard"
 
@@ -322,8 +353,10 @@ class SearchPolicy:
         endgame: int = ENDGAME,
         confidence: float = CONFIDENCE,
         playouts: str = BOT_PLAYOUTS,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.seed = seed
+        self.clock = clock
         self.playouts = playouts
         self.endgame = endgame
         self.confidence = confidence
@@ -335,11 +368,15 @@ class SearchPolicy:
     def act(self, view: SeatView) -> SeatCommand:
         if view.phase != PLAYING:
             return self.base.act(view)
+        # The budget counts from here: the bot's own choice and the candidates take time too.
+        started = self.clock()
         seat = SeatPlan(view)
         chosen = self.base.lead(seat) if view.lead is None else self.base.follow(seat)
         candidates = self.candidates(seat, chosen)
-        if len(candidates) > 1 and min(seat.cards) <= self.endgame:
-            chosen = self.search(view, candidates)
+        self.rounds = 0
+        if len(candidates) > 1 and sum(seat.cards) <= self.endgame:
+            deadline = None if self.budget is None else started + self.budget
+            chosen = self.search(view, candidates, deadline)
         return self.base.command(seat, chosen)
 
     def candidates(self, seat: SeatPlan, chosen: Combination | None) -> list[Combination | None]:
@@ -369,29 +406,37 @@ class SearchPolicy:
         return out
 
     def search(
-        self, view: SeatView, candidates: Sequence[Combination | None]
+        self,
+        view: SeatView,
+        candidates: Sequence[Combination | None],
+        deadline: float | None = None,
     ) -> Combination | None:
+        """The candidate with the clearest gain over the bot's own choice (the first), by
+        play-outs of deals sampled from ``view`` until ``deadline``."""
         rng = random.Random(f"{self.seed}:{view.match_id}:{view.version}:{view.seat}")
-        deadline = None if self.budget is None else time.perf_counter() + self.budget
         # Each candidate's points minus the bot's own choice's, deal by deal: the same
         # deals for every candidate, so the differences are what the choice changes.
         gains = [[0.0, 0.0] for _ in candidates]  # sum and sum of squares
         rounds = 0
-        started = time.perf_counter()
+        started = self.clock()
         while rounds < self.samples:
             if deadline is not None and rounds:
                 # Stop when one more round (as long as the mean so far) would overrun.
-                now = time.perf_counter()
-                if now + (now - started) / rounds > deadline:
+                now = self.clock()
+                per_round = (now - started) / rounds
+                if now + per_round > deadline:
                     break
+                if rounds == 1 and per_round * MIN_ROUNDS > deadline - started:
+                    break  # too few deals would fit to say anything: the bot's choice stands
             hands = sample_hands(view, rng)
             if hands is None:
                 break
-            results = [self.evaluate(view, hands, candidates[0])]
-            for play in candidates[1:]:
-                if deadline is not None and time.perf_counter() > deadline:
+            results = []
+            for play in candidates:
+                result = self.evaluate(view, hands, play, deadline)
+                if result is None:
                     break  # out of time: this round is left unfinished, and uncounted
-                results.append(self.evaluate(view, hands, play))
+                results.append(result)
             if len(results) < len(candidates):
                 break
             for i in range(1, len(candidates)):
@@ -412,16 +457,24 @@ class SearchPolicy:
                 best, best_mean = i, mean
         return candidates[best]
 
-    def evaluate(self, view: SeatView, hands: list[list[int]], play: Combination | None) -> float:
-        """The points of one deal played out after ``play``."""
+    def evaluate(
+        self,
+        view: SeatView,
+        hands: list[list[int]],
+        play: Combination | None,
+        deadline: float | None = None,
+    ) -> float | None:
+        """The points of one deal played out after ``play`` (None: out of time)."""
         me = view.seat
         assert me is not None
         position = self.position(view, hands)
         if position.apply(me, play):
             return points(view, me == view.landlord, position.bombs)
         player = Player(view, self.base) if self.playouts == BOT_PLAYOUTS else None
-        landlord_won, bombs = rollout(position, player)
-        return points(view, landlord_won, bombs)
+        outcome = rollout(position, player, deadline, self.clock)
+        if outcome is None:
+            return None
+        return points(view, *outcome)
 
     @staticmethod
     def position(view: SeatView, hands: list[list[int]]) -> Position:
