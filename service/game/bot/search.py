@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
@@ -97,6 +97,16 @@ class Position:
     def locks(self, seat: int) -> frozenset[int]:
         return self.locked if seat == self.landlord else frozenset()
 
+    def plays(self, seat: int) -> Iterator[Combination]:
+        """The seat's legal plays now (it leads when ``lead`` is None), as the engine's."""
+        return legal_plays(
+            tuple(self.hands[seat]),
+            self.lead,
+            ruleset=self.ruleset,
+            bombs_left=self.bombs_left[seat],
+            locked=self.locks(seat),
+        )
+
     def apply(self, seat: int, play: Combination | None) -> bool:
         """Plays (or passes, ``None``) for ``seat``; True when the seat goes out."""
         self.turns += 1
@@ -151,7 +161,7 @@ def greedy(position: Position, seat: int) -> Combination | None:
     if (leader == position.landlord) == (seat == position.landlord):
         return None  # a partner's play stands
     threat = position.sizes[leader]
-    for play in legal_plays(hand, lead, ruleset=ruleset, bombs_left=bombs_left, locked=locked):
+    for play in position.plays(seat):
         if play.type.is_bomb:
             return play if threat <= 6 else None
         if play.type in _GROUPS and play.top >= TWO and threat > 10 and seat != position.landlord:
@@ -183,6 +193,19 @@ def _greedy_lead(
         legal_plays(hand, None, ruleset=ruleset, bombs_left=bombs_left, locked=locked),
         key=lambda c: (not c.type.is_bomb, c.size, c.top) if can_bomb else (c.size, c.top),
     )
+
+
+def random_playout(position: Position, rng: random.Random) -> bool:
+    """Plays the hand out uniformly at random among the legal plays and the pass (the
+    baseline of the engine's speed, and of its agreement with the full engine); True when
+    the landlord went out."""
+    while True:
+        seat = position.turn
+        options: list[Combination | None] = list(position.plays(seat))
+        if position.lead is not None:
+            options.append(None)
+        if position.apply(seat, rng.choice(options)):
+            return seat == position.landlord
 
 
 def rollout(
