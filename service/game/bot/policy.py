@@ -155,6 +155,8 @@ class Style:
     stake_bomb: int | None = None
     #: (bid, estimated chance of winning as landlord it takes), highest bid first.
     bid_thresholds: tuple[tuple[int, float], ...] = evaluation.BID_THRESHOLDS
+    #: 摊打 when the estimated chance of winning as landlord reaches this.
+    show_threshold: float = evaluation.SHOW_HAND_THRESHOLD
 
 
 class BotPolicy:
@@ -174,7 +176,7 @@ class BotPolicy:
         if view.phase == BIDDING:
             return Bid(seat, evaluation.bid(view, self.style.bid_thresholds), by)
         if view.phase == SHOW_HAND:
-            return ShowHand(seat, evaluation.show_hand(view), by)
+            return ShowHand(seat, evaluation.show_hand(view, self.style.show_threshold), by)
         if view.phase == REPORT:
             return Report(seat, evaluation.report(view), by)
         if view.phase != PLAYING:
