@@ -1,7 +1,8 @@
 """The search's play-out engine (service/game/bot/search.py ``Position``) plays by the
 rules of the full engine: from the first play of many random hands (random bids, 摊打 and
 报到 included, both rulesets), the two offer the same legal plays at every turn, and the
-same random choices end the hand the same way (who goes out, how many bombs)."""
+same random choices end the hand the same way (who goes out, how many bombs). The bot
+plays the same in a play-out as from its seat's full view."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import random
 
 import pytest
 
-from service.game import Table
-from service.game.bot.search import SearchPolicy
+from service.game import Table, decide, evolve, replay
+from service.game.bot import BotPolicy
+from service.game.bot.levels import policy
+from service.game.bot.policy import SeatPlan
+from service.game.bot.search import Player, SearchPolicy
 from service.game.commands import CreateMatch, DealHand, Pass, Play, TakeSeat
 from service.game.policies import RandomPolicy, acting_party
 from service.game.settlement import LANDLORD
-from service.game.simulate import apply, hand_seed
+from service.game.simulate import apply, hand_seed, play_hand
 from service.game.state import ENDED, PLAYING, State, initial_state
 from service.game.views import seat_view
 from service.rules import counts_of, pick_cards
@@ -74,3 +78,29 @@ def test_the_playout_engine_agrees_with_the_full_engine(ruleset):
         played += 1
     # Hands played on after 报到 (reported ranks locked) and turns with a bomb limit occur.
     assert played >= 140 and locked >= 1 and limited >= 1000
+
+
+def test_the_bot_plays_the_same_in_a_playout_as_from_its_full_view():
+    """The play-outs give the bot a light view of the position; at every play of hands of
+    normal bots (摊打 and 报到 as they come) it chooses what it chooses from the seat's
+    full view."""
+    normal = policy("normal")
+    assert isinstance(normal, BotPolicy)
+    compared = 0
+    for ruleset in ("shanghai-platform", "shanghai-local"):
+        table = Table.build(ruleset)
+        for i in range(8):
+            events, _ = play_hand(table, hand_seed(f"light-{ruleset}", i), [normal] * 4)
+            state = replay(events[:6])  # created, four seats, dealt
+            while state.result is None:
+                view = seat_view(state, state.turn)
+                if state.phase == PLAYING:
+                    seat = SeatPlan(view)
+                    full = normal.lead(seat) if view.lead is None else normal.follow(seat)
+                    hands = [list(counts_of(h)) for h in state.hands]
+                    position = SearchPolicy.position(view, hands)
+                    assert Player(view, normal).move(position, state.turn) == full
+                    compared += 1
+                for event in decide(state, normal.act(view)):
+                    state = evolve(state, event)
+    assert compared >= 500

@@ -1,6 +1,7 @@
 """Search from the seat's own view: :class:`SearchPolicy`, the ``hard`` level.
 
-At each play it weighs a few candidate plays (the rule-based bot's own choice first) by
+Once the hands hold few enough cards for play-outs to be quick (:data:`ENDGAME`), it
+weighs a few candidate plays at each play (the rule-based bot's own choice first) by
 expected points. Each round deals the cards the seat cannot see at random, consistently
 with everything its view tells (how many cards each seat holds, the cards played, the
 landlord's hand after 摊打, the reported cards it still holds after 报到, each seat's bomb
@@ -9,8 +10,9 @@ suits never matter to play) with the rule-based bot at every seat (:class:`Playe
 a faster greedy policy (:func:`greedy`). A candidate scores the points the seat wins or
 loses, each bomb doubling them when the ruleset says so: a bomb has to win more than the
 stake it doubles. Rounds go on until the time budget is spent (or ``samples`` rounds, for
-a deterministic run); a candidate replaces the bot's own choice only when its gain over
-it, deal by deal, is two standard errors above zero. The random dealing comes from the
+a deterministic run), a candidate clearly worse than the bot's choice dropping out; a
+candidate replaces the bot's own choice only when its gain over it, deal by deal, is two
+standard errors above zero (three when bombs double). The random dealing comes from the
 policy's seed and the public view only, so the same view and seed give the same decision
 whatever the hidden cards are.
 
@@ -288,8 +290,8 @@ class Player:
         self.bot = bot
 
     def move(self, position: Position, seat: int) -> Combination | None:
-        # The bot's play reads only what _PlayoutView holds (tests/test_search.py plays
-        # the same moves from full views).
+        # The bot's play reads only what _PlayoutView holds (tests/test_playouts.py
+        # checks that it plays the same as from the seat's full view).
         view = cast(SeatView, _PlayoutView(self.root, position, seat))
         try:
             chosen = SeatPlan(view, tuple(position.hands[seat]), list(position.sizes))
