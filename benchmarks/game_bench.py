@@ -1,6 +1,7 @@
 """Decider benchmark: prints the time to rebuild a finished hand from its events, the time
-of ``decide`` per command, simulated turns per second with the random-legal policy, the
-turns per second of the search's play-outs, and the time per decision of the bot levels.
+of ``decide`` per command, simulated turns per second with the random-legal policy (on
+the full engine, and on the search's play-out engine from the first play), the turns per
+second of the search's play-outs, and the time per decision of the bot levels.
 
     python benchmarks/game_bench.py [--hands N]
 
@@ -9,8 +10,10 @@ the other processes' time. The peer engine (noword/rlcard) is measured by
 benchmarks/rlcard_bench.py.
 
 Targets on the 2-core reference machine: rebuild <= 1 ms median, decide <= 100 us median,
->= 20,000 random-legal turns/s on one core (move generation and bidding included), bot
-<= 5 ms median per decision, hard within its budget plus 10 ms at p99.
+>= 20,000 random-legal turns/s on one core (move generation and bidding included), the
+play-out engine >= 3x the peer's play turns per CPU-second (rlcard_bench.py, run
+alternately with this), bot <= 5 ms median per decision, hard within its budget plus
+10 ms at p99.
 """
 
 from __future__ import annotations
@@ -23,10 +26,18 @@ import time
 from service.game import Table, decide, evolve, replay, seat_view
 from service.game.bot import BotPolicy
 from service.game.bot.levels import policy as level_policy
-from service.game.bot.search import SearchPolicy, rollout, sample_hands
+from service.game.bot.search import (
+    Player,
+    SearchPolicy,
+    random_playout,
+    rollout,
+    sample_hands,
+)
+from service.game.events import Passed, Played
 from service.game.policies import Policy, RandomPolicy
 from service.game.simulate import DECISION_EVENTS, play_hand
 from service.game.state import PLAYING
+from service.rules import counts_of
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -66,6 +77,30 @@ def main() -> None:
         f"{args.hands} hands",
     )
 
+    # The same random-legal play on the search's play-out engine (service/game/bot/search.py
+    # Position: counts, the seats' bomb limits and reported ranks; tests/test_playouts.py
+    # checks it against the full engine), from the first play of those hands: the engine
+    # the search affords its play-outs with. rlcard_bench.py prints the peer's play turns.
+    starts = []
+    for events in finished:
+        first = next((i for i, e in enumerate(events) if isinstance(e, (Played, Passed))), None)
+        if first is not None:
+            state = replay(events[:first])
+            hands = [list(counts_of(h)) for h in state.hands]
+            starts.append(SearchPolicy.position(seat_view(state, state.turn), hands))
+    turns = 0
+    started, cpu = time.perf_counter(), time.process_time()
+    for position in starts:
+        random_playout(position, rng)
+        turns += position.turns
+    rate(
+        "random-legal play turns/s (play-outs)",
+        turns,
+        time.perf_counter() - started,
+        time.process_time() - cpu,
+        f"{len(starts)} hands from their first play",
+    )
+
     rebuild = []
     for events in finished:
         start = time.perf_counter()
@@ -103,22 +138,25 @@ def main() -> None:
                 positions.append(seat_view(state, state.turn))
             for event in decide(state, bot.act(seat_view(state, state.turn))):
                 state = evolve(state, event)
-    played = 0
-    started, cpu = time.perf_counter(), time.process_time()
-    for round_ in range(max(1, args.hands // 50)):
-        for view in positions:
-            hands = sample_hands(view, random.Random(round_))
-            assert hands is not None
-            position = search.position(view, hands)
-            rollout(position)
-            played += position.turns
-    rate(
-        "play-out turns per second (search)",
-        played,
-        time.perf_counter() - started,
-        time.process_time() - cpu,
-        "greedy, on counts",
-    )
+    normal = level_policy("normal")
+    assert isinstance(normal, BotPolicy)
+    for players, what in ((False, "greedy"), (True, "the normal bot")):
+        played = 0
+        started, cpu = time.perf_counter(), time.process_time()
+        for round_ in range(max(1, args.hands // 50) if not players else 1):
+            for view in positions:
+                hands = sample_hands(view, random.Random(round_))
+                assert hands is not None
+                position = search.position(view, hands)
+                rollout(position, Player(view, normal) if players else None)
+                played += position.turns
+        rate(
+            "play-out turns per second (search)",
+            played,
+            time.perf_counter() - started,
+            time.process_time() - cpu,
+            f"{what}, on counts",
+        )
 
     for level in ("normal", "hard"):
         times = decision_times(level_policy(level, seed="bench"), table, seeds[:6])

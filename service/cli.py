@@ -152,14 +152,23 @@ def run_simulate(
 
 
 def run_pit(
-    deals: int, seed: str, ruleset: str | None, players: list[str], budget_ms: float, stdout: TextIO
+    deals: int,
+    seed: str,
+    ruleset: str | None,
+    players: list[str],
+    budget_ms: float,
+    stdout: TextIO,
+    cpu_budget: bool = False,
 ) -> int:
     """``ddz simulate --pit A B``: A against B in duplicate, with and without bomb doubling."""
+    import time
+
     from .game import Table
     from .game.bot.levels import contestant
     from .game.simulate import DUPLICATE_SEATS, duplicate
 
     first, second = players
+    clock = time.process_time if cpu_budget else time.perf_counter
     hands = deals * len(DUPLICATE_SEATS)
     stdout.write(
         f"{first} against {second}: points per hand of {first} (all its seats, in stakes), "
@@ -171,8 +180,8 @@ def run_pit(
             deals,
             seed,
             table,
-            contestant(first, seed=f"{seed}:a", budget=budget_ms / 1000),
-            contestant(second, seed=f"{seed}:b", budget=budget_ms / 1000),
+            contestant(first, seed=f"{seed}:a", budget=budget_ms / 1000, clock=clock),
+            contestant(second, seed=f"{seed}:b", budget=budget_ms / 1000, clock=clock),
         )
         label = "bombs double" if bombs_double else "bombs do not double"
         stdout.write(
@@ -484,6 +493,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MS",
         help="the hard level's search time per decision (default 50)",
     )
+    simulate_parser.add_argument(
+        "--cpu-budget",
+        action="store_true",
+        help="count that time in CPU time of this process, not wall time: the same search "
+        "however loaded the machine is (for measuring)",
+    )
     arena_parser = commands.add_parser(
         "arena",
         help="measure an engine (docs/bot-protocol.md) against the house bot or another engine",
@@ -663,7 +678,15 @@ def main(argv: list[str] | None = None) -> int:
                 raise RulesError("--hands must be at least 1", "invalid_argument")
             seed = parse_seed(args.seed).hex() if args.seed is not None else new_seed().hex()
             if args.pit:
-                return run_pit(args.hands, seed, args.ruleset, args.pit, args.budget_ms, sys.stdout)
+                return run_pit(
+                    args.hands,
+                    seed,
+                    args.ruleset,
+                    args.pit,
+                    args.budget_ms,
+                    sys.stdout,
+                    args.cpu_budget,
+                )
             return run_simulate(args.hands, seed, args.ruleset, args.out, sys.stdout)
         return run_deal(args.seed, sys.stdout)
     except RulesError as exc:

@@ -28,10 +28,10 @@ def seed(label: str, i: int) -> bytes:
     return hashlib.sha256(f"{label}-{i}".encode()).digest()
 
 
-def searching(samples: int = 6) -> SearchPolicy:
-    """``hard`` with a fixed number of deals and no clock: its decisions depend on the
-    seed and the view alone."""
-    return SearchPolicy("test", budget=None, samples=samples)
+def searching(samples: int = 12) -> SearchPolicy:
+    """``hard`` with a fixed number of deals and no clock, searching every play: its
+    decisions depend on the seed and the view alone."""
+    return SearchPolicy("test", budget=None, samples=samples, endgame=108)
 
 
 @pytest.mark.parametrize("ruleset", ["shanghai-platform", "shanghai-local"])

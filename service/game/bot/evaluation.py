@@ -85,7 +85,8 @@ def landlord_chance(
 #: reaches. Bots win about 70% of their hands as landlord against bot farmers, so these
 #: are set above that: the bot bids on a little over half of its hands, 3 on the best 10%.
 BID_THRESHOLDS = ((3, 0.8), (2, 0.77), (1, 0.72))
-#: 摊打 (play face up, ×2) only with an overwhelming hand (about 3% of 头撂 hands).
+#: 摊打 (play face up, ×2) only with an overwhelming hand (about 3% of 头撂 hands): the
+#: rule-based bot before levels. ``normal`` shows from a lower chance (levels.py).
 SHOW_HAND_THRESHOLD = 0.93
 
 
@@ -111,11 +112,12 @@ def bid(view: SeatView, thresholds: tuple[tuple[int, float], ...] = BID_THRESHOL
     return 0
 
 
-def show_hand(view: SeatView) -> bool:
+def show_hand(view: SeatView, threshold: float = SHOW_HAND_THRESHOLD) -> bool:
+    """摊打 when the estimated chance of winning as landlord reaches ``threshold``."""
     chance = landlord_chance(
         counts_of(view.hand), view.table.ruleset.joker_bomb, with_bottom=True, unlimited=1.0
     )
-    return chance >= SHOW_HAND_THRESHOLD
+    return chance >= threshold
 
 
 def report(view: SeatView) -> ReportChoice:

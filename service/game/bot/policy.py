@@ -54,22 +54,29 @@ def _bomb_key(c: Combination) -> tuple[int, int]:
 class SeatPlan:
     """What one decision needs to know about the table, from the seat's view."""
 
-    def __init__(self, view: SeatView):
+    def __init__(
+        self, view: SeatView, counts: Counts | None = None, cards: list[int] | None = None
+    ):
+        """``counts`` (the hand by rank) and ``cards`` (each seat's card count), when
+        given, spare working them out from the view: the search's play-outs build a seat
+        plan at every turn."""
         # The bot plays for a seat, and play begins once there is a landlord.
         assert view.seat is not None and view.landlord is not None
         self.view = view
         self.me = view.seat
         self.landlord = view.landlord
         self.is_landlord = self.me == self.landlord
-        self.cards = [info.cards if info is not None else 0 for info in view.seats]
-        others = [s for s in range(len(view.seats)) if s != self.me]
+        if cards is None:
+            cards = [info.cards if info is not None else 0 for info in view.seats]
+        self.cards = cards
+        others = [s for s in range(len(cards)) if s != self.me]
         self.opponents = others if self.is_landlord else [self.landlord]
         self.partners = [] if self.is_landlord else [s for s in others if s != self.landlord]
         self.ruleset = view.table.ruleset
         self.locked = view.locked
         self.bombs_left = view.bombs_left
-        self.counts = counts_of(view.hand)
-        self.size = len(view.hand)
+        self.counts = counts_of(view.hand) if counts is None else counts
+        self.size = sum(self.counts)
         self.min_opponent = min(self.cards[s] for s in self.opponents)
         self.max_opponent = max(self.cards[s] for s in self.opponents)
 
@@ -148,6 +155,8 @@ class Style:
     stake_bomb: int | None = None
     #: (bid, estimated chance of winning as landlord it takes), highest bid first.
     bid_thresholds: tuple[tuple[int, float], ...] = evaluation.BID_THRESHOLDS
+    #: 摊打 when the estimated chance of winning as landlord reaches this.
+    show_threshold: float = evaluation.SHOW_HAND_THRESHOLD
 
 
 class BotPolicy:
@@ -167,7 +176,7 @@ class BotPolicy:
         if view.phase == BIDDING:
             return Bid(seat, evaluation.bid(view, self.style.bid_thresholds), by)
         if view.phase == SHOW_HAND:
-            return ShowHand(seat, evaluation.show_hand(view), by)
+            return ShowHand(seat, evaluation.show_hand(view, self.style.show_threshold), by)
         if view.phase == REPORT:
             return Report(seat, evaluation.report(view), by)
         if view.phase != PLAYING:
@@ -349,7 +358,7 @@ class BotPolicy:
         landlord = seat.landlord
         if seat.cards[landlord] > self.style.farmer_reinforce:
             return None
-        n = len(view.seats)
+        n = len(seat.cards)
         assert view.lead is not None and view.lead_seat is not None  # the partner's play
         if (landlord - seat.me) % n >= (view.lead_seat - seat.me) % n:
             return None  # the landlord has passed this trick already

@@ -1,6 +1,7 @@
 """Search from the seat's own view: :class:`SearchPolicy`, the ``hard`` level.
 
-At each play it weighs a few candidate plays (the rule-based bot's own choice first) by
+Once the hands hold few enough cards for play-outs to be quick (:data:`ENDGAME`), it
+weighs a few candidate plays at each play (the rule-based bot's own choice first) by
 expected points. Each round deals the cards the seat cannot see at random, consistently
 with everything its view tells (how many cards each seat holds, the cards played, the
 landlord's hand after 摊打, the reported cards it still holds after 报到, each seat's bomb
@@ -9,8 +10,9 @@ suits never matter to play) with the rule-based bot at every seat (:class:`Playe
 a faster greedy policy (:func:`greedy`). A candidate scores the points the seat wins or
 loses, each bomb doubling them when the ruleset says so: a bomb has to win more than the
 stake it doubles. Rounds go on until the time budget is spent (or ``samples`` rounds, for
-a deterministic run); a candidate replaces the bot's own choice only when its gain over
-it, deal by deal, is two standard errors above zero. The random dealing comes from the
+a deterministic run), a candidate clearly worse than the bot's choice dropping out; a
+candidate replaces the bot's own choice only when its gain over it, deal by deal, is two
+standard errors above zero (three when bombs double). The random dealing comes from the
 policy's seed and the public view only, so the same view and seed give the same decision
 whatever the hidden cards are.
 
@@ -22,11 +24,12 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 
-from ...rules.cards import COPIES, NUM_RANKS, SMALL_JOKER, TWO, Card, Counts, counts_of
+from ...rules.cards import NUM_RANKS, SMALL_JOKER, TWO, Card, Counts, counts_of
 from ...rules.combinations import PAIR, SINGLE, TRIPLE, Combination, readings
 from ...rules.errors import RulesError
 from ...rules.moves import legal_plays
@@ -34,7 +37,7 @@ from ...rules.report import ReportChoice
 from ...rules.rulesets import Ruleset
 from ..commands import SeatCommand
 from ..state import PLAYING
-from ..views import SeatInfo, SeatView
+from ..views import SeatView
 from .planning import subtract
 from .policy import BotPolicy, SeatPlan, lead_key, prune
 
@@ -42,18 +45,24 @@ SEATS = 4
 #: The default time budget of one decision, in seconds.
 DEFAULT_BUDGET = 0.05
 #: Candidates weighed per decision, the bot's own choice (and a pass) included.
-MAX_CANDIDATES = 6
-#: Search only once a seat holds this many cards or fewer (33: from the first play).
-ENDGAME = 33
+MAX_CANDIDATES = 4
+#: Search only once all hands together hold this many cards or fewer: with more, a
+#: play-out by the bot takes 3 ms or more on the reference machine, and too few deals fit
+#: in the budget to tell the candidates apart.
+ENDGAME = 70
 #: How the play-outs play: the greedy policy, or the rule-based bot at every seat.
 #: Measured in duplicate against ``normal`` with the true hands in place of sampled
 #: ones, searching every play: greedy play-outs lose 2 points per hand, the bot's win 5.
 GREEDY_PLAYOUTS, BOT_PLAYOUTS = "greedy", "bot"
 #: Leave the bot's choice only when a candidate's mean gain over it is this many standard
-#: errors above zero.
-CONFIDENCE = 2.0
+#: errors above zero: more when bombs double, since the gains are then heavy-tailed (each
+#: bomb doubles them) and a few deals overstate them. Measured on the true hands (each
+#: searched choice that left the bot's, played out from the real cards; 150 hands, bombs
+#: doubling): with 1 the search lost 3.3 points per hand, with 2 it gained 0.5, with 3
+#: and 4 about 2.2.
+CONFIDENCE, DOUBLING_CONFIDENCE = 2.0, 3.0
 #: Fewer deals than this say too little about the spread: the bot's choice stands.
-MIN_ROUNDS = 4
+MIN_ROUNDS = 8
 _GROUPS = (SINGLE, PAIR, TRIPLE)
 
 
@@ -93,6 +102,16 @@ class Position:
 
     def locks(self, seat: int) -> frozenset[int]:
         return self.locked if seat == self.landlord else frozenset()
+
+    def plays(self, seat: int) -> Iterator[Combination]:
+        """The seat's legal plays now (it leads when ``lead`` is None), as the engine's."""
+        return legal_plays(
+            tuple(self.hands[seat]),
+            self.lead,
+            ruleset=self.ruleset,
+            bombs_left=self.bombs_left[seat],
+            locked=self.locks(seat),
+        )
 
     def apply(self, seat: int, play: Combination | None) -> bool:
         """Plays (or passes, ``None``) for ``seat``; True when the seat goes out."""
@@ -148,7 +167,7 @@ def greedy(position: Position, seat: int) -> Combination | None:
     if (leader == position.landlord) == (seat == position.landlord):
         return None  # a partner's play stands
     threat = position.sizes[leader]
-    for play in legal_plays(hand, lead, ruleset=ruleset, bombs_left=bombs_left, locked=locked):
+    for play in position.plays(seat):
         if play.type.is_bomb:
             return play if threat <= 6 else None
         if play.type in _GROUPS and play.top >= TWO and threat > 10 and seat != position.landlord:
@@ -182,10 +201,30 @@ def _greedy_lead(
     )
 
 
-def rollout(position: Position, player: Player | None = None) -> tuple[bool, int]:
-    """Plays the hand out, greedily or with ``player`` at every seat: (the landlord won,
-    bombs played in all)."""
+def random_playout(position: Position, rng: random.Random) -> bool:
+    """Plays the hand out uniformly at random among the legal plays and the pass (the
+    baseline of the engine's speed, and of its agreement with the full engine); True when
+    the landlord went out."""
     while True:
+        seat = position.turn
+        options: list[Combination | None] = list(position.plays(seat))
+        if position.lead is not None:
+            options.append(None)
+        if position.apply(seat, rng.choice(options)):
+            return seat == position.landlord
+
+
+def rollout(
+    position: Position,
+    player: Player | None = None,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[bool, int] | None:
+    """Plays the hand out, greedily or with ``player`` at every seat: (the landlord won,
+    bombs played in all), or None once ``clock()`` passes ``deadline``."""
+    while True:
+        if deadline is not None and clock() > deadline:
+            return None
         seat = position.turn
         play = greedy(position, seat) if player is None else player.move(position, seat)
         if position.apply(seat, play):
@@ -202,38 +241,60 @@ def _cards(counts: Counts) -> tuple[Card, ...]:
     )
 
 
+class _PlayoutView:
+    """What the bot's play reads of a seat's view, at one turn of a play-out. A whole
+    :class:`SeatView` per turn (its cards, its seat list, the played cards summed over
+    every hand) took a third of a play-out's time; the unseen cards and the landlord's
+    shown hand are worked out only when the play asks for them."""
+
+    __slots__ = (
+        "seat",
+        "landlord",
+        "table",
+        "locked",
+        "bombs_left",
+        "lead",
+        "lead_seat",
+        "_hands",
+        "_shown",
+    )
+
+    def __init__(self, root: SeatView, position: Position, seat: int) -> None:
+        self.seat = seat
+        self.landlord = position.landlord
+        self.table = root.table
+        self.locked = position.locks(seat)
+        self.bombs_left = position.bombs_left[seat]
+        self.lead = position.lead
+        self.lead_seat = position.lead_seat if position.lead is not None else None
+        self._hands = position.hands
+        self._shown = root.landlord_hand is not None
+
+    @property
+    def unseen(self) -> Counts:
+        """The other seats' cards: in a play-out the bottom is in the landlord's hand."""
+        others = [h for s, h in enumerate(self._hands) if s != self.seat]
+        return tuple(map(sum, zip(*others)))
+
+    @property
+    def landlord_hand(self) -> tuple[Card, ...] | None:
+        return _cards(tuple(self._hands[self.landlord])) if self._shown else None
+
+
 class Player:
-    """The rule-based bot as a play-out policy: at each turn, the view the seat would
-    have in ``position`` (built from the root view, which holds what does not change)."""
+    """The rule-based bot as a play-out policy: at each turn, what the seat would see in
+    ``position`` (the root view holds what does not change)."""
 
     def __init__(self, root: SeatView, bot: BotPolicy) -> None:
         self.root = root
         self.bot = bot
 
     def move(self, position: Position, seat: int) -> Combination | None:
-        hands = position.hands
-        root = self.root
-        view = replace(
-            root,
-            seat=seat,
-            hand=_cards(tuple(hands[seat])),
-            seats=tuple(
-                SeatInfo(None, True, False, position.sizes[i], 0, position.bombs_left[i])
-                for i in range(SEATS)
-            ),
-            lead=position.lead,
-            lead_seat=position.lead_seat if position.lead is not None else None,
-            passes=position.passes,
-            bombs=position.bombs,
-            bombs_left=position.bombs_left[seat],
-            locked=position.locks(seat),
-            landlord_hand=None
-            if root.landlord_hand is None
-            else _cards(tuple(hands[position.landlord])),
-            played=tuple(COPIES[r] - sum(h[r] for h in hands) for r in range(NUM_RANKS)),
-        )
+        # The bot's play reads only what _PlayoutView holds (tests/test_playouts.py
+        # checks that it plays the same as from the seat's full view).
+        view = cast(SeatView, _PlayoutView(self.root, position, seat))
         try:
-            chosen = SeatPlan(view)
+            chosen = SeatPlan(view, tuple(position.hands[seat]), list(position.sizes))
             if position.lead is None:
                 return self.bot.lead(chosen)
             return self.bot.follow(chosen)
@@ -308,7 +369,9 @@ class SearchPolicy:
     """The ``hard`` level: the rule-based bot's play, searched (see the module docstring).
     ``budget``: seconds per decision; ``samples``: at most this many deals per decision
     (with ``budget=None``, exactly this many, so the decision depends on the seed and the
-    view alone)."""
+    view alone); ``clock``: what the budget is counted in, wall time by default (a worker's
+    turn), or ``time.process_time`` to measure the search apart from the machine's load;
+    ``confidence``: standard errors a gain must clear (None: by the ruleset's doubling)."""
 
     name = "hard"
 
@@ -320,10 +383,12 @@ class SearchPolicy:
         samples: int = 10_000,
         base: BotPolicy | None = None,
         endgame: int = ENDGAME,
-        confidence: float = CONFIDENCE,
+        confidence: float | None = None,
         playouts: str = BOT_PLAYOUTS,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.seed = seed
+        self.clock = clock
         self.playouts = playouts
         self.endgame = endgame
         self.confidence = confidence
@@ -335,16 +400,21 @@ class SearchPolicy:
     def act(self, view: SeatView) -> SeatCommand:
         if view.phase != PLAYING:
             return self.base.act(view)
+        # The budget counts from here: the bot's own choice and the candidates take time too.
+        started = self.clock()
         seat = SeatPlan(view)
         chosen = self.base.lead(seat) if view.lead is None else self.base.follow(seat)
         candidates = self.candidates(seat, chosen)
-        if len(candidates) > 1 and min(seat.cards) <= self.endgame:
-            chosen = self.search(view, candidates)
+        self.rounds = 0
+        if len(candidates) > 1 and sum(seat.cards) <= self.endgame:
+            deadline = None if self.budget is None else started + self.budget
+            chosen = self.search(view, candidates, deadline)
         return self.base.command(seat, chosen)
 
     def candidates(self, seat: SeatPlan, chosen: Combination | None) -> list[Combination | None]:
-        """The bot's own choice first, then a pass (when following), the plays of its plan
-        (leading) or the replies that break the plan least, and the smallest bomb."""
+        """The bot's own choice first; leading, the next plays of its plan; following, a
+        pass, the reply that breaks the plan least and the smallest bomb (with doubling
+        stakes the bomb is the choice that weighs most)."""
         view = seat.view
         out: list[Combination | None] = [chosen]
         if view.lead is None:
@@ -360,7 +430,7 @@ class SearchPolicy:
                 (c for c in replies if c.type.is_bomb),
                 key=lambda c: (c.size, c.top),
             )
-            others = normal + bombs[:1]
+            others = normal[:1] + bombs[:1] + normal[1:]
         for c in others:
             if len(out) >= MAX_CANDIDATES:
                 break
@@ -369,59 +439,85 @@ class SearchPolicy:
         return out
 
     def search(
-        self, view: SeatView, candidates: Sequence[Combination | None]
+        self,
+        view: SeatView,
+        candidates: Sequence[Combination | None],
+        deadline: float | None = None,
     ) -> Combination | None:
+        """The candidate with the clearest gain over the bot's own choice (the first), by
+        play-outs of deals sampled from ``view`` until ``deadline``."""
         rng = random.Random(f"{self.seed}:{view.match_id}:{view.version}:{view.seat}")
-        deadline = None if self.budget is None else time.perf_counter() + self.budget
         # Each candidate's points minus the bot's own choice's, deal by deal: the same
         # deals for every candidate, so the differences are what the choice changes.
-        gains = [[0.0, 0.0] for _ in candidates]  # sum and sum of squares
+        # Per candidate: deals, sum and sum of squares of its gain.
+        gains = [[0, 0.0, 0.0] for _ in candidates]
+        alive = set(range(1, len(candidates)))
         rounds = 0
-        started = time.perf_counter()
-        while rounds < self.samples:
+        started = self.clock()
+        while rounds < self.samples and alive:
             if deadline is not None and rounds:
                 # Stop when one more round (as long as the mean so far) would overrun.
-                now = time.perf_counter()
-                if now + (now - started) / rounds > deadline:
+                now = self.clock()
+                per_round = (now - started) / rounds
+                if now + per_round > deadline:
                     break
+                if rounds == 1 and per_round * MIN_ROUNDS > deadline - started:
+                    break  # too few deals would fit to say anything: the bot's choice stands
             hands = sample_hands(view, rng)
             if hands is None:
                 break
-            results = [self.evaluate(view, hands, candidates[0])]
-            for play in candidates[1:]:
-                if deadline is not None and time.perf_counter() > deadline:
+            weighed = [0, *sorted(alive)]
+            results = []
+            for i in weighed:
+                result = self.evaluate(view, hands, candidates[i], deadline)
+                if result is None:
                     break  # out of time: this round is left unfinished, and uncounted
-                results.append(self.evaluate(view, hands, play))
-            if len(results) < len(candidates):
+                results.append(result)
+            if len(results) < len(weighed):
                 break
-            for i in range(1, len(candidates)):
-                gain = results[i] - results[0]
-                gains[i][0] += gain
-                gains[i][1] += gain * gain
             rounds += 1
+            for i, result in zip(weighed[1:], results[1:]):
+                tally = gains[i]
+                gain = result - results[0]
+                tally[0] += 1
+                tally[1] += gain
+                tally[2] += gain * gain
+                # A candidate clearly no better than the bot's choice gets no more deals:
+                # they go to the others.
+                if tally[0] >= MIN_ROUNDS // 2 and sum(_mean_and_error(tally)) < 0:
+                    alive.discard(i)
         self.rounds = rounds
+        confidence = self.confidence
+        if confidence is None:
+            confidence = DOUBLING_CONFIDENCE if view.table.ruleset.bombs_double else CONFIDENCE
         best, best_mean = 0, 0.0
-        if rounds < MIN_ROUNDS:
-            return candidates[0]
         for i in range(1, len(candidates)):
-            total, squares = gains[i]
-            mean = total / rounds
-            spread = math.sqrt(max(0.0, squares / rounds - mean * mean) / (rounds - 1))
+            if gains[i][0] < MIN_ROUNDS:
+                continue
+            mean, error = _mean_and_error(gains[i])
             # The play-outs are rough: leave the bot's choice only for a clear gain.
-            if mean > best_mean and mean > self.confidence * spread:
+            if mean > best_mean and mean > confidence * error:
                 best, best_mean = i, mean
         return candidates[best]
 
-    def evaluate(self, view: SeatView, hands: list[list[int]], play: Combination | None) -> float:
-        """The points of one deal played out after ``play``."""
+    def evaluate(
+        self,
+        view: SeatView,
+        hands: list[list[int]],
+        play: Combination | None,
+        deadline: float | None = None,
+    ) -> float | None:
+        """The points of one deal played out after ``play`` (None: out of time)."""
         me = view.seat
         assert me is not None
         position = self.position(view, hands)
         if position.apply(me, play):
             return points(view, me == view.landlord, position.bombs)
         player = Player(view, self.base) if self.playouts == BOT_PLAYOUTS else None
-        landlord_won, bombs = rollout(position, player)
-        return points(view, landlord_won, bombs)
+        outcome = rollout(position, player, deadline, self.clock)
+        if outcome is None:
+            return None
+        return points(view, *outcome)
 
     @staticmethod
     def position(view: SeatView, hands: list[list[int]]) -> Position:
@@ -443,6 +539,13 @@ class SearchPolicy:
             locked=_landlord_locks(view),
             ruleset=view.table.ruleset,
         )
+
+
+def _mean_and_error(tally: list[float]) -> tuple[float, float]:
+    """The mean gain of a candidate's (deals, sum, sum of squares), and its standard error."""
+    n, total, squares = tally
+    mean = total / n
+    return mean, math.sqrt(max(0.0, squares / n - mean * mean) / max(1.0, n - 1))
 
 
 def _landlord_locks(view: SeatView) -> frozenset[int]:
