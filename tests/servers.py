@@ -434,3 +434,27 @@ def ddz_serve(
         except subprocess.TimeoutExpired:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
+
+
+@contextmanager
+def lobby_service(
+    admin_url: str, redis_server: str, tmp_path: Path, name: str, **env: str
+) -> Iterator[str]:
+    """:func:`ddz_serve` on a database (``ddz_<name>_…``) and a Redis database of its own,
+    for clients that play through the lobby: a ticket that allows bots is seated with them
+    at the matcher's next round, and nothing is rate limited; ``env`` adds settings. Its
+    base URL."""
+    with (
+        fresh_database(admin_url, f"ddz_{name}") as database_url,
+        claimed_redis_db(redis_server) as redis_url,
+        ddz_serve(
+            database_url,
+            redis_url,
+            tmp_path,
+            DDZ_LOBBY_BOTS_AFTER="0",
+            DDZ_KEEPALIVE_SECONDS="1",
+            DDZ_RATE_LIMITS="false",
+            **env,
+        ) as (base, _),
+    ):
+        yield base

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from bad_network import BadNetwork
 from ddz_client import Client, ProblemError
-from servers import claimed_redis_db, ddz_serve, fresh_database
+from servers import lobby_service
 
 from service.app.bridge import Bridge
 from service.app.engine import Engine
@@ -37,22 +37,15 @@ DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
 
 @pytest.fixture(scope="module")
 def service(postgres_admin_url, redis_server, tmp_path_factory) -> Iterator[str]:
-    with (
-        fresh_database(postgres_admin_url, "ddz_bridge") as database_url,
-        claimed_redis_db(redis_server) as redis_url,
-        ddz_serve(
-            database_url,
-            redis_url,
-            tmp_path_factory.mktemp("bridge"),
-            # A ticket is seated with system bots at the matcher's next round.
-            DDZ_LOBBY_BOTS_AFTER="0",
-            DDZ_TABLE_NEXT_HAND_SECONDS="0",
-            # The service closes each stream after 2 s: the bridge's stream resumes.
-            DDZ_STREAM_SECONDS="2",
-            DDZ_KEEPALIVE_SECONDS="1",
-            DDZ_RATE_LIMITS="false",
-        ) as (base, _),
-    ):
+    with lobby_service(
+        postgres_admin_url,
+        redis_server,
+        tmp_path_factory.mktemp("bridge"),
+        "bridge",
+        DDZ_TABLE_NEXT_HAND_SECONDS="0",
+        # The service closes each stream after 2 s: the bridge's stream resumes.
+        DDZ_STREAM_SECONDS="2",
+    ) as base:
         yield base
 
 

@@ -32,7 +32,7 @@ from ddz_client import (
     Unavailable,
     Unprocessable,
 )
-from servers import claimed_redis_db, ddz_serve, fresh_database
+from servers import lobby_service
 
 README = Path(__file__).resolve().parents[1] / "clients" / "python" / "README.md"
 #: The decisions of a seat (each answers one ``your_turn``), as the match's events name them.
@@ -41,21 +41,14 @@ DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
 
 @pytest.fixture(scope="module")
 def service(postgres_admin_url, redis_server, tmp_path_factory) -> Iterator[str]:
-    with (
-        fresh_database(postgres_admin_url, "ddz_client") as database_url,
-        claimed_redis_db(redis_server) as redis_url,
-        ddz_serve(
-            database_url,
-            redis_url,
-            tmp_path_factory.mktemp("client"),
-            # A ticket that allows bots is seated with them at the matcher's next round.
-            DDZ_LOBBY_BOTS_AFTER="0",
-            # The service closes streams often: the client resumes them.
-            DDZ_STREAM_SECONDS="3",
-            DDZ_KEEPALIVE_SECONDS="1",
-            DDZ_RATE_LIMITS="false",
-        ) as (base, _),
-    ):
+    with lobby_service(
+        postgres_admin_url,
+        redis_server,
+        tmp_path_factory.mktemp("client"),
+        "client",
+        # The service closes streams often: the client resumes them.
+        DDZ_STREAM_SECONDS="3",
+    ) as base:
         yield base
 
 
