@@ -122,7 +122,7 @@ def test_the_engine_sees_only_its_seat_and_may_log(capsys, caplog, tmp_path, mon
         ("slow", "engine_timeout", "slow: no answer within 300 ms"),
         ("garbage", "engine_garbage", "wrote 'I think I will play a three'"),
         ("twice", "engine_garbage", "unasked"),
-        ("long", "engine_garbage", "wrote a line longer than 1048576 characters"),
+        ("long", "engine_garbage", "wrote a line longer than 1048576 bytes"),
     ],
 )
 def test_a_failing_engine_is_named_and_the_arena_exits_1(capsys, mode, code, said):

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import shlex
 import subprocess
 import threading
 import time
+from collections import deque
 from typing import Any, ClassVar, NoReturn
 
 #: The protocol version this host speaks (``"protocol"`` in ``hello``).
@@ -59,7 +61,7 @@ class EngineIllegal(EngineError):
 
 
 _EOF = object()
-#: The longest line an engine may write, in characters: an answer is a few hundred, a log
+#: The longest line an engine may write, in bytes: an answer is a few hundred, a log
 #: line rarely more. A longer line, or one that never ends, is garbage rather than memory
 #: without bound (a 50 MB line took 240 MB and half a minute).
 MAX_LINE = 1 << 20
@@ -81,6 +83,8 @@ class Engine:
         self.declared: dict[str, Any] = {}
         self._process: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[object] = queue.Queue()
+        #: The lines of the reader's last batch not taken yet.
+        self._pending: deque[str] = deque()
 
     @property
     def running(self) -> bool:
@@ -108,7 +112,7 @@ class Engine:
             )
         except OSError as exc:
             raise EngineCrashed(f"engine {self.command!r} did not start: {exc}") from None
-        self._process, self._lines = process, queue.Queue()
+        self._process, self._lines, self._pending = process, queue.Queue(), deque()
         # A reader thread, so that waiting for a line can time out on every platform.
         threading.Thread(
             target=_read_lines, args=(process, self._lines), daemon=True, name="ddz-engine"
@@ -151,35 +155,43 @@ class Engine:
         lines are logged on the way). A line other than a log written before it was asked
         (a second answer to the last question) is garbage: taken as this answer, it would
         answer a question the engine has not seen."""
-        while True:
-            try:
-                early = self._lines.get_nowait()
-            except queue.Empty:
-                break
-            line = self._line(early)
-            if self._message(line) is not None:
-                self._fail(EngineGarbage(f"{self.name}: wrote {line.strip()[:200]!r} unasked"))
+        while (early := self._take(None)) is not None:
+            self._unasked(early)
         self.tell(message)
         deadline = time.monotonic() + seconds
         while True:
-            try:
-                item = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
+            line = self._take(max(0.001, deadline - time.monotonic()))
+            if line is None:
                 self._fail(EngineTimeout(f"{self.name}: no answer within {seconds * 1000:.0f} ms"))
-            answer = self._message(self._line(item))
+            answer = self._message(line)
             if answer is not None:
+                # Lines written with the answer (in one write) are judged now: a second
+                # answer among them is known at once, not only at the next question.
+                while self._pending:
+                    self._unasked(self._pending.popleft())
                 return answer
 
-    def _line(self, item: object) -> str:
-        """The line the reader queued as ``item``; its end of output is the engine's crash."""
-        if item is _EOF:
-            self._fail(EngineCrashed(f"{self.name}: exited ({self._exit_status()})"))
-        if item is _TOO_LONG:
-            self._fail(
-                EngineGarbage(f"{self.name}: wrote a line longer than {MAX_LINE} characters")
-            )
-        assert isinstance(item, str)
-        return item
+    def _unasked(self, line: str) -> None:
+        if self._message(line) is not None:
+            self._fail(EngineGarbage(f"{self.name}: wrote {line.strip()[:200]!r} unasked"))
+
+    def _take(self, seconds: float | None) -> str | None:
+        """The engine's next line, waiting up to ``seconds`` (None: only one already
+        read); None if there is none. Its end of output is the engine's crash."""
+        if not self._pending:
+            try:
+                item = (
+                    self._lines.get_nowait() if seconds is None else self._lines.get(True, seconds)
+                )
+            except queue.Empty:
+                return None
+            if item is _EOF:
+                self._fail(EngineCrashed(f"{self.name}: exited ({self._exit_status()})"))
+            if item is _TOO_LONG:
+                self._fail(EngineGarbage(f"{self.name}: wrote a line longer than {MAX_LINE} bytes"))
+            assert isinstance(item, list)
+            self._pending.extend(item)
+        return self._pending.popleft()
 
     def _message(self, line: str) -> dict[str, Any] | None:
         """The message of a line the engine wrote; ``None`` for a log line (logged)."""
@@ -259,15 +271,24 @@ class Engine:
 
 
 def _read_lines(process: subprocess.Popen[str], lines: queue.Queue[object]) -> None:
+    """Queues the engine's lines, a batch per read of its output: lines written together
+    arrive together, so that an answer written twice is seen with the first one."""
     assert process.stdout is not None
+    # The bytes as they come (nothing else reads this pipe); each line decoded on its own.
+    output = process.stdout.fileno()
+    pending = b""
     try:
-        while line := process.stdout.readline(MAX_LINE + 1):
-            if len(line) > MAX_LINE:
+        while chunk := os.read(output, 1 << 16):
+            *complete, pending = (pending + chunk).split(b"\n")
+            if len(pending) > MAX_LINE or any(len(line) > MAX_LINE for line in complete):
                 lines.put(_TOO_LONG)
                 return
-            lines.put(line)
+            if complete:
+                lines.put([line.decode("utf-8", "replace") for line in complete])
     except (OSError, ValueError):
         pass
+    if pending:
+        lines.put([pending.decode("utf-8", "replace")])
     lines.put(_EOF)
 
 
