@@ -154,7 +154,7 @@ class SeatView:
             "passes": self.passes,
             "bombs": self.bombs,
             "bombs_left": self.bombs_left,
-            "history": [_turn_document(turn) for turn in self.history],
+            "history": _history_documents(self.history),
             "unseen": {RANKS[r]: n for r, n in enumerate(self.unseen)},
             "actions": actions,
             "result": None if self.result is None else self.result.to_json(),
@@ -191,8 +191,35 @@ def _turn_document(turn: Turn) -> dict[str, Any]:
             _TURNS.clear()
         known = (turn, "pass" if turn.passed else "play", tuple(_codes(turn.cards) or ()))
         _TURNS[id(turn)] = known
-    # A new document each time: whoever gets a view may change it.
     return {"seat": turn.seat, "action": known[1], "cards": list(known[2])}
+
+
+#: Each history as shown, by the identity of its last turn: the history and its documents.
+#: A hand's history grows by a turn a play, so its documents are the previous history's
+#: plus one (a hand is some 130 turns: rendered whole, its history was the largest part of
+#: a view). Views of a match share these documents (a view's own list is new): they are
+#: only read and written out, never changed.
+_HISTORIES: dict[int, tuple[tuple[Turn, ...], list[dict[str, Any]]]] = {}
+#: Histories remembered at most (some tens of hands); then the cache starts again.
+_HISTORIES_REMEMBERED = 1 << 12
+
+
+def _history_documents(history: tuple[Turn, ...]) -> list[dict[str, Any]]:
+    if not history:
+        return []
+    # Equal histories are the same tuple or the same turns (compared by identity first).
+    known = _HISTORIES.get(id(history[-1]))
+    if known is not None and known[0] == history:
+        return list(known[1])
+    before = _HISTORIES.get(id(history[-2])) if len(history) > 1 else None
+    if before is not None and before[0] == history[:-1]:
+        documents = [*before[1], _turn_document(history[-1])]
+    else:
+        documents = [_turn_document(turn) for turn in history]
+    if len(_HISTORIES) >= _HISTORIES_REMEMBERED:
+        _HISTORIES.clear()
+    _HISTORIES[id(history[-1])] = (history, documents)
+    return list(documents)
 
 
 def seat_view(state: State, seat: int | str | None) -> SeatView:
