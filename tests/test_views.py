@@ -765,3 +765,22 @@ def test_a_follower_that_beats_nothing_is_offered_only_pass():
     state = after(state, play(state, "BBRR"))
     assert state.turn == 1 and legal(state, 1) == []
     assert offered(state, 1) == [{"action": "pass"}]
+
+
+def test_a_history_is_shown_the_same_from_a_replayed_state_and_one_view_changes_no_other():
+    """Views remember the histories they showed: a state replayed from the events (new
+    turn objects), or a view's history list changed by its reader, shows the same history."""
+    log = next(iter(dealt_hands("shanghai-platform", 1)))
+    count, state = 0, initial_state
+    while len(state.history) < 6:
+        state = evolve(state, log[count])
+        count += 1
+    shown = view(state, 0)["history"]
+    assert len(shown) == len(state.history) >= 6
+    shown.append({"seat": 0, "action": "play", "cards": ["S3"]})
+    shown[0] = None
+    replayed = replay(log[:count])
+    assert replayed.history == state.history and replayed.history[-1] is not state.history[-1]
+    for again in (view(state, 0)["history"], view(replayed, 0)["history"]):
+        assert again == view(replayed, 2)["history"]
+        assert len(again) == len(state.history) and again[0] is not None

@@ -71,33 +71,37 @@ def metrics():
     return Response(body, mimetype=content_type.split(";")[0], content_type=content_type)
 
 
+# Both hooks run on every request: each looks up ``request`` and ``g`` once (a context
+# proxy lookup per attribute was a fifth of their cost).
 def _started() -> None:
     given = request.headers.get(HEADER, "")
-    g.request_id = given if _SANE.fullmatch(given) else os.urandom(16).hex()
+    request_id = given if _SANE.fullmatch(given) else os.urandom(16).hex()
+    state = g._get_current_object()
+    state.request_id = request_id
     # Not reset at the end: the next request served on this thread or greenlet sets it.
-    CONTEXT.set({"request_id": g.request_id})
-    g.started = time.perf_counter()
+    CONTEXT.set({"request_id": request_id})
+    state.started = time.perf_counter()
 
 
 def _finished(response: Response) -> Response:
-    request_id = g.get("request_id")
+    state = g._get_current_object()
+    request_id = state.get("request_id")
     if request_id is None:  # a request refused before it reached the app's hooks
         return response
     response.headers[HEADER] = request_id
-    seconds = time.perf_counter() - g.started
-    route = request.url_rule.rule if request.url_rule is not None else "unmatched"
-    method = request.method if request.method in METHODS else "other"
-    REQUEST_SECONDS.labels(method, route, str(response.status_code)).observe(seconds)
+    seconds = time.perf_counter() - state.started
+    served = request._get_current_object()  # type: ignore[attr-defined]
+    rule = served.url_rule
+    route = rule.rule if rule is not None else "unmatched"
+    method = served.method if served.method in METHODS else "other"
+    status = response.status_code
+    REQUEST_SECONDS.labels(method, route, str(status)).observe(seconds)
     log.info(
         "%s %s %s",
-        request.method,
+        served.method,
         route,
-        response.status_code,
-        extra={
-            "path": request.path,
-            "status": response.status_code,
-            "ms": round(seconds * 1000, 2),
-        },
+        status,
+        extra={"path": served.path, "status": status, "ms": round(seconds * 1000, 2)},
     )
     return response
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from ..rules import Card, Combination, legal_plays
@@ -155,14 +154,7 @@ class SeatView:
             "passes": self.passes,
             "bombs": self.bombs,
             "bombs_left": self.bombs_left,
-            "history": [
-                {
-                    "seat": turn.seat,
-                    "action": "pass" if turn.passed else "play",
-                    "cards": list(_turn_codes(turn.cards)),
-                }
-                for turn in self.history
-            ],
+            "history": _history_documents(self.history),
             "unseen": {RANKS[r]: n for r, n in enumerate(self.unseen)},
             "actions": actions,
             "result": None if self.result is None else self.result.to_json(),
@@ -182,11 +174,52 @@ def _codes(cards: Iterable[Card] | None) -> list[str] | None:
     return None if cards is None else [card.code for card in sorted(cards, key=_ORDER.__getitem__)]
 
 
-@lru_cache(maxsize=4096)
-def _turn_codes(cards: tuple[Card, ...]) -> tuple[str, ...]:
-    """A turn's cards as shown: every view of a hand shows its whole history again (about
-    30 turns in a view, sorted and spelled anew took a tenth of a command's CPU)."""
-    return tuple(_codes(cards) or ())
+#: Each turn as shown (its action and its cards' codes), by the turn's identity: every view
+#: of a hand shows its whole history again (about 30 turns in a view; sorted and spelled
+#: anew they took a tenth of a command's CPU, and even a cache keyed by the cards spent
+#: half of that hashing them), and a state's history is the one before it plus a turn, the
+#: same objects. The entry holds its turn, so the id is not reused while it is there.
+_TURNS: dict[int, tuple[Turn, str, tuple[str, ...]]] = {}
+#: Turns remembered at most (some hundreds of hands); then the cache starts again.
+_TURNS_REMEMBERED = 1 << 16
+
+
+def _turn_document(turn: Turn) -> dict[str, Any]:
+    known = _TURNS.get(id(turn))
+    if known is None or known[0] is not turn:
+        if len(_TURNS) >= _TURNS_REMEMBERED:
+            _TURNS.clear()
+        known = (turn, "pass" if turn.passed else "play", tuple(_codes(turn.cards) or ()))
+        _TURNS[id(turn)] = known
+    return {"seat": turn.seat, "action": known[1], "cards": list(known[2])}
+
+
+#: Each history as shown, by the identity of its last turn: the history and its documents.
+#: A hand's history grows by a turn a play, so its documents are the previous history's
+#: plus one (a hand is some 130 turns: rendered whole, its history was the largest part of
+#: a view). Views of a match share these documents (a view's own list is new): they are
+#: only read and written out, never changed.
+_HISTORIES: dict[int, tuple[tuple[Turn, ...], list[dict[str, Any]]]] = {}
+#: Histories remembered at most (some tens of hands); then the cache starts again.
+_HISTORIES_REMEMBERED = 1 << 12
+
+
+def _history_documents(history: tuple[Turn, ...]) -> list[dict[str, Any]]:
+    if not history:
+        return []
+    # Equal histories are the same tuple or the same turns (compared by identity first).
+    known = _HISTORIES.get(id(history[-1]))
+    if known is not None and known[0] == history:
+        return list(known[1])
+    before = _HISTORIES.get(id(history[-2])) if len(history) > 1 else None
+    if before is not None and before[0] == history[:-1]:
+        documents = [*before[1], _turn_document(history[-1])]
+    else:
+        documents = [_turn_document(turn) for turn in history]
+    if len(_HISTORIES) >= _HISTORIES_REMEMBERED:
+        _HISTORIES.clear()
+    _HISTORIES[id(history[-1])] = (history, documents)
+    return list(documents)
 
 
 def seat_view(state: State, seat: int | str | None) -> SeatView:
