@@ -9,7 +9,6 @@ bounded; the server is stopped at the end."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import subprocess
@@ -18,19 +17,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from urllib.parse import urlparse
 
 import pytest
 from api_support import HttpApi, open_stream, seated_match
-from gunicorn.config import Config as GunicornConfig
 from servers import OPERATOR_TOKEN, UNLIMITED_RATES, wait_until_ready
 from test_api_stream import act_once, read_messages
-
-from service import gunicorn_conf
-from service.gunicorn_worker import QuietAccessLogger
 
 ROOT = Path(__file__).resolve().parents[1]
 #: More than 3 workers x 32 threads, what gthread served before.
@@ -302,45 +295,3 @@ def test_stopping_ends_open_streams_and_long_polls_instead_of_cutting_them_off(
         finally:
             conn.close()
     assert "graceful timeout" not in log_path.read_text(errors="replace")
-
-
-class _CountedLogger(QuietAccessLogger):
-    """Counts the access lines it builds."""
-
-    built = 0
-
-    def atoms(self, *args):
-        type(self).built += 1
-        return super().atoms(*args)
-
-
-def test_the_access_log_is_written_when_asked_for_and_built_for_nobody_otherwise(tmp_path):
-    """gunicorn's access log is off as deployed (the app logs each request itself), so no
-    access line is built; given a handler (``--access-logfile``) it writes one per request."""
-    cfg = GunicornConfig()
-    cfg.set("logconfig_dict", gunicorn_conf.logconfig_dict)
-    response = SimpleNamespace(status="200 OK", sent=2, headers=[])
-    request = SimpleNamespace(
-        headers=[], method="GET", path="/healthz", query="", uri="/healthz", version=(1, 1)
-    )
-    environ = {
-        "REMOTE_ADDR": "127.0.0.1",
-        "REQUEST_METHOD": "GET",
-        "RAW_URI": "/healthz",
-        "SERVER_PROTOCOL": "HTTP/1.1",
-    }
-
-    _CountedLogger(cfg).access(response, request, environ, timedelta(0))
-    assert _CountedLogger.built == 0
-
-    logger = _CountedLogger(cfg)
-    path = tmp_path / "access.log"
-    handler = logging.FileHandler(path)
-    logger.access_log.addHandler(handler)
-    try:
-        logger.access(response, request, environ, timedelta(0))
-    finally:
-        logger.access_log.removeHandler(handler)
-        handler.close()
-    assert _CountedLogger.built == 1
-    assert "GET /healthz" in path.read_text()
