@@ -34,6 +34,8 @@ CARD_IN_TEXT = re.compile(r"\b(?:[SHCD][3-9TJQKA2]|[BR]J)\b")
 #: A string that is exactly one card code.
 CARD_CODE = re.compile(r"^(?:[SHCD][3-9TJQKA2]|[BR]J)$")
 PROBLEM_JSON = "application/problem+json"
+#: A seat's decisions (each answers one ``your_turn``), as events and hand records name them.
+DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
 
 
 # --- transports ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from api_support import DECISIONS
 from bad_network import BadNetwork
 from ddz_client import Client, ProblemError
 from servers import lobby_service
@@ -31,8 +32,6 @@ from service.app.engine import Engine
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = f"{sys.executable} {ROOT / 'examples' / 'engine.py'}"
 MISBEHAVING = ROOT / "tests" / "engines" / "misbehaving.py"
-#: The seat's decisions, as the hand record's actions name them.
-DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
 
 
 @pytest.fixture(scope="module")

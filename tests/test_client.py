@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_support import HttpApi, operator_events
+from api_support import DECISIONS, HttpApi, operator_events
 from bad_network import BadNetwork
 from ddz_client import (
     Client,
@@ -35,8 +35,6 @@ from ddz_client import (
 from servers import lobby_service
 
 README = Path(__file__).resolve().parents[1] / "clients" / "python" / "README.md"
-#: The decisions of a seat (each answers one ``your_turn``), as the match's events name them.
-DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from collections import Counter
 from decimal import Decimal
 
 from api_support import (
+    DECISIONS,
     HttpApi,
     Observer,
     choice,
@@ -27,8 +28,6 @@ from api_support import (
 from servers import ddz_serve, fresh_database
 
 HANDS = 3
-#: The decisions of a seat (each answers one ``your_turn``), as the match's events name them.
-DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
 
 
 class Person(threading.Thread):
