@@ -24,6 +24,7 @@ from service.game import (
 from service.game.state import DEALING
 from service.rules import new_seed
 from service.store import (
+    Announcer,
     EventStore,
     IdempotencyMismatch,
     Notifier,
@@ -291,3 +292,50 @@ def test_an_append_left_unannounced_still_wakes_the_match_readers(
             assert woken.wait(10), "the unannounced append was not found"
     finally:
         notifier.close()
+
+
+def test_the_announcer_notifies_every_append_in_order(pool, database_url):
+    """A process's announcer sends its commands' notifications after they answered: every
+    event of every match is announced, each match's in version order, carrying its event
+    (another process's cache learns it), also those still waiting when it closes."""
+    import threading
+
+    import psycopg
+
+    announcer = Announcer(pool)
+    store = EventStore(pool, StateCache(), announcer)
+    other = EventStore(pool, StateCache())
+    notes: list[str] = []
+    with psycopg.connect(database_url, autocommit=True) as listener:
+        listener.execute(f"LISTEN {store_events.NOTIFY_CHANNEL}")
+        matches = [new_match(store) for _ in range(6)]
+        for match_id in matches:
+            other.load(match_id)
+
+        def seat_all(match_id: uuid.UUID) -> None:
+            for n in range(4):
+                execute(store, match_id, seat(n))
+
+        threads = [threading.Thread(target=seat_all, args=(m,)) for m in matches]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        announcer.close()
+        expected = sum(len(store.read(m)) for m in matches)
+        ours = {str(m) for m in matches}
+        # The seats also wake their players' own streams, by the players' names.
+        for note in listener.notifies(timeout=5):
+            if note.payload.partition(":")[0] in ours:
+                notes.append(note.payload)
+            if len(notes) == expected:
+                break
+    seen: dict[str, list[int]] = {}
+    for payload in notes:
+        match, version, event = payload.split(":", 2)
+        assert event, "the note carries its event"
+        seen.setdefault(match, []).append(int(version))
+        other.learn(uuid.UUID(match), int(version), event)
+    for match_id in matches:
+        assert seen[str(match_id)] == versions(store, match_id)
+        assert other.cache.get(match_id).state == store.load(match_id).state

@@ -14,7 +14,7 @@ from ..app.feed_fanout import FeedFanout
 from ..app.tables import Tables
 from ..app.work import enqueuer, table_enqueuer
 from ..config import Config
-from ..store import EventStore, Fanout, Notifier, Players, StateCache, open_pool
+from ..store import Announcer, EventStore, Fanout, Notifier, Players, StateCache, open_pool
 from ..store.creations import CreationKeys
 from ..store.feed import Feed
 from ..store.operators import Operators
@@ -36,11 +36,13 @@ class Services:
     feed: PlayerFeed
     feed_fanout: FeedFanout
     creation_keys: CreationKeys
+    announcer: Announcer
 
     @classmethod
     def open(cls, config: Config) -> Services:
         pool = open_pool(config.database_url, config.db_pool_size, "ddz", config.db_timeout)
-        store = EventStore(pool, StateCache(config.state_cache_size))
+        announcer = Announcer(pool)
+        store = EventStore(pool, StateCache(config.state_cache_size), announcer)
         players = Players(pool)
         connection = redis.Redis.from_url(
             config.redis_url, socket_timeout=5, socket_connect_timeout=5
@@ -63,9 +65,11 @@ class Services:
             feed=feed,
             feed_fanout=FeedFanout(feed, notifier),
             creation_keys=CreationKeys(pool),
+            announcer=announcer,
         )
 
     def close(self) -> None:
+        self.announcer.close()
         self.notifier.close()
         self.pool.close()
         self.redis.close()

@@ -2,6 +2,7 @@
 
 from .events import (
     STATUSES,
+    Appended,
     Behind,
     ConnectionLost,
     EventStore,
@@ -19,7 +20,7 @@ from .events import (
 )
 from .fanout import Batch, Fanout, ReaderFailed, Slot, Subscription, TooManySubscriptions
 from .migrate import migrate
-from .notify import Notifier
+from .notify import Announcer, Notifier
 from .players import Players
 from .pool import ATTEMPTS, DatabaseUnavailable, open_pool, pause, ping, retried
 

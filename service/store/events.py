@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -137,10 +138,26 @@ class StateCache:
                 self._items.popitem(last=False)
 
 
+#: An append to announce: the match, the version the events came after, the command that
+#: appended them.
+Appended = tuple[uuid.UUID, int, uuid.UUID]
+
+
 class EventStore:
-    def __init__(self, pool: ConnectionPool, cache: StateCache | None = None):
+    """``announcer``, when given, takes the announcements of committed appends (see
+    :meth:`announce`) off the command path: a process's :class:`~.notify.Announcer` sends
+    them from a thread of its own, many in one statement. Without one, the append
+    announces on its own connection before it returns."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        cache: StateCache | None = None,
+        announcer: Callable[[Appended], None] | None = None,
+    ):
         self.pool = pool
         self.cache = cache or StateCache()
+        self.announcer = announcer
 
     def _run(self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None) -> _T:
         """``work`` on ``conn`` when the caller has one (its transaction, say), else on one
@@ -344,7 +361,7 @@ class EventStore:
         if not ours:
             return None
         # The connection may have broken between the append's commit and its announcement.
-        self._run(lambda c: self.announce(c, match_id, known.state.version, command_id), None)
+        self._run(lambda c: self.announce(c, [(match_id, known.state.version, command_id)]), None)
         return Outcome(ours, replay((s.event for s in ours), known.state), ours[-1].recorded_at)
 
     def replayed(
@@ -379,8 +396,8 @@ class EventStore:
             replayed=True,
         )
 
-    @staticmethod
     def append(
+        self,
         conn: psycopg.Connection,
         match_id: uuid.UUID,
         version: int,
@@ -396,7 +413,8 @@ class EventStore:
         has one open). If the stream has moved on, nothing is written and the statement
         returns the events after ``version`` instead (raised as :class:`Behind`). A unique
         violation means someone appended in between, or a request with the same key did.
-        Then it announces the events (:meth:`announce`)."""
+        Then it announces the events (:meth:`announce`): through the announcer once they
+        have committed, on ``conn`` (at its commit) when the caller holds a transaction."""
         player, key, digest = idempotency if idempotency is not None else (None, None, None)
         seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in after.seats]
         timed = after.awaits_decision()
@@ -467,38 +485,42 @@ class EventStore:
             raise VersionConflict("someone else acted first; reload and try again") from None
         if rows and not rows[0][0]:
             raise Behind([_decode(row[1:]) for row in rows])
-        EventStore.announce(conn, match_id, version, command_id)
+        if self.announcer is not None and conn.info.transaction_status == TransactionStatus.IDLE:
+            self.announcer((match_id, version, command_id))
+        else:
+            self.announce(conn, [(match_id, version, command_id)])
         for event in events:
             if isinstance(event, SeatTaken) and event.player is not None:
                 wake_player(conn, event.player)
         return [_decode(row[1:]) for row in rows]
 
     @staticmethod
-    def announce(
-        conn: psycopg.Connection, match_id: uuid.UUID, version: int, command_id: uuid.UUID
-    ) -> None:
-        """Notifies the events ``command_id`` appended after ``version`` (each in its
-        notification when it fits, for the other processes' caches; see :meth:`learn`), in
-        a transaction of its own after theirs has committed, unless the caller has one
-        open. Not in the append's own statement: PostgreSQL holds one lock, for the whole
-        server, from a notifying transaction's commit until its WAL is flushed, so every
-        append waited for every other's flush; measured on 32 connections, 400-1,400
-        commits/s where the same inserts without NOTIFY made 6,000-12,000, and the API
-        topped out at that figure. A notification in a transaction that wrote nothing is
-        not held up by a flush."""
+    def announce(conn: psycopg.Connection, appends: Sequence[Appended]) -> None:
+        """Notifies the events of each append, in order (each event in its notification
+        when it fits, for the other processes' caches; see :meth:`learn`), in one
+        statement, in a transaction of its own after theirs have committed, unless the
+        caller has one open. Not in the append's own statement: PostgreSQL holds one lock,
+        for the whole server, from a notifying transaction's commit until its WAL is
+        flushed, so every append waited for every other's flush; measured on 32
+        connections, 400-1,400 commits/s where the same inserts without NOTIFY made
+        6,000-12,000, and the API topped out at that figure. A notification in a
+        transaction that wrote nothing is not held up by a flush."""
         conn.execute(
             "SELECT pg_notify(%(channel)s, CASE WHEN octet_length(note.event) <= %(note_room)s"
             " THEN note.head || ':' || note.event ELSE note.head END)"
-            " FROM (SELECT %(stream)s::text || ':' || version AS head,"
-            " json_build_array(position, type, schema_version, payload, recorded_at)::text AS event"
-            " FROM events WHERE stream_id = %(stream)s AND version > %(base)s"
-            " AND command_id = %(command)s ORDER BY version) AS note",
+            " FROM (SELECT e.stream_id::text || ':' || e.version AS head,"
+            " json_build_array(e.position, e.type, e.schema_version, e.payload, e.recorded_at)::text"
+            " AS event"
+            " FROM unnest(%(streams)s::uuid[], %(bases)s::integer[], %(commands)s::uuid[])"
+            " WITH ORDINALITY AS a(stream_id, base, command_id, n)"
+            " JOIN events e ON e.stream_id = a.stream_id AND e.version > a.base"
+            " AND e.command_id = a.command_id ORDER BY a.n, e.version) AS note",
             {
                 "channel": NOTIFY_CHANNEL,
                 "note_room": NOTE_ROOM,
-                "stream": match_id,
-                "base": version,
-                "command": command_id,
+                "streams": [match_id for match_id, _, _ in appends],
+                "bases": [base for _, base, _ in appends],
+                "commands": [command_id for _, _, command_id in appends],
             },
         )
 
