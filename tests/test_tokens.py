@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from contextlib import contextmanager
 
 import pytest
-from api_support import HttpApi, new_player, open_sse, sse_messages
-from servers import serving
+from api_support import HttpApi, new_match, new_player, open_sse, sse_messages
+from servers import ddz_serve, serving
 
 from service.api import create_app
 
@@ -151,3 +152,54 @@ def test_a_revoked_token_ends_the_players_own_stream_it_opened(config):
                 conn.close()
     finally:
         app.extensions["ddz"].close()
+
+
+@contextmanager
+def threaded_api(config, tmp_path):
+    app = create_app(dataclasses.replace(config, keepalive_seconds=0.2, stream_seconds=60))
+    try:
+        with serving(app) as base:
+            yield base
+    finally:
+        app.extensions["ddz"].close()
+
+
+@contextmanager
+def gunicorn_api(config, tmp_path):
+    # Under gunicorn's gevent worker the match's reader writes to the streams itself.
+    with ddz_serve(
+        config.database_url,
+        config.redis_url,
+        tmp_path,
+        DDZ_KEEPALIVE_SECONDS="0.2",
+        DDZ_STREAM_SECONDS="60",
+    ) as (base, _):
+        yield base
+
+
+@pytest.mark.parametrize("served", [threaded_api, gunicorn_api], ids=["threaded", "gunicorn"])
+def test_a_revoked_token_ends_the_match_stream_it_opened(config, tmp_path, served):
+    """The match's stream too: it ends soon after its token is revoked, not when its time
+    is up, and reopening it is refused."""
+    with served(config, tmp_path) as base:
+        api = HttpApi(base)
+        keeper = new_player(api, "match-stream-keeper")
+        match_id = new_match(keeper)
+        spare = keeper.post("/v1/me/tokens", {}).json
+        path = f"/v1/matches/{match_id}/stream"
+        conn, response = open_sse(base, path, spare["token"], timeout=5)
+        try:
+            messages = sse_messages(response)
+            assert next(m for m in messages if m.kind == "message").event == "snapshot"
+            revoked = keeper.call("DELETE", f"/v1/me/tokens/{spare['token_id']}")
+            assert revoked.status == 204
+            revoked_at = time.monotonic()
+            assert [m for m in messages if m.kind == "message"] == []
+            assert time.monotonic() - revoked_at < 10
+        finally:
+            conn.close()
+        conn, response = open_sse(base, path, spare["token"])
+        try:
+            assert response.status == 401
+        finally:
+            conn.close()

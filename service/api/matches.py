@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flask import Response, request
@@ -43,7 +43,7 @@ from ..store import (
     status,
 )
 from . import encoding, schemas
-from .auth import Caller, audited, caller, player
+from .auth import Caller, audited, caller, player, still_valid
 from .creations import created
 from .documents import (
     documented,
@@ -382,6 +382,9 @@ def stream(match_id):
     audited(who, "stream", match_id)
     config, notifier = services().config, services().notifier
     seat = viewer(loaded.state, who)
+    # A player's stream ends when its token is revoked or expires (an operator's token is
+    # the configured one, and onlookers have none).
+    valid = still_valid() if who.player_id is not None else lambda: True
 
     def generate() -> Iterator[bytes]:
         with OPEN_STREAMS.track_inprogress():
@@ -400,7 +403,7 @@ def stream(match_id):
         direct = DirectStream.of(request.environ, seat, loaded.state.version)
         if direct is not None:
             # Under gunicorn's gevent worker the match's reader writes to the socket itself.
-            direct.run(subscription, config, notifier)
+            direct.run(subscription, config, notifier, valid)
             return  # gunicorn then ends the response (its last chunk)
         after = loaded.state.version
         started = time.monotonic()
@@ -412,6 +415,8 @@ def stream(match_id):
                 batches = subscription.next(min(config.keepalive_seconds, remaining))
             except ReaderFailed:
                 return  # the client reconnects, and its stream gets a new reader
+            if not valid():
+                return
             sent = False
             for batch in batches:
                 data = _news(batch, seat, after)
@@ -523,9 +528,10 @@ class DirectStream:
                 self.done = batch.latest.state.settled
         self.wake.set()
 
-    def run(self, subscription: Subscription, config, notifier) -> None:
+    def run(self, subscription: Subscription, config, notifier, valid: Callable[[], bool]) -> None:
         """Waits while the reader writes; sends keep-alives and what the socket could
-        not take; returns when the stream ends."""
+        not take; returns when the stream ends (also when its token is no longer
+        ``valid``)."""
         for batch in subscription.listen(self.on_news):
             self.on_news(batch)
         started = time.monotonic()
@@ -533,7 +539,10 @@ class DirectStream:
             remaining = config.stream_seconds - (time.monotonic() - started)
             if remaining <= 0:
                 break
-            if not self.wake.wait(min(config.keepalive_seconds, remaining)):
+            woken = self.wake.wait(min(config.keepalive_seconds, remaining))
+            if not valid():
+                break
+            if not woken:
                 self.send(KEEP_ALIVE_BYTES)
             self.wake.clear()
             self._flush()
