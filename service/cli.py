@@ -216,6 +216,10 @@ def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
 
     if len(args.engine) > 2:
         raise RulesError("--engine is given once or twice", "invalid_argument")
+    if len(args.engine) == 2 and args.bot is not None:
+        raise RulesError(
+            "--bot is the house bot's level: not with a second --engine", "invalid_argument"
+        )
     if args.records:
         try:  # before any engine starts: a run that cannot keep its records is refused
             Path(args.records).mkdir(parents=True, exist_ok=True)
@@ -232,7 +236,7 @@ def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
             args.deals,
             seed,
             Table.build(args.ruleset),
-            level=args.bot,
+            level=args.bot or "normal",
             move_ms=args.move_ms,
             options=engine_options(args.option),
             records=Path(args.records) if args.records else None,
@@ -256,7 +260,7 @@ def run_bridge(args: argparse.Namespace) -> int:
     except ImportError:
         print("ddz bridge: needs the Python client: pip install clients/python", file=sys.stderr)
         return 2
-    from .app.bridge import Bridge, GaveUp, Lobby
+    from .app.bridge import Bridge, GaveUp, Lobby, hand_count
     from .app.engine import Engine, EngineError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -280,7 +284,7 @@ def run_bridge(args: argparse.Namespace) -> int:
         except ProblemError as exc:
             print(f"ddz bridge: {exc.status} {exc.code}: {exc.detail}", file=sys.stderr)
             return 2
-    print(f"ddz bridge: {played} hands played", file=sys.stderr)
+    print(f"ddz bridge: {hand_count(played)} played", file=sys.stderr)
     return 0
 
 
@@ -528,7 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     arena_parser.add_argument(
         "--bot",
-        default="normal",
+        default=None,
         choices=("easy", "normal", "hard"),
         help="the house bot's level, without a second --engine (default normal)",
     )

@@ -182,3 +182,10 @@ def test_one_deal_gives_no_confidence_interval(capsys):
     code, out, _ = arena(capsys, "--engine", EXAMPLE, "--deals", "1", "--seed", SEED)
     assert code == 0
     assert "95% CI n/a (1 deal)" in out and "95% CI [" not in out
+
+
+def test_the_house_bot_level_is_refused_beside_a_second_engine(capsys):
+    """Two engines play each other: a --bot level would be silently ignored."""
+    status, out, err = arena(capsys, "--engine", EXAMPLE, "--engine", EXAMPLE, "--bot", "hard")
+    assert status == 2 and out == ""
+    assert err == "ddz: --bot is the house bot's level: not with a second --engine\n"

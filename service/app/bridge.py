@@ -129,9 +129,11 @@ class Bridge:
                 raise
             # Left already: by another bridge playing the same player, or by this leave
             # whose answer was lost. Either way the seat is given up, as asked.
-            log.info("left table %s after %d hands (the seat was gone)", self.table_id, self.played)
+            log.info(
+                "left table %s after %s (the seat was gone)", self.table_id, hand_count(self.played)
+            )
         else:
-            log.info("left table %s after %d hands", self.table_id, self.played)
+            log.info("left table %s after %s", self.table_id, hand_count(self.played))
 
     def call(self, request: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``request`` of the client, sent again until the service answers (not busy). The
@@ -303,3 +305,8 @@ class Bridge:
                 log.error("engine %s: %s: %s", self.engine.name, exc.code, exc)
         self.told = None
         log.info("hand %d ended (match %s)", self.played, match_id)
+
+
+def hand_count(n: int) -> str:
+    """``1 hand``, ``2 hands``: what the bridge says it played."""
+    return f"{n} hand" if n == 1 else f"{n} hands"
