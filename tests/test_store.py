@@ -314,7 +314,8 @@ def test_the_announcer_notifies_every_append_in_order(pool, database_url):
 
         def seat_all(match_id: uuid.UUID) -> None:
             for n in range(4):
-                execute(store, match_id, seat(n))
+                # Players' ids, as the API's: the database is shared with other modules.
+                execute(store, match_id, seat(n, str(uuid.uuid4())))
 
         threads = [threading.Thread(target=seat_all, args=(m,)) for m in matches]
         for thread in threads:

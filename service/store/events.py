@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+import orjson
 import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
@@ -228,7 +229,7 @@ class EventStore:
         known = self.cache.get(match_id)
         if known is None or known.state.version != version - 1:
             return
-        position, type_, schema_version, payload, recorded_at = json.loads(event)
+        position, type_, schema_version, payload, recorded_at = orjson.loads(event)
         stored = _decode(
             (version, position, type_, schema_version, payload, datetime.fromisoformat(recorded_at))
         )
@@ -456,7 +457,8 @@ class EventStore:
                     "command": command_id,
                     # One JSON parameter: adapting it costs a fraction of four typed arrays.
                     "events": Jsonb(
-                        [
+                        dumps=orjson.dumps,
+                        obj=[
                             {
                                 "version": v,
                                 "type": e.type,
@@ -464,14 +466,14 @@ class EventStore:
                                 "payload": e.payload(),
                             }
                             for v, e in enumerate(events, start=version + 1)
-                        ]
+                        ],
                     ),
                     "ruleset": after.table.ruleset.name,
                     "turn_seconds": after.table.turn_seconds,
                     "status": status(after),
                     "phase": after.phase,
                     "version": after.version,
-                    "seats": Jsonb(seats),
+                    "seats": Jsonb(seats, orjson.dumps),
                     "turn_seat": after.turn if timed else None,
                     "system": timed and after.turn is not None and after.is_system(after.turn),
                     "time_to_act": time_to_act(after),

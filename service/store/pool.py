@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+import orjson
 import psycopg
+from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 T = TypeVar("T")
@@ -37,7 +39,14 @@ def open_pool(url: str, max_size: int, name: str, timeout: float = 30.0) -> Conn
         name=name,
         kwargs={"autocommit": True},
         timeout=timeout,
+        configure=_json_by_orjson,
     )
+
+
+def _json_by_orjson(conn: psycopg.Connection) -> None:
+    """json and jsonb values read by orjson: an append reads back the events it wrote, and
+    the standard library's parser took several times as long."""
+    set_json_loads(orjson.loads, conn)
 
 
 def _has_input(conn: psycopg.Connection) -> bool:
