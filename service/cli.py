@@ -512,7 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--ruleset", default=None, metavar="R", help="shanghai-platform (default) or shanghai-local"
     )
     simulate_parser.add_argument(
-        "--out", default=None, metavar="DIR", help="write hand records (.json) here"
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="write hand records (.json) here; with --calibrate, the file to write the table to",
     )
     simulate_parser.add_argument(
         "--pit",
@@ -520,7 +523,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar=("A", "B"),
         help="instead: A against B in duplicate over --hands deals, with and without bomb "
         "doubling; each is a level (easy, normal, hard) or a baseline (bot: the bot before "
-        "levels; max-bid: that bot always bidding the highest)",
+        "levels; max-bid: that bot always bidding the highest; normal-thresholds: normal "
+        "bidding and showing its hand by thresholds of its estimated chance)",
     )
     simulate_parser.add_argument(
         "--doubling",
