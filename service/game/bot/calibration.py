@@ -97,15 +97,15 @@ class Calibration:
     def _file(self, key: str, chance: float, gain: float) -> None:
         self.measured.setdefault(key, Measured()).add(chance, gain)
 
-    def finish(self, state: State, branch: bool = True) -> State:
-        """Plays the hand out by the policy, measuring the 摊打 and 报到 decisions met on
-        the way when ``branch``."""
+    def finish(self, state: State, branch: bool = True, reports: bool = True) -> State:
+        """Plays the hand out by the policy, measuring the 摊打 decisions met on the way
+        when ``branch``, and the 报到 decisions when ``reports`` too."""
         while state.phase != ENDED:
             assert state.turn is not None
             view = seat_view(state, state.turn)
             if branch and state.phase == SHOW_HAND:
                 self.show(state, view)
-            elif branch and state.phase == REPORT:
+            elif branch and reports and state.phase == REPORT:
                 self.report(state, view)
             state = _apply(state, self.policy.act(view))
         return state
@@ -139,10 +139,19 @@ class Calibration:
         seat, by = state.turn, acting_party(view)
         assert seat is not None
         first = seat == state.marked_seat
-        passed = _points(self.finish(_apply(state, Bid(seat, 0, by))), seat, self.table)
+        # A 报到 is measured on the policy's own line only: passing and a bid of 1 often
+        # lead to the same landlord and the same 报到, which would be counted twice. (A
+        # 摊打 follows only the first bidder's 3, met on one line.)
+        own = self.policy.act(view)
+        assert isinstance(own, Bid)
+
+        def line(value: int) -> State:
+            return self.finish(_apply(state, Bid(seat, value, by)), reports=value == own.value)
+
+        passed = _points(line(0), seat, self.table)
         for value in view.bid_choices():
             if value:
-                after = self.finish(_apply(state, Bid(seat, value, by)))
+                after = line(value)
                 gain = _points(after, seat, self.table) - passed
                 self._file(bid_key(value, first), bid_chance(view, value), gain)
 
