@@ -96,3 +96,17 @@ def test_calibration_measures_bids_and_writes_its_table(ruleset):
     exec(source, namespace)  # noqa: S102 - the generated module is Python we wrote
     gains = namespace["GAINS"]
     assert isinstance(gains, dict) and set(gains) == {(table.ruleset.name, True)}
+
+
+def test_simulate_calibrate_writes_the_module(tmp_path):
+    import io
+
+    from service.cli import run_calibrate
+
+    out = tmp_path / "calibrated.py"
+    printed = io.StringIO()
+    assert run_calibrate(4, "ab" * 32, "shanghai-local", "no", str(out), printed) == 0
+    assert "shanghai-local, bombs do not double" in printed.getvalue()
+    namespace: dict[str, object] = {}
+    exec(out.read_text(encoding="utf-8"), namespace)  # noqa: S102 - the module we wrote
+    assert set(namespace["GAINS"]) == {("shanghai-local", False)}  # type: ignore[call-overload]
