@@ -1,10 +1,10 @@
 """What bidding, 头撂 and 摊打 are worth to the bot, measured: ``ddz simulate --calibrate``.
 
 Hands are played with one policy at every seat. At one bidding decision of each hand
-(the first bidder's every other hand, so that 头撂 is measured as often as a later bid),
-the hand is played on once after each bid open to the seat, and each bid's points for
-that seat, less those of passing, are its gain. Every 摊打 decision met on the way is
-played on both ways (the gain of showing), and every 报到 decision each of its three
+(the first bidder's every other hand, so that 头撂 is measured often), the hand is played
+on once after each bid open to the seat, and each bid's points for that seat, less those
+of passing, are its gain. Every 摊打 decision met on the way is played on both ways (the
+gain of showing), and every 报到 decision on the policy's own line each of its three
 ways. Each gain is filed by the seat's estimated chance p of winning as landlord
 (:func:`~.evaluation.landlord_chance`, as the bidding and 摊打 reckon it) in bands of
 :data:`BAND`; the gains by band, made to rise with p (a stronger hand is never worth less

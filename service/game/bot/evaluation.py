@@ -1,8 +1,9 @@
 """Evaluation: how strong a hand is, and the bids, 摊打 and 报到 that follow from it.
 
 The strength model is an estimated chance of winning as landlord (logistic models fitted
-on bot-against-bot hands). The bot bids by that chance; 摊打 only with an overwhelming
-hand; 报到 compares the sure 不打 payment with the expected value of playing on (打) and
+on bot-against-bot hands). The bot bids and shows its hand (摊打) by that chance: by
+thresholds, or by the points each choice was measured to gain at it (calibrated.py, the
+``normal`` level); 报到 compares the sure 不打 payment with the expected value of playing on (打) and
 of declining.
 """
 
