@@ -159,8 +159,10 @@ def run_pit(
     budget_ms: float,
     stdout: TextIO,
     cpu_budget: bool = False,
+    doubling: str = "both",
 ) -> int:
-    """``ddz simulate --pit A B``: A against B in duplicate, with and without bomb doubling."""
+    """``ddz simulate --pit A B``: A against B in duplicate, with and without bomb doubling
+    (``doubling``: both, or only ``yes`` or ``no``)."""
     import time
 
     from .game import Table
@@ -174,7 +176,7 @@ def run_pit(
         f"{first} against {second}: points per hand of {first} (all its seats, in stakes), "
         f"95% CI; {deals} deals, each played twice with the seats swapped ({hands} hands)\n"
     )
-    for bombs_double in (True, False):
+    for bombs_double in DOUBLING[doubling]:
         table = Table.build(ruleset, bombs_double=bombs_double)
         result = duplicate(
             deals,
@@ -188,6 +190,40 @@ def run_pit(
             f"  {table.ruleset.name}, {label:<20} {result.mean:+8.2f}"
             f"  [{result.low:+.2f}, {result.high:+.2f}]\n"
         )
+    return 0
+
+
+#: ``--doubling``: the tables to play, by whether bombs double.
+DOUBLING = {"both": (True, False), "yes": (True,), "no": (False,)}
+
+
+def run_calibrate(
+    hands: int, seed: str, ruleset: str | None, doubling: str, out: str | None, stdout: TextIO
+) -> int:
+    """``ddz simulate --calibrate``: the gains of bidding and 摊打 by estimated chance, for
+    each ruleset (or ``ruleset``) with and without doubling; the :mod:`calibrated` module
+    for them written to ``out``."""
+    from .game import Table
+    from .game.bot.calibration import Calibration, calibrate, markdown, module_source
+    from .game.bot.levels import NORMAL, policy
+    from .game.simulate import hand_seed
+    from .rules import RULESETS
+
+    names = [ruleset] if ruleset else sorted(RULESETS)
+    tables: dict[tuple[str, bool], Calibration] = {}
+    for name in names:
+        for bombs_double in DOUBLING[doubling]:
+            table = Table.build(name, bombs_double=bombs_double)
+            found = calibrate(hands, seed, table, policy(NORMAL), hand_seed)
+            tables[(table.ruleset.name, bombs_double)] = found
+            label = f"{table.ruleset.name}, bombs {'double' if bombs_double else 'do not double'}"
+            stdout.write("\n".join(markdown(label, found)) + "\n\n")
+            stdout.flush()
+    if out is not None:
+        command = f"ddz simulate --calibrate --hands {hands} --seed {seed}"
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(module_source(tables, command))
+        stdout.write(f"written to {out}\n")
     return 0
 
 
@@ -480,7 +516,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--ruleset", default=None, metavar="R", help="shanghai-platform (default) or shanghai-local"
     )
     simulate_parser.add_argument(
-        "--out", default=None, metavar="DIR", help="write hand records (.json) here"
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="write hand records (.json) here; with --calibrate, the file to write the table to",
     )
     simulate_parser.add_argument(
         "--pit",
@@ -488,7 +527,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar=("A", "B"),
         help="instead: A against B in duplicate over --hands deals, with and without bomb "
         "doubling; each is a level (easy, normal, hard) or a baseline (bot: the bot before "
-        "levels; max-bid: that bot always bidding the highest)",
+        "levels; max-bid: that bot always bidding the highest; normal-thresholds: normal "
+        "bidding and showing its hand by thresholds of its estimated chance)",
+    )
+    simulate_parser.add_argument(
+        "--doubling",
+        choices=sorted(DOUBLING),
+        default="both",
+        help="--pit and --calibrate: the tables with bombs doubling, without, or both (default)",
+    )
+    simulate_parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="instead: measure what bidding and 摊打 gain the normal level by its estimated "
+        "chance of winning, over --hands hands per ruleset and doubling (docs/bot.md); with "
+        "--out FILE, write service/game/bot/calibrated.py's table there",
     )
     simulate_parser.add_argument(
         "--budget-ms",
@@ -690,6 +743,11 @@ def main(argv: list[str] | None = None) -> int:
                     args.budget_ms,
                     sys.stdout,
                     args.cpu_budget,
+                    args.doubling,
+                )
+            if args.calibrate:
+                return run_calibrate(
+                    args.hands, seed, args.ruleset, args.doubling, args.out, sys.stdout
                 )
             return run_simulate(args.hands, seed, args.ruleset, args.out, sys.stdout)
         return run_deal(args.seed, sys.stdout)

@@ -147,3 +147,15 @@ def test_normal_keeps_a_bomb_that_would_only_double_the_stake():
         )
         assert isinstance(policy("normal").act(view), Play) is bombs
         assert isinstance(BotPolicy().act(view), Play)
+
+
+def test_pit_plays_the_tables_doubling_asks_for():
+    import io
+
+    from service.cli import run_pit
+
+    for doubling, lines in (("yes", ["bombs double"]), ("no", ["bombs do not double"])):
+        out = io.StringIO()
+        run_pit(2, "ab" * 32, None, ["normal", "normal-thresholds"], 50.0, out, doubling=doubling)
+        printed = [line for line in out.getvalue().splitlines() if "shanghai-platform," in line]
+        assert [line.split(",")[1].split("  ")[0].strip() for line in printed] == lines

@@ -1,8 +1,9 @@
 """Evaluation: how strong a hand is, and the bids, 摊打 and 报到 that follow from it.
 
 The strength model is an estimated chance of winning as landlord (logistic models fitted
-on bot-against-bot hands). The bot bids by that chance; 摊打 only with an overwhelming
-hand; 报到 compares the sure 不打 payment with the expected value of playing on (打) and
+on bot-against-bot hands). The bot bids and shows its hand (摊打) by that chance: by
+thresholds, or by the points each choice was measured to gain at it (calibrated.py, the
+``normal`` level); 报到 compares the sure 不打 payment with the expected value of playing on (打) and
 of declining.
 """
 
@@ -15,6 +16,7 @@ from ...rules import ReportChoice, locked_ranks, report_units
 from ...rules.cards import ACE, BIG_JOKER, SMALL_JOKER, TWO, Counts, counts_of
 from ..settlement import MAX_BID
 from ..views import SeatView
+from .calibrated import GAINS
 from .planning import plan
 
 
@@ -90,34 +92,87 @@ BID_THRESHOLDS = ((3, 0.8), (2, 0.77), (1, 0.72))
 SHOW_HAND_THRESHOLD = 0.93
 
 
+def bid_chance(view: SeatView, value: int) -> float:
+    """The estimated chance of winning as landlord after bidding ``value``."""
+    ruleset = view.table.ruleset
+    unlimited = 0.0
+    if value == MAX_BID:
+        # A bid of 3 frees the farmers' bombs: every farmer under shanghai-local,
+        # those who never get a turn to bid under shanghai-platform.
+        first = view.seat == view.marked_seat
+        unlimited = 1.0 if ruleset.bomb_limit.basis == "landlord_bid" or first else 0.5
+    return landlord_chance(
+        counts_of(view.hand), ruleset.joker_bomb, with_bottom=False, unlimited=unlimited
+    )
+
+
 def bid(view: SeatView, thresholds: tuple[tuple[int, float], ...] = BID_THRESHOLDS) -> int:
     """The highest bid whose threshold the chance of winning as landlord reaches (0: pass)."""
-    ruleset = view.table.ruleset
-    counts = counts_of(view.hand)
     allowed = view.bid_choices()
     for value, threshold in thresholds:
-        if value not in allowed:
-            continue
-        unlimited = 0.0
-        if value == MAX_BID:
-            # A bid of 3 frees the farmers' bombs: every farmer under shanghai-local,
-            # those who never get a turn to bid under shanghai-platform.
-            first = view.seat == view.marked_seat
-            unlimited = 1.0 if ruleset.bomb_limit.basis == "landlord_bid" or first else 0.5
-        if (
-            landlord_chance(counts, ruleset.joker_bomb, with_bottom=False, unlimited=unlimited)
-            >= threshold
-        ):
+        if value in allowed and bid_chance(view, value) >= threshold:
             return value
     return 0
 
 
-def show_hand(view: SeatView, threshold: float = SHOW_HAND_THRESHOLD) -> bool:
-    """摊打 when the estimated chance of winning as landlord reaches ``threshold``."""
-    chance = landlord_chance(
+#: The width of the bands of p the measured gains are filed by (calibration.py).
+BAND = 0.05
+
+
+def measured_gain(view: SeatView, choice: str, chance: float) -> float | None:
+    """What ``choice`` was measured to gain over its alternative (passing, not showing)
+    at this table with chance ``chance``, in points per hand; None when not measured."""
+    ruleset = view.table.ruleset
+    gains = GAINS.get((ruleset.name, ruleset.bombs_double), {}).get(choice)
+    if gains is None:
+        return None
+    return gains[min(len(gains) - 1, int(chance / BAND))]
+
+
+def bid_by_points(view: SeatView, fallback: tuple[tuple[int, float], ...]) -> int:
+    """The bid with the highest measured gain over passing, if any gains (0: pass); by
+    the ``fallback`` thresholds where the table was not measured."""
+    first = view.seat == view.marked_seat
+    best, best_gain = 0, 0.0
+    for value in view.bid_choices():
+        if not value:
+            continue
+        gain = measured_gain(view, bid_key(value, first), bid_chance(view, value))
+        if gain is None:
+            return bid(view, fallback)
+        if gain > best_gain:
+            best, best_gain = value, gain
+    return best
+
+
+def bid_key(value: int, first: bool) -> str:
+    """The name of a bid among the measured choices: the first bidder's bid of 3 is 头撂."""
+    return f"{'first' if first else 'bid'} {value}"
+
+
+#: The measured choice of 摊打.
+SHOW = "show"
+
+
+def show_chance(view: SeatView) -> float:
+    """The estimated chance of winning as landlord with the hand face up: the farmers,
+    after 头撂, bomb without limit."""
+    return landlord_chance(
         counts_of(view.hand), view.table.ruleset.joker_bomb, with_bottom=True, unlimited=1.0
     )
-    return chance >= threshold
+
+
+def show_hand(view: SeatView, threshold: float = SHOW_HAND_THRESHOLD) -> bool:
+    """摊打 when the estimated chance of winning as landlord reaches ``threshold``."""
+    return show_chance(view) >= threshold
+
+
+def show_by_points(view: SeatView, fallback: float) -> bool:
+    """摊打 when it was measured to gain points with this chance (by the ``fallback``
+    threshold where the table was not measured)."""
+    chance = show_chance(view)
+    gain = measured_gain(view, SHOW, chance)
+    return chance >= fallback if gain is None else gain > 0
 
 
 def report(view: SeatView) -> ReportChoice:

@@ -157,6 +157,9 @@ class Style:
     bid_thresholds: tuple[tuple[int, float], ...] = evaluation.BID_THRESHOLDS
     #: 摊打 when the estimated chance of winning as landlord reaches this.
     show_threshold: float = evaluation.SHOW_HAND_THRESHOLD
+    #: Bid and 摊打 by the gains measured for the table (calibrated.py), where measured,
+    #: instead of by the thresholds above.
+    by_points: bool = False
 
 
 class BotPolicy:
@@ -173,10 +176,15 @@ class BotPolicy:
     def act(self, view: SeatView) -> SeatCommand:
         seat, by = view.seat, acting_party(view)
         assert seat is not None  # a policy acts for the seat whose turn it is
+        style = self.style
         if view.phase == BIDDING:
-            return Bid(seat, evaluation.bid(view, self.style.bid_thresholds), by)
+            if style.by_points:
+                return Bid(seat, evaluation.bid_by_points(view, style.bid_thresholds), by)
+            return Bid(seat, evaluation.bid(view, style.bid_thresholds), by)
         if view.phase == SHOW_HAND:
-            return ShowHand(seat, evaluation.show_hand(view, self.style.show_threshold), by)
+            if style.by_points:
+                return ShowHand(seat, evaluation.show_by_points(view, style.show_threshold), by)
+            return ShowHand(seat, evaluation.show_hand(view, style.show_threshold), by)
         if view.phase == REPORT:
             return Report(seat, evaluation.report(view), by)
         if view.phase != PLAYING:
