@@ -12,7 +12,7 @@ concrete cards of the hand. Two constraints of a seat are inputs:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple, cast
 
@@ -167,13 +167,19 @@ def _sequences(
     """Sequences of ``width`` cards a rank the hand can make, of one length or all, with
     top position above ``above``."""
     runs = _run_lengths(available, width)
-    for length_, starts in (
-        _SEQUENCES[width].items()
-        if length is None
-        else ((length, _SEQUENCES[width].get(length, {})),)
-    ):
-        for start, combination in starts.items():
-            if start + length_ - 1 > above and runs[start] >= length_:
+    # No sequence is longer than the hand's longest run: most hands have no long runs, and
+    # trying every window of every length was most of the time of a lead.
+    longest = max(runs)
+    by_length = _SEQUENCES[width]
+    if length is None:
+        lengths: Iterable[int] = range(SEQUENCE_BY_WIDTH[width][1], min(longest, 13) + 1)
+    elif length <= longest and length in by_length:
+        lengths = (length,)
+    else:
+        return
+    for length_ in lengths:
+        for start, combination in by_length[length_].items():
+            if runs[start] >= length_ and start + length_ - 1 > above:
                 yield combination
 
 
@@ -181,8 +187,12 @@ def _planes_with_pairs(
     available: Sequence[int], n: int | None = None, above: int = 0
 ) -> Iterator[Combination]:
     triple_runs = _run_lengths(available, 3)
+    # As for sequences: the triples' longest run bounds the planes' length.
+    longest = max(triple_runs)
+    if longest < MIN_PLANE_WITH_PAIRS:
+        return
     pair_runs = _run_lengths(available, 2)
-    lengths = range(MIN_PLANE_WITH_PAIRS, 14) if n is None else (n,)
+    lengths = range(MIN_PLANE_WITH_PAIRS, min(longest, 13) + 1) if n is None else (n,)
     for n_ in lengths:
         starts = _WINDOW_STARTS[n_]
         pair_starts = [s for s in starts if pair_runs[s] >= n_]
