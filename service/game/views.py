@@ -236,21 +236,37 @@ def _frozen(cls: type[_F], fields: dict[str, Any]) -> _F:
     return new
 
 
-#: Each seat's info as last shown, by what it holds: a seat's info changes only when it
-#: plays, and most turns show the same four again.
+#: Each seat's info as last shown, by what it holds (the seat, whether it is disconnected,
+#: its cards, bombs played and bombs left): a seat's info changes only when it plays, and
+#: most views show the same four again.
 _INFOS: dict[tuple[Any, ...], SeatInfo] = {}
 #: Infos remembered at most; then the cache starts again.
 _INFOS_REMEMBERED = 1 << 14
 
 
-def _seat_info(key: tuple[str | None, bool, bool, int, int, int | None]) -> SeatInfo:
-    info = _INFOS.get(key)
-    if info is None:
-        if len(_INFOS) >= _INFOS_REMEMBERED:
-            _INFOS.clear()
-        player, bot, disconnected, cards, bombs_played, bombs_left = key
-        info = _INFOS[key] = SeatInfo(player, bot, disconnected, cards, bombs_played, bombs_left)
-    return info
+def _seat_infos(state: State) -> tuple[SeatInfo | None, ...]:
+    # The keys are made and looked up without a call of Python's per seat: a view a turn
+    # made the four infos a tenth of a simulated turn.
+    keys = tuple(
+        zip(
+            state.seats,
+            state.disconnected,
+            map(len, state.hands),
+            state.bombs_played,
+            state.bomb_allowance,
+        )
+    )
+    infos = tuple(map(_INFOS.get, keys))
+    if all(infos):  # not ``None in``: that asks each info's __eq__
+        return infos
+    if len(_INFOS) >= _INFOS_REMEMBERED:
+        _INFOS.clear()
+    for seat, disconnected, cards, bombs_played, bombs_left in keys:
+        if seat is not None:
+            _INFOS[seat, disconnected, cards, bombs_played, bombs_left] = SeatInfo(
+                seat.player, seat.bot, disconnected, cards, bombs_played, bombs_left
+            )
+    return tuple(None if key[0] is None else _INFOS[key] for key in keys)
 
 
 def seat_view(state: State, seat: int | str | None) -> SeatView:
@@ -271,21 +287,7 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
             "version": state.version,
             "seat": own,
             "table": state.table,
-            "seats": tuple(
-                None
-                if s is None
-                else _seat_info(
-                    (
-                        s.player,
-                        s.bot,
-                        state.disconnected[i],
-                        len(state.hands[i]),
-                        state.bombs_played[i],
-                        state.bombs_left(i) if landlord is not None else None,
-                    )
-                )
-                for i, s in enumerate(state.seats)
-            ),
+            "seats": _seat_infos(state),
             "commitment": state.commitment,
             "marked_card": state.marked_card,
             "marked_seat": state.marked_seat,
@@ -310,9 +312,7 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
             "lead_cards": state.lead_cards if lead is not None else (),
             "passes": state.passes,
             "bombs": state.bombs,
-            "bombs_left": state.bombs_left(own)
-            if own is not None and landlord is not None
-            else None,
+            "bombs_left": state.bomb_allowance[own] if own is not None else None,
             "result": state.result,
             "seed": state.seed if ended or operator else None,
             "history": state.history,
