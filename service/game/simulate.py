@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..rules import SEATS, RulesError
 from .actions import DECISIONS, command_of
@@ -100,21 +100,31 @@ def play_hand(
     state = apply(state, DealHand(seed), log)
     # Once per hand: a runtime protocol check walks the class's attributes, and per turn it
     # was a fifth of a simulated turn.
-    speakers = [isinstance(player, Speaker) for player in policies]
+    speakers: list[Speaker | None] = []
+    deciders: list[Policy | None] = []
+    for acting in policies:
+        if isinstance(acting, Speaker):
+            speakers.append(acting)
+            deciders.append(None)
+        else:
+            speakers.append(None)
+            deciders.append(acting)
     while state.phase != ENDED:
         if interrupt is not None:
             for command in interrupt(state):
                 state = apply(state, command, log)
         turn = state.turn
         assert turn is not None  # until the hand ends, a seat is always to act
-        acting = policies[turn]
-        if speakers[turn]:
-            state = _speak(state, turn, cast(Speaker, acting), log)
+        speaker = speakers[turn]
+        if speaker is not None:
+            state = _speak(state, turn, speaker, log)
         else:
-            state = apply(state, cast(Policy, acting).act(seat_view(state, turn)), log)
-    for seat, told in enumerate(policies):
-        if speakers[seat]:
-            cast(Speaker, told).hand_over(view(state, seat))
+            policy = deciders[turn]
+            assert policy is not None
+            state = apply(state, policy.act(seat_view(state, turn)), log)
+    for seat, told in enumerate(speakers):
+        if told is not None:
+            told.hand_over(view(state, seat))
     return log, state
 
 

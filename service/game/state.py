@@ -19,7 +19,7 @@ from ..rules import (
     legal_plays,
     report_units,
 )
-from ..rules.cards import NUM_RANKS, Counts
+from ..rules.cards import NUM_RANKS, Counts, take_out
 from ..rules.combinations import readings
 from .events import (
     BidMade,
@@ -204,10 +204,7 @@ def _set(items: tuple[_T, ...], index: int, value: _T) -> tuple[_T, ...]:
 
 
 def _remove(hand: tuple[Card, ...], cards: tuple[Card, ...]) -> tuple[Card, ...]:
-    remaining = list(hand)
-    for card in cards:
-        remaining.remove(card)
-    return tuple(remaining)
+    return tuple(take_out(hand, cards)[0])
 
 
 def recorded_combination(event: Played, state: State) -> Combination:
