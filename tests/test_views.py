@@ -9,6 +9,7 @@ can see in its view and in the event, and compares it with what the seat may kno
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -56,6 +57,7 @@ from service.game.events import (
     Resumed,
     SeatTaken,
 )
+from service.game.views import SeatView
 from service.rules import DECK, Card, legal_plays, parse_ranks, pick_cards, rank_index
 
 PLAYERS = ("alice", "bob", "carol", "dave")
@@ -784,3 +786,18 @@ def test_a_history_is_shown_the_same_from_a_replayed_state_and_one_view_changes_
     for again in (view(state, 0)["history"], view(replayed, 0)["history"]):
         assert again == view(replayed, 2)["history"]
         assert len(again) == len(state.history) and again[0] is not None
+
+
+def test_a_seat_view_has_every_field_as_its_constructor_would_set_it():
+    """seat_view hands a view its dictionary whole, bypassing ``__init__``: it must hold
+    exactly the dataclass's fields, for every seat and the operator, in every phase."""
+    names = [f.name for f in dataclasses.fields(SeatView)]
+    state = initial_state
+    for event in next(iter(dealt_hands("shanghai-platform", 1))):
+        state = evolve(state, event)
+        if state.match_id is None:
+            continue
+        for seat in (0, 1, 2, 3, None, OPERATOR):
+            seen = seat_view(state, seat)
+            assert sorted(vars(seen)) == sorted(names)
+            assert SeatView(**{name: getattr(seen, name) for name in names}) == seen

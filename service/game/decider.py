@@ -7,6 +7,7 @@ in the PokerKit manner; ``decide`` is built from the ``verify`` checks.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -269,7 +270,8 @@ def _decide_report(state: State, c: Report) -> list[Event]:
 
 def _decide_play(state: State, c: Play) -> list[Event]:
     combination = verify_play_command(state, c)
-    played = Played(c.seat, tuple(c.cards), combination.type.value, combination.rank, c.by)
+    # _value_, the member's own attribute: ``value`` is a property of Enum's, a call.
+    played = Played(c.seat, tuple(c.cards), combination.type._value_, combination.rank, c.by)
     if len(c.cards) < len(state.hands[c.seat]):
         return [played]
     # The seat goes out: the result needs the state after the play (its bomb counts).
@@ -313,11 +315,16 @@ def outcome(state: State, winner: str) -> HandOutcome:
     return HandOutcome(state.landlord, state.bid, winner, factors, state.first_disconnect)
 
 
+#: Settlements by outcome and the table's terms: settling is exact arithmetic on fractions
+#: and decimals (a twentieth of a simulated hand's time), and the same few outcomes recur.
+_settle = functools.lru_cache(maxsize=1 << 12, typed=True)(settle)
+
+
 def _hand_ended(state: State, winner: str) -> HandEnded:
     table = state.table
     assert table is not None and state.seed is not None
     result = outcome(state, winner)
-    settlement = settle(
+    settlement = _settle(
         result,
         unit=table.unit,
         cap=table.cap,

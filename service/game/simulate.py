@@ -98,19 +98,32 @@ def play_hand(
     for seat, player in enumerate(players):
         state = apply(state, TakeSeat(seat, player, bot=player is None), log)
     state = apply(state, DealHand(seed), log)
+    # Once per hand: a runtime protocol check walks the class's attributes, and per turn it
+    # was a fifth of a simulated turn.
+    speakers: list[Speaker | None] = []
+    deciders: list[Policy | None] = []
+    for acting in policies:
+        if isinstance(acting, Speaker):
+            speakers.append(acting)
+            deciders.append(None)
+        else:
+            speakers.append(None)
+            deciders.append(acting)
     while state.phase != ENDED:
         if interrupt is not None:
             for command in interrupt(state):
                 state = apply(state, command, log)
         turn = state.turn
         assert turn is not None  # until the hand ends, a seat is always to act
-        acting = policies[turn]
-        if isinstance(acting, Speaker):
-            state = _speak(state, turn, acting, log)
+        speaker = speakers[turn]
+        if speaker is not None:
+            state = _speak(state, turn, speaker, log)
         else:
-            state = apply(state, acting.act(seat_view(state, turn)), log)
-    for seat, told in enumerate(policies):
-        if isinstance(told, Speaker):
+            policy = deciders[turn]
+            assert policy is not None
+            state = apply(state, policy.act(seat_view(state, turn)), log)
+    for seat, told in enumerate(speakers):
+        if told is not None:
             told.hand_over(view(state, seat))
     return log, state
 

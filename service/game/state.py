@@ -19,7 +19,7 @@ from ..rules import (
     legal_plays,
     report_units,
 )
-from ..rules.cards import NUM_RANKS, Counts
+from ..rules.cards import NUM_RANKS, Counts, take_out
 from ..rules.combinations import readings
 from .events import (
     BidMade,
@@ -127,6 +127,9 @@ class State:
     lead_cards: tuple[Card, ...] = ()
     passes: int = 0
     bombs_played: tuple[int, ...] = (0,) * SEATS
+    #: How many more bombs each seat may play (None: no limit, as for the landlord, or no
+    #: landlord yet): :meth:`bombs_left`, kept up to date as bombs are played.
+    bomb_allowance: tuple[int | None, ...] = (None,) * SEATS
     bombs: int = 0
     history: tuple[Turn, ...] = ()
     played: Counts = (0,) * NUM_RANKS
@@ -162,11 +165,8 @@ class State:
 
     def bombs_left(self, seat: int) -> int | None:
         """How many more bombs the seat may play (``None``: no limit)."""
-        if seat == self.landlord:
-            return None
-        assert self.table is not None and self.bid is not None, "asked once bidding is over"
-        limit = self.table.ruleset.bomb_limit.for_farmer(self.bids[seat], self.bid)
-        return None if limit is None else max(0, limit - self.bombs_played[seat])
+        assert self.landlord is not None, "asked once bidding is over"
+        return self.bomb_allowance[seat]
 
     def reportable_units(self) -> list[frozenset[int]]:
         """The 报到 units the landlord may report now."""
@@ -204,10 +204,7 @@ def _set(items: tuple[_T, ...], index: int, value: _T) -> tuple[_T, ...]:
 
 
 def _remove(hand: tuple[Card, ...], cards: tuple[Card, ...]) -> tuple[Card, ...]:
-    remaining = list(hand)
-    for card in cards:
-        remaining.remove(card)
-    return tuple(remaining)
+    return tuple(take_out(hand, cards)[0])
 
 
 def recorded_combination(event: Played, state: State) -> Combination:
@@ -264,9 +261,22 @@ def _bid(state: State, e: BidMade) -> State:
 
 
 def _landlord_chosen(state: State, e: LandlordChosen) -> State:
+    assert state.table is not None
     hands = _set(state.hands, e.seat, state.hands[e.seat] + e.bottom)
+    # Worked out once, then counted down: every view shows each seat's bombs left.
+    limit = state.table.ruleset.bomb_limit
+    allowance = tuple(
+        None if seat == e.seat else limit.for_farmer(own, e.bid)
+        for seat, own in enumerate(state.bids)
+    )
     changes = dict(
-        landlord=e.seat, bid=e.bid, hands=hands, turn=e.seat, lead=None, lead_seat=e.seat
+        landlord=e.seat,
+        bid=e.bid,
+        hands=hands,
+        turn=e.seat,
+        lead=None,
+        lead_seat=e.seat,
+        bomb_allowance=allowance,
     )
     if state.first_bid_three:
         return state.replace(phase=SHOW_HAND, **changes)
@@ -303,9 +313,13 @@ def _played(state: State, e: Played) -> State:
         turn=next_seat(e.seat),
     )
     if combination.type.is_bomb:
+        left = state.bomb_allowance[e.seat]
         changes.update(
             bombs_played=_set(state.bombs_played, e.seat, state.bombs_played[e.seat] + 1),
             bombs=state.bombs + 1,
+            bomb_allowance=state.bomb_allowance
+            if left is None
+            else _set(state.bomb_allowance, e.seat, max(0, left - 1)),
         )
     return state.replace(**changes)
 

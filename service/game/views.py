@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..rules import Card, Combination, legal_plays
 from ..rules.cards import COPIES, NUM_RANKS, ONE_DECK, RANKS, Counts, counts_of
@@ -27,8 +27,10 @@ from .table import Table
 #: Pass as ``seat`` to see everything, as an operator does.
 OPERATOR = "operator"
 
+_F = TypeVar("_F")
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True)
 class SeatInfo:
     player: str | None
     bot: bool
@@ -39,9 +41,14 @@ class SeatInfo:
     bombs_left: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SeatView:
-    """A seat's view of a match: everything a player (or a bot) of that seat may know."""
+    """A seat's view of a match: everything a player (or a bot) of that seat may know.
+
+    Not slotted: :func:`seat_view` builds each view (one a simulated turn) by handing it
+    its dictionary, as :meth:`State.replace` does, for a frozen ``__init__`` sets its 31
+    fields one call at a time and took a sixth of a turn.
+    """
 
     match_id: str
     phase: str
@@ -222,6 +229,46 @@ def _history_documents(history: tuple[Turn, ...]) -> list[dict[str, Any]]:
     return list(documents)
 
 
+def _frozen(cls: type[_F], fields: dict[str, Any]) -> _F:
+    """An instance of the frozen dataclass ``cls`` with these (all of its) fields."""
+    new = object.__new__(cls)
+    object.__setattr__(new, "__dict__", fields)
+    return new
+
+
+#: Each seat's info as last shown, by what it holds (the seat, whether it is disconnected,
+#: its cards, bombs played and bombs left): a seat's info changes only when it plays, and
+#: most views show the same four again.
+_INFOS: dict[tuple[Any, ...], SeatInfo] = {}
+#: Infos remembered at most; then the cache starts again.
+_INFOS_REMEMBERED = 1 << 14
+
+
+def _seat_infos(state: State) -> tuple[SeatInfo | None, ...]:
+    # The keys are made and looked up without a call of Python's per seat: a view a turn
+    # made the four infos a tenth of a simulated turn.
+    keys = tuple(
+        zip(
+            state.seats,
+            state.disconnected,
+            map(len, state.hands),
+            state.bombs_played,
+            state.bomb_allowance,
+        )
+    )
+    infos = tuple(map(_INFOS.get, keys))
+    if all(infos):  # not ``None in``: that asks each info's __eq__
+        return infos
+    if len(_INFOS) >= _INFOS_REMEMBERED:
+        _INFOS.clear()
+    for seat, disconnected, cards, bombs_played, bombs_left in keys:
+        if seat is not None:
+            _INFOS[seat, disconnected, cards, bombs_played, bombs_left] = SeatInfo(
+                seat.player, seat.bot, disconnected, cards, bombs_played, bombs_left
+            )
+    return tuple(None if key[0] is None else _INFOS[key] for key in keys)
+
+
 def seat_view(state: State, seat: int | str | None) -> SeatView:
     """The state as ``seat`` may see it; ``None`` is an onlooker with no seat,
     :data:`OPERATOR` sees everything."""
@@ -230,53 +277,47 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
     own = seat if isinstance(seat, int) else None  # the viewing seat, if it has one
     landlord = state.landlord
     hand = state.hands[own] if own is not None else ()
+    lead = state.lead
     assert state.match_id is not None and state.table is not None, "a match is seen once created"
-    return SeatView(
-        match_id=state.match_id,
-        phase=state.phase,
-        version=state.version,
-        seat=own,
-        table=state.table,
-        seats=tuple(
-            None
-            if s is None
-            else SeatInfo(
-                s.player,
-                s.bot,
-                state.disconnected[i],
-                len(state.hands[i]),
-                state.bombs_played[i],
-                state.bombs_left(i) if landlord is not None else None,
-            )
-            for i, s in enumerate(state.seats)
-        ),
-        commitment=state.commitment,
-        marked_card=state.marked_card,
-        marked_seat=state.marked_seat,
-        hand=hand,
-        bids=state.bids,
-        landlord=landlord,
-        bid=state.bid,
-        bottom=state.bottom if operator or (landlord is not None and seat == landlord) else None,
-        first_bid_three=state.first_bid_three,
-        show_hand=state.show_hand,
-        landlord_hand=state.hands[landlord]
-        if landlord is not None and (state.show_hand or operator)
-        else None,
-        report=state.report,
-        reported_cards=state.reported_cards,
-        locked=state.locks(own),
-        turn=state.turn,
-        lead=state.lead,
-        lead_seat=state.lead_seat if state.lead is not None else None,
-        lead_cards=state.lead_cards if state.lead is not None else (),
-        passes=state.passes,
-        bombs=state.bombs,
-        bombs_left=state.bombs_left(own) if own is not None and landlord is not None else None,
-        history=state.history,
-        played=state.played,
-        result=state.result,
-        seed=state.seed if ended or operator else None,
+    return _frozen(
+        SeatView,
+        {
+            "match_id": state.match_id,
+            "phase": state.phase,
+            "version": state.version,
+            "seat": own,
+            "table": state.table,
+            "seats": _seat_infos(state),
+            "commitment": state.commitment,
+            "marked_card": state.marked_card,
+            "marked_seat": state.marked_seat,
+            "hand": hand,
+            "bids": state.bids,
+            "landlord": landlord,
+            "bid": state.bid,
+            "bottom": state.bottom
+            if operator or (landlord is not None and seat == landlord)
+            else None,
+            "first_bid_three": state.first_bid_three,
+            "show_hand": state.show_hand,
+            "landlord_hand": state.hands[landlord]
+            if landlord is not None and (state.show_hand or operator)
+            else None,
+            "report": state.report,
+            "reported_cards": state.reported_cards,
+            "locked": state.locks(own),
+            "turn": state.turn,
+            "lead": lead,
+            "lead_seat": state.lead_seat if lead is not None else None,
+            "lead_cards": state.lead_cards if lead is not None else (),
+            "passes": state.passes,
+            "bombs": state.bombs,
+            "bombs_left": state.bomb_allowance[own] if own is not None else None,
+            "result": state.result,
+            "seed": state.seed if ended or operator else None,
+            "history": state.history,
+            "played": state.played,
+        },
     )
 
 

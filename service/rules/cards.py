@@ -118,11 +118,48 @@ def format_cards(cards: Iterable[Card]) -> str:
     return " ".join(card.code for card in cards)
 
 
+#: The counts of tuples of cards, by the tuple's identity (the entry keeps the tuple, so no
+#: other object takes its id meanwhile). A hand's counts are asked again and again, by each
+#: view of its seat and each check of a play from it, until the seat plays; counting its
+#: cards took more than the rest of generating a reply.
+_COUNTED: dict[int, tuple[tuple[Card, ...], Counts]] = {}
+#: Tuples remembered at most; then the memory starts again.
+_COUNTED_REMEMBERED = 1 << 12
+
+
 def counts_of(cards: Iterable[Card]) -> Counts:
-    counts = [0] * NUM_RANKS
+    counted = type(cards) is tuple
+    if counted:
+        known = _COUNTED.get(id(cards))
+        if known is not None and known[0] is cards:
+            return known[1]
+    tally = [0] * NUM_RANKS
     for card in cards:
-        counts[card.rank] += 1
-    return tuple(counts)
+        tally[card.rank] += 1
+    counts = tuple(tally)
+    if counted:
+        if len(_COUNTED) >= _COUNTED_REMEMBERED:
+            _COUNTED.clear()
+        _COUNTED[id(cards)] = (cards, counts)  # type: ignore[assignment]
+    return counts
+
+
+def take_out(hand: Iterable[Card], cards: Iterable[Card]) -> tuple[list[Card], list[Card]]:
+    """The cards of ``hand`` left once each card of ``cards`` has taken out the first card
+    equal to it, and the cards of ``cards`` that found none."""
+    remaining = list(hand)
+    missing = []
+    for card in cards:
+        rank, suit = card.rank, card.suit
+        for i, held in enumerate(remaining):
+            # Card's equality spelled out: its __eq__, called for each card passed over,
+            # took longer than the rest of a play's check.
+            if held.rank == rank and held.suit == suit:
+                del remaining[i]
+                break
+        else:
+            missing.append(card)
+    return remaining, missing
 
 
 def check_possible(counts: Sequence[int]) -> None:

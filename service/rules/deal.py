@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -41,6 +42,10 @@ def commitment(seed: bytes) -> str:
     return hashlib.sha256(seed).hexdigest()
 
 
+#: A SHA-256 block as eight big-endian unsigned 32-bit words.
+_WORDS = struct.Struct(">8I")
+
+
 class RandomStream:
     """The random stream: blocks SHA-256(seed ‖ k as 8 bytes big-endian), read as
     big-endian unsigned 32-bit integers."""
@@ -52,9 +57,7 @@ class RandomStream:
     def _generate(seed: bytes) -> Iterator[int]:
         k = 0
         while True:
-            block = hashlib.sha256(seed + k.to_bytes(8, "big")).digest()
-            for i in range(0, len(block), 4):
-                yield int.from_bytes(block[i : i + 4], "big")
+            yield from _WORDS.unpack(hashlib.sha256(seed + k.to_bytes(8, "big")).digest())
             k += 1
 
     def uniform(self, n: int) -> int:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from .cards import (
+    ACE,
     BIG_JOKER,
     NUM_RANKS,
     SMALL_JOKER,
@@ -25,6 +26,7 @@ from .cards import (
     Counts,
     check_possible,
     format_ranks,
+    take_out,
 )
 from .combinations import (
     BOMB,
@@ -32,6 +34,7 @@ from .combinations import (
     HIGHEST_POSITION,
     JOKER_BOMB,
     JOKER_BOMB_COUNTS,
+    LOWEST_POSITION,
     MIN_PLANE_WITH_PAIRS,
     PAIR,
     PLANE_WITH_PAIRS,
@@ -149,63 +152,178 @@ def plane_with_pairs_play(
 
 
 POSITION_RANK = [0] + [position_rank(p) for p in range(1, HIGHEST_POSITION + 1)]
-_POSITIONS_DOWN = range(HIGHEST_POSITION, 0, -1)
+
+# Generation works on bit masks of ranks (bit r for rank index r) and of sequence positions
+# (bit p for position p), and looks the plays a mask allows up in tables filled as masks
+# come: in Python each rank a loop visits costs about as much as a table lookup, and a hand
+# visited its ranks once per kind of play.
+
+_SUITED = (1 << SMALL_JOKER) - 1
+_TRIPLE_RANKS = (1 << (TWO + 1)) - 1  # no triple of jokers
+_THREE_TO_KING = (1 << ACE) - 1
 
 
-def _run_lengths(available: Sequence[int], width: int) -> list[int]:
-    """``runs[p]``: how many consecutive positions from ``p`` have ``width`` cards."""
-    runs = [0] * (HIGHEST_POSITION + 2)
-    for p in _POSITIONS_DOWN:
-        if available[POSITION_RANK[p]] >= width:
-            runs[p] = runs[p + 1] + 1
-    return runs
+#: The masks of each counts, as :func:`_rank_masks` gives them: a seat's hand is asked for
+#: its plays at each of its turns until it plays (at most the last 2^14 counts).
+_MASKS: dict[Counts, tuple[int, int, int, int]] = {}
 
 
-def _sequences(
-    available: Sequence[int], width: int, length: int | None = None, above: int = 0
-) -> Iterator[Combination]:
-    """Sequences of ``width`` cards a rank the hand can make, of one length or all, with
-    top position above ``above``."""
-    runs = _run_lengths(available, width)
-    for length_, starts in (
-        _SEQUENCES[width].items()
-        if length is None
-        else ((length, _SEQUENCES[width].get(length, {})),)
-    ):
-        for start, combination in starts.items():
-            if start + length_ - 1 > above and runs[start] >= length_:
-                yield combination
+def _rank_masks(available: Counts) -> tuple[int, int, int, int]:
+    """The ranks of which the hand holds at least one, two, three and four cards."""
+    masks = _MASKS.get(available)
+    if masks is not None:
+        return masks
+    one = two = three = four = 0
+    bit = 1
+    for n in available:
+        if n:
+            one |= bit
+            if n >= 2:
+                two |= bit
+                if n >= 3:
+                    three |= bit
+                    if n >= 4:
+                        four |= bit
+        bit <<= 1
+    if len(_MASKS) >= 1 << 14:
+        _MASKS.clear()
+    masks = _MASKS[available] = (one, two, three, four)
+    return masks
+
+
+def _positions(ranks: int) -> int:
+    """The sequence positions of the ranks: 3…K at 3…13, ``A`` at 1 and 14, ``2`` at 2."""
+    return (
+        (ranks & _THREE_TO_KING) << 3
+        | (ranks >> ACE & 1) * (1 << LOWEST_POSITION | 1 << HIGHEST_POSITION)
+        | (ranks >> TWO & 1) << 2
+    )
+
+
+def _above(rank_or_position: int) -> int:
+    """The mask of the bits above ``rank_or_position``."""
+    return -1 << max(0, rank_or_position + 1)
+
+
+#: The rank indices of each mask, ascending (at most 2^15 masks).
+_RANKS_IN: dict[int, tuple[int, ...]] = {}
+
+
+def _ranks_in(mask: int) -> tuple[int, ...]:
+    ranks = _RANKS_IN.get(mask)
+    if ranks is None:
+        ranks = _RANKS_IN[mask] = tuple(r for r in range(mask.bit_length()) if mask >> r & 1)
+    return ranks
+
+
+#: The singles, pairs or triples of the ranks of each mask, by kind then mask.
+_SIMPLE_IN: dict[CombinationType, dict[int, tuple[Combination, ...]]] = {
+    kind: {} for kind in SIMPLE_PLAYS
+}
+
+
+def _simple(kind: CombinationType, ranks: int) -> tuple[Combination, ...]:
+    """The ``kind`` plays of the ranks (each ``None`` in ``SIMPLE_PLAYS`` is left out by the
+    caller's mask)."""
+    found = _SIMPLE_IN[kind].get(ranks)
+    if found is None:
+        row = SIMPLE_PLAYS[kind]
+        found = _SIMPLE_IN[kind][ranks] = tuple(row[r] for r in _ranks_in(ranks))  # type: ignore[misc]
+    return found
+
+
+def _full_houses(two: int, three: int) -> list[Combination]:
+    """A triple of each rank of ``three`` with a pair of each other rank of ``two``."""
+    found: list[Combination] = []
+    for t in _ranks_in(three & _TRIPLE_RANKS):
+        row = FULL_HOUSE_PLAYS[t]
+        found += [row[q] for q in _ranks_in(two & ~(1 << t))]  # type: ignore[misc]
+    return found
+
+
+#: Windows start at position 1 only when shorter than 13 (see :func:`_windows`).
+_FROM_TWO = ~(1 << LOWEST_POSITION)
+#: ``_SEQUENCE_AT[width][length][start]``: the sequence of ``_SEQUENCES`` (None where no
+#: window starts).
+_SEQUENCE_AT = {
+    width: {
+        length: [starts.get(s) for s in range(HIGHEST_POSITION + 1)]
+        for length, starts in by_length.items()
+    }
+    for width, by_length in _SEQUENCES.items()
+}
+
+
+def _window_starts(have: int, length: int) -> int:
+    """The start positions, as bits, of the windows of ``length`` positions all in ``have``."""
+    starts = have
+    for shift in range(1, length):
+        starts &= have >> shift
+    return starts & _FROM_TWO if length >= 13 else starts
+
+
+#: Every sequence of a width that the positions held allow, by length then start, by
+#: (width, positions): at most 3 × 2^14 entries.
+_ALL_SEQUENCES: dict[tuple[int, int], tuple[Combination, ...]] = {}
+
+
+def _all_sequences(width: int, have: int) -> tuple[Combination, ...]:
+    found = _ALL_SEQUENCES.get((width, have))
+    if found is None:
+        sequences: list[Combination] = []
+        for length, row in _SEQUENCE_AT[width].items():
+            starts = _window_starts(have, length)
+            if not starts:
+                break  # no window of this length, so none longer
+            sequences += [row[s] for s in _ranks_in(starts)]  # type: ignore[misc]
+        found = _ALL_SEQUENCES[width, have] = tuple(sequences)
+    return found
+
+
+def _sequences(width: int, have: int, length: int, above: int) -> list[Combination]:
+    """The sequences of ``length`` positions of ``have`` with top position above ``above``."""
+    row = _SEQUENCE_AT[width].get(length)
+    if row is None:
+        return []
+    starts = _window_starts(have, length) & _above(above - length + 1)
+    return [row[s] for s in _ranks_in(starts)]  # type: ignore[misc]
 
 
 def _planes_with_pairs(
-    available: Sequence[int], n: int | None = None, above: int = 0
-) -> Iterator[Combination]:
-    triple_runs = _run_lengths(available, 3)
-    pair_runs = _run_lengths(available, 2)
-    lengths = range(MIN_PLANE_WITH_PAIRS, 14) if n is None else (n,)
-    for n_ in lengths:
-        starts = _WINDOW_STARTS[n_]
-        pair_starts = [s for s in starts if pair_runs[s] >= n_]
-        if not pair_starts:
+    available: Sequence[int], two: int, three: int, n: int | None = None, above: int = 0
+) -> list[Combination]:
+    """By number of triples, then the triples' start, then the pairs' start."""
+    triples = _positions(three)
+    if not triples & triples >> 1:
+        return []  # no two triples in a row: most hands
+    pairs = _positions(two)
+    found: list[Combination] = []
+    for n_ in range(MIN_PLANE_WITH_PAIRS, 14) if n is None else (n,):
+        triple_starts = _window_starts(triples, n_) & _above(above - n_ + 1)
+        if not triple_starts:
+            if n is None:
+                break  # no run of n_ triples, so none longer
             continue
-        for ts in starts:
-            if ts + n_ - 1 <= above or triple_runs[ts] < n_:
-                continue
+        pair_starts = _ranks_in(_window_starts(pairs, n_))
+        for ts in _ranks_in(triple_starts):
             for ps in pair_starts:
                 combination, shared = plane_with_pairs_play(n_, ts, ps)
                 if all(available[r] >= 5 for r in shared):
-                    yield combination
+                    found.append(combination)
+    return found
 
 
 def _bombs(
-    counts: Counts, locked: AbstractSet[int], over: Combination | None = None
+    counts: Counts, locked: AbstractSet[int], over: Combination | None, four: int
 ) -> Iterator[Combination]:
-    for r in range(SMALL_JOKER):
+    """The bombs of the ranks of ``four`` (its count of four or more, every size) and of
+    the reported ranks (whole), that beat ``over``."""
+    for r in locked:
+        if r < SMALL_JOKER and counts[r] >= 4:
+            four |= 1 << r
+    for r in _ranks_in(four):
         n = counts[r]
-        if n < 4:
-            continue
-        sizes = (n,) if r in locked else range(4, n + 1)
-        for size in sizes:
+        for size in (n,) if r in locked else range(4, n + 1):
             bomb = BOMB_PLAYS[r][size]
             if over is None or bomb.beats(over):
                 yield bomb
@@ -229,73 +347,70 @@ def legal_plays(
     """Every distinct play the hand can make: any combination when ``lead`` is ``None``
     (each at its strongest reading), otherwise every one that beats ``lead``."""
     counts = as_counts(hand)
-    if max(counts) > 8 or counts[SMALL_JOKER] > 2 or counts[BIG_JOKER] > 2:
+    most = max(counts)
+    if most > 8 or counts[SMALL_JOKER] > 2 or counts[BIG_JOKER] > 2:
         check_possible(counts)
     available = available_counts(counts, locked)
-    bombs_ok = bombs_left is None or bombs_left > 0
+    masks = _rank_masks(available)
     if lead is None:
-        yield from _leads(available)
+        yield from _leads(available, *masks)
     elif lead.type is not JOKER_BOMB and lead.type is not BOMB:
-        yield from _replies(available, lead)
-    if not bombs_ok or (lead is not None and lead.type is JOKER_BOMB):
+        yield from _replies(available, lead, *masks)
+    if bombs_left is not None and bombs_left <= 0:
         return
-    yield from _bombs(counts, locked, lead)
+    if lead is not None and lead.type is JOKER_BOMB:
+        return
+    if most >= 4:
+        yield from _bombs(counts, locked, lead, masks[3])
     if ruleset.joker_bomb and counts[SMALL_JOKER] == 2 and counts[BIG_JOKER] == 2:
         yield JOKER_BOMB_PLAY
 
 
-def _leads(available: Counts) -> Iterator[Combination]:
-    for kind, need in _SIMPLE_WIDTH.items():
-        yield from _simple(available, kind, need)
-    for width in SEQUENCE_BY_WIDTH:
-        yield from _sequences(available, width)
-    yield from _full_houses(available)
-    yield from _planes_with_pairs(available)
+def _leads(available: Counts, one: int, two: int, three: int, four: int) -> list[Combination]:
+    return [
+        *_simple(SINGLE, one),
+        *_simple(PAIR, two),
+        *_simple(TRIPLE, three & _TRIPLE_RANKS),
+        *_all_sequences(1, _positions(one)),
+        *_all_sequences(2, _positions(two)),
+        *_all_sequences(3, _positions(three)),
+        *_full_houses(two, three),
+        *_planes_with_pairs(available, two, three),
+    ]
 
 
-def _simple(
-    available: Counts, kind: CombinationType, need: int, above: int = -1
-) -> Iterator[Combination]:
-    row = SIMPLE_PLAYS[kind]
-    for r in range(above + 1, NUM_RANKS):
-        play = row[r]
-        if available[r] >= need and play is not None:
-            yield play
-
-
-def _full_houses(available: Counts, above: int = -1) -> Iterator[Combination]:
-    pairs = [q for q in range(NUM_RANKS) if available[q] >= 2]
-    for t in range(above + 1, SMALL_JOKER):
-        if available[t] >= 3:
-            row = FULL_HOUSE_PLAYS[t]
-            for q in pairs:
-                play = row[q]
-                if play is not None:  # q == t
-                    yield play
-
-
-def _replies(available: Counts, lead: Combination) -> Iterator[Combination]:
-    kind = lead.type
-    if kind in _SIMPLE_WIDTH:
-        yield from _simple(available, kind, _SIMPLE_WIDTH[kind], lead.top)
-    elif kind is FULL_HOUSE:
-        yield from _full_houses(available, lead.top)
-    elif kind is PLANE_WITH_PAIRS:
-        yield from _planes_with_pairs(available, lead.size // 5, lead.top)
-    else:
-        width = _SEQUENCE_WIDTH[kind]
-        yield from _sequences(available, width, lead.size // width, lead.top)
+def _replies(
+    available: Counts, lead: Combination, one: int, two: int, three: int, four: int
+) -> Sequence[Combination]:
+    kind, top = lead.type, lead.top
+    if kind is SINGLE:
+        return _simple(SINGLE, one & _above(top))
+    if kind is PAIR:
+        return _simple(PAIR, two & _above(top))
+    if kind is TRIPLE:
+        return _simple(TRIPLE, three & _TRIPLE_RANKS & _above(top))
+    if kind is FULL_HOUSE:
+        return _full_houses(two, three & _above(top))
+    if kind is PLANE_WITH_PAIRS:
+        return _planes_with_pairs(available, two, three, lead.size // 5, top)
+    width = _SEQUENCE_WIDTH[kind]
+    have = _positions((one, two, three)[width - 1])
+    return _sequences(width, have, lead.size // width, top)
 
 
 def pick_cards(hand: Sequence[Card], counts: Counts) -> tuple[Card, ...]:
     """Concrete cards of the hand for a multiset of ranks (the first of each rank, in the
     hand's own order). Raises :class:`IllegalPlay` when the hand lacks them."""
     need = list(counts)
+    left = sum(need)
     picked = []
     for card in hand:
         if need[card.rank]:
             need[card.rank] -= 1
             picked.append(card)
+            left -= 1
+            if not left:
+                break  # the rest of the hand has nothing to give
     if any(need):
         raise NotInHand(format_ranks(need))
     return tuple(picked)
@@ -358,7 +473,7 @@ def verify_play(
         if not found:
             raise IllegalPlay(f"{format_ranks(played)} does not beat {lead}", "does_not_beat")
     combination = found[-1]
-    if combination.type.is_bomb and bombs_left is not None and bombs_left <= 0:
+    if bombs_left is not None and bombs_left <= 0 and combination.type.is_bomb:
         raise IllegalPlay(
             "this seat has played all the bombs its limit allows", "bomb_limit_reached"
         )
@@ -374,15 +489,9 @@ def _not_held(
     """The cards of the play the hand lacks, in the play's order ("S3, S3"): with concrete
     cards on both sides suits count too (S3 is not C3); else the ranks ("33")."""
     if hand and cards and isinstance(hand[0], Card) and isinstance(cards[0], Card):
-        # list.remove beats a Counter of the whole hand for the few cards of a play.
-        remaining = list(cast("Sequence[Card]", hand))
-        missing = []
-        for card in cast("Sequence[Card]", cards):
-            try:
-                remaining.remove(card)
-            except ValueError:
-                missing.append(card.code)
-        return ", ".join(missing)
+        # Taking the few cards of a play out beats a Counter of the whole hand.
+        _, missing = take_out(hand, cards)  # type: ignore[arg-type]
+        return ", ".join(card.code for card in missing) if missing else ""
     return format_ranks([max(p - h, 0) for p, h in zip(played, held)])
 
 
