@@ -263,7 +263,8 @@ class _Search:
         for width, (_, shortest) in SEQUENCE_BY_WIDTH.items():
             end_ok = _END_OK[width]
             row_w = _SEQ[width]
-            # moves._run_lengths, but only from p on and inline: this is the planner's
+            # The lengths of the runs that start at each position (as moves works out a
+            # lead's sequences), but only from p on and inline: this is the planner's
             # hottest loop, and the call over every position costs it about 7%.
             run = 0
             runs = [0] * 16
