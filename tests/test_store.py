@@ -60,8 +60,13 @@ def new_match(store: EventStore) -> uuid.UUID:
     return match_id
 
 
+#: Players' ids as the API makes them: the database is shared with the API's tests, whose
+#: match list looks the seated players up.
+PLAYERS = [str(uuid.uuid4()) for _ in range(4)]
+
+
 def seat(n: int, player: str | None = None):
-    return lambda _: TakeSeat(n, player or f"player-{n}")
+    return lambda _: TakeSeat(n, player or PLAYERS[n])
 
 
 def versions(store: EventStore, match_id: uuid.UUID) -> list[int]:
@@ -75,7 +80,7 @@ def test_a_store_behind_appends_after_the_events_it_missed(stores):
     # Seat 1 is free on a's stale state too: the append must not go in at version 2.
     outcome = execute(a, match_id, seat(1))
     assert [e.version for e in outcome.events] == [3]
-    assert [s.player if s else None for s in outcome.state.seats][:2] == ["player-0", "player-1"]
+    assert [s.player if s else None for s in outcome.state.seats][:2] == PLAYERS[:2]
     assert versions(a, match_id) == [1, 2, 3]
     assert a.load(match_id).state == b.load(match_id).state
 
@@ -84,9 +89,10 @@ def test_a_store_behind_refuses_on_the_latest_state(stores):
     a, b = stores
     match_id = new_match(a)
     execute(b, match_id, seat(1))
-    # On a's stale state player-1 has no seat and seat 2 is free; on the latest it has one.
+    # On a's stale state the player of seat 1 has no seat and seat 2 is free; on the latest
+    # it has one.
     with pytest.raises(GameError) as refused:
-        execute(a, match_id, seat(2, "player-1"))
+        execute(a, match_id, seat(2, PLAYERS[1]))
     assert refused.value.code == "already_seated"
     assert versions(a, match_id) == [1, 2]
 
@@ -314,8 +320,7 @@ def test_the_announcer_notifies_every_append_in_order(pool, database_url):
 
         def seat_all(match_id: uuid.UUID) -> None:
             for n in range(4):
-                # Players' ids, as the API's: the database is shared with other modules.
-                execute(store, match_id, seat(n, str(uuid.uuid4())))
+                execute(store, match_id, seat(n))
 
         threads = [threading.Thread(target=seat_all, args=(m,)) for m in matches]
         for thread in threads:
