@@ -70,6 +70,7 @@ from .state import (
     State,
     evolve,
     open_bids,
+    replay,
 )
 
 DISCONNECT_REASONS = ("deadline", "left")
@@ -371,6 +372,12 @@ def decide(state: State, command: Command) -> list[Event]:
     if handler is None:
         raise GameError(f"unknown command {command!r}", "invalid_command")
     return handler(state, command)
+
+
+def applied(state: State, command: Command) -> State:
+    """The state after ``command``: its events decided and folded in, for play that keeps
+    no events (checking a record, calibrating the bot)."""
+    return replay(decide(state, command), state)
 
 
 def can(state: State, command: Command) -> bool:

@@ -16,9 +16,9 @@ from typing import Any
 from ..rules import SEATS, RulesError, commitment, deal, parse_seed
 from .actions import action_of, command_of, command_of_event
 from .commands import Command, CreateMatch, DealHand, TakeSeat
-from .decider import decide
+from .decider import applied
 from .events import BOT, PLAYER, Event, HandDealt, MatchCreated, SeatTaken
-from .state import ENDED, State, evolve, initial_state, replay
+from .state import ENDED, State, evolve, initial_state
 from .table import Table
 
 FORMAT = "ddz-hand/1"
@@ -163,14 +163,14 @@ def _verify(document: dict[str, Any]) -> State:
     setup.append(DealHand(seed))
     for command in setup:
         try:
-            state = _apply(state, command)
+            state = applied(state, command)
         except RulesError as exc:
             raise Discrepancy("seats", f"{exc.code}: {exc}") from None
 
     for index, action in enumerate(document["actions"]):
         where = f"action {index}"
         try:
-            state = _apply(state, _command(action, state))
+            state = applied(state, _command(action, state))
         except RulesError as exc:
             raise Discrepancy(where, f"{exc.code}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:
@@ -181,7 +181,3 @@ def _verify(document: dict[str, Any]) -> State:
     assert state.result is not None
     _compare("result", document["result"], state.result.to_json())
     return state
-
-
-def _apply(state: State, command: Command) -> State:
-    return replay(decide(state, command), state)

@@ -80,6 +80,21 @@ def apply(state: State, command: Command, log: list[Event]) -> State:
     return state
 
 
+def dealt(
+    table: Table,
+    seed: bytes,
+    log: list[Event],
+    match_id: str = "simulated",
+    players: Sequence[str | None] = (None, None, None, None),
+) -> State:
+    """A match on ``table`` with its seats taken (``None``: a bot seat) and the hand dealt
+    from ``seed``, its events added to ``log``."""
+    state = apply(initial_state, CreateMatch(match_id, table), log)
+    for seat, player in enumerate(players):
+        state = apply(state, TakeSeat(seat, player, bot=player is None), log)
+    return apply(state, DealHand(seed), log)
+
+
 def play_hand(
     table: Table,
     seed: bytes,
@@ -94,10 +109,7 @@ def play_hand(
     ``None`` makes a bot seat. A :class:`Speaker` is shown each seat it plays once the
     hand has ended. Returns the events and the final state."""
     log: list[Event] = []
-    state = apply(initial_state, CreateMatch(match_id, table), log)
-    for seat, player in enumerate(players):
-        state = apply(state, TakeSeat(seat, player, bot=player is None), log)
-    state = apply(state, DealHand(seed), log)
+    state = dealt(table, seed, log, match_id, players)
     # Once per hand: a runtime protocol check walks the class's attributes, and per turn it
     # was a fifth of a simulated turn.
     speakers: list[Speaker | None] = []

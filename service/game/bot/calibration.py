@@ -23,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...rules import ReportChoice
-from ..commands import Bid, Command, CreateMatch, DealHand, Report, ShowHand, TakeSeat
-from ..decider import decide
+from ..commands import Bid, Report, ShowHand
+from ..decider import applied
 from ..policies import Policy, acting_party
-from ..state import BIDDING, ENDED, REPORT, SHOW_HAND, State, evolve, initial_state
+from ..simulate import dealt
+from ..state import BIDDING, ENDED, REPORT, SHOW_HAND, State
 from ..table import Table
 from ..views import SeatView, seat_view
 from .evaluation import BAND, SHOW, bid_chance, bid_key, show_chance
@@ -41,13 +42,11 @@ class Measured:
 
     hands: list[int] = field(default_factory=lambda: [0] * BANDS)
     sums: list[float] = field(default_factory=lambda: [0.0] * BANDS)
-    gains: list[float] = field(default_factory=list)
 
     def add(self, chance: float, gain: float) -> None:
         band = min(BANDS - 1, int(chance / BAND))
         self.hands[band] += 1
         self.sums[band] += gain
-        self.gains.append(gain)
 
     def raw(self) -> list[float | None]:
         return [s / n if n else None for s, n in zip(self.sums, self.hands)]
@@ -72,12 +71,6 @@ class Measured:
             block = next((b for b in blocks if b[1] >= band), blocks[-1])
             out.append(round(block[3] / block[2], 2))
         return tuple(out)
-
-
-def _apply(state: State, command: Command) -> State:
-    for event in decide(state, command):
-        state = evolve(state, event)
-    return state
 
 
 def _points(state: State, seat: int, table: Table) -> float:
@@ -107,14 +100,16 @@ class Calibration:
                 self.show(state, view)
             elif branch and reports and state.phase == REPORT:
                 self.report(state, view)
-            state = _apply(state, self.policy.act(view))
+            state = applied(state, self.policy.act(view))
         return state
 
     def show(self, state: State, view: SeatView) -> None:
         seat, by = state.turn, acting_party(view)
         assert seat is not None
         shown, hidden = (
-            _points(self.finish(_apply(state, ShowHand(seat, choice, by)), False), seat, self.table)
+            _points(
+                self.finish(applied(state, ShowHand(seat, choice, by)), False), seat, self.table
+            )
             for choice in (True, False)
         )
         self._file(SHOW, show_chance(view), shown - hidden)
@@ -124,7 +119,7 @@ class Calibration:
         assert seat is not None
         scores = {
             choice.value: _points(
-                self.finish(_apply(state, Report(seat, choice, by)), False), seat, self.table
+                self.finish(applied(state, Report(seat, choice, by)), False), seat, self.table
             )
             for choice in ReportChoice
         }
@@ -146,7 +141,7 @@ class Calibration:
         assert isinstance(own, Bid)
 
         def line(value: int) -> State:
-            return self.finish(_apply(state, Bid(seat, value, by)), reports=value == own.value)
+            return self.finish(applied(state, Bid(seat, value, by)), reports=value == own.value)
 
         passed = _points(line(0), seat, self.table)
         for value in view.bid_choices():
@@ -156,10 +151,7 @@ class Calibration:
                 self._file(bid_key(value, first), bid_chance(view, value), gain)
 
     def hand(self, seed: bytes, rng: random.Random, match_id: str) -> None:
-        state = _apply(initial_state, CreateMatch(match_id, self.table))
-        for seat in range(len(state.seats)):
-            state = _apply(state, TakeSeat(seat, None, bot=True))
-        state = _apply(state, DealHand(seed))
+        state = dealt(self.table, seed, [], match_id)
         # The bidding decision to measure: the first bidder's, or a later one.
         at = 0 if rng.random() < 0.5 else rng.randint(1, 3)
         turn = 0
@@ -169,7 +161,7 @@ class Calibration:
             if turn == at:
                 self.bid(state, view)
                 break
-            state = _apply(state, self.policy.act(view))
+            state = applied(state, self.policy.act(view))
             turn += 1
         else:  # the bidding ended before the chosen turn: measure 摊打 and 报到 only
             self.finish(state)
@@ -195,14 +187,14 @@ def markdown(name: str, calibration: Calibration) -> list[str]:
     keys = sorted(calibration.measured)
     lines.append("| p | " + " | ".join(keys) + " |")
     lines.append("|---" * (len(keys) + 1) + "|")
+    columns = [
+        (m.hands, m.raw(), m.monotone()) for m in (calibration.measured[key] for key in keys)
+    ]
     for band in range(BANDS):
-        cells = []
-        for key in keys:
-            m = calibration.measured[key]
-            raw = m.raw()[band]
-            cells.append(
-                "" if raw is None else f"{raw:+.1f} ({m.hands[band]}) → {m.monotone()[band]:+.1f}"
-            )
+        cells = [
+            "" if raw[band] is None else f"{raw[band]:+.1f} ({hands[band]}) → {smooth[band]:+.1f}"
+            for hands, raw, smooth in columns
+        ]
         if any(cells):
             lines.append(f"| {band * BAND:.2f} | " + " | ".join(cells) + " |")
     if calibration.reports:
