@@ -30,10 +30,7 @@ from ..simulate import dealt
 from ..state import BIDDING, ENDED, REPORT, SHOW_HAND, State
 from ..table import Table
 from ..views import SeatView, seat_view
-from .evaluation import BAND, SHOW, bid_chance, bid_key, show_chance
-
-#: Bands of p from 0 to 1.
-BANDS = round(1 / BAND)
+from .evaluation import BAND, BANDS, SHOW, band_of, bid_chance, bid_key, show_chance
 
 
 @dataclass
@@ -44,7 +41,7 @@ class Measured:
     sums: list[float] = field(default_factory=lambda: [0.0] * BANDS)
 
     def add(self, chance: float, gain: float) -> None:
-        band = min(BANDS - 1, int(chance / BAND))
+        band = band_of(chance)
         self.hands[band] += 1
         self.sums[band] += gain
 

@@ -117,6 +117,13 @@ def bid(view: SeatView, thresholds: tuple[tuple[int, float], ...] = BID_THRESHOL
 
 #: The width of the bands of p the measured gains are filed by (calibration.py).
 BAND = 0.05
+#: Bands of p from 0 to 1.
+BANDS = round(1 / BAND)
+
+
+def band_of(chance: float) -> int:
+    """The band of p that ``chance`` falls in (a chance of 1 in the last)."""
+    return min(BANDS - 1, int(chance / BAND))
 
 
 def measured_gain(view: SeatView, choice: str, chance: float) -> float | None:
@@ -126,7 +133,7 @@ def measured_gain(view: SeatView, choice: str, chance: float) -> float | None:
     gains = GAINS.get((ruleset.name, ruleset.bombs_double), {}).get(choice)
     if gains is None:
         return None
-    return gains[min(len(gains) - 1, int(chance / BAND))]
+    return gains[band_of(chance)]
 
 
 def bid_by_points(view: SeatView, fallback: tuple[tuple[int, float], ...]) -> int:
