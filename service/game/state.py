@@ -83,6 +83,17 @@ def next_seat(seat: int) -> int:
     return (seat + 1) % SEATS
 
 
+_T = TypeVar("_T")
+
+
+def frozen(cls: type[_T], fields: dict[str, Any]) -> _T:
+    """An instance of the frozen (not slotted) dataclass ``cls`` with these, all of its,
+    fields: handed its dictionary, where ``__init__`` would set each field with a call."""
+    new = object.__new__(cls)
+    object.__setattr__(new, "__dict__", fields)
+    return new
+
+
 @dataclass(frozen=True)
 class State:
     """One match (one hand); :func:`evolve` returns a new state.
@@ -144,9 +155,7 @@ class State:
         # times as fast as dataclasses.replace (which calls __init__) or a slotted copy. A
         # new dictionary, not an update of the instance's own: that one shares its keys with
         # the class's other instances and takes its items one at a time (a third slower).
-        new = object.__new__(State)
-        object.__setattr__(new, "__dict__", {**self.__dict__, **changes})
-        return new
+        return frozen(State, {**self.__dict__, **changes})
 
     def __repr__(self) -> str:
         return f"<State {self.match_id} {self.phase} v{self.version}>"
@@ -195,8 +204,6 @@ class State:
 
 
 initial_state = State()
-
-_T = TypeVar("_T")
 
 
 def _set(items: tuple[_T, ...], index: int, value: _T) -> tuple[_T, ...]:

@@ -14,20 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from ..rules import Card, Combination, legal_plays
 from ..rules.cards import COPIES, NUM_RANKS, ONE_DECK, RANKS, Counts, counts_of
 from .actions import offered
 from .events import Event, HandDealt, LandlordChosen
 from .settlement import HandResult
-from .state import ENDED, State, Turn, open_bids
+from .state import ENDED, State, Turn, frozen, open_bids
 from .table import Table
 
 #: Pass as ``seat`` to see everything, as an operator does.
 OPERATOR = "operator"
-
-_F = TypeVar("_F")
 
 
 @dataclass(frozen=True)
@@ -229,13 +227,6 @@ def _history_documents(history: tuple[Turn, ...]) -> list[dict[str, Any]]:
     return list(documents)
 
 
-def _frozen(cls: type[_F], fields: dict[str, Any]) -> _F:
-    """An instance of the frozen dataclass ``cls`` with these (all of its) fields."""
-    new = object.__new__(cls)
-    object.__setattr__(new, "__dict__", fields)
-    return new
-
-
 #: Each seat's info as last shown, by what it holds (the seat, whether it is disconnected,
 #: its cards, bombs played and bombs left): a seat's info changes only when it plays, and
 #: most views show the same four again.
@@ -279,7 +270,7 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
     hand = state.hands[own] if own is not None else ()
     lead = state.lead
     assert state.match_id is not None and state.table is not None, "a match is seen once created"
-    return _frozen(
+    return frozen(
         SeatView,
         {
             "match_id": state.match_id,
