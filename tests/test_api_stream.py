@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
+import psycopg
 import pytest
 from api_support import (
     HttpApi,
@@ -28,6 +29,8 @@ from api_support import (
     to_act,
     view_of,
 )
+
+from service.store.events import NOTIFY_CHANNEL
 
 
 def act_once(players, match_id: str) -> dict:
@@ -221,6 +224,30 @@ def test_long_poll_returns_as_soon_as_an_event_arrives(live_server, playing):
     assert reply.status == 200
     assert [e["version"] for e in reply.json["events"]] == [current + 1]
     assert elapsed < 5, elapsed
+
+
+def test_a_wake_that_brings_nothing_does_not_end_a_long_poll(live_server, playing, database_url):
+    """The listener wakes a match's waiters when it cannot rule out news (its periodic
+    check, a reconnection); such a wake alone must not answer the poll with no events."""
+    api, players, match_id = playing
+    me = players[1]
+    current = view_of(me, match_id)["version"]
+    polled = {}
+    poller = threading.Thread(
+        target=lambda: polled.update(
+            reply=me.get(f"/v1/matches/{match_id}/events?after={current}&wait=10")
+        )
+    )
+    poller.start()
+    time.sleep(0.3)  # the poll is waiting
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{match_id}:{current}"))
+    time.sleep(0.3)
+    act_once(players, match_id)
+    poller.join(timeout=15)
+    reply = polled["reply"]
+    assert reply.status == 200
+    assert [e["version"] for e in reply.json["events"]] == [current + 1]
 
 
 def test_onlooker_stream_shows_no_hand(live_server, playing):

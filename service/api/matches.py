@@ -304,11 +304,19 @@ def events(query, match_id):
     """The events the caller may see after version ``after``; with ``wait``, waits up to
     that many seconds for the next one (long-polling)."""
     who = caller()
-    with services().notifier.watch(match_id) as woken:
-        found, latest = since(match_id, query["after"])
-        if not found and query["wait"] > 0:
-            woken.wait(query["wait"])
+    notifier = services().notifier
+    deadline_at = time.monotonic() + query["wait"]
+    with notifier.watch(match_id) as woken:
+        # A wake may bring nothing (the listener's periodic check or a reconnection): wait
+        # on until an event or the deadline rather than answer empty early. Cleared before
+        # each read, so that an append during the read wakes the next wait.
+        while True:
+            woken.clear()
             found, latest = since(match_id, query["after"])
+            remaining = deadline_at - time.monotonic()
+            if found or remaining <= 0 or notifier.draining:
+                break
+            woken.wait(remaining)
     audited(who, "events", match_id)
     return {
         "version": latest.state.version,
