@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -211,7 +212,7 @@ def _set(items: tuple[_T, ...], index: int, value: _T) -> tuple[_T, ...]:
 
 
 def _remove(hand: tuple[Card, ...], cards: tuple[Card, ...]) -> tuple[Card, ...]:
-    return tuple(take_out(hand, cards)[0])
+    return take_out(hand, cards)[0]
 
 
 def recorded_combination(event: Played, state: State) -> Combination:
@@ -306,29 +307,27 @@ def _reported(state: State, e: Reported) -> State:
 
 def _played(state: State, e: Played) -> State:
     combination = recorded_combination(e, state)
-    played = list(state.played)
-    for card in e.cards:
-        played[card.rank] += 1
-    changes: dict[str, Any] = dict(
-        history=state.history + (Turn(e.seat, e.cards),),
-        played=tuple(played),
-        hands=_set(state.hands, e.seat, _remove(state.hands[e.seat], e.cards)),
+    seat = e.seat
+    after = state.replace(
+        history=state.history + (Turn(seat, e.cards),),
+        played=tuple(map(operator.add, state.played, counts_of(e.cards))),
+        hands=_set(state.hands, seat, _remove(state.hands[seat], e.cards)),
         lead=combination,
-        lead_seat=e.seat,
+        lead_seat=seat,
         lead_cards=e.cards,
         passes=0,
-        turn=next_seat(e.seat),
+        turn=next_seat(seat),
     )
     if combination.type.is_bomb:
-        left = state.bomb_allowance[e.seat]
-        changes.update(
-            bombs_played=_set(state.bombs_played, e.seat, state.bombs_played[e.seat] + 1),
+        left = state.bomb_allowance[seat]
+        after = after.replace(
+            bombs_played=_set(state.bombs_played, seat, state.bombs_played[seat] + 1),
             bombs=state.bombs + 1,
             bomb_allowance=state.bomb_allowance
             if left is None
-            else _set(state.bomb_allowance, e.seat, max(0, left - 1)),
+            else _set(state.bomb_allowance, seat, max(0, left - 1)),
         )
-    return state.replace(**changes)
+    return after
 
 
 def _passed(state: State, e: Passed) -> State:

@@ -235,7 +235,31 @@ _INFOS: dict[tuple[Any, ...], SeatInfo] = {}
 _INFOS_REMEMBERED = 1 << 14
 
 
+#: The last infos made, with the state's tuples they were made of (compared by identity:
+#: a state after a pass, or another seat's view of the same state, shares them).
+_LAST_INFOS: tuple[object, ...] = ()
+
+
 def _seat_infos(state: State) -> tuple[SeatInfo | None, ...]:
+    global _LAST_INFOS
+    seats, disconnected, hands = state.seats, state.disconnected, state.hands
+    bombs_played, bomb_allowance = state.bombs_played, state.bomb_allowance
+    last = _LAST_INFOS
+    if (
+        last
+        and last[2] is hands
+        and last[0] is seats
+        and last[1] is disconnected
+        and last[3] is bombs_played
+        and last[4] is bomb_allowance
+    ):
+        return last[5]  # type: ignore[return-value]
+    infos = _infos(state)
+    _LAST_INFOS = (seats, disconnected, hands, bombs_played, bomb_allowance, infos)
+    return infos
+
+
+def _infos(state: State) -> tuple[SeatInfo | None, ...]:
     # The keys are made and looked up without a call of Python's per seat: a view a turn
     # made the four infos a tenth of a simulated turn.
     keys = tuple(

@@ -7,6 +7,7 @@ multiset of ranks is a *counts* tuple: ``counts[r]`` cards of rank index ``r``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -138,15 +139,35 @@ def counts_of(cards: Iterable[Card]) -> Counts:
         tally[card.rank] += 1
     counts = tuple(tally)
     if counted:
-        if len(_COUNTED) >= _COUNTED_REMEMBERED:
-            _COUNTED.clear()
-        _COUNTED[id(cards)] = (cards, counts)  # type: ignore[assignment]
+        _remember(cards, counts)  # type: ignore[arg-type]
     return counts
 
 
-def take_out(hand: Iterable[Card], cards: Iterable[Card]) -> tuple[list[Card], list[Card]]:
+def _remember(cards: tuple[Card, ...], counts: Counts) -> None:
+    if len(_COUNTED) >= _COUNTED_REMEMBERED:
+        _COUNTED.clear()
+    _COUNTED[id(cards)] = (cards, counts)
+
+
+#: The last :func:`take_out` of a tuple from a tuple, by the arguments' identity: a play's
+#: check takes its cards out of the hand, then the event that records the play takes the
+#: same cards out of the same hand (each scan of the hand was a twentieth of a turn).
+_LAST_TAKEN: tuple[object, object, tuple[tuple[Card, ...], tuple[Card, ...]]] = (
+    (),
+    (),
+    ((), ()),
+)
+
+
+def take_out(
+    hand: Iterable[Card], cards: Iterable[Card]
+) -> tuple[tuple[Card, ...], tuple[Card, ...]]:
     """The cards of ``hand`` left once each card of ``cards`` has taken out the first card
     equal to it, and the cards of ``cards`` that found none."""
+    global _LAST_TAKEN
+    last = _LAST_TAKEN
+    if last[0] is hand and last[1] is cards:
+        return last[2]
     remaining = list(hand)
     missing = []
     for card in cards:
@@ -159,7 +180,16 @@ def take_out(hand: Iterable[Card], cards: Iterable[Card]) -> tuple[list[Card], l
                 break
         else:
             missing.append(card)
-    return remaining, missing
+    left = tuple(remaining)
+    taken = (left, tuple(missing))
+    if type(hand) is tuple and type(cards) is tuple:  # immutable: the same cards next time
+        _LAST_TAKEN = (hand, cards, taken)
+        known = _COUNTED.get(id(hand))
+        if known is not None and known[0] is hand and not missing:
+            # What is left of a counted hand is counted by difference: the seat's next
+            # view asks for it, and counting its cards one by one cost several times more.
+            _remember(left, tuple(map(operator.sub, known[1], counts_of(cards))))
+    return taken
 
 
 def check_possible(counts: Sequence[int]) -> None:
