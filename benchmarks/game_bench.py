@@ -7,18 +7,22 @@ second of the search's play-outs, and the time per decision of the bot levels.
 
 Turns per second are given per CPU-second too: on a shared machine the wall clock counts
 the other processes' time. The peer engine (noword/rlcard) is measured by
-benchmarks/rlcard_bench.py.
+benchmarks/rlcard_bench.py. The first line says whether the rules' hot modules run
+compiled, as the deployment runs them: run it with the interpreter of
+``bin/compiled-venv`` for those figures, with ``.venv``'s for the interpreted sources.
 
 Targets on the 2-core reference machine: rebuild <= 1 ms median, decide <= 100 us median,
 the full engine's random-legal turns (move generation and bidding included) >= 3x the
 peer's turns per CPU-second and the play-out engine >= 3x the peer's play turns
-(rlcard_bench.py, run alternately with this; measured 2.0-2.5x and about 9x, see
-docs/bot.md), bot <= 5 ms median per decision, hard within its budget plus 10 ms at p99.
+(rlcard_bench.py, run alternately with this; measured 3.5-3.6x and 18x compiled, 2.9x and
+11x interpreted, see docs/bot.md), bot <= 5 ms median per decision, hard within its
+budget plus 10 ms at p99.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import random
 import statistics
 import time
@@ -37,7 +41,7 @@ from service.game.events import Passed, Played
 from service.game.policies import Policy, RandomPolicy
 from service.game.simulate import DECISION_EVENTS, play_hand
 from service.game.state import PLAYING
-from service.rules import counts_of
+from service.rules import counts_of, moves
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -59,6 +63,10 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     table = Table.build()
+    compiled = moves.__file__ is not None and moves.__file__.endswith(
+        tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    )
+    print(f"rules: {'compiled (mypyc)' if compiled else 'interpreted'}, from {moves.__file__}")
 
     # Random-legal play, one core: every turn is view + policy (move generation) + decide + evolve.
     seeds = [rng.randbytes(32) for _ in range(args.hands)]

@@ -41,8 +41,10 @@ class Card:
     suit: str  # one of SUITS, or "J" for the two jokers
 
     @classmethod
-    def from_code(cls, code: str) -> Card:
-        """Parses a card code: ``S3``, ``HT``, ``DA``, ``C2``, ``BJ`` or ``RJ``."""
+    def from_code(cls, code: object) -> Card:
+        """Parses a card code: ``S3``, ``HT``, ``DA``, ``C2``, ``BJ`` or ``RJ``. Anything
+        else, of any type, raises :class:`InvalidNotation` (compiled, a ``str`` parameter
+        would raise ``TypeError`` first)."""
         card = _BY_CODE.get(code) if isinstance(code, str) else None
         if card is None:
             raise InvalidNotation(
