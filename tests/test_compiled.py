@@ -16,8 +16,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from servers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 RULES_TESTS = [
     "tests/test_cards.py",
     "tests/test_combinations.py",
