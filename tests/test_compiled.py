@@ -18,12 +18,16 @@ from pathlib import Path
 import pytest
 from servers import ROOT
 
+#: The rules' own tests, and those of their callers that are quick: the decider, hand
+#: records (malformed ones included) and the search's play-out engine.
 RULES_TESTS = [
     "tests/test_cards.py",
     "tests/test_combinations.py",
     "tests/test_moves.py",
     "tests/test_vectors.py",
+    "tests/test_decider.py",
     "tests/test_record.py",
+    "tests/test_playouts.py",
 ]
 
 
