@@ -61,6 +61,8 @@ logconfig_dict = {
     },
     "formatters": {"json": {"()": "service.app.logs.Formatter"}},
 }
+#: gunicorn's logger, skipping the access lines nobody writes (see the class).
+logger_class = "service.gunicorn_worker.QuietAccessLogger"
 #: gunicorn's gevent worker, writing the errors gunicorn answers itself (headers too
 #: large ...) as problem documents.
 worker_class = "service.gunicorn_worker.ProblemWorker"

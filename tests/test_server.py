@@ -295,3 +295,64 @@ def test_stopping_ends_open_streams_and_long_polls_instead_of_cutting_them_off(
         finally:
             conn.close()
     assert "graceful timeout" not in log_path.read_text(errors="replace")
+
+
+#: Run in a process of its own: importing the settings sets environment variables (the
+#: metrics directory, the console's key) and gunicorn's logger configures logging, which
+#: in the suite's own process emptied the /metrics of the observability tests that ran
+#: after it.
+ACCESS_LOG_CHECK = """
+import json, logging, sys
+from datetime import timedelta
+from types import SimpleNamespace
+
+from gunicorn.config import Config
+
+from service import gunicorn_conf
+from service.gunicorn_worker import QuietAccessLogger
+
+
+class Counted(QuietAccessLogger):
+    built = 0
+
+    def atoms(self, *args):
+        type(self).built += 1
+        return super().atoms(*args)
+
+
+cfg = Config()
+cfg.set("logconfig_dict", gunicorn_conf.logconfig_dict)
+response = SimpleNamespace(status="200 OK", sent=2, headers=[])
+request = SimpleNamespace(
+    headers=[], method="GET", path="/healthz", query="", uri="/healthz", version=(1, 1)
+)
+environ = {
+    "REMOTE_ADDR": "127.0.0.1",
+    "REQUEST_METHOD": "GET",
+    "RAW_URI": "/healthz",
+    "SERVER_PROTOCOL": "HTTP/1.1",
+}
+Counted(cfg).access(response, request, environ, timedelta(0))
+without_handler = Counted.built
+logger = Counted(cfg)
+logger.access_log.addHandler(logging.FileHandler(sys.argv[1]))
+logger.access(response, request, environ, timedelta(0))
+print(json.dumps([without_handler, Counted.built - without_handler]))
+"""
+
+
+def test_the_access_log_is_built_only_for_a_handler_that_writes_it(tmp_path):
+    """gunicorn's access log is off as deployed (the app logs each request itself), so no
+    access line is built; given a handler (``--access-logfile``) it writes one per request."""
+    path = tmp_path / "access.log"
+    checked = subprocess.run(
+        [sys.executable, "-c", ACCESS_LOG_CHECK, str(path)],
+        cwd=ROOT,
+        env=dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout.splitlines()[-1]) == [0, 1]
+    assert "GET /healthz" in path.read_text()
