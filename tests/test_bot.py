@@ -273,23 +273,22 @@ def test_leads_the_whole_hand_when_it_is_one_play():
     assert played_ranks(BotPolicy().act(view)) == "3334445566"
 
 
+def first_bid_view(hand: str, table: Table | None = None) -> SeatView:
+    """Seat 0's view as it bids first (no seat has bid yet)."""
+    return make_view(
+        hand,
+        seat=0,
+        phase=BIDDING,
+        bids=(None,) * 4,
+        bid=None,
+        landlord=None,
+        table=table,
+    )
+
+
 def test_bids_by_hand_strength():
-    strong = make_view(
-        "3333444455556666BR22AAKKQ",
-        seat=0,
-        phase=BIDDING,
-        bids=(None,) * 4,
-        bid=None,
-        landlord=None,
-    )
-    weak = make_view(
-        "3456789TJQKA23579J468TQKA",
-        seat=0,
-        phase=BIDDING,
-        bids=(None,) * 4,
-        bid=None,
-        landlord=None,
-    )
+    strong = first_bid_view("3333444455556666BR22AAKKQ")
+    weak = first_bid_view("3456789TJQKA23579J468TQKA")
     assert BotPolicy().act(strong) == Bid(0, 3, acting_party(strong))
     assert BotPolicy().act(weak) == Bid(0, 0, acting_party(weak))
     # Only bids above the highest so far are legal.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_bot import make_view
+from test_bot import first_bid_view, make_view
 
 from service.game.bot import BotPolicy, Style, evaluation
 from service.game.bot.calibration import Measured, calibrate, markdown, module_source
@@ -11,7 +11,7 @@ from service.game.bot.levels import policy
 from service.game.commands import Bid, ShowHand
 from service.game.policies import acting_party
 from service.game.simulate import hand_seed
-from service.game.state import BIDDING, SHOW_HAND
+from service.game.state import SHOW_HAND
 from service.game.table import Table
 
 
@@ -27,21 +27,9 @@ def test_measured_gains_rise_with_the_chance():
     assert list(gains) == sorted(gains)
 
 
-def bidding_view(table: Table):
-    return make_view(
-        "3456789TJQKA23579J468TQKA",
-        seat=0,
-        phase=BIDDING,
-        bids=(None,) * 4,
-        bid=None,
-        landlord=None,
-        table=table,
-    )
-
-
 def test_bids_the_choice_measured_to_gain_most(monkeypatch):
     table = Table.build("shanghai-platform")
-    view = bidding_view(table)
+    view = first_bid_view("3456789TJQKA23579J468TQKA", table)
     style = Style(by_points=True)
     bands = len(Measured().hands)
     gains = {"first 1": (1.0,) * bands, "first 2": (3.0,) * bands, "first 3": (2.0,) * bands}
