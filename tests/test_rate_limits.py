@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from service.api import create_app
+from service.api.rate_limits import SYNC_SECONDS
 
 UNKNOWN = f"/v1/matches/{uuid.uuid4()}"
 LOW = dict(
@@ -172,6 +173,47 @@ def test_operators_and_health_checks_are_not_limited(limited, live_worker):
         assert send("GET", "/v1/matches", OPERATOR_TOKEN).status_code == 200
         assert send("GET", "/healthz").status_code == 200
         assert send("GET", "/readyz").status_code == 200
+
+
+def test_what_a_process_counted_in_memory_reaches_the_others_after_a_moment(config, client):
+    """Far below a limit a process counts in its own memory, and sends the counts to
+    Redis with its next request after SYNC_SECONDS: another process then lets the caller
+    through only what is left of the limit."""
+    apps = [
+        create_app(dataclasses.replace(config, **{**LOW, "rate_limit_reads": "10/minute"}))
+        for _ in range(2)
+    ]
+    try:
+        token = Address(client).player()
+        first, second = (Address(app.test_client()) for app in apps)
+        for _ in range(3):
+            assert first("GET", "/v1/me/tokens", token).status_code == 200
+        time.sleep(SYNC_SECONDS * 2)
+        assert first("GET", "/v1/me/tokens", token).status_code == 200
+        statuses = [second("GET", "/v1/me/tokens", token).status_code for _ in range(7)]
+        assert statuses == [200] * 6 + [429]
+    finally:
+        for app in apps:
+            app.extensions["ddz"].close()
+
+
+def test_with_no_local_share_processes_share_a_limit_exactly(config, client):
+    apps = [
+        create_app(dataclasses.replace(config, **LOW, rate_limit_local_share=0.0)) for _ in range(2)
+    ]
+    try:
+        token = Address(client).player()
+        sends = [Address(app.test_client()) for app in apps]
+        statuses = [sends[i % 2]("GET", "/v1/me/tokens", token).status_code for i in range(6)]
+        assert statuses == [200] * 4 + [429] * 2  # reads: 4/minute per token
+    finally:
+        for app in apps:
+            app.extensions["ddz"].close()
+
+
+def test_a_local_share_outside_0_to_1_is_refused_at_start(config):
+    with pytest.raises(ValueError, match="DDZ_RATE_LIMIT_LOCAL_SHARE must be between 0 and 1"):
+        create_app(dataclasses.replace(config, rate_limit_local_share=1.5))
 
 
 def test_without_redis_requests_are_served_and_one_warning_is_logged(config, client, caplog):
