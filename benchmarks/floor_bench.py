@@ -1,0 +1,137 @@
+"""The floor under api_bench's figures: what gunicorn, and Flask on it, cost per request
+on this machine when the request does nothing of ours.
+
+    .venv/bin/python benchmarks/floor_bench.py [--seconds S] [--clients 32]
+
+Serves, one after the other, under gunicorn's gevent worker with one worker per core (as
+``ddz serve`` does): ``bare``, a WSGI callable that reads the body and answers fixed
+bytes of a command answer's size; and ``flask``, a Flask app with one route on the
+command's path that parses the JSON body and answers the same bytes. Each is driven by
+api_bench's client (one persistent connection per client thread, the POST a command
+sends, with its bearer token) and measured as api_bench measures: requests/s and
+gunicorn's CPU per request (master and workers). Set beside api_bench's CPU per command,
+it says how much of a command the server and the framework take before the command does
+anything, and so what is left of a budget for the command's own work."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from flask import Flask, Response, request
+
+HERE = Path(__file__).resolve().parent
+#: About the size of a command's answer (its events and the caller's view).
+ANSWER = b'{"version": 12, "events": [], "view": {"padding": "' + b"x" * 1400 + b'"}}'
+PATH = "/v1/matches/6b1d1f7e-3b8b-4b0e-9d0e-2b7e8f0c1a22/commands"
+BODY = {"action": "play", "cards": ["3h", "3d"], "expected_version": 12}
+
+
+def bare(environ: dict, start_response) -> list[bytes]:
+    environ["wsgi.input"].read()
+    start_response(
+        "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(ANSWER)))]
+    )
+    return [ANSWER]
+
+
+flask = Flask(__name__)
+
+
+@flask.post("/v1/matches/<uuid:match_id>/commands")
+def command(match_id):
+    request.get_json()
+    return Response(ANSWER, mimetype="application/json")
+
+
+def measure(app: str, clients: int, seconds: float, workers: int) -> tuple[float, float]:
+    """(requests/s, gunicorn's CPU ms per request) of ``app`` ("floor_bench:bare" ...)."""
+    import psutil
+    from api_bench import Http
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "--worker-class",
+            "gevent",
+            "--workers",
+            str(workers),
+            "--worker-connections",
+            "1000",
+            "--keep-alive",
+            "60",
+            "--bind",
+            f"127.0.0.1:{port}",
+            app,
+        ],
+        cwd=HERE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                Http(port).send("POST", PATH, "token", BODY)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        processes = [psutil.Process(server.pid), *psutil.Process(server.pid).children()]
+
+        def cpu() -> float:
+            return sum(p.cpu_times().user + p.cpu_times().system for p in processes)
+
+        stop = threading.Event()
+        counts = [0] * clients
+
+        def client(i: int) -> None:
+            http = Http(port)
+            while not stop.is_set():
+                status, _, _ = http.send("POST", PATH, "token", BODY)
+                assert status == 200, status
+                counts[i] += 1
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+        before, started = cpu(), time.monotonic()
+        for t in threads:
+            t.start()
+        time.sleep(seconds)
+        stop.set()
+        for t in threads:
+            t.join()
+        elapsed, used = time.monotonic() - started, cpu() - before
+        done = sum(counts)
+        return done / elapsed, 1000 * used / done
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    args = parser.parse_args()
+    print(f"{args.clients} clients, {args.workers} gevent workers, {args.seconds:.0f} s each")
+    for name in ("bare", "flask"):
+        rate, cpu_ms = measure(f"floor_bench:{name}", args.clients, args.seconds, args.workers)
+        print(f"{name:6} {rate:8,.0f} requests/s   gunicorn CPU {cpu_ms:.3f} ms per request")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
