@@ -197,6 +197,22 @@ def test_what_a_process_counted_in_memory_reaches_the_others_after_a_moment(conf
             app.extensions["ddz"].close()
 
 
+def test_a_burst_spread_over_two_processes_gets_at_most_a_limit_and_a_half(config, client):
+    """Each process lets a caller through up to half a limit on its own counts before it
+    asks Redis for the total: a burst alternating between two processes faster than they
+    send their counts gets at most a limit and a half, then 429 from both."""
+    apps = [create_app(dataclasses.replace(config, **LOW)) for _ in range(2)]
+    try:
+        token = Address(client).player()
+        sends = [Address(app.test_client()) for app in apps]
+        statuses = [sends[i % 2]("GET", "/v1/me/tokens", token).status_code for i in range(10)]
+        assert statuses.count(200) <= 4 * 1.5  # reads: 4/minute per token
+        assert statuses[-4:] == [429] * 4
+    finally:
+        for app in apps:
+            app.extensions["ddz"].close()
+
+
 def test_with_no_local_share_processes_share_a_limit_exactly(config, client):
     apps = [
         create_app(dataclasses.replace(config, **LOW, rate_limit_local_share=0.0)) for _ in range(2)
