@@ -227,6 +227,26 @@ def test_with_no_local_share_processes_share_a_limit_exactly(config, client):
             app.extensions["ddz"].close()
 
 
+def test_new_players_are_counted_in_redis_whatever_the_share(config):
+    """Sign-ups keep out floods of new players: every one is counted in Redis before it is
+    answered, so two processes together let an address make its limit and no more."""
+    apps = [
+        create_app(
+            dataclasses.replace(config, **{**LOW, "rate_limit_signups_per_address": "10/minute"})
+        )
+        for _ in range(2)
+    ]
+    try:
+        first, second = (Address(app.test_client()) for app in apps)
+        second.environ = first.environ  # one client address
+        made = [first("POST", "/v1/players", json={"name": "n"}).status_code for _ in range(5)]
+        made += [second("POST", "/v1/players", json={"name": "n"}).status_code for _ in range(7)]
+        assert made == [201] * 10 + [429] * 2
+    finally:
+        for app in apps:
+            app.extensions["ddz"].close()
+
+
 def test_a_local_share_outside_0_to_1_is_refused_at_start(config):
     with pytest.raises(ValueError, match="DDZ_RATE_LIMIT_LOCAL_SHARE must be between 0 and 1"):
         create_app(dataclasses.replace(config, rate_limit_local_share=1.5))

@@ -5,17 +5,18 @@ operator name. A request over a limit gets 429 ``rate_limited``
 with ``Retry-After``, before its token is looked up or anything is read.
 
 The limits are fixed windows, written and parsed by the ``limits`` package
-(``10/second;300/minute``). A process counts a request in its own memory while every
-window the request counts against is well below its limit (the share of it set by
-``DDZ_RATE_LIMIT_LOCAL_SHARE``, half by default), and sends what it counted to Redis at
-most :data:`SYNC_SECONDS` later, every window's in one command; a request that takes a
-window past that share is counted in Redis at once, with what the process holds of it,
-and decided on the total. A round trip per request took a tenth of an API worker's time
-under load, for limits that a player at the table never comes near. The price: a caller
-who spreads a burst over ``P`` processes faster than they send their counts can get one
-limit and the share of it from each other process in one window (with two processes and
-half, a limit and a half); one process alone counts exactly. A share of 0 counts every
-request in Redis, as a limit shared exactly needs.
+(``10/second;300/minute``). Commands, reads and streams are many: a process counts such a
+request in its own memory while every window it counts against is well below its limit
+(the share of it set by ``DDZ_RATE_LIMIT_LOCAL_SHARE``, half by default), and sends what
+it counted to Redis at most :data:`SYNC_SECONDS` later, every window's in one command; a
+request that takes a window past that share is counted in Redis at once, with what the
+process holds of it, and decided on the total. A round trip per request took a tenth of
+an API worker's time under load, for limits that a player at the table never comes near.
+The price: a caller who spreads a burst over ``P`` processes faster than they send their
+counts can get one limit and the share of it from each other process in one window (with
+two processes and half, a limit and a half); one process alone counts exactly. A share of
+0 counts every request in Redis, as a limit shared exactly needs, and as new players and
+console sign-ins always are (few, and their limits keep out floods and password guesses).
 
 Operator requests and the health checks are not limited. When Redis does not answer, each
 process counts in its own memory only (one warning; Redis is tried again after a while,
@@ -171,11 +172,13 @@ KEY_OF = {"token": token_key, "address": address_key, "name": name_key}
 
 @dataclass(frozen=True)
 class Limit:
-    """One configured limit: a kind of request, counted per token or per address."""
+    """One configured limit: a kind of request, counted per token or per address; the
+    share of it a process may count in its own memory first (see the module's text)."""
 
     category: str
     per: str
     windows: tuple[RateLimitItem, ...]
+    local_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -205,17 +208,12 @@ class Counter:
     first (see the module's text); only in memory while Redis does not answer, and sent
     when it answers again."""
 
-    def __init__(self, redis_url: str, local_share: float):
-        if not 0 <= local_share <= 1:
-            raise ValueError(
-                f"DDZ_RATE_LIMIT_LOCAL_SHARE must be between 0 and 1, not {local_share}"
-            )
+    def __init__(self, redis_url: str):
         self.redis = redis.Redis.from_url(
             redis_url, socket_timeout=STORAGE_TIMEOUT, socket_connect_timeout=STORAGE_TIMEOUT
         )
         self.count = self.redis.register_script(COUNT_SCRIPT)
         self.redis_back_at = 0.0
-        self.local_share = local_share
         #: Redis key -> the window it counts. A greenlet switches in the Redis call only;
         #: the lock is for threads (the test server's).
         self.held: dict[str, _Held] = {}
@@ -254,8 +252,10 @@ class Counter:
 
     def _hit_shared(self, mine: dict[str, _Held], now: float) -> Refusal | None:
         with self.lock:
-            share = self.local_share
-            local = all(h.known + h.pending + 1 <= h.window.amount * share for h in mine.values())
+            local = all(
+                h.known + h.pending + 1 <= h.window.amount * h.limit.local_share
+                for h in mine.values()
+            )
             if local:
                 for held in mine.values():
                     held.pending += 1
@@ -337,23 +337,30 @@ def install(app: Flask, config: Config) -> Counter | None:
     unknown = set(app.view_functions) - set(KIND_OF) - UNLIMITED
     assert not unknown, f"say which rate limits apply to {sorted(unknown)}"
 
+    share = config.rate_limit_local_share
+    if not 0 <= share <= 1:
+        raise ValueError(f"DDZ_RATE_LIMIT_LOCAL_SHARE must be between 0 and 1, not {share}")
     operator_token = (config.operator_token or "").encode()
     limits: dict[str, list[Limit]] = {}
-    for category, per_token, per_address in (
-        (COMMANDS, config.rate_limit_commands, config.rate_limit_commands_per_address),
-        (READS, config.rate_limit_reads, config.rate_limit_reads_per_address),
-        (STREAMS, config.rate_limit_streams, config.rate_limit_streams_per_address),
-        (SIGNUPS, None, config.rate_limit_signups_per_address),
+    # New players and console sign-ins are few, and their limits keep out floods and
+    # password guesses: always counted in Redis (their Limit's share is 0).
+    for category, per_token, per_address, local_share in (
+        (COMMANDS, config.rate_limit_commands, config.rate_limit_commands_per_address, share),
+        (READS, config.rate_limit_reads, config.rate_limit_reads_per_address, share),
+        (STREAMS, config.rate_limit_streams, config.rate_limit_streams_per_address, share),
+        (SIGNUPS, None, config.rate_limit_signups_per_address, 0.0),
     ):
-        limits[category] = [Limit(category, "address", tuple(parse_many(per_address)))]
+        limits[category] = [Limit(category, "address", tuple(parse_many(per_address)), local_share)]
         if per_token:
-            limits[category].insert(0, Limit(category, "token", tuple(parse_many(per_token))))
+            limits[category].insert(
+                0, Limit(category, "token", tuple(parse_many(per_token)), local_share)
+            )
     limits[SIGN_INS] = [
         Limit(SIGN_INS, per, tuple(parse_many(config.rate_limit_sign_ins)))
         for per in ("name", "address")
     ]
 
-    counter = Counter(config.redis_url, config.rate_limit_local_share)
+    counter = Counter(config.redis_url)
     hold = config.rate_limit_hold_seconds
     #: (kind, per, key) -> (when the window ends, the window gone over)
     over: dict[tuple[str, str, str], tuple[float, RateLimitItem]] = {}
