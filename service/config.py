@@ -85,9 +85,10 @@ class Config:
     #: then sends a request per connection per hold, not thousands a second, and others
     #: keep the CPU: DDZ_RATE_LIMIT_HOLD_SECONDS.
     rate_limit_hold_seconds: float = 1.0
-    #: The share of each limit (0 to 1) a process counts in its own memory before it asks
-    #: Redis for the total: DDZ_RATE_LIMIT_LOCAL_SHARE. 0 counts every request in Redis
-    #: (exact across processes; a round trip per request); see service/api/rate_limits.py.
+    #: The share of each limit on commands, reads and streams (0 to 1) that a process
+    #: counts in its own memory before it asks Redis for the total:
+    #: DDZ_RATE_LIMIT_LOCAL_SHARE. 0 counts every request in Redis (exact across
+    #: processes; a round trip per request); see service/api/rate_limits.py.
     rate_limit_local_share: float = 0.5
     #: gunicorn worker processes for the API: WEB_CONCURRENCY (the usual name on platforms
     #: that set it). 0: one per core, since a gevent worker runs on one.
