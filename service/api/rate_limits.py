@@ -117,6 +117,8 @@ KEY_PREFIX = "ddz:rate"
 #: How long a process keeps what it counted in its own memory before sending it to Redis
 #: (with the next request after this long).
 SYNC_SECONDS = 0.1
+#: How often a process forgets the windows that are over.
+SWEEP_SECONDS = 1.0
 #: Adds each count to its window (KEYS; ARGV: each window's length, then the count) and
 #: answers the totals: one command for Redis to parse and answer for every window a
 #: process sends, where INCRBY and EXPIRE per window were two each.
@@ -214,12 +216,15 @@ class Counter:
         )
         self.count = self.redis.register_script(COUNT_SCRIPT)
         self.redis_back_at = 0.0
-        #: Redis key -> the window it counts. A greenlet switches in the Redis call only;
-        #: the lock is for threads (the test server's).
+        #: Redis key -> the window it counts; the ones with counts not yet sent. A
+        #: greenlet switches in the Redis call only; the lock is for threads (the test
+        #: server's).
         self.held: dict[str, _Held] = {}
+        self.unsent: dict[str, _Held] = {}
         self.lock = threading.Lock()
         self.sent_at = time.monotonic()
         self.sending = False
+        self.swept_at = time.time()
 
     def hit(self, counted: list[tuple[Limit, str]]) -> Refusal | None:
         """Counts the request against every window of each limit (with the caller's key);
@@ -232,9 +237,13 @@ class Counter:
             except redis.RedisError as exc:
                 self._unreachable(exc, now)
         with self.lock:
-            for held in mine.values():
-                held.pending += 1
+            self._count(mine)
         return self._over(mine, {id(h): h.known + h.pending for h in mine.values()}, now)
+
+    def _count(self, mine: dict[str, _Held]) -> None:
+        for name, held in mine.items():
+            held.pending += 1
+            self.unsent[name] = held
 
     def _windows(self, counted: list[tuple[Limit, str]], now: float) -> dict[str, _Held]:
         mine = {}
@@ -257,8 +266,7 @@ class Counter:
                 for h in mine.values()
             )
             if local:
-                for held in mine.values():
-                    held.pending += 1
+                self._count(mine)
                 due = not self.sending and time.monotonic() - self.sent_at >= SYNC_SECONDS
                 if not due:
                     return None
@@ -279,13 +287,16 @@ class Counter:
         """Sends every count held here, and one for each of ``mine``; the totals, by the
         identity of each window sent."""
         with self.lock:
+            if now - self.swept_at >= SWEEP_SECONDS:
+                # Windows that are over: nobody is counted in them any more.
+                self.held = {name: held for name, held in self.held.items() if held.ends > now}
+                self.swept_at = now
             sent = []
-            for name, held in list(self.held.items()):
-                if held.ends <= now:
-                    del self.held[name]  # its window is over: nobody is counted in it
-                elif held.pending or name in mine:
+            for name, held in {**self.unsent, **mine}.items():
+                if held.ends > now:
                     sent.append((name, held, held.pending + (name in mine)))
                     held.pending = 0
+            self.unsent.clear()
             self.sent_at = time.monotonic()
         if not sent:
             return {}
@@ -298,6 +309,8 @@ class Counter:
             with self.lock:  # held for the next send; this request is counted by the caller
                 for name, held, by in sent:
                     held.pending += by - (name in mine)
+                    if held.pending:
+                        self.unsent[name] = held
             raise
         with self.lock:
             for (_, held, _), total in zip(sent, totals):
