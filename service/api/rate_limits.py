@@ -267,21 +267,20 @@ class Counter:
             )
             if local:
                 self._count(mine)
-                due = not self.sending and time.monotonic() - self.sent_at >= SYNC_SECONDS
-                if not due:
+                if self.sending or time.monotonic() - self.sent_at < SYNC_SECONDS:
                     return None
                 self.sending = True
-        if local:
-            try:
-                self._send({}, now)
-            except redis.RedisError as exc:
-                self._unreachable(exc, now)  # the counts stay held, for the next send
-            finally:
-                self.sending = False
-            return None
-        # Near a limit: counted in Redis now, so that the total the request is decided
-        # on holds everything counted before it.
-        return self._over(mine, self._send(mine, now), now)
+        if not local:
+            # Near a limit: counted in Redis now, so that the total the request is decided
+            # on holds everything counted before it.
+            return self._over(mine, self._send(mine, now), now)
+        try:
+            self._send({}, now)
+        except redis.RedisError as exc:
+            self._unreachable(exc, now)  # the counts stay held, for the next send
+        finally:
+            self.sending = False
+        return None
 
     def _send(self, mine: dict[str, _Held], now: float) -> dict[int, int]:
         """Sends every count held here, and one for each of ``mine``; the totals, by the
