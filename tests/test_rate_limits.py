@@ -5,11 +5,13 @@ and a Redis that does not answer costs the limits, not the requests."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -57,6 +59,19 @@ class Address:
         reply = self("POST", "/v1/players", json={"name": "limited"})
         assert reply.status_code == 201, reply.json
         return reply.json["token"]
+
+
+@contextlib.contextmanager
+def processes(config, count: int, **overrides) -> Iterator[list[Address]]:
+    """``count`` apps with the low limits (and ``overrides``), as that many API processes
+    would be: each counts on its own, all in the tests' Redis. A sender for each, each
+    from a client address of its own."""
+    apps = [create_app(dataclasses.replace(config, **{**LOW, **overrides})) for _ in range(count)]
+    try:
+        yield [Address(app.test_client()) for app in apps]
+    finally:
+        for app in apps:
+            app.extensions["ddz"].close()
 
 
 def assert_limited(reply, what: str) -> int:
@@ -179,72 +194,42 @@ def test_what_a_process_counted_in_memory_reaches_the_others_after_a_moment(conf
     """Far below a limit a process counts in its own memory, and sends the counts to
     Redis with its next request after SYNC_SECONDS: another process then lets the caller
     through only what is left of the limit."""
-    apps = [
-        create_app(dataclasses.replace(config, **{**LOW, "rate_limit_reads": "10/minute"}))
-        for _ in range(2)
-    ]
-    try:
-        token = Address(client).player()
-        first, second = (Address(app.test_client()) for app in apps)
+    token = Address(client).player()
+    with processes(config, 2, rate_limit_reads="10/minute") as (first, second):
         for _ in range(3):
             assert first("GET", "/v1/me/tokens", token).status_code == 200
         time.sleep(SYNC_SECONDS * 2)
         assert first("GET", "/v1/me/tokens", token).status_code == 200
         statuses = [second("GET", "/v1/me/tokens", token).status_code for _ in range(7)]
         assert statuses == [200] * 6 + [429]
-    finally:
-        for app in apps:
-            app.extensions["ddz"].close()
 
 
 def test_a_burst_spread_over_two_processes_gets_at_most_a_limit_and_a_half(config, client):
     """Each process lets a caller through up to half a limit on its own counts before it
     asks Redis for the total: a burst alternating between two processes faster than they
     send their counts gets at most a limit and a half, then 429 from both."""
-    apps = [create_app(dataclasses.replace(config, **LOW)) for _ in range(2)]
-    try:
-        token = Address(client).player()
-        sends = [Address(app.test_client()) for app in apps]
+    token = Address(client).player()
+    with processes(config, 2) as sends:
         statuses = [sends[i % 2]("GET", "/v1/me/tokens", token).status_code for i in range(10)]
         assert statuses.count(200) <= 4 * 1.5  # reads: 4/minute per token
         assert statuses[-4:] == [429] * 4
-    finally:
-        for app in apps:
-            app.extensions["ddz"].close()
 
 
 def test_with_no_local_share_processes_share_a_limit_exactly(config, client):
-    apps = [
-        create_app(dataclasses.replace(config, **LOW, rate_limit_local_share=0.0)) for _ in range(2)
-    ]
-    try:
-        token = Address(client).player()
-        sends = [Address(app.test_client()) for app in apps]
+    token = Address(client).player()
+    with processes(config, 2, rate_limit_local_share=0.0) as sends:
         statuses = [sends[i % 2]("GET", "/v1/me/tokens", token).status_code for i in range(6)]
         assert statuses == [200] * 4 + [429] * 2  # reads: 4/minute per token
-    finally:
-        for app in apps:
-            app.extensions["ddz"].close()
 
 
 def test_new_players_are_counted_in_redis_whatever_the_share(config):
     """Sign-ups keep out floods of new players: every one is counted in Redis before it is
     answered, so two processes together let an address make its limit and no more."""
-    apps = [
-        create_app(
-            dataclasses.replace(config, **{**LOW, "rate_limit_signups_per_address": "10/minute"})
-        )
-        for _ in range(2)
-    ]
-    try:
-        first, second = (Address(app.test_client()) for app in apps)
+    with processes(config, 2, rate_limit_signups_per_address="10/minute") as (first, second):
         second.environ = first.environ  # one client address
         made = [first("POST", "/v1/players", json={"name": "n"}).status_code for _ in range(5)]
         made += [second("POST", "/v1/players", json={"name": "n"}).status_code for _ in range(7)]
         assert made == [201] * 10 + [429] * 2
-    finally:
-        for app in apps:
-            app.extensions["ddz"].close()
 
 
 def test_a_local_share_outside_0_to_1_is_refused_at_start(config):
