@@ -3,7 +3,7 @@ of ``decide`` per command, simulated turns per second with the random-legal poli
 the full engine, and on the search's play-out engine from the first play), the turns per
 second of the search's play-outs, and the time per decision of the bot levels.
 
-    python benchmarks/game_bench.py [--hands N]
+    python benchmarks/game_bench.py [--hands N] [--smoke]
 
 Turns per second are given per CPU-second too: on a shared machine the wall clock counts
 the other processes' time. The peer engine (noword/rlcard) is measured by
@@ -21,11 +21,12 @@ budget plus 10 ms at p99.
 
 from __future__ import annotations
 
-import argparse
 import importlib.machinery
 import random
 import statistics
 import time
+
+from common import options, parse, spread
 
 from service.game import Table, decide, evolve, replay, seat_view
 from service.game.bot import BotPolicy
@@ -44,23 +45,11 @@ from service.game.state import PLAYING
 from service.rules import counts_of, moves
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-def line(label: str, values: list[float], unit: str = "ms", scale: float = 1e3) -> None:
-    print(
-        f"{label:<40} median {statistics.median(values) * scale:8.3f} {unit}   "
-        f"p99 {percentile(values, 0.99) * scale:8.3f} {unit}   ({len(values):,} samples)"
-    )
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = options(__doc__)
     parser.add_argument("--hands", type=int, default=500)
     parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
+    args = parse(parser, hands=2)
     rng = random.Random(args.seed)
     table = Table.build()
     compiled = moves.__file__ is not None and moves.__file__.endswith(
@@ -114,7 +103,7 @@ def main() -> None:
         start = time.perf_counter()
         replay(events)
         rebuild.append(time.perf_counter() - start)
-    line(f"rebuild a finished hand ({statistics.mean(map(len, finished)):.0f} events)", rebuild)
+    spread(f"rebuild a finished hand ({statistics.mean(map(len, finished)):.0f} events)", rebuild)
 
     # decide() alone, on the commands of those hands, each against the state before it.
     decide_times = []
@@ -129,10 +118,10 @@ def main() -> None:
             decide_times.append(time.perf_counter() - start)
             for event in produced:
                 state = evolve(state, event)
-    line("decide per command", decide_times, "us", 1e6)
+    spread("decide per command", decide_times, "us", 1e6)
 
     bot = BotPolicy()
-    line("bot decision", decision_times(bot, table, seeds[: max(20, args.hands // 10)]))
+    spread("bot decision", decision_times(bot, table, seeds[: max(20, args.hands // 10)]))
 
     # The search's play-outs: hidden hands sampled from a seat's view, played out greedily
     # on counts (the engine of the hard level).
@@ -153,9 +142,9 @@ def main() -> None:
         started, cpu = time.perf_counter(), time.process_time()
         for round_ in range(max(1, args.hands // 50) if not players else 1):
             for view in positions:
-                hands = sample_hands(view, random.Random(round_))
-                assert hands is not None
-                position = search.position(view, hands)
+                sampled = sample_hands(view, random.Random(round_))
+                assert sampled is not None
+                position = search.position(view, sampled)
                 rollout(position, Player(view, normal) if players else None)
                 played += position.turns
         rate(
@@ -168,7 +157,7 @@ def main() -> None:
 
     for level in ("normal", "hard"):
         times = decision_times(level_policy(level, seed="bench"), table, seeds[:6])
-        line(f"{level} decision" + (" (50 ms search budget)" if level == "hard" else ""), times)
+        spread(f"{level} decision" + (" (50 ms search budget)" if level == "hard" else ""), times)
 
 
 def decision_times(policy: Policy, table: Table, seeds: list[bytes]) -> list[float]:
