@@ -12,6 +12,9 @@ under a line saying that they mean nothing (tests/test_benchmarks.py runs every 
 so). The PostgreSQL server a benchmark makes its scratch database on, and the Redis
 database it flushes, default to this machine's, or to ``DDZ_BENCH_ADMIN_URL`` and
 ``DDZ_BENCH_REDIS_URL`` where set (the test sets them to the test run's).
+
+This module imports the service and its libraries only where a function needs them:
+``rlcard_bench.py`` runs under any interpreter that has numpy.
 """
 
 from __future__ import annotations
@@ -28,34 +31,39 @@ import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
-
-import psycopg
-import redis
-
-from service.config import Config
-from service.store import migrate
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The first line a smoke run prints (the test looks for it).
 SMOKE_NOTE = "smoke run: tiny sizes, to show that the code runs; the figures mean nothing"
-#: Every rate limit of the service (its settings' ``rate_limit_*`` rates), far above a
-#: benchmark's load: set where the limits stay on so that their cost is measured.
-UNLIMITED = {
-    field.name: "1000000/second"
-    for field in fields(Config)
-    if field.name.startswith("rate_limit_") and isinstance(field.default, str)
-}
+#: A rate far above any benchmark's load.
+UNLIMITED = "1000000/second"
+
+
+def unlimited() -> dict[str, str]:
+    """Every rate limit of the service (the settings ``rate_limit_*`` that are rates) at
+    :data:`UNLIMITED`: for a benchmark that keeps the limits on, so that their cost is
+    measured, but out of its load's way."""
+    from dataclasses import fields
+
+    from service.config import Config
+
+    return {
+        field.name: UNLIMITED
+        for field in fields(Config)
+        if field.name.startswith("rate_limit_") and isinstance(field.default, str)
+    }
 
 
 def unlimited_environment() -> dict[str, str]:
-    """:data:`UNLIMITED` as the service's environment variables; a limit already set in
-    this process's environment keeps its value (to measure a limit's cost at its rate)."""
+    """:func:`unlimited` as the service's environment variables; a limit this process's
+    environment sets keeps its value (to measure the cost of a limit at its rate)."""
+    from service.config import Config
+
     return {
         Config._ENV[name]: os.environ.get(Config._ENV[name], rate)
-        for name, rate in UNLIMITED.items()
+        for name, rate in unlimited().items()
     }
 
 
@@ -140,6 +148,10 @@ def spread(
 def scratch_database(admin_url: str) -> Iterator[tuple[str, str]]:
     """A new database (``ddz_bench_…``) on the server of ``admin_url``, migrated; its name
     and URL. Dropped at the end."""
+    import psycopg
+
+    from service.store import migrate
+
     name = f"ddz_bench_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -155,6 +167,8 @@ def scratch_database(admin_url: str) -> Iterator[tuple[str, str]]:
 @contextmanager
 def flushed(redis_url: str) -> Iterator[str]:
     """The Redis database of ``redis_url``, flushed before and after."""
+    import redis
+
     connection = redis.Redis.from_url(redis_url)
     try:
         connection.flushdb()
@@ -179,6 +193,8 @@ def redis_server() -> Iterator[str]:
     """A Redis server of the benchmark's own, on a free port, keeping nothing on disk (the
     machine's ``redis-server``, or the one the virtualenv has); its URL. Stopped at the
     end."""
+    import redis
+
     port = free_port()
     executable = shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server")
     server = subprocess.Popen(

@@ -1,7 +1,7 @@
 """The peer engine: random-legal turns per second on noword/rlcard's Shanghai Dou Dizhu
 (4 players, 2 decks, simpler rules than ours), to set beside benchmarks/game_bench.py.
 
-    python3 benchmarks/rlcard_bench.py PATH [--hands N]
+    python3 benchmarks/rlcard_bench.py PATH [--hands N] [--smoke]
 
 PATH is a checkout of github.com/noword/rlcard; it needs numpy, which this project does
 not, so run it with an interpreter that has it. Only the game package is imported (the
@@ -10,19 +10,20 @@ package's ``__init__`` pulls in the RL environments and their dependencies).
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import time
 import types
 
+from common import options, parse
+
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = options(__doc__)
     parser.add_argument("path", help="a checkout of noword/rlcard")
     parser.add_argument("--hands", type=int, default=300)
     parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
+    args = parse(parser, hands=3)
     package = types.ModuleType("rlcard")
     package.__path__ = [f"{args.path}/rlcard"]
     sys.modules["rlcard"] = package

@@ -1,7 +1,7 @@
 """What the search's choices are worth, decision by decision, on the true cards.
 
     python benchmarks/search_bench.py [--hands N] [--ruleset R] [--no-doubling]
-                                      [--confidence C] [--budget-ms MS]
+                                      [--confidence C] [--budget-ms MS] [--smoke]
 
 Plays hands with ``normal`` at every seat. At each play where ``hard`` would search, it
 searches (the budget counted in CPU time, so the machine's load does not change the
@@ -14,10 +14,11 @@ over a whole match of ``hard`` against ``normal`` (``ddz simulate --pit``).
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import time
+
+from common import options, parse
 
 from service.game import Table, decide, evolve, replay, seat_view
 from service.game.bot.levels import NORMAL_STYLE
@@ -29,13 +30,13 @@ from service.rules import counts_of
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = options(__doc__)
     parser.add_argument("--hands", type=int, default=150)
     parser.add_argument("--ruleset", default=None)
     parser.add_argument("--no-doubling", action="store_true")
     parser.add_argument("--confidence", type=float, default=None)
     parser.add_argument("--budget-ms", type=float, default=DEFAULT_BUDGET * 1000)
-    args = parser.parse_args()
+    args = parse(parser, hands=10, budget_ms=20)
     table = Table.build(args.ruleset, bombs_double=not args.no_doubling)
     normal = BotPolicy(style=NORMAL_STYLE)
     budget = args.budget_ms / 1000
