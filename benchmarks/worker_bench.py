@@ -3,63 +3,35 @@ bot's own append), all-bot hands completed per minute with many concurrent match
 two worker processes, and the settlement job's time.
 
     python benchmarks/worker_bench.py [--matches 100] [--workers 2] [--bot-level normal]
+                                      [--smoke]
 
-Uses a fresh database on --admin-url and Redis database --redis-db (flushed), both on
-this machine. Targets: bot-turn p50 <= 50 ms with one worker; at ``--bot-level hard``
-(a 50 ms search), <= 100 ms.
+Uses a fresh database on --admin-url and the Redis database --redis-url (flushed).
+Targets: bot-turn p50 <= 50 ms with one worker; at ``--bot-level hard`` (a 50 ms search),
+<= 100 ms.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import subprocess
-import sys
 import time
 import uuid
 
 import psycopg
-import redis
+from common import flushed, options, parse, percentile, scratch_database, start_workers, stop
+from flask.testing import FlaskClient
 
 from service.api import create_app
 from service.config import Config
-from service.store import migrate
 
 
-def percentile(values, fraction):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-def fresh_database(admin_url: str) -> tuple[str, str]:
-    name = f"ddz_bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(admin_url)
-    info["dbname"] = name
-    url = psycopg.conninfo.make_conninfo(**info)
-    migrate(url)
-    return name, url
-
-
-def start_workers(count: int, env: dict) -> list[subprocess.Popen]:
-    return [
-        subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "worker"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(count)
-    ]
-
-
-def create_bot_matches(client, token: str, count: int, level: str) -> list[str]:
+def create_bot_matches(client: FlaskClient, token: str, count: int, level: str) -> list[str]:
     auth = {"Authorization": f"Bearer {token}"}
     ids = []
     for _ in range(count):
-        match = client.post("/v1/matches", json={"bot_level": level}, headers=auth).json["match_id"]
+        answer = client.post("/v1/matches", json={"bot_level": level}, headers=auth).json
+        assert answer is not None
+        match: str = answer["match_id"]
         for seat in range(4):
             client.post(
                 f"/v1/matches/{match}/seats", json={"seat": seat, "bot": True}, headers=auth
@@ -70,12 +42,14 @@ def create_bot_matches(client, token: str, count: int, level: str) -> list[str]:
 
 def wait_settled(url: str, ids: list[str], timeout: float) -> float:
     start = time.perf_counter()
+    done = 0
     with psycopg.connect(url) as conn:
         while time.perf_counter() - start < timeout:
-            done = conn.execute(
+            row = conn.execute(
                 "SELECT count(*) FROM matches WHERE settled AND match_id = ANY(%s)",
                 ([uuid.UUID(i) for i in ids],),
-            ).fetchone()[0]
+            ).fetchone()
+            done = row[0] if row else 0
             if done == len(ids):
                 return time.perf_counter() - start
             time.sleep(0.05)
@@ -85,7 +59,8 @@ def wait_settled(url: str, ids: list[str], timeout: float) -> float:
 def latencies(url: str, ids: list[str]) -> tuple[list[float], list[float]]:
     """Bot turns: each bot decision's time after the event before it. Settlement: the
     time from hand_ended to settled."""
-    bot, settle = [], []
+    bot: list[float] = []
+    settle: list[float] = []
     with psycopg.connect(url) as conn:
         rows = conn.execute(
             "SELECT stream_id, type, payload->>'by', recorded_at,"
@@ -104,69 +79,79 @@ def latencies(url: str, ids: list[str]) -> tuple[list[float], list[float]]:
 
 
 def run(
-    matches: int, workers: int, admin_url: str, redis_db: int, timeout: float, level: str
+    matches: int,
+    alone: int,
+    workers: int,
+    admin_url: str,
+    redis_url: str,
+    timeout: float,
+    level: str,
 ) -> None:
-    name, url = fresh_database(admin_url)
-    redis_url = f"redis://127.0.0.1:6379/{redis_db}"
-    redis.Redis.from_url(redis_url).flushdb()
-    env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url}
-    # The bench creates its matches faster than a person may: no rate limits.
-    app = create_app(Config(database_url=url, redis_url=redis_url, rate_limits=False))
-    procs = []
-    try:
-        client = app.test_client()
-        token = client.post("/v1/players", json={"name": "bench"}).json["token"]
+    with scratch_database(admin_url) as (_, url), flushed(redis_url):
+        env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url}
+        # The bench creates its matches faster than a person may: no rate limits.
+        app = create_app(Config(database_url=url, redis_url=redis_url, rate_limits=False))
+        procs = []
+        try:
+            client = app.test_client()
+            player = client.post("/v1/players", json={"name": "bench"}).json
+            assert player is not None
+            token = player["token"]
 
-        procs = start_workers(1, env)
-        time.sleep(1.5)
-        one = []
-        for _ in range(5):  # one match at a time: the latency of a turn, not of a queue
-            one += create_bot_matches(client, token, 1, level)
-            wait_settled(url, one[-1:], timeout)
-        bot_one, settle_one = latencies(url, one)
-        print(
-            f"{'bot turn, 1 worker, 1 match at a time':<44} p50 {statistics.median(bot_one) * 1e3:7.1f} ms   p99 {percentile(bot_one, 0.99) * 1e3:7.1f} ms   ({len(bot_one)} turns)"
-        )
-        print(
-            f"{'settlement, 1 worker (hand_ended to settled)':<44} p50 {statistics.median(settle_one) * 1e3:7.1f} ms   max {max(settle_one) * 1e3:7.1f} ms   ({len(settle_one)} hands)"
-        )
+            procs = start_workers(1, env)
+            time.sleep(1.5)
+            one: list[str] = []
+            for _ in range(alone):  # one match at a time: the latency of a turn, not of a queue
+                one += create_bot_matches(client, token, 1, level)
+                wait_settled(url, one[-1:], timeout)
+            bot_one, settle_one = latencies(url, one)
+            print(
+                f"{'bot turn, 1 worker, 1 match at a time':<44} p50 {statistics.median(bot_one) * 1e3:7.1f} ms   p99 {percentile(bot_one, 0.99) * 1e3:7.1f} ms   ({len(bot_one)} turns)"
+            )
+            print(
+                f"{'settlement, 1 worker (hand_ended to settled)':<44} p50 {statistics.median(settle_one) * 1e3:7.1f} ms   max {max(settle_one) * 1e3:7.1f} ms   ({len(settle_one)} hands)"
+            )
 
-        procs += start_workers(workers - 1, env)
-        time.sleep(1.5)
-        started = time.perf_counter()
-        many = create_bot_matches(client, token, matches, level)
-        wait_settled(url, many, timeout)
-        total = time.perf_counter() - started
-        bot_many, settle = latencies(url, many)
-        print(
-            f"{f'all-bot hands, {matches} concurrent, {workers} workers':<44} {matches / total * 60:9,.0f} hands/min   ({total:.1f} s for {matches} hands)"
-        )
-        print(
-            f"{'bot turn under that load':<44} p50 {statistics.median(bot_many) * 1e3:7.1f} ms   p99 {percentile(bot_many, 0.99) * 1e3:7.1f} ms"
-        )
-        print(
-            f"{'settlement (hand_ended to settled)':<44} p50 {statistics.median(settle) * 1e3:7.1f} ms   p99 {percentile(settle, 0.99) * 1e3:7.1f} ms"
-        )
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=15)
-        app.extensions["ddz"].close()
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            procs += start_workers(workers - 1, env)
+            time.sleep(1.5)
+            started = time.perf_counter()
+            many = create_bot_matches(client, token, matches, level)
+            wait_settled(url, many, timeout)
+            total = time.perf_counter() - started
+            bot_many, settle = latencies(url, many)
+            print(
+                f"{f'all-bot hands, {matches} concurrent, {workers} workers':<44} {matches / total * 60:9,.0f} hands/min   ({total:.1f} s for {matches} hands)"
+            )
+            print(
+                f"{'bot turn under that load':<44} p50 {statistics.median(bot_many) * 1e3:7.1f} ms   p99 {percentile(bot_many, 0.99) * 1e3:7.1f} ms"
+            )
+            print(
+                f"{'settlement (hand_ended to settled)':<44} p50 {statistics.median(settle) * 1e3:7.1f} ms   p99 {percentile(settle, 0.99) * 1e3:7.1f} ms"
+            )
+        finally:
+            stop(procs, timeout=15)
+            app.extensions["ddz"].close()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = options(__doc__, postgres=True, redis_database=True)
     parser.add_argument("--matches", type=int, default=100)
+    parser.add_argument(
+        "--alone", type=int, default=5, help="matches played one at a time first (default 5)"
+    )
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--redis-db", type=int, default=11)
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--bot-level", default="normal", choices=("easy", "normal", "hard"))
-    args = parser.parse_args()
-    run(args.matches, args.workers, args.admin_url, args.redis_db, args.timeout, args.bot_level)
+    args = parse(parser, matches=2, alone=1, timeout=60)
+    run(
+        args.matches,
+        args.alone,
+        args.workers,
+        args.admin_url,
+        args.redis_url,
+        args.timeout,
+        args.bot_level,
+    )
 
 
 if __name__ == "__main__":
