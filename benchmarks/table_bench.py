@@ -2,6 +2,7 @@
 hand after hand, and how soon "your turn" reaches the player on its own stream.
 
     python benchmarks/table_bench.py [--tables 20] [--seconds 60] [--warmup 20] [--workers 2]
+                                     [--smoke]
 
 Uses a fresh database on --admin-url and a Redis server of its own (``redis-server`` on a
 free port), both dropped at the end; starts ``--workers`` worker processes (``ddz
@@ -16,56 +17,24 @@ its event's recording (``at``) to the client reading it (one clock: this machine
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
-import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
+from functools import partial
+from typing import Any
 
-import psycopg
+from common import options, parse, percentile, redis_server, scratch_database, start_workers, stop
+from flask import Flask
+from flask.testing import FlaskClient
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.worker_bench import fresh_database, percentile, start_workers  # noqa: E402
-from service.api import create_app  # noqa: E402
-from service.config import Config  # noqa: E402
+from service.api import create_app
+from service.config import Config
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def redis_server() -> tuple[subprocess.Popen, str]:
-    """A Redis server of the benchmark's own, on a free port, keeping nothing on disk; its
-    process and URL."""
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server"),
-            "--port",
-            str(port),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    return server, f"redis://127.0.0.1:{port}/0"
-
-
-def choose(item: dict, legal: Callable[[], dict]) -> dict:
+def choose(item: dict[str, Any], legal: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """The first action a ``your_turn`` offers, at its highest choice; the first legal
     play (``legal``: the match's ``/legal``), or a pass when there is none."""
     action = item["actions"][0]
@@ -79,15 +48,21 @@ def choose(item: dict, legal: Callable[[], dict]) -> dict:
     return {"action": "pass"}
 
 
-def player(app, stop: threading.Event, delays: list[float], hands: list[int]) -> None:
+def legal(client: FlaskClient, match: str, auth: dict[str, str]) -> dict[str, Any]:
+    """The match's ``/legal``, read by its player."""
+    plays: dict[str, Any] = client.get(f"{match}/legal", headers=auth).get_json()
+    return plays
+
+
+def player(app: Flask, done: threading.Event, delays: list[float], hands: list[int]) -> None:
     client = app.test_client()
-    token = client.post("/v1/players", json={"name": "bench"}).json["token"]
+    token = client.post("/v1/players", json={"name": "bench"}).get_json()["token"]
     auth = {"Authorization": f"Bearer {token}"}
     client.post("/v1/tables", json={"bots_after": 0, "next_hand_seconds": 0}, headers=auth)
     after = None
-    while not stop.is_set():
+    while not done.is_set():
         query = {"wait": 5} | ({} if after is None else {"after": after})
-        page = client.get("/v1/me/events", query_string=query, headers=auth).json
+        page = client.get("/v1/me/events", query_string=query, headers=auth).get_json()
         read = datetime.now(UTC)
         after = page["last_id"] or after
         turns = [i for i in page["items"] if i["type"] == "your_turn"]
@@ -95,69 +70,59 @@ def player(app, stop: threading.Event, delays: list[float], hands: list[int]) ->
         delays.extend((read - datetime.fromisoformat(t["at"])).total_seconds() for t in turns)
         if turns:  # the last is the present (an earlier one of the page was acted on)
             match = f"/v1/matches/{turns[-1]['match_id']}"
-            body = choose(turns[-1], lambda m=match: client.get(f"{m}/legal", headers=auth).json)
+            body = choose(turns[-1], partial(legal, client, match, auth))
             body["expected_version"] = turns[-1]["version"]
             client.post(f"{match}/commands", json=body, headers=auth)
 
 
 def run(tables: int, seconds: float, warmup: float, workers: int, admin_url: str) -> None:
-    name, url = fresh_database(admin_url)
-    redis, redis_url = redis_server()
-    env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url}
-    app = create_app(Config(database_url=url, redis_url=redis_url, rate_limits=False))
-    procs = []
-    stop = threading.Event()
-    delays: list[float] = []
-    hands: list[int] = []
-    try:
-        time.sleep(0.5)
-        procs = start_workers(workers, env)
-        threads = [
-            threading.Thread(target=player, args=(app, stop, delays, hands), daemon=True)
-            for _ in range(tables)
-        ]
-        for thread in threads:
-            thread.start()
-        time.sleep(warmup)
-        delays.clear()
-        before = len(hands)
-        time.sleep(seconds)
-        settled = len(hands) - before
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=10)
-        print(
-            f"{tables} tables (1 player, 3 bots each), {workers} workers, {seconds:.0f} s"
-            f" after {warmup:.0f} s: {settled / seconds * 60:,.0f} hands/min"
-        )
-        if delays:
-            ms = [d * 1000 for d in delays]
+    with scratch_database(admin_url) as (_, url), redis_server() as redis_url:
+        env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url}
+        app = create_app(Config(database_url=url, redis_url=redis_url, rate_limits=False))
+        procs = []
+        done = threading.Event()
+        delays: list[float] = []
+        hands: list[int] = []
+        try:
+            procs = start_workers(workers, env)
+            threads = [
+                threading.Thread(target=player, args=(app, done, delays, hands), daemon=True)
+                for _ in range(tables)
+            ]
+            for thread in threads:
+                thread.start()
+            time.sleep(warmup)
+            delays.clear()
+            before = len(hands)
+            time.sleep(seconds)
+            settled = len(hands) - before
+            done.set()
+            for thread in threads:
+                thread.join(timeout=10)
             print(
-                f"your_turn on the player's stream, recorded to read: p50"
-                f" {statistics.median(ms):.1f} ms, p99 {percentile(ms, 0.99):.1f} ms"
-                f" ({len(ms)} turns)"
+                f"{tables} tables (1 player, 3 bots each), {workers} workers, {seconds:.0f} s"
+                f" after {warmup:.0f} s: {settled / seconds * 60:,.0f} hands/min"
             )
-    finally:
-        stop.set()
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=15)
-        app.extensions["ddz"].close()
-        redis.terminate()
-        redis.wait(timeout=15)
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            if delays:
+                ms = [d * 1000 for d in delays]
+                print(
+                    f"your_turn on the player's stream, recorded to read: p50"
+                    f" {statistics.median(ms):.1f} ms, p99 {percentile(ms, 0.99):.1f} ms"
+                    f" ({len(ms)} turns)"
+                )
+        finally:
+            done.set()
+            stop(procs, timeout=15)
+            app.extensions["ddz"].close()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = options(__doc__, postgres=True)
     parser.add_argument("--tables", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--warmup", type=float, default=20)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    args = parser.parse_args()
+    args = parse(parser, tables=2, seconds=2, warmup=3, workers=1)
     run(args.tables, args.seconds, args.warmup, args.workers, args.admin_url)
 
 
