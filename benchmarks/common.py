@@ -231,7 +231,7 @@ def start_workers(count: int, env: dict[str, str]) -> list[subprocess.Popen[byte
     ]
 
 
-def stop(processes: Sequence[subprocess.Popen[bytes]], timeout: float = 30) -> None:
+def terminate(processes: Sequence[subprocess.Popen[bytes]], timeout: float = 30) -> None:
     """Terminates the processes, then waits for each."""
     for process in processes:
         process.terminate()

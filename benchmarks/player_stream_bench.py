@@ -2,7 +2,7 @@
 with many players' streams open on one API instance.
 
     python benchmarks/player_stream_bench.py [--streams 1000] [--active 50] [--seconds 45]
-        [--warmup 20] [--own-postgres]
+        [--warmup 20] [--own-postgres] [--smoke]
 
 Uses a fresh database on --admin-url and a Redis server of its own (dropped and stopped at
 the end), runs the API as ``ddz serve`` does (gunicorn, gevent workers; ``--api-workers``
@@ -45,24 +45,33 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
+from typing import IO, Any
 
 import psutil
 import psycopg
 import requests
+from common import (
+    free_port,
+    options,
+    parse,
+    percentile,
+    redis_server,
+    scratch_database,
+    start_workers,
+    terminate,
+    wait_ready,
+)
+from psycopg_pool import ConnectionPool
+from table_bench import choose
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.table_bench import choose, free_port, redis_server  # noqa: E402
-from benchmarks.worker_bench import fresh_database, percentile, start_workers  # noqa: E402
-from service import embedded  # noqa: E402
-from service.config import COMMAND_CONNECTIONS  # noqa: E402
-from service.game import Table  # noqa: E402
-from service.store import Players, open_pool  # noqa: E402
-from service.store.events import EventStore  # noqa: E402
-from service.store.tables import TableStore  # noqa: E402
+from service import embedded
+from service.config import COMMAND_CONNECTIONS
+from service.game import Table
+from service.store import Players, open_pool
+from service.store.events import EventStore
+from service.store.tables import TableStore
 
 OPERATOR = "bench-operator"
 
@@ -115,7 +124,7 @@ class Stream:
 def read_streams(
     streams: list[Stream],
     stop: threading.Event,
-    turns: queue.Queue,
+    turns: queue.Queue[tuple[str, dict[str, Any]]],
     delays: list[float],
     counts: dict[str, int],
 ) -> None:
@@ -127,15 +136,16 @@ def read_streams(
         stream.open(selector)
     while not stop.is_set():
         for key, _ in selector.select(timeout=0.5):
-            stream: Stream = key.data
+            stream = key.data
+            sock = stream.sock
             try:
-                data = stream.sock.recv(65536)
+                data = sock.recv(65536)
             except BlockingIOError:
                 continue
             now = datetime.now(UTC)
             if not data:
-                selector.unregister(stream.sock)
-                stream.sock.close()
+                selector.unregister(sock)
+                sock.close()
                 counts["reopened"] += 1
                 stream.open(selector)
                 continue
@@ -145,11 +155,18 @@ def read_streams(
                     item = json.loads(payload)
                     delays.append((now - datetime.fromisoformat(item["at"])).total_seconds())
                     turns.put((stream.token, item))
-    for key in list(selector.get_map().values()):
-        key.fileobj.close()
+    for stream in streams:
+        if stream.sock is not None:
+            stream.sock.close()
 
 
-def act(base: str, turns: queue.Queue, stop: threading.Event) -> None:
+def legal(session: requests.Session, match: str, auth: dict[str, str]) -> dict[str, Any]:
+    """The match's ``/legal``, read by its player."""
+    plays: dict[str, Any] = session.get(f"{match}/legal", headers=auth).json()
+    return plays
+
+
+def act(base: str, turns: queue.Queue[tuple[str, dict[str, Any]]], stop: threading.Event) -> None:
     """Plays the your_turn items it is given, as the players would."""
     session = requests.Session()
     while not stop.is_set():
@@ -160,7 +177,7 @@ def act(base: str, turns: queue.Queue, stop: threading.Event) -> None:
         auth = {"Authorization": f"Bearer {token}"}
         try:
             match = f"{base}/v1/matches/{item['match_id']}"
-            body = choose(item, lambda m=match, a=auth: session.get(f"{m}/legal", headers=a).json())
+            body = choose(item, partial(legal, session, match, auth))
             body["expected_version"] = item["version"]
             session.post(f"{match}/commands", json=body, headers=auth)
         except requests.RequestException:
@@ -186,10 +203,11 @@ def oldest_transaction(
                 " FROM pg_stat_activity WHERE backend_xid IS NOT NULL",
                 {"db": database},
             ).fetchone()
-            ages.append(row)
+            assert row is not None
+            ages.append((row[0], row[1]))
 
 
-def cpu_seconds(procs: list[subprocess.Popen], database: str) -> dict[str, float]:
+def cpu_seconds(procs: list[subprocess.Popen[bytes]], database: str) -> dict[str, float]:
     """CPU time so far of the API's processes, the workers' and the PostgreSQL backends
     serving the benchmark's database (where the time goes, beside the clients')."""
     api, *workers = [psutil.Process(p.pid) for p in procs]
@@ -236,8 +254,21 @@ def own_postgres() -> Iterator[str]:
 def run(args: argparse.Namespace) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    name, url = fresh_database(args.admin_url)
-    redis, redis_url = redis_server()
+    try:
+        with (
+            scratch_database(args.admin_url) as (name, url),
+            redis_server() as redis_url,
+            open_pool(url, 4, "player-stream-bench") as pool,
+        ):
+            play(args, name, url, redis_url, pool)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def play(
+    args: argparse.Namespace, name: str, url: str, redis_url: str, pool: ConnectionPool
+) -> None:
+    """The benchmark on its database (``name``, ``url``, ``pool``) and Redis server."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {
@@ -254,10 +285,9 @@ def run(args: argparse.Namespace) -> None:
         "DDZ_MAX_STREAMS": str(args.streams + 100),
         "DDZ_WORKER_CONNECTIONS": str(args.streams + 100 + COMMAND_CONNECTIONS),
     }
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen[bytes]] = []
     stop = threading.Event()
-    pool = open_pool(url, 4, "player-stream-bench")
-    api_log = open(args.api_log, "wb") if args.api_log else subprocess.DEVNULL
+    api_log: IO[bytes] | int = open(args.api_log, "wb") if args.api_log else subprocess.DEVNULL
     try:
         api = subprocess.Popen(
             [
@@ -277,13 +307,7 @@ def run(args: argparse.Namespace) -> None:
             stderr=api_log,
         )
         procs.append(api)
-        while True:
-            assert api.poll() is None, f"the API exited ({api.returncode}): see --api-log"
-            try:
-                if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.2)
+        wait_ready(f"{base}/healthz", api, log=Path(args.api_log) if args.api_log else None)
 
         # The players: the idle ones first, seated alone or waiting in the lobby.
         players = Players(pool)
@@ -295,7 +319,7 @@ def run(args: argparse.Namespace) -> None:
             player, token = players.create(f"idle{n}")
             if n % 2:
                 alone = Table.build(unit=f"{1000 + n}.00").to_json()
-                tickets.create_ticket(str(player), alone, False)
+                tickets.create_ticket(player, alone, False)
             else:
                 r = session.post(
                     f"{base}/v1/tables", json={}, headers={"Authorization": f"Bearer {token}"}
@@ -306,7 +330,7 @@ def run(args: argparse.Namespace) -> None:
         streams += [Stream(port, token, active=True) for token in actives]
         print(f"{idle} idle players ready (half seated alone, half with a waiting ticket)")
 
-        turns: queue.Queue = queue.Queue()
+        turns: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
         delays: list[float] = []
         counts: dict[str, int] = {"reopened": 0}
         reader = threading.Thread(
@@ -375,20 +399,13 @@ def run(args: argparse.Namespace) -> None:
             )
     finally:
         stop.set()
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=30)
-        pool.close()
-        redis.terminate()
-        redis.wait(timeout=15)
-        with psycopg.connect(args.admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        terminate(procs)
+        if not isinstance(api_log, int):
+            api_log.close()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = options(__doc__, postgres=True)
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--active", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=45)
@@ -397,13 +414,12 @@ def main() -> None:
     parser.add_argument("--api-workers", type=int, default=1)
     parser.add_argument("--actors", type=int, default=8, help="client threads that act")
     parser.add_argument("--api-log", help="a file for the API's log (default: none)")
-    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument(
         "--own-postgres",
         action="store_true",
         help="a PostgreSQL server of its own (embedded), not --admin-url's",
     )
-    args = parser.parse_args()
+    args = parse(parser, streams=6, active=2, seconds=1.5, warmup=2, workers=1, actors=2)
     if args.own_postgres:
         with own_postgres() as args.admin_url:
             run(args)

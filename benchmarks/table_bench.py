@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from common import options, parse, percentile, redis_server, scratch_database, start_workers, stop
+from common import options, parse, percentile, redis_server, scratch_database, start_workers, terminate
 from flask import Flask
 from flask.testing import FlaskClient
 
@@ -112,7 +112,7 @@ def run(tables: int, seconds: float, warmup: float, workers: int, admin_url: str
                 )
         finally:
             done.set()
-            stop(procs, timeout=15)
+            terminate(procs, timeout=15)
             app.extensions["ddz"].close()
 
 

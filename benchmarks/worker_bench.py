@@ -18,7 +18,7 @@ import time
 import uuid
 
 import psycopg
-from common import flushed, options, parse, percentile, scratch_database, start_workers, stop
+from common import flushed, options, parse, percentile, scratch_database, start_workers, terminate
 from flask.testing import FlaskClient
 
 from service.api import create_app
@@ -129,7 +129,7 @@ def run(
                 f"{'settlement (hand_ended to settled)':<44} p50 {statistics.median(settle) * 1e3:7.1f} ms   p99 {percentile(settle, 0.99) * 1e3:7.1f} ms"
             )
         finally:
-            stop(procs, timeout=15)
+            terminate(procs, timeout=15)
             app.extensions["ddz"].close()
 
 
