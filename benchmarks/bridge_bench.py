@@ -1,7 +1,7 @@
 """Bot developers' kit benchmark: arena hands per second with the example engine, and the
 bridge's time from a "your turn" on the player's stream to the command's answer.
 
-    python benchmarks/bridge_bench.py [--deals 100] [--hands 10]
+    python benchmarks/bridge_bench.py [--deals 100] [--hands 10] [--smoke]
 
 1. The arena (``ddz arena``'s :func:`service.app.arena.run`): ``--deals`` deals in
    duplicate, examples/engine.py against the house bot (normal), next to the house bot
@@ -17,32 +17,34 @@ bridge's time from a "your turn" on the player's stream to the command's answer.
 
 from __future__ import annotations
 
-import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-import psycopg
+from common import (
+    ROOT,
+    free_port,
+    options,
+    parse,
+    percentile,
+    redis_server,
+    scratch_database,
+    wait_ready,
+)
+from ddz_client import Client
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from ddz_client import Client  # noqa: E402
-
-from benchmarks.table_bench import free_port, redis_server  # noqa: E402
-from benchmarks.worker_bench import fresh_database, percentile  # noqa: E402
-from service.app.arena import run  # noqa: E402
-from service.app.bridge import Bridge  # noqa: E402
-from service.app.engine import Engine  # noqa: E402
-from service.game import Table  # noqa: E402
-from service.game.bot.levels import policy  # noqa: E402
-from service.game.simulate import duplicate  # noqa: E402
+from service.app.arena import run
+from service.app.bridge import Bridge
+from service.app.engine import Engine
+from service.game import Table
+from service.game.bot.levels import policy
+from service.game.simulate import duplicate
 
 EXAMPLE = f"{sys.executable} {ROOT / 'examples' / 'engine.py'}"
 SEED = "0" * 63 + "1"
@@ -83,21 +85,18 @@ class TimedEngine(Engine):
             self.seconds.append(time.perf_counter() - started)
 
 
-def wait_ready(base: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{base}/readyz", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise RuntimeError("the service did not get ready")
+def bridge(hands: int, admin_url: str, data: str | None) -> None:
+    with (
+        scratch_database(admin_url) as (_, url),
+        redis_server() as redis_url,
+        tempfile.TemporaryDirectory(prefix="ddz-bridge-bench-") as scratch,
+    ):
+        serve_and_play(hands, url, redis_url, Path(data or scratch))
 
 
-def bridge(hands: int, admin_url: str, data: Path) -> None:
-    name, url = fresh_database(admin_url)
-    redis, redis_url = redis_server()
+def serve_and_play(hands: int, url: str, redis_url: str, data: Path) -> None:
+    """The service as ``ddz serve`` runs it on that database and Redis server, and the
+    bridge playing ``hands`` hands on it."""
     port = free_port()
     env = {
         **os.environ,
@@ -118,7 +117,7 @@ def bridge(hands: int, admin_url: str, data: Path) -> None:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(base)
+        wait_ready(f"{base}/readyz", serve)
         with Client.register(base, "bench-bot") as client:
             engine = TimedEngine(EXAMPLE)
             played = Bridge(client, engine, hands=hands)
@@ -138,23 +137,20 @@ def bridge(hands: int, admin_url: str, data: Path) -> None:
             f" ms, p99 {percentile(thinking, 0.99):.1f} ms"
         )
     finally:
-        os.killpg(serve.pid, 15)
+        os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(30)
-        redis.terminate()
-        redis.wait()
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = options(__doc__, postgres=True)
     parser.add_argument("--deals", type=int, default=100)
     parser.add_argument("--hands", type=int, default=10)
-    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--data", default="/tmp/ddz-bridge-bench")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--data", help="ddz serve's data directory (its logs; default: a temporary one)"
+    )
+    args = parse(parser, deals=2, hands=1)
     arena(args.deals)
-    bridge(args.hands, args.admin_url, Path(args.data))
+    bridge(args.hands, args.admin_url, args.data)
 
 
 if __name__ == "__main__":
