@@ -1,7 +1,7 @@
 """API benchmark: the command round-trip over HTTP into PostgreSQL, next to the database's
 own commit rate on this machine.
 
-    .venv/bin/python benchmarks/api_bench.py [--seconds S] [--clients 1,32]
+    .venv/bin/python benchmarks/api_bench.py [--seconds S] [--clients 1,32] [--smoke]
 
 It creates a scratch database (``ddz_bench_<random>`` on the server of ``--admin-url``),
 migrates it, starts the API under gunicorn as ``ddz serve`` does (the settings of
@@ -48,61 +48,42 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
+from typing import Any
 from urllib.parse import urlparse
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import httptools
+import psutil
+import psycopg
+from common import (
+    ROOT,
+    command_line,
+    flushed,
+    free_port,
+    ms,
+    parse,
+    percentile,
+    scratch_database,
+    tail,
+    unlimited_environment,
+    wait_ready,
+)
+from psycopg import sql
 
-import httptools  # noqa: E402
-import psycopg  # noqa: E402
-import redis  # noqa: E402
-from psycopg import sql  # noqa: E402
-
-from service.rules import legal_moves, parse_cards, readings  # noqa: E402
-from service.rules.rulesets import Ruleset  # noqa: E402
-from service.store.migrate import migrate  # noqa: E402
-
-try:
-    import psutil  # optional: CPU accounting per process group
-except ImportError:  # pragma: no cover
-    psutil = None
+from service.rules import legal_moves, parse_cards, readings
+from service.rules.rulesets import Ruleset
 
 TARGET_P50_ONE_MS = 2.0
 #: Commands/s with 32 clients over INSERT+COMMIT/s on 32 connections, from the same run.
 TARGET_SHARE = 0.25
 TARGET_P99_MS = 50.0
 BOMBS = ("bomb", "joker_bomb")
-#: The rate limits (service/config.py) that main raises out of the load's way.
-UNLIMITED = [
-    f"DDZ_RATE_LIMIT_{name}"
-    for name in (
-        "COMMANDS",
-        "COMMANDS_PER_ADDRESS",
-        "READS",
-        "READS_PER_ADDRESS",
-        "STREAMS",
-        "STREAMS_PER_ADDRESS",
-        "SIGNUPS_PER_ADDRESS",
-    )
-]
-
-
-# ---------------------------------------------------------------------------------------
-# Figures
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms"
+#: A JSON object, as the API sends and takes them.
+Json = dict[str, Any]
 
 
 # ---------------------------------------------------------------------------------------
@@ -112,30 +93,22 @@ def ms(seconds: float) -> str:
 class Environment:
     """Creates what the run needs and removes it again (``close`` is safe to call twice)."""
 
-    def __init__(self, args, server_env: dict[str, str] | None = None):
+    def __init__(self, args: argparse.Namespace, server_env: dict[str, str] | None = None):
         self.args = args
         #: More of the server's environment (the rate limits: see ``main``).
         self.server_env = server_env or {}
-        self.db_name = f"ddz_bench_{secrets.token_hex(4)}"
-        self.dsn = psycopg.conninfo.make_conninfo(args.admin_url, dbname=self.db_name)
-        self.db_created = False
-        self.gunicorn: subprocess.Popen | None = None
-        self.log_path = None
-        self.port = None
+        self.stack = ExitStack()
+        self.db_name = self.dsn = ""
+        self.gunicorn: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+        self.port = 0
 
     def open(self) -> None:
-        with psycopg.connect(self.args.admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.db_name)))
-        self.db_created = True
-        applied = migrate(self.dsn)
-        print(f"database {self.db_name}: migrations {', '.join(applied)}", flush=True)
-        r = redis.Redis.from_url(self.args.redis_url)
-        r.flushdb()
-        r.close()
+        self.db_name, self.dsn = self.stack.enter_context(scratch_database(self.args.admin_url))
+        print(f"database {self.db_name}, migrated", flush=True)
+        self.stack.enter_context(flushed(self.args.redis_url))
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         env = dict(os.environ)
         env.update(
             DATABASE_URL=self.dsn,
@@ -143,8 +116,11 @@ class Environment:
             DDZ_OPERATOR_TOKEN=secrets.token_urlsafe(24),
         )
         env.update(self.server_env)
-        fd, self.log_path = tempfile.mkstemp(prefix="ddz-api-bench-", suffix=".log")
+        fd, name = tempfile.mkstemp(prefix="ddz-api-bench-", suffix=".log")
         os.close(fd)
+        self.log_path = Path(name)
+        if not self.args.keep_log:
+            self.stack.callback(self.log_path.unlink, missing_ok=True)
         command = [
             sys.executable,
             "-m",
@@ -174,7 +150,8 @@ class Environment:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self._wait_ready()
+        self.stack.callback(self._stop_gunicorn)
+        wait_ready(f"http://127.0.0.1:{self.port}/healthz", self.gunicorn, 60, self.log_path)
         print(
             f"gunicorn pid {self.gunicorn.pid} on 127.0.0.1:{self.port} "
             f"({self.args.workers or os.cpu_count()} {self.args.worker_class or 'gevent'} workers"
@@ -182,35 +159,7 @@ class Environment:
             flush=True,
         )
 
-    def _wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.gunicorn.poll() is not None:
-                raise RuntimeError(
-                    f"gunicorn exited with {self.gunicorn.returncode}:\n{self.log_tail()}"
-                )
-            http = Http(self.port)
-            try:
-                if http.send("GET", "/healthz")[0] == 200:
-                    return
-            except (OSError, httptools.HttpParserError):
-                pass
-            finally:
-                http.close()
-            time.sleep(0.2)
-        raise RuntimeError(
-            f"/healthz did not answer 200 within {timeout:.0f} s:\n{self.log_tail()}"
-        )
-
-    def log_tail(self, lines: int = 30) -> str:
-        if not self.log_path:
-            return ""
-        try:
-            return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def close(self) -> None:
+    def _stop_gunicorn(self) -> None:
         if self.gunicorn is not None and self.gunicorn.poll() is None:
             self.gunicorn.terminate()
             try:
@@ -219,33 +168,13 @@ class Environment:
                 self.gunicorn.kill()
                 self.gunicorn.wait()
         self.gunicorn = None
-        if self.db_created:
-            try:
-                with psycopg.connect(self.args.admin_url, autocommit=True) as conn:
-                    conn.execute(
-                        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                            sql.Identifier(self.db_name)
-                        )
-                    )
-                self.db_created = False
-                print(f"dropped database {self.db_name}", flush=True)
-            except psycopg.Error as exc:
-                print(f"could not drop database {self.db_name}: {exc}", file=sys.stderr)
-        try:
-            r = redis.Redis.from_url(self.args.redis_url)
-            r.flushdb()
-            r.close()
-        except redis.RedisError:
-            pass
-        if self.log_path and not self.args.keep_log:
-            try:
-                os.unlink(self.log_path)
-            except OSError:
-                pass
-            self.log_path = None
+
+    def close(self) -> None:
+        """Stops gunicorn, flushes the Redis DB, drops the database, removes the log."""
+        self.stack.close()
 
     def server_pids(self) -> list[int]:
-        if psutil is None or self.gunicorn is None:
+        if self.gunicorn is None:
             return []
         master = psutil.Process(self.gunicorn.pid)
         return [master.pid] + [p.pid for p in master.children(recursive=True)]
@@ -265,7 +194,7 @@ class CpuMeter:
         self.env = env
         self.redis_port = f":{urlparse(env.args.redis_url).port or 6379}"
 
-    def _category(self, proc) -> str | None:
+    def _category(self, proc: psutil.Process) -> str | None:
         name = proc.info["name"] or ""
         if name.startswith("postgres"):
             title = " ".join(proc.info["cmdline"] or [])
@@ -278,9 +207,7 @@ class CpuMeter:
             return "redis"
         return None
 
-    def _sample(self) -> dict | None:
-        if psutil is None:
-            return None
+    def _sample(self) -> dict[str, Any]:
         own = os.times()
         per_process: dict[tuple[str, int, float], float] = {}
         gunicorn = set(self.env.server_pids())
@@ -309,10 +236,8 @@ class CpuMeter:
     def start(self) -> None:
         self.before = self._sample()
 
-    def stop(self) -> dict[str, float] | None:
+    def stop(self) -> dict[str, float]:
         after = self._sample()
-        if after is None or self.before is None:
-            return None
         usage = {k: after[k] - self.before[k] for k in ("client", "busy", "all")}
         usage.update(gunicorn=0.0, postgres=0.0, redis=0.0)
         for key, seconds in after["processes"].items():
@@ -329,13 +254,14 @@ class _Answer:
     the server keeps the connection open (asked when the headers are in: once the message
     is complete the parser has reset and always says no)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.parser: httptools.HttpResponseParser | None = None
         self.body: list[bytes] = []
         self.complete = False
         self.keep_alive = False
 
     def on_headers_complete(self) -> None:
+        assert self.parser is not None
         self.keep_alive = self.parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
@@ -356,10 +282,12 @@ class Http:
         self.port = port
         self.sock: socket.socket | None = None
 
-    def open(self) -> None:
+    def open(self) -> socket.socket:
+        """The connection, opened when it is not."""
         if self.sock is None:
             self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=60)
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return self.sock
 
     def close(self) -> None:
         if self.sock is not None:
@@ -367,10 +295,15 @@ class Http:
             self.sock = None
 
     def send(
-        self, method: str, path: str, token: str | None = None, body=None, extra: dict | None = None
+        self,
+        method: str,
+        path: str,
+        token: str | None = None,
+        body: Json | None = None,
+        extra: dict[str, str] | None = None,
     ) -> tuple[int, bytes, float]:
         """(status, raw body, seconds from sending to the last byte of the answer)."""
-        self.open()
+        sock = self.open()
         lines = [
             f"{method} {path} HTTP/1.1",
             f"Host: 127.0.0.1:{self.port}",
@@ -390,9 +323,9 @@ class Http:
         parser = answer.parser = httptools.HttpResponseParser(answer)
         start = time.perf_counter()
         try:
-            self.sock.sendall(request)
+            sock.sendall(request)
             while not answer.complete:
-                chunk = self.sock.recv(65536)
+                chunk = sock.recv(65536)
                 if not chunk:
                     raise ConnectionResetError("the server closed the connection")
                 parser.feed_data(chunk)
@@ -405,8 +338,13 @@ class Http:
         return parser.get_status_code(), b"".join(answer.body), elapsed
 
     def call(
-        self, method: str, path: str, token: str | None = None, body=None, expect=(200, 201)
-    ) -> dict:
+        self,
+        method: str,
+        path: str,
+        token: str | None = None,
+        body: Json | None = None,
+        expect: tuple[int, ...] = (200, 201),
+    ) -> Json:
         """An untimed request that must succeed (retried once on a dropped connection: only
         reads and setup go through here, never a command)."""
         for attempt in range(2):
@@ -418,7 +356,8 @@ class Http:
                     raise
         if status not in expect:
             raise RuntimeError(f"{method} {path} -> {status}: {raw[:300]!r}")
-        return json.loads(raw)
+        answer: Json = json.loads(raw)
+        return answer
 
 
 # ---------------------------------------------------------------------------------------
@@ -429,7 +368,7 @@ class Http:
 class ClientStats:
     latencies: list[float] = field(default_factory=list)
     by_action: dict[str, list[float]] = field(default_factory=dict)
-    rejected: Counter = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter)
     hands: int = 0
     untimed_requests: int = 0
     dropped: int = 0
@@ -450,7 +389,7 @@ class Game:
         self.connections, self.tokens, self.rng, self.stats = connections, tokens, rng, stats
         self.idempotency = idempotency
 
-    def _untimed(self, method, path, token, body=None) -> dict:
+    def _untimed(self, method: str, path: str, token: str, body: Json | None = None) -> Json:
         self.stats.untimed_requests += 1
         return self.connections[self.tokens.index(token)].call(method, path, token, body)
 
@@ -458,7 +397,6 @@ class Game:
         match = self._untimed("POST", "/v1/matches", self.tokens[0], {"turn_seconds": 3600})
         self.match_id = match["match_id"]
         self.path = f"/v1/matches/{self.match_id}"
-        view = None
         for seat, token in enumerate(self.tokens):
             view = self._untimed("POST", f"{self.path}/seats", token, {"seat": seat})
         self.hands: list[list[str]] = [[] for _ in range(4)]
@@ -474,7 +412,7 @@ class Game:
             self.absorb(self._untimed("GET", self.path, self.tokens[seat]))
         self.landlord_synced = self.landlord is not None
 
-    def absorb(self, view: dict) -> None:
+    def absorb(self, view: Json) -> None:
         seat = view["seat"]
         self.hands[seat] = view["hand"]
         self.bombs_left[seat] = view["bombs_left"]
@@ -483,7 +421,7 @@ class Game:
         if self.landlord is not None and seat == self.landlord:
             self.landlord_synced = True
 
-    def choose(self) -> dict:
+    def choose(self) -> Json:
         """A legal command for the seat to act."""
         rng, phase = self.rng, self.phase
         if phase == "bidding":
@@ -564,7 +502,7 @@ class Game:
             # The bottom went to a landlord other than the seat that answered: read its hand.
             self.absorb(self._untimed("GET", self.path, self.tokens[self.landlord]))
 
-    def _command(self, seat: int, body: dict, key: str | None):
+    def _command(self, seat: int, body: Json, key: str | None) -> tuple[int, bytes, float]:
         extra = {"Idempotency-Key": key} if key is not None else None
         return self.connections[seat].send(
             "POST", f"{self.path}/commands", self.tokens[seat], body, extra
@@ -572,7 +510,17 @@ class Game:
 
 
 class Client(threading.Thread):
-    def __init__(self, index: int, port: int, seed: int, options: argparse.Namespace):
+    """Plays from the ``go`` event until its ``deadline`` or the ``stop`` event."""
+
+    def __init__(
+        self,
+        index: int,
+        port: int,
+        seed: int,
+        options: argparse.Namespace,
+        go: threading.Event,
+        stop: threading.Event,
+    ):
         super().__init__(name=f"client-{index}", daemon=True)
         # One connection for the four seats, or one each (as four phones would).
         self.connections = (
@@ -583,9 +531,8 @@ class Client(threading.Thread):
         self.idempotency = options.idempotency
         self.ready = threading.Event()
         self.error: BaseException | None = None
-        self.go = None
+        self.go, self.stop = go, stop
         self.deadline = 0.0
-        self.stop = None
 
     def prepare(self) -> None:
         """Players and a first match, before the clock starts."""
@@ -619,7 +566,7 @@ class RunResult:
     seconds: float
     latencies: list[float]
     by_action: dict[str, list[float]]
-    rejected: Counter
+    rejected: Counter[str]
     hands: int
     untimed: int
     dropped: int
@@ -639,10 +586,9 @@ def run_clients(
     stop: threading.Event,
     cpu: CpuMeter | None,
 ) -> RunResult:
-    clients = [Client(i, env.port, seed * 1000 + i, options) for i in range(count)]
     go = threading.Event()
+    clients = [Client(i, env.port, seed * 1000 + i, options, go, stop) for i in range(count)]
     for client in clients:
-        client.go, client.stop = go, stop
         client.start()
     for client in clients:
         while not client.ready.wait(0.2):
@@ -669,7 +615,7 @@ def run_clients(
     if errors:
         raise RuntimeError(f"{errors[0].name} failed: {errors[0].error!r}") from errors[0].error
     by_action: dict[str, list[float]] = {}
-    rejected: Counter = Counter()
+    rejected: Counter[str] = Counter()
     for c in clients:
         for action, values in c.stats.by_action.items():
             by_action.setdefault(action, []).extend(values)
@@ -817,7 +763,7 @@ def report(
         )
         if run.cpu and run.latencies:
             n = len(run.latencies)
-            cores = psutil.cpu_count() if psutil else os.cpu_count()
+            cores = psutil.cpu_count()
             busy = run.cpu["busy"] / run.cpu["all"] if run.cpu["all"] else float("nan")
             other = run.cpu["busy"] - sum(
                 run.cpu[k] for k in ("client", "gunicorn", "postgres", "redis")
@@ -839,7 +785,7 @@ def report(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser = command_line(__doc__, postgres=True, redis_database=True)
     parser.add_argument(
         "--seconds", type=float, default=15.0, help="length of each measured phase (default 15)"
     )
@@ -856,10 +802,6 @@ def main() -> int:
         type=float,
         default=3.0,
         help="seconds of untimed play first, with the most clients",
-    )
-    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument(
-        "--redis-url", default="redis://127.0.0.1:6379/12", help="a Redis DB of its own; flushed"
     )
     parser.add_argument(
         "--workers",
@@ -896,19 +838,19 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
-    args = parser.parse_args()
+    args = parse(parser, seconds=0.5, clients="1,2", commit_connections="1,2", warmup=0.3)
     counts = [int(x) for x in args.clients.split(",") if x.strip()]
     commit_connections = [int(x) for x in args.commit_connections.split(",") if x.strip()]
 
     # The limits stay on, so that their cost is measured, but far above this load: 128
     # players from one address, each seat at many times a person's pace.
-    server_env = {name: os.environ.get(name, "1000000/second") for name in UNLIMITED}
+    server_env = unlimited_environment()
 
     def measure(env: Environment, stop: threading.Event) -> int:
-        cpu = CpuMeter(env) if psutil else None
+        cpu = CpuMeter(env)
         with psycopg.connect(env.dsn) as conn:
             settings = {
-                name: conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]
+                name: conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchall()[0][0]
                 for name in (
                     "fsync",
                     "synchronous_commit",
@@ -947,12 +889,16 @@ def main() -> int:
     return serve(args, server_env, measure)
 
 
-def serve(args, server_env: dict[str, str], body) -> int:
+def serve(
+    args: argparse.Namespace,
+    server_env: dict[str, str],
+    body: Callable[[Environment, threading.Event], int],
+) -> int:
     """Starts the environment, runs ``body(env, stop)`` and returns what it returns; stops
     and removes everything afterwards, also on Ctrl-C or SIGTERM (then 130) or errors."""
     stop = threading.Event()
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         stop.set()
         raise KeyboardInterrupt
 
@@ -970,9 +916,8 @@ def serve(args, server_env: dict[str, str], body) -> int:
         return 130
     except Exception:
         stop.set()
-        tail = env.log_tail()
-        if tail:
-            print(f"gunicorn log (last lines):\n{tail}", file=sys.stderr)
+        if env.log_path is not None:
+            print(f"gunicorn log (last lines){tail(env.log_path)}", file=sys.stderr)
         raise
     finally:
         stop.set()

@@ -29,8 +29,8 @@ from typing import Any
 
 from common import (
     ROOT,
+    command_line,
     free_port,
-    options,
     parse,
     percentile,
     redis_server,
@@ -142,7 +142,7 @@ def serve_and_play(hands: int, url: str, redis_url: str, data: Path) -> None:
 
 
 def main() -> None:
-    parser = options(__doc__, postgres=True)
+    parser = command_line(__doc__, postgres=True)
     parser.add_argument("--deals", type=int, default=100)
     parser.add_argument("--hands", type=int, default=10)
     parser.add_argument(

@@ -71,7 +71,7 @@ def unlimited_environment() -> dict[str, str]:
 # The command line
 
 
-def options(
+def command_line(
     doc: str | None, postgres: bool = False, redis_database: bool = False
 ) -> argparse.ArgumentParser:
     """A script's parser: described by the first paragraph of its ``doc``, with

@@ -1,6 +1,7 @@
 """Flood benchmark: what a flood from one token does to another player's commands.
 
     .venv/bin/python benchmarks/flood_bench.py [--seconds S] [--flooders N] [--limits on|off]
+                                                [--smoke]
 
 It starts the API under gunicorn as benchmarks/api_bench.py does (a scratch database, a
 Redis DB of its own, ``service/gunicorn_conf.py``), with the default rate limits (or none,
@@ -17,18 +18,15 @@ Target: with the flood, the player's p50 within 3x and a few ms of its p50 alone
 
 from __future__ import annotations
 
-import argparse
 import random
 import socket
 import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from api_bench import ClientStats, Environment, Game, Http, ms, percentile, serve  # noqa: E402
+from api_bench import ClientStats, Environment, Game, Http, serve
+from common import command_line, ms, parse, percentile
 
 FLOODER_ADDRESS, PLAYER_ADDRESS = "127.0.0.2", "127.0.0.3"
 
@@ -40,12 +38,13 @@ class HttpFrom(Http):
         super().__init__(port)
         self.source = source
 
-    def open(self) -> None:
+    def open(self) -> socket.socket:
         if self.sock is None:
             self.sock = socket.create_connection(
                 ("127.0.0.1", self.port), timeout=60, source_address=(self.source, 0)
             )
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return self.sock
 
 
 def play(game: Game, seconds: float, interval: float, stop: threading.Event) -> list[float]:
@@ -61,10 +60,10 @@ def play(game: Game, seconds: float, interval: float, stop: threading.Event) -> 
 
 def flood(
     port: int, token: str, path: str, threads: int, seconds: float, most: int, stop: threading.Event
-) -> Counter:
+) -> Counter[int | str]:
     """Commands from one token, as fast as ``threads`` connections send them; the count of
     each status answered."""
-    answered: Counter = Counter()
+    answered: Counter[int | str] = Counter()
     lock = threading.Lock()
     deadline = time.perf_counter() + seconds
 
@@ -75,6 +74,7 @@ def flood(
                 with lock:
                     if sum(answered.values()) >= most:
                         return
+                status: int | str
                 try:
                     status, _, _ = http.send("POST", path, token, {"action": "pass"})
                 except OSError:
@@ -93,7 +93,7 @@ def flood(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = command_line(__doc__, postgres=True, redis_database=True)
     parser.add_argument(
         "--seconds", type=float, default=5.0, help="length of each phase (default 5)"
     )
@@ -115,10 +115,6 @@ def main() -> int:
         default="on",
         help="the server's rate limits (default on, as configured)",
     )
-    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument(
-        "--redis-url", default="redis://127.0.0.1:6379/12", help="a Redis DB of its own; flushed"
-    )
     parser.add_argument(
         "--workers",
         type=int,
@@ -126,7 +122,7 @@ def main() -> int:
         help="gunicorn workers (default as ddz serve: one per core)",
     )
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
-    args = parser.parse_args()
+    args = parse(parser, seconds=0.5, flooders=2, max_flood=500, interval=0.05)
     args.worker_class, args.threads, args.access_log, args.app = (
         "gevent",
         0,
@@ -154,7 +150,7 @@ def main() -> int:
             f"the player with a flood from one token on {args.flooders} connections (limits {args.limits})",
             flush=True,
         )
-        answered: Counter = Counter()
+        answered: Counter[int | str] = Counter()
         flooding = threading.Thread(
             target=lambda: answered.update(
                 flood(

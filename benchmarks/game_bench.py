@@ -26,7 +26,7 @@ import random
 import statistics
 import time
 
-from common import options, parse, spread
+from common import command_line, parse, spread
 
 from service.game import Table, decide, evolve, replay, seat_view
 from service.game.bot import BotPolicy
@@ -46,7 +46,7 @@ from service.rules import counts_of, moves
 
 
 def main() -> None:
-    parser = options(__doc__)
+    parser = command_line(__doc__)
     parser.add_argument("--hands", type=int, default=500)
     parser.add_argument("--seed", type=int, default=7)
     args = parse(parser, hands=2)

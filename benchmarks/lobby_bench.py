@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from common import options, parse, percentile, scratch_database
+from common import command_line, parse, percentile, scratch_database
 
 from service.app.commands import Commands
 from service.app.tables import Tables
@@ -56,7 +56,7 @@ def run(waiting: int, settings: int, groups: int, admin_url: str) -> None:
 
 
 def main() -> None:
-    parser = options(__doc__, postgres=True)
+    parser = command_line(__doc__, postgres=True)
     parser.add_argument("--waiting", type=int, default=400)
     parser.add_argument("--settings", type=int, default=10)
     parser.add_argument("--groups", type=int, default=200)

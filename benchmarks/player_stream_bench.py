@@ -53,8 +53,8 @@ import psutil
 import psycopg
 import requests
 from common import (
+    command_line,
     free_port,
-    options,
     parse,
     percentile,
     redis_server,
@@ -405,7 +405,7 @@ def play(
 
 
 def main() -> None:
-    parser = options(__doc__, postgres=True)
+    parser = command_line(__doc__, postgres=True)
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--active", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=45)

@@ -15,11 +15,11 @@ import sys
 import time
 import types
 
-from common import options, parse
+from common import command_line, parse
 
 
 def main() -> None:
-    parser = options(__doc__)
+    parser = command_line(__doc__)
     parser.add_argument("path", help="a checkout of noword/rlcard")
     parser.add_argument("--hands", type=int, default=300)
     parser.add_argument("--seed", type=int, default=7)

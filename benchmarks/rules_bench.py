@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from common import options, parse, spread
+from common import command_line, parse, spread
 
 from service.rules import DECK, Card, classify, counts_of, legal_moves, legal_plays
 from service.rules.errors import InvalidCombination
@@ -51,7 +51,7 @@ def bench_classify(hands: list[list[Card]], rng: random.Random) -> None:
 
 
 def main() -> None:
-    parser = options(__doc__)
+    parser = command_line(__doc__)
     parser.add_argument("--hands", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
     args = parse(parser, hands=20)

@@ -18,7 +18,7 @@ import math
 import statistics
 import time
 
-from common import options, parse
+from common import command_line, parse
 
 from service.game import Table, decide, evolve, replay, seat_view
 from service.game.bot.levels import NORMAL_STYLE
@@ -30,7 +30,7 @@ from service.rules import counts_of
 
 
 def main() -> None:
-    parser = options(__doc__)
+    parser = command_line(__doc__)
     parser.add_argument("--hands", type=int, default=150)
     parser.add_argument("--ruleset", default=None)
     parser.add_argument("--no-doubling", action="store_true")

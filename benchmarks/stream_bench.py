@@ -3,6 +3,7 @@ commands: how long each event takes from its commit to every stream, and the mem
 open stream costs.
 
     .venv/bin/python benchmarks/stream_bench.py [--streams 500,1000,2000,5000] [--rounds 5]
+                                                 [--smoke]
 
 Like ``api_bench.py`` (whose scratch database, Redis DB and gunicorn it uses), it starts
 the API under gunicorn with the settings of ``service/gunicorn_conf.py``, by default ONE
@@ -29,7 +30,6 @@ the commit, and commands still answered.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import resource
@@ -39,23 +39,13 @@ import sys
 import threading
 import time
 from datetime import datetime
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import psutil
+import psycopg
+from api_bench import ClientStats, Environment, Game, Http, serve
+from common import command_line, parse, percentile, unlimited_environment
 
-import psycopg  # noqa: E402
-from api_bench import (  # noqa: E402
-    UNLIMITED,
-    ClientStats,
-    Environment,
-    Game,
-    Http,
-    percentile,
-    psutil,
-    serve,
-)
-
-from service.store.events import NOTIFY_CHANNEL  # noqa: E402
+from service.store.events import NOTIFY_CHANNEL
 
 TARGET_STREAMS = 5000
 TARGET_P99_S = 0.200
@@ -79,7 +69,7 @@ class Streams:
     def open(self, count: int, timeout: float = 120.0) -> None:
         """Opens streams until ``count`` are open, each read to its snapshot."""
         while len(self.socks) < count:
-            batch = []
+            batch: list[socket.socket] = []
             for _ in range(min(OPEN_BATCH, count - len(self.socks) - len(batch))):
                 token = self.tokens[(len(self.socks) + len(batch)) % len(self.tokens)]
                 sock = socket.create_connection(("127.0.0.1", self.port), timeout=30)
@@ -141,7 +131,8 @@ class Commits(threading.Thread):
 
     def __init__(self, dsn: str, match_id: str):
         super().__init__(daemon=True)
-        self.match_id, self.heard = match_id, {}
+        self.match_id = match_id
+        self.heard: dict[int, float] = {}
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
         self.stopping = threading.Event()
@@ -169,20 +160,16 @@ class Commits(threading.Thread):
 
 
 def worker_rss(env: Environment) -> int:
-    if psutil is None or env.gunicorn is None:
+    if env.gunicorn is None:
         return 0
     master = psutil.Process(env.gunicorn.pid)
     return sum(p.memory_info().rss for p in master.children(recursive=True))
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser = command_line(__doc__, postgres=True, redis_database=True)
     parser.add_argument("--streams", default="500,1000,2000,5000", help="stream counts")
     parser.add_argument("--rounds", type=int, default=5, help="commands per count (default 5)")
-    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument(
-        "--redis-url", default="redis://127.0.0.1:6379/12", help="a Redis DB of its own; flushed"
-    )
     parser.add_argument(
         "--workers", type=int, default=1, help="gunicorn workers (default 1: one process)"
     )
@@ -191,7 +178,7 @@ def main() -> int:
     parser.set_defaults(
         worker_class="gevent", threads=0, access_log=False, app="service.api.wsgi:app"
     )
-    args = parser.parse_args()
+    args = parse(parser, streams="5,10", rounds=2)
     counts = sorted(int(x) for x in args.streams.split(",") if x.strip())
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = max(counts) + 1000
@@ -199,7 +186,7 @@ def main() -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         if hard < wanted:
             print(f"warning: {hard} file descriptors at most: fewer streams will open")
-    server_env = {name: "1000000/second" for name in UNLIMITED}
+    server_env = unlimited_environment()
     server_env.update(
         DDZ_MAX_STREAMS=str(max(counts)),
         DDZ_WORKER_CONNECTIONS=str(max(counts) + 200),

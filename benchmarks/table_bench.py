@@ -26,7 +26,15 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from common import options, parse, percentile, redis_server, scratch_database, start_workers, terminate
+from common import (
+    command_line,
+    parse,
+    percentile,
+    redis_server,
+    scratch_database,
+    start_workers,
+    terminate,
+)
 from flask import Flask
 from flask.testing import FlaskClient
 
@@ -117,7 +125,7 @@ def run(tables: int, seconds: float, warmup: float, workers: int, admin_url: str
 
 
 def main() -> None:
-    parser = options(__doc__, postgres=True)
+    parser = command_line(__doc__, postgres=True)
     parser.add_argument("--tables", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--warmup", type=float, default=20)

@@ -18,7 +18,15 @@ import time
 import uuid
 
 import psycopg
-from common import flushed, options, parse, percentile, scratch_database, start_workers, terminate
+from common import (
+    command_line,
+    flushed,
+    parse,
+    percentile,
+    scratch_database,
+    start_workers,
+    terminate,
+)
 from flask.testing import FlaskClient
 
 from service.api import create_app
@@ -134,7 +142,7 @@ def run(
 
 
 def main() -> None:
-    parser = options(__doc__, postgres=True, redis_database=True)
+    parser = command_line(__doc__, postgres=True, redis_database=True)
     parser.add_argument("--matches", type=int, default=100)
     parser.add_argument(
         "--alone", type=int, default=5, help="matches played one at a time first (default 5)"
