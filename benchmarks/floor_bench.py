@@ -1,7 +1,7 @@
 """The floor under api_bench's figures: what gunicorn, and Flask on it, cost per request
 on this machine when the request does nothing of ours.
 
-    .venv/bin/python benchmarks/floor_bench.py [--seconds S] [--clients 32]
+    .venv/bin/python benchmarks/floor_bench.py [--seconds S] [--clients 32] [--smoke]
 
 Serves, one after the other, under gunicorn's gevent worker with one worker per core (as
 ``ddz serve`` does): ``bare``, a WSGI callable that reads the body and answers fixed
@@ -15,15 +15,17 @@ anything, and so what is left of a budget for the command's own work."""
 
 from __future__ import annotations
 
-import argparse
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Iterable
 from pathlib import Path
+from wsgiref.types import StartResponse, WSGIEnvironment
 
+from common import command_line, free_port, parse
 from flask import Flask, Response, request
 
 HERE = Path(__file__).resolve().parent
@@ -33,7 +35,7 @@ PATH = "/v1/matches/6b1d1f7e-3b8b-4b0e-9d0e-2b7e8f0c1a22/commands"
 BODY = {"action": "play", "cards": ["3h", "3d"], "expected_version": 12}
 
 
-def bare(environ: dict, start_response) -> list[bytes]:
+def bare(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
     environ["wsgi.input"].read()
     start_response(
         "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(ANSWER)))]
@@ -45,19 +47,18 @@ flask = Flask(__name__)
 
 
 @flask.post("/v1/matches/<uuid:match_id>/commands")
-def command(match_id):
+def command(match_id: uuid.UUID) -> Response:
     request.get_json()
     return Response(ANSWER, mimetype="application/json")
 
 
 def measure(app: str, clients: int, seconds: float, workers: int) -> tuple[float, float]:
     """(requests/s, gunicorn's CPU ms per request) of ``app`` ("floor_bench:bare" ...)."""
+    # Imported here, not in the module gunicorn serves.
     import psutil
     from api_bench import Http
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen(
         [
             sys.executable,
@@ -121,12 +122,12 @@ def measure(app: str, clients: int, seconds: float, workers: int) -> tuple[float
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser = command_line(__doc__)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    args = parser.parse_args()
-    print(f"{args.clients} clients, {args.workers} gevent workers, {args.seconds:.0f} s each")
+    args = parse(parser, seconds=0.5, clients=2, workers=1)
+    print(f"{args.clients} clients, {args.workers} gevent workers, {args.seconds:g} s each")
     for name in ("bare", "flask"):
         rate, cpu_ms = measure(f"floor_bench:{name}", args.clients, args.seconds, args.workers)
         print(f"{name:6} {rate:8,.0f} requests/s   gunicorn CPU {cpu_ms:.3f} ms per request")
