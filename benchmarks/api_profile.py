@@ -3,9 +3,10 @@ gunicorn; each request an environ as gunicorn builds one), driven by api_bench's
 logic, under cProfile.
 
     .venv/bin/python benchmarks/api_profile.py [--commands N] [--sort tottime] [--top 40]
+                                               [--smoke]
 
-As the tests do (tests/servers.py): a fresh migrated database on ``--admin-url`` and a
-claimed Redis database, dropped and flushed at the end. Prints the CPU per command (all
+A fresh migrated database on ``--admin-url`` and the Redis database of ``--redis-url``,
+dropped and flushed at the end. Prints the CPU per command (all
 requests of the run, the untimed setup ones included, over the timed commands, as the
 bench counts) and the profile's top entries; the access log goes to a null stream
 (formatted and written all the same), metrics to a scratch multiprocess directory.
@@ -15,41 +16,42 @@ the run more CPU than the app's own routing and hooks.
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import io
 import json
 import os
 import pstats
 import random
+import secrets
 import sys
 import tempfile
 import time
-from pathlib import Path
+from argparse import Namespace
+from typing import cast
+from wsgiref.types import StartResponse
 
-ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT, ROOT / "tests", ROOT / "benchmarks"):
-    sys.path.insert(0, str(extra))
-
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="ddz-prof-metrics-"))
-
-import api_bench  # noqa: E402
-from servers import OPERATOR_TOKEN, UNLIMITED_RATES, claimed_redis_db, fresh_database  # noqa: E402
-
-from service.api import create_app  # noqa: E402
-from service.app import logs  # noqa: E402
-from service.config import Config  # noqa: E402
+from api_bench import ClientStats, Game, Http, Json
+from common import command_line, flushed, parse, percentile, scratch_database, unlimited
+from flask import Flask
 
 
-class WsgiHttp:
-    """api_bench.Http's two calls, as WSGI calls of the app."""
+class WsgiHttp(Http):
+    """api_bench's connection, each request a WSGI call of the app."""
 
-    def __init__(self, app):
+    def __init__(self, app: Flask):
+        super().__init__(port=0)
         self.app = app
 
-    def send(self, method, path, token=None, body=None, extra=None):
+    def send(
+        self,
+        method: str,
+        path: str,
+        token: str | None = None,
+        body: Json | None = None,
+        extra: dict[str, str] | None = None,
+    ) -> tuple[int, bytes, float]:
         raw = b"" if body is None else json.dumps(body).encode()
-        environ = {
+        environ: dict[str, object] = {
             "REQUEST_METHOD": method,
             "PATH_INFO": path,
             "QUERY_STRING": "",
@@ -74,56 +76,58 @@ class WsgiHttp:
             environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
         for name, value in (extra or {}).items():
             environ["HTTP_" + name.upper().replace("-", "_")] = value
-        statuses = []
+        statuses: list[str] = []
+
+        def start_response(status: str, headers: object, exc_info: object = None) -> None:
+            statuses.append(status)
+
         start = time.perf_counter()
-        answer = b"".join(
-            self.app(environ, lambda status, headers, exc_info=None: statuses.append(status))
-        )
+        # The write() that start_response should return is for apps that cannot return
+        # their body: Flask never calls it.
+        answer = b"".join(self.app(environ, cast(StartResponse, start_response)))
         return int(statuses[0].split()[0]), answer, time.perf_counter() - start
-
-    def call(self, method, path, token=None, body=None, expect=(200, 201)):
-        status, raw, _ = self.send(method, path, token, body)
-        if status not in expect:
-            raise RuntimeError(f"{method} {path} -> {status}: {raw[:300]!r}")
-        return json.loads(raw)
-
-    def close(self):
-        pass
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser = command_line(__doc__, postgres=True, redis_database=True)
     parser.add_argument("--commands", type=int, default=2000)
+    parser.add_argument("--warmup", type=int, default=200, help="untimed commands first")
     parser.add_argument("--sort", default="tottime")
     parser.add_argument("--top", type=int, default=45)
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--dump", help="write the raw profile here")
-    args = parser.parse_args()
-    with (
-        fresh_database(args.admin_url, "ddz_prof") as database_url,
-        claimed_redis_db(args.redis_url) as redis_url,
-    ):
-        config = Config(
+    args = parse(parser, commands=50, warmup=20, top=10)
+    # prometheus_client chooses its multiprocess mode, as under gunicorn, when imported.
+    with tempfile.TemporaryDirectory(prefix="ddz-prof-metrics-") as metrics:
+        os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", metrics)
+        run(args)
+
+
+def run(args: Namespace) -> None:
+    from service.api import create_app
+    from service.app import logs
+    from service.config import Config
+
+    with scratch_database(args.admin_url) as (_, database_url), flushed(args.redis_url):
+        config = Config.from_env(
+            {},
             database_url=database_url,
-            redis_url=redis_url,
-            operator_token=OPERATOR_TOKEN,
-            **{f"rate_limit_{name}": "100000/second" for name in UNLIMITED_RATES},
+            redis_url=args.redis_url,
+            operator_token=secrets.token_urlsafe(24),
+            **unlimited(),
         )
         app = create_app(config)
         logs.configure(stream=open(os.devnull, "w"))  # the JSON lines, as deployed
         try:
             http = WsgiHttp(app)
-            connections = [http] * 4
             tokens = [
                 http.call("POST", "/v1/players", body={"name": f"prof-{seat}"})["token"]
                 for seat in range(4)
             ]
-            stats = api_bench.ClientStats()
-            game = api_bench.Game(connections, tokens, random.Random(7), stats, False)
+            stats = ClientStats()
+            game = Game([http] * 4, tokens, random.Random(7), stats, False)
             game.new_match()
-            for _ in range(200):  # warm up
+            for _ in range(args.warmup):
                 game.step(timed=True)
             stats.latencies.clear()
             profile = cProfile.Profile(time.process_time)
@@ -139,7 +143,7 @@ def main() -> None:
                 f"{n} commands, {stats.hands} hands, rejected {dict(stats.rejected)}: "
                 f"{cpu / n * 1e3:.3f} ms CPU per command (client included"
                 f"{'' if args.no_profile else ', profiled'}); "
-                f"p50 {api_bench.percentile(stats.latencies, 0.5) * 1e3:.3f} ms"
+                f"p50 {percentile(stats.latencies, 0.5) * 1e3:.3f} ms"
             )
             if not args.no_profile:
                 if args.dump:
