@@ -838,7 +838,9 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
-    args = parse(parser, seconds=0.5, clients="1,2", commit_connections="1,2", warmup=0.3)
+    args = parse(
+        parser, seconds=0.5, clients="1,2", commit_connections="1,2", warmup=0.3, notifying=True
+    )
     counts = [int(x) for x in args.clients.split(",") if x.strip()]
     commit_connections = [int(x) for x in args.commit_connections.split(",") if x.strip()]
 

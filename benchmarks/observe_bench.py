@@ -1,7 +1,7 @@
 """What metrics and structured logs cost each request and each command, in CPU time, on
 one process, apart from the database and the machine's other load:
 
-    .venv/bin/python benchmarks/observe_bench.py [--requests N] [--per-command-ms 2.0]
+    .venv/bin/python benchmarks/observe_bench.py [--requests N] [--per-command-ms 2.0] [--smoke]
 
 It serves ``GET /healthz`` (no database) N times through the app's WSGI stack, once
 without and once with the request hooks of ``service/api/observe.py`` (the request id, the
@@ -24,11 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from common import command_line, parse
 
 
 def measure(variant: str, requests: int) -> float:
@@ -62,7 +59,7 @@ def measure(variant: str, requests: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser = command_line(__doc__)
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
@@ -72,7 +69,7 @@ def main() -> int:
         help="gunicorn CPU per command measured by api_bench.py, to express the cost as a share",
     )
     parser.add_argument("--variant", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse(parser, requests=200, rounds=1, per_command_ms=2.0)
     if args.variant:
         print(json.dumps(measure(args.variant, args.requests)))
         return 0
