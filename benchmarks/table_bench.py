@@ -130,7 +130,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--warmup", type=float, default=20)
     parser.add_argument("--workers", type=int, default=2)
-    args = parse(parser, tables=2, seconds=2, warmup=3, workers=1)
+    args = parse(parser, tables=2, seconds=1, warmup=2, workers=1)
     run(args.tables, args.seconds, args.warmup, args.workers, args.admin_url)
 
 
