@@ -64,6 +64,7 @@ from common import (
     command_line,
     flushed,
     free_port,
+    gunicorn,
     ms,
     parse,
     percentile,
@@ -121,14 +122,8 @@ class Environment:
         self.log_path = Path(name)
         if not self.args.keep_log:
             self.stack.callback(self.log_path.unlink, missing_ok=True)
-        command = [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            "python:service.gunicorn_conf",
-            "--bind",
-            f"127.0.0.1:{self.port}",
+        command = gunicorn(
+            self.port,
             *(["--workers", str(self.args.workers)] if self.args.workers else []),
             # Without --worker-class, the one service/gunicorn_conf.py names (as deployed).
             *(["--worker-class", self.args.worker_class] if self.args.worker_class else []),
@@ -137,7 +132,7 @@ class Environment:
             # closed under it between phases (a command is never re-sent).
             "--keep-alive",
             "60",
-        ]
+        )
         if self.args.access_log:
             command += ["--access-logfile", "-"]
         command.append(self.args.app)

@@ -218,6 +218,21 @@ def redis_server() -> Iterator[str]:
         server.wait(timeout=15)
 
 
+def gunicorn(port: int, *options: str) -> list[str]:
+    """The command that serves the API under gunicorn with the settings ``ddz serve`` uses
+    (``service/gunicorn_conf.py``) on ``127.0.0.1:port``, ``options`` added."""
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "-c",
+        "python:service.gunicorn_conf",
+        "--bind",
+        f"127.0.0.1:{port}",
+        *options,
+    ]
+
+
 def start_workers(count: int, env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
     """``count`` worker processes (``ddz worker``) with the environment ``env``."""
     return [

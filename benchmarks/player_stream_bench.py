@@ -39,7 +39,6 @@ import shutil
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -55,6 +54,7 @@ import requests
 from common import (
     command_line,
     free_port,
+    gunicorn,
     parse,
     percentile,
     redis_server,
@@ -290,18 +290,7 @@ def play(
     api_log: IO[bytes] | int = open(args.api_log, "wb") if args.api_log else subprocess.DEVNULL
     try:
         api = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "-c",
-                "python:service.gunicorn_conf",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                str(args.api_workers),
-                "service.api.wsgi:app",
-            ],
+            gunicorn(port, "--workers", str(args.api_workers), "service.api.wsgi:app"),
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=api_log,
