@@ -244,6 +244,7 @@ def play_full_hand(api, base_url: str, ruleset: str, rng: random.Random, script:
     }
 
 
+@pytest.mark.slow
 def test_full_hand_platform_with_show_hand_and_report(live_server, monkeypatch):
     """shanghai-platform: the first bidder bids 3 (头撂), shows the hand (摊打), declares 报到
     and plays on (打): the landlord's hand and the reported cards become public."""
@@ -274,6 +275,7 @@ def test_full_hand_platform_with_show_hand_and_report(live_server, monkeypatch):
         assert views and all(v["landlord_hand"] is not None and v["reported_cards"] for v in views)
 
 
+@pytest.mark.slow
 def test_full_hand_local_ruleset(live_server, monkeypatch):
     """shanghai-local, bids chosen at random among the offered ones, the marked card a joker (明王)."""
     use_seed(

@@ -294,6 +294,7 @@ def settle(monkeypatch, database_url, redis_url):
     workers.context.context.cache_clear()
 
 
+@pytest.mark.slow
 def test_the_stream_of_a_settled_match_closes_after_its_last_event(live_server, playing, settle):
     api, players, match_id = playing
     advance_to_playing(players, match_id)

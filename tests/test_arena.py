@@ -15,6 +15,9 @@ from service.app.engine import Engine, EngineGarbage
 from service.cli import main
 from service.game.record import load, verify
 
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = f"{sys.executable} {ROOT / 'examples' / 'engine.py'}"
 SEED = "ab" * 32

@@ -16,6 +16,9 @@ import time
 import pytest
 from servers import ROOT
 
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 SCRIPTS = sorted(path for path in (ROOT / "benchmarks").glob("*.py") if path.name != "common.py")
 #: rlcard_bench measures another project's engine (noword/rlcard, which needs numpy), from
 #: a checkout of it that this environment names, or not.

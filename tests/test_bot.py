@@ -111,6 +111,7 @@ def played_ranks(command) -> str:
 # --- legality --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ruleset", RULESET_NAMES)
 def test_four_bots_always_play_legally(ruleset):
     """decide() refuses an illegal command with a GameError: finishing every hand proves
@@ -386,6 +387,7 @@ def landlord_win_rate(
     return wins / hands
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ruleset", RULESET_NAMES)
 def test_bot_beats_the_random_baseline(ruleset):
     random_landlord = landlord_win_rate(ruleset, False, False)  # about 0.28

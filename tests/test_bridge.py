@@ -29,6 +29,9 @@ from servers import lobby_service
 from service.app.bridge import Bridge
 from service.app.engine import Engine
 
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = f"{sys.executable} {ROOT / 'examples' / 'engine.py'}"
 MISBEHAVING = ROOT / "tests" / "engines" / "misbehaving.py"

@@ -34,6 +34,9 @@ from ddz_client import (
 )
 from servers import lobby_service
 
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 README = Path(__file__).resolve().parents[1] / "clients" / "python" / "README.md"
 
 

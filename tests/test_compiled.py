@@ -18,6 +18,9 @@ from pathlib import Path
 import pytest
 from servers import ROOT
 
+# Slow: builds the rules with mypyc and runs their tests again (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 #: The rules' own tests, and those of their callers that are quick: the decider, hand
 #: records (malformed ones included) and the search's play-out engine.
 RULES_TESTS = [

@@ -25,6 +25,9 @@ from service.game.state import DEALING
 from service.rules import new_seed
 from service.store import EventStore, open_pool
 
+# Slow: kills database backends and waits for the pool to recover (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 #: Every backend of the current database but the caller's.
 TERMINATE = (
     "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"

@@ -21,6 +21,9 @@ import yaml
 from service.api import openapi_document
 from service.config import COMMAND_CONNECTIONS, Config
 
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "k8s"
 COMPOSE = ROOT / "deploy" / "compose.yaml"

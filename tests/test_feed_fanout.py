@@ -24,6 +24,9 @@ from test_workers import (  # noqa: F401 - fixtures, used by name
     worker_redis_url,
 )
 
+# Slow: plays hands through real workers and waits for deadlines (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def served(worker_database_url, worker_redis_url):

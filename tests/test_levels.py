@@ -23,6 +23,9 @@ from service.game.views import seat_view
 from service.rules import counts_of
 from service.rules.cards import NUM_RANKS
 
+# Slow: plays many hands to check properties of the engine (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 
 def seed(label: str, i: int) -> bytes:
     return hashlib.sha256(f"{label}-{i}".encode()).digest()

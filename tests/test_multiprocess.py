@@ -26,6 +26,9 @@ from servers import OPERATOR_TOKEN, fresh_database, wait_until_ready
 from test_server import gunicorn
 from test_workers_process import WorkerProcess
 
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture()
 def cluster(postgres_admin_url, own_redis_url, tmp_path) -> Iterator[list[str]]:

@@ -14,12 +14,16 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import requests
 from handplay import OP, new_player, ops, play_hand, run_jobs
 from prometheus_client.parser import text_string_to_metric_families
 from servers import fresh_database, wait_until_ready
 
 from service.app import logs
+
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
 
 
 def scrape(client) -> dict[tuple[str, tuple], float]:

@@ -463,6 +463,7 @@ def play_the_hand(contract: Contract, match_id: str, tokens: list[str]) -> dict:
     pytest.fail("the hand did not end in 500 actions")
 
 
+@pytest.mark.slow
 def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_worker):
     call = contract.call
     # Health: ready while a worker lives; without one, a problem that says so

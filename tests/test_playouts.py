@@ -37,6 +37,7 @@ def first_play(table: Table, seed: bytes, rng: random.Random) -> State:
     return state
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ruleset", ["shanghai-platform", "shanghai-local"])
 def test_the_playout_engine_agrees_with_the_full_engine(ruleset):
     table = Table.build(ruleset)

@@ -18,6 +18,9 @@ from service.game.settlement import HandResult
 from service.game.simulate import play_hand
 from service.rules import DECK
 
+# Slow: plays many hands to check properties of the engine (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 HANDS = 1000
 BOT_EVERY = 5  # one hand in five has bots at some seats
 

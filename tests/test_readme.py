@@ -12,8 +12,12 @@ import re
 import shutil
 import subprocess
 
+import pytest
 import requests
 from servers import OPERATOR_TOKEN, ROOT, ddz_serve, fresh_database
+
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
 
 
 def walkthrough(heading: str = "A whole hand with curl") -> str:

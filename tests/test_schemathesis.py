@@ -31,6 +31,9 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from servers import OPERATOR_TOKEN, beating_worker
 from test_openapi import Contract, play_the_hand
 
+# Slow: generates requests to every operation (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 SPEC_PATH = Path(__file__).resolve().parent.parent / "openapi.yaml"
 STREAM = "/v1/matches/{match_id}/stream"
 #: Long-polls are cut to this many seconds (the document allows 30).

@@ -25,6 +25,9 @@ from servers import free_port, wait_until_ready
 
 from service import embedded
 
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

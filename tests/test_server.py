@@ -25,6 +25,9 @@ from api_support import HttpApi, open_stream, seated_match
 from servers import OPERATOR_TOKEN, UNLIMITED_RATES, wait_until_ready
 from test_api_stream import act_once, read_messages
 
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 #: More than 3 workers x 32 threads, what gthread served before.
 STREAMS = 150

@@ -25,6 +25,9 @@ from test_api_stream import act_once, read_messages, without_deadline
 
 from service.api import create_app
 
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 BOUND = 12
 
 

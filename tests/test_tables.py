@@ -31,6 +31,9 @@ import service.app.feed
 import workers.context
 from workers import sweeper
 
+# Slow: plays hands through real workers and waits for deadlines (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def wapp(worker_database_url, worker_redis_url):

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from decimal import Decimal
 
+import pytest
 from api_support import (
     DECISIONS,
     HttpApi,
@@ -26,6 +27,9 @@ from api_support import (
     sse_messages,
 )
 from servers import ddz_serve, fresh_database
+
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
 
 HANDS = 3
 

@@ -10,8 +10,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import redis as redis_lib
 from servers import claimed_redis_db, redis_db_url
+
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parent
 

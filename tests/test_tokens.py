@@ -67,6 +67,7 @@ def test_a_player_makes_another_token_sees_both_and_revokes_them(client):
     assert client.get("/v1/me/tokens", headers=auth(second["token"])).status_code == 401
 
 
+@pytest.mark.slow
 def test_a_revoked_token_is_refused_by_another_api_process_within_a_second(client, config):
     other = create_app(config)  # a second process's app: its own token cache and listener
     try:
@@ -147,6 +148,7 @@ def gunicorn_api(config, tmp_path):
         yield base
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("served", [threaded_api, gunicorn_api], ids=["threaded", "gunicorn"])
 @pytest.mark.parametrize("stream", ["me", "match"])
 def test_a_revoked_token_ends_the_stream_it_opened(config, tmp_path, served, stream):

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from service.rules import InvalidCombination, Ruleset, beats, classify
 
 
@@ -28,6 +30,7 @@ def test_every_vector_through_the_library(vectors):
     assert failures == []
 
 
+@pytest.mark.slow
 def test_every_vector_through_ddz_rules(vectors):
     requests = "".join(
         json.dumps({k: v[k] for k in ("cards", "over", "ruleset") if k in v}) + "\n"

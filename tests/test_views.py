@@ -401,6 +401,7 @@ def check_operator(state: State, event: Event) -> None:
         assert o["landlord_hand"] == as_shown(state.hands[state.landlord])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ruleset", RULESETS)
 def test_a_seat_sees_only_what_it_may_know_in_dealt_hands(ruleset):
     seen = Counter()
@@ -415,6 +416,7 @@ def test_a_seat_sees_only_what_it_may_know_in_dealt_hands(ruleset):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ruleset", RULESETS)
 def test_a_seat_sees_only_what_it_may_know_after_show_hand_and_report(ruleset):
     seen = Counter()
@@ -424,6 +426,7 @@ def test_a_seat_sees_only_what_it_may_know_after_show_hand_and_report(ruleset):
     assert seen["report=play"] > 0 and seen["report=no_play"] > 0 and seen["report=decline"] > 0
 
 
+@pytest.mark.slow
 def test_a_view_is_the_same_whatever_the_hidden_cards():
     """Deal the cards a seat cannot see differently among the other seats (same counts) at
     every turn: its whole view, the history and the counts derived from it included, does

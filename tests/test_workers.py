@@ -41,6 +41,9 @@ from service.app import work
 from service.config import Config
 from workers import sweeper
 
+# Slow: plays hands through real workers and waits for deadlines (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 OP = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 #: The first factors of M, without bombs (docs/rules.md §5).
 PLAIN_FACTORS = {

@@ -44,6 +44,9 @@ from test_workers import (  # noqa: F401 - fixtures
 
 from service.config import Config
 
+# Slow: starts servers or other processes (bin/test --fast leaves it out).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 SCAN_SECONDS = Config().deadline_scan_seconds
 HEARTBEAT_SECONDS = Config().worker_heartbeat_seconds
