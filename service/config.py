@@ -57,8 +57,11 @@ class Config:
     #: How often each worker sweeps for work lost with Redis or a worker (seconds):
     #: DDZ_SWEEP_SECONDS.
     sweep_seconds: float = 15.0
-    #: After a failed pass the workers' timers wait 1, 2, 4 … up to this many seconds, and a
-    #: worker that lost Redis tries it again as often: DDZ_MAX_BACKOFF_SECONDS.
+    #: After a failed pass the workers' timers wait this long, then twice as long each time:
+    #: DDZ_MIN_BACKOFF_SECONDS.
+    min_backoff_seconds: float = 1.0
+    #: ... up to this many seconds, and a worker that lost Redis tries it again as often:
+    #: DDZ_MAX_BACKOFF_SECONDS.
     max_backoff_seconds: float = 8.0
     #: Rate limits on or off (``off``, ``false`` or ``0``): DDZ_RATE_LIMITS. Each limit below
     #: is one or more of ``N/second``, ``N/minute``, ``N/hour`` joined by ``;``.
@@ -142,6 +145,7 @@ class Config:
         "worker_heartbeat_seconds": "DDZ_WORKER_HEARTBEAT_SECONDS",
         "deadline_scan_seconds": "DDZ_DEADLINE_SCAN_SECONDS",
         "sweep_seconds": "DDZ_SWEEP_SECONDS",
+        "min_backoff_seconds": "DDZ_MIN_BACKOFF_SECONDS",
         "max_backoff_seconds": "DDZ_MAX_BACKOFF_SECONDS",
         "rate_limits": "DDZ_RATE_LIMITS",
         "rate_limit_commands": "DDZ_RATE_LIMIT_COMMANDS",

@@ -58,9 +58,9 @@ class WorkerProcess:
     """``python -m service.cli worker`` with DATABASE_URL and REDIS_URL, in a new session
     (process group) so that it and its scheduler process can be killed together."""
 
-    def __init__(self, database_url: str, redis_url: str, log_path: Path):
+    def __init__(self, database_url: str, redis_url: str, log_path: Path, **settings: str):
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-        env.update(DATABASE_URL=database_url, REDIS_URL=redis_url, PYTHONUNBUFFERED="1")
+        env.update(DATABASE_URL=database_url, REDIS_URL=redis_url, PYTHONUNBUFFERED="1", **settings)
         self.log_path = log_path
         self.log = open(log_path, "wb")
         self.proc = subprocess.Popen(
@@ -303,7 +303,15 @@ def test_a_lost_redis_is_one_warning_per_back_off_step(api, worker_database_url,
         return server
 
     server = start_redis()
-    worker = WorkerProcess(worker_database_url, f"unix://{socket}?db=0", tmp_path / "worker.log")
+    # Back-off steps of a quarter of a second (1, 2, 4 s by default), so that three steps
+    # take under two seconds.
+    worker = WorkerProcess(
+        worker_database_url,
+        f"unix://{socket}?db=0",
+        tmp_path / "worker.log",
+        DDZ_MIN_BACKOFF_SECONDS="0.25",
+        DDZ_MAX_BACKOFF_SECONDS="2",
+    )
     try:
         private = redis.Redis(unix_socket_path=str(socket))
         wait_for(lambda: private.smembers("rq:workers:ddz"), 30, "the worker to start", worker)
@@ -311,7 +319,7 @@ def test_a_lost_redis_is_one_warning_per_back_off_step(api, worker_database_url,
         server.terminate()
         server.wait(10)
         socket.unlink(missing_ok=True)
-        time.sleep(6.5)  # the steps of 1, 2 and 4 s
+        time.sleep(1.8)  # the steps of 0.25, 0.5 and 1 s
         server = start_redis()
         wait_for(
             lambda: "Redis is back" in worker.full_output(),
@@ -325,11 +333,11 @@ def test_a_lost_redis_is_one_warning_per_back_off_step(api, worker_database_url,
             for e in entries
             if e["level"] == "WARNING" and e["logger"] == "workers.sweeper"
             for found in [
-                re.match(r"Redis is unreachable \(.*\); trying again in (\d+) s", e["message"])
+                re.match(r"Redis is unreachable \(.*\); trying again in ([\d.]+) s", e["message"])
             ]
             if found
         ]
-        assert steps[:3] == ["1", "2", "4"] and len(steps) <= 4, entries
+        assert steps[:3] == ["0.25", "0.5", "1"] and len(steps) <= 4, entries
         assert len([e for e in entries if e["level"] in ("WARNING", "ERROR")]) == len(steps)
         assert sum("Redis is back" in e["message"] for e in entries) == 1
         assert worker.alive()

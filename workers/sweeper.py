@@ -232,13 +232,15 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
                 scan_tables()
                 rescue_started()
             except Exception as exc:  # noqa: BLE001 - keep the timers alive through outages
-                backoff = min(max(backoff * 2, 1.0), config.max_backoff_seconds)
+                backoff = min(
+                    max(backoff * 2, config.min_backoff_seconds), config.max_backoff_seconds
+                )
                 away = next((name for kind, name in OUTAGES if isinstance(exc, kind)), None)
                 if away is None:
-                    log.exception("deadline scan or sweep failed; trying again in %.0f s", backoff)
+                    log.exception("deadline scan or sweep failed; trying again in %g s", backoff)
                 else:
                     log.warning(
-                        "%s is unreachable (%s); trying again in %.0f s",
+                        "%s is unreachable (%s); trying again in %g s",
                         away,
                         str(exc).strip() or type(exc).__name__,
                         backoff,
