@@ -458,3 +458,21 @@ def lobby_service(
         ) as (base, _),
     ):
         yield base
+
+
+@pytest.fixture(scope="session")
+def shared_service(postgres_admin_url, redis_server, tmp_path_factory) -> Iterator[str]:
+    """One :func:`lobby_service` per test process (each xdist worker has its own) for the
+    end-to-end modules that can share one: their players are their own, so they only
+    share the lobby's settings. Streams close every 2 s, so that clients show they resume;
+    tables rest a second between hands, time enough for a player to leave after a hand's
+    settlement."""
+    with lobby_service(
+        postgres_admin_url,
+        redis_server,
+        tmp_path_factory.mktemp("shared"),
+        "shared",
+        DDZ_TABLE_NEXT_HAND_SECONDS="1",
+        DDZ_STREAM_SECONDS="2",
+    ) as base:
+        yield base

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ import pytest
 from api_support import DECISIONS
 from bad_network import BadNetwork
 from ddz_client import Client, ProblemError
-from servers import lobby_service
 
 from service.app.bridge import Bridge
 from service.app.engine import Engine
@@ -37,18 +35,11 @@ EXAMPLE = f"{sys.executable} {ROOT / 'examples' / 'engine.py'}"
 MISBEHAVING = ROOT / "tests" / "engines" / "misbehaving.py"
 
 
-@pytest.fixture(scope="module")
-def service(postgres_admin_url, redis_server, tmp_path_factory) -> Iterator[str]:
-    with lobby_service(
-        postgres_admin_url,
-        redis_server,
-        tmp_path_factory.mktemp("bridge"),
-        "bridge",
-        DDZ_TABLE_NEXT_HAND_SECONDS="0",
-        # The service closes each stream after 2 s: the bridge's stream resumes.
-        DDZ_STREAM_SECONDS="2",
-    ) as base:
-        yield base
+@pytest.fixture()
+def service(shared_service) -> str:
+    """The test process's shared service (its streams close every 2 s: the client
+    resumes them)."""
+    return shared_service
 
 
 def bridge(base: str, token: str, engine: str, *args: str, log: Path) -> subprocess.Popen:

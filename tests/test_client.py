@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -32,7 +31,6 @@ from ddz_client import (
     Unavailable,
     Unprocessable,
 )
-from servers import lobby_service
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
@@ -40,17 +38,11 @@ pytestmark = pytest.mark.slow
 README = Path(__file__).resolve().parents[1] / "clients" / "python" / "README.md"
 
 
-@pytest.fixture(scope="module")
-def service(postgres_admin_url, redis_server, tmp_path_factory) -> Iterator[str]:
-    with lobby_service(
-        postgres_admin_url,
-        redis_server,
-        tmp_path_factory.mktemp("client"),
-        "client",
-        # The service closes streams often: the client resumes them.
-        DDZ_STREAM_SECONDS="3",
-    ) as base:
-        yield base
+@pytest.fixture()
+def service(shared_service) -> str:
+    """The test process's shared service (its streams close every 2 s: the client
+    resumes them)."""
+    return shared_service
 
 
 def readme_bot() -> dict:
