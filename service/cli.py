@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from .rules import SEATS, RulesError, Ruleset, beats, classify, deal, new_seed, parse_seed
@@ -94,7 +95,6 @@ def run_simulate(
     """``seed``: 64 hex characters, as ``ddz deal`` takes; hand i is dealt from a seed
     derived from it and i (its record has it)."""
     import time
-    from pathlib import Path
 
     from .game import Table
     from .game.bot import BotPolicy
@@ -244,7 +244,6 @@ def engine_options(pairs: list[str]) -> dict[str, Any]:
 
 def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
     """``ddz arena``: an engine against the house bot or a second engine, in duplicate."""
-    from pathlib import Path
 
     from .app.arena import run
     from .app.engine import EngineError
@@ -287,6 +286,14 @@ def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
     return 0
 
 
+#: How to install the Python client into the Python running this command (``bin/run``
+#: installs it).
+CLIENT_INSTALL = (
+    "bin/run installs it; into this Python: "
+    f"{sys.executable} -m pip install {Path(__file__).resolve().parents[1] / 'clients' / 'python'}"
+)
+
+
 def run_bridge(args: argparse.Namespace) -> int:
     """``ddz bridge``: an engine playing on the service through the Python client."""
     import logging
@@ -294,7 +301,9 @@ def run_bridge(args: argparse.Namespace) -> int:
     try:
         from ddz_client import Client, ProblemError
     except ImportError:
-        print("ddz bridge: needs the Python client: pip install clients/python", file=sys.stderr)
+        print(
+            f"ddz bridge: needs the Python client (ddz_client); {CLIENT_INSTALL}", file=sys.stderr
+        )
         return 2
     from .app.bridge import Bridge, GaveUp, Lobby, hand_count
     from .app.engine import Engine, EngineError
