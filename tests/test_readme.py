@@ -5,8 +5,8 @@ DATABASE_URL nor REDIS_URL set, so on the embedded servers under its ``.ddz-data
 settings the README names are changed, in serve's environment: the lobby seats bots after
 a second (``DDZ_LOBBY_BOTS_AFTER``) and a table deals its next hand after one
 (``DDZ_TABLE_NEXT_HAND_SECONDS``). Each block must end well, with no request of the
-service answered 4xx or 5xx; the operators' block must let the operator sign in to the
-console. ``bin/test``, the Quick start's other line, is this suite. And the install that
+service answered 4xx or 5xx (but a 429 the Python client waits out and sends again); the
+operators' block must let the operator sign in to the console. ``bin/test``, the Quick start's other line, is this suite. And the install that
 ``bin/run`` makes first: with the Python client, telling its progress."""
 
 from __future__ import annotations
@@ -71,7 +71,9 @@ class Newcomer:
         output = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
         assert done.returncode == 0, output
         assert "failed:" not in done.stderr, output  # the api function's words for a 4xx/5xx
-        assert self.refused(before) == [], output
+        # But 429: a fast engine's bridge may meet the command limit, and the Python client
+        # sends again after Retry-After, as it promises (with curl, api would have failed).
+        assert [r for r in self.refused(before) if r[1] != 429] == [], output
         return done
 
     def refused(self, since: int) -> list[tuple[str, int]]:
