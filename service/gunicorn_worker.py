@@ -89,7 +89,9 @@ class ProblemWorker(GeventWorker):
         from service.api.headers import NO_STORE, SECURITY_HEADERS
         from service.api.problems import PROBLEM_JSON, document
 
-        body = document(status, code, detail)
+        host = next((v for k, v in req.headers if k == "HOST"), None) if req else None
+        # The problem's page on the host asked, when the request got as far as its headers.
+        body = document(status, code, detail, base=f"{req.scheme}://{host}" if req and host else "")
         head = [
             f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}",
             "Connection: close",

@@ -5,6 +5,7 @@ the configured origins."""
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -17,6 +18,7 @@ from api_support import (
     new_player,
     stream_fingerprint,
 )
+from servers import ROOT
 
 from service.api import create_app
 from service.config import Config
@@ -152,6 +154,26 @@ def test_no_body_still_takes_the_defaults(client):
     assert raw(client, "POST", "/v1/players").status == 201
 
 
+@pytest.mark.parametrize(
+    "body, where",
+    [
+        (b'{"name": "x",}', "line 1 column 14 (char 13)"),
+        (b'{"name": "x"', "Expecting ',' delimiter: line 1 column 13"),
+        (b'{"name": "\xff"}', "Bytes decoding error : invalid start byte"),
+        (b"[" * 5000, "nested too deeply"),
+    ],
+)
+def test_a_body_that_is_not_json_is_a_400_saying_where(client, body, where):
+    """Not "does not match the schema": the body was never read as JSON."""
+    for path in ("/v1/players", "/v1/matches"):
+        reply = raw(client, "POST", path, data=body, headers={"Content-Type": "application/json"})
+        problem = assert_problem(reply, 400, "invalid_json")
+        assert problem["detail"].startswith("the body is not valid JSON: ") or (
+            problem["detail"] == "the JSON body is nested too deeply"
+        ), problem
+        assert where in problem["detail"] and "errors" not in problem, problem
+
+
 # --- errors are problems -------------------------------------------------------------------
 
 
@@ -205,6 +227,109 @@ def test_a_body_over_the_limit_is_a_413_naming_it(client, live_server):
     assert problem["detail"] == "the request body is over 16384 bytes"
     for name, value in SECURITY.items():
         assert chunked.headers.get(name) == value, name
+
+
+# --- the page of problems ------------------------------------------------------------------
+
+
+def test_a_problem_links_to_its_entry_on_the_service_s_page_of_problems(client, live_server):
+    """``type`` is an address on the host the request was sent to, whose page (HTML, out of
+    /v1) has an entry for the code at that anchor."""
+    owner = new_player(ClientApi(client), "typed")
+    base = "http://ddz.test:8123"
+    problems = [
+        assert_problem(raw(client, "GET", "/nothing", base_url=base), 404, "not_found"),
+        assert_problem(raw(client, "GET", "/v1/me", base_url=base), 401, "unauthorized"),
+        assert_problem(
+            raw(
+                client,
+                "POST",
+                "/v1/matches",
+                owner.token,
+                data=b"{",
+                base_url=base,
+                headers={"Content-Type": "application/json"},
+            ),
+            400,
+            "invalid_json",
+        ),
+    ]
+    # The body limit answers before Flask: from the WSGI environ.
+    chunked = requests.post(
+        f"{live_server}/v1/players",
+        data=iter([b"x" * 9000, b"x" * 9000]),
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
+    problems.append(
+        assert_problem(Reply(chunked.status_code, chunked.headers, chunked.content), 413)
+    )
+    assert [p["type"] for p in problems] == [
+        f"{base}/docs/problems#not_found",
+        f"{base}/docs/problems#unauthorized",
+        f"{base}/docs/problems#invalid_json",
+        f"{live_server}/docs/problems#body_too_large",
+    ]
+    page = client.get("/docs/problems")
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    text = page.get_data(as_text=True)
+    for problem in problems:
+        assert f'<dt id="{problem["code"]}">' in text, problem["code"]
+
+
+#: Codes of base classes that a refusal never keeps: each names its own.
+UNSPOKEN = {"rules_error", "game_error", "store_error", "illegal_play"}
+CODE = re.compile(r"[a-z]+(_[a-z]+)+")
+
+
+def answered_codes() -> set[str]:
+    """Every code the service's sources give a refusal: the error classes' ``code``, the
+    codes written where a refusal is raised or a problem made, gunicorn's own and the
+    HTTP statuses'."""
+    from service.api.problems import _HTTP_CODES
+
+    raisers = {"GameError", "ApiError", "StoreError", "RulesError", "IllegalPlay", "problem"}
+    codes = set(_HTTP_CODES.values())
+    root = ROOT / "service"
+    sources = [*root.glob("api/*.py"), *root.glob("game/**/*.py"), *root.glob("rules/*.py")]
+    sources += [*root.glob("store/*.py"), root / "gunicorn_worker.py"]
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] in (
+                ["code"],
+                ["problem_code"],
+            ):
+                values = [node.value]
+            elif isinstance(node, ast.Call) and (
+                getattr(node.func, "id", None) in raisers
+                or getattr(node.func, "attr", None) == "__init__"
+            ):
+                values = node.args
+            elif isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+                values = node.value.elts[:1]  # gunicorn_worker.problem_of: (code, detail)
+            else:
+                continue
+            codes |= {
+                v.value
+                for v in values
+                if isinstance(v, ast.Constant)
+                and isinstance(v.value, str)
+                and CODE.fullmatch(v.value)
+            }
+    return codes - UNSPOKEN
+
+
+def test_the_page_of_problems_says_what_every_code_the_service_answers_means():
+    from service.api.problem_docs import MEANINGS
+
+    listed = [code for codes in MEANINGS.values() for code in codes]
+    assert len(listed) == len(set(listed)), "a code listed twice"
+    answered = answered_codes()
+    assert len(answered) > 60  # the scan still finds them
+    assert sorted(answered - set(listed)) == [], (
+        "say what these codes mean in service/api/problem_docs.py's MEANINGS"
+    )
+    assert sorted(set(listed) - answered) == [], "no longer answered: remove them from MEANINGS"
 
 
 # --- headers on every answer ---------------------------------------------------------------

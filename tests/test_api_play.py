@@ -19,6 +19,7 @@ from api_support import (
     HttpApi,
     Knowledge,
     StreamReader,
+    advance_to_playing,
     assert_problem,
     leaks,
     new_match,
@@ -455,3 +456,34 @@ def test_the_list_shows_each_match_as_it_is_now(client):
         m["match_id"] for m in owner.get("/v1/matches?status=playing&limit=200").json["matches"]
     ]
     assert playing_id in playing and open_id not in playing
+
+
+def test_a_refused_play_names_its_cards_as_the_api_writes_them(client):
+    """invalid_combination and does_not_beat name the cards in card codes (``S3``,
+    ``RJ``), as hands and plays are written everywhere in the API, not in the rules'
+    rank strings (``3R``)."""
+    api = ClientApi(client)
+    players, match_id = seated_match(api, "coded")
+    view = advance_to_playing(players, match_id)
+    landlord, hand = players[view["seat"]], view["hand"]
+    # The hand is sorted: its lowest and highest cards differ in rank, so are no pair.
+    reply = landlord.post(
+        f"/v1/matches/{match_id}/commands",
+        {"action": "play", "cards": [hand[0], hand[-1]], "expected_version": view["version"]},
+    )
+    detail = assert_problem(reply, 422, "invalid_combination")["detail"]
+    assert detail.startswith(f"{hand[0]} {hand[-1]}: "), detail
+
+    reply = landlord.post(
+        f"/v1/matches/{match_id}/commands",
+        {"action": "play", "cards": [hand[-1]], "expected_version": view["version"]},
+    )
+    assert reply.status == 200, reply.text
+    follower, follower_view = to_act(players, match_id)
+    lowest = follower_view["hand"][0]  # no higher than the landlord's highest card
+    reply = follower.post(
+        f"/v1/matches/{match_id}/commands",
+        {"action": "play", "cards": [lowest], "expected_version": follower_view["version"]},
+    )
+    detail = assert_problem(reply, 422, "does_not_beat")["detail"]
+    assert detail == f"{lowest} does not beat the single {hand[-1]}", detail

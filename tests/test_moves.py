@@ -20,6 +20,7 @@ from service.rules import (
     counts_of,
     legal_moves,
     legal_plays,
+    parse_cards,
     parse_ranks,
     rank_index,
     readings,
@@ -155,6 +156,20 @@ def test_verify_play_names_each_broken_rule():
             verify_play(hand, cards, lead)
         assert exc.value.code == code
         assert not can_play(hand, cards, lead)
+
+
+def test_a_refusal_names_the_cards_as_they_were_given():
+    """Card codes for cards (the API's notation), a rank string for ranks (ddz rules')."""
+    hand = parse_cards("S3 H3 S4 RJ")
+    with pytest.raises(InvalidCombination, match=r"^S3 RJ: jokers go with other cards"):
+        verify_play(hand, parse_cards("S3 RJ"))
+    with pytest.raises(InvalidCombination, match=r"^3R: jokers go with other cards"):
+        verify_play("334R", "R3")
+    lead = parse_cards("C5 D5")
+    with pytest.raises(IllegalPlay, match=r"^S3 H3 does not beat the pair C5 D5$"):
+        verify_play(hand, parse_cards("S3 H3"), classify(lead), lead_cards=lead)
+    with pytest.raises(IllegalPlay, match=r"^33 does not beat the pair 55$"):
+        verify_play("334R", "33", classify("55"))
 
 
 def test_verify_play_records_the_strongest_reading_that_beats():

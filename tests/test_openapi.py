@@ -105,6 +105,11 @@ def test_every_reference_resolves_and_every_component_is_used(spec):
     assert declared - used == set(), "components that nothing refers to"
 
 
+#: The blueprints of HTML pages, which are not the JSON API: the console's
+#: (docs/operations.md) and the page of problem codes.
+PAGES = ("console.", "problem_docs.")
+
+
 def rule_to_path(rule: str) -> str:
     """``/v1/matches/<uuid:match_id>`` → ``/v1/matches/{match_id}``."""
     return re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule)
@@ -114,8 +119,7 @@ def test_the_document_has_exactly_the_routes_the_app_serves(app, spec):
     served = {
         (rule_to_path(rule.rule), method.lower())
         for rule in app.url_map.iter_rules()
-        # The console's HTML pages are not the JSON API (docs/operations.md).
-        if not rule.endpoint.startswith("console.")
+        if not rule.endpoint.startswith(PAGES)
         for method in rule.methods - {"HEAD", "OPTIONS"}
     }
     documented = {(path, method) for path, method, _ in operations(spec)}
@@ -126,7 +130,7 @@ def test_the_document_has_exactly_the_routes_the_app_serves(app, spec):
 def test_path_parameters_are_documented_as_their_converters_accept_them(app, spec):
     converters = {"uuid": {"type": "string", "format": "uuid"}}
     for rule in app.url_map.iter_rules():
-        if rule.endpoint.startswith("console."):
+        if rule.endpoint.startswith(PAGES):
             continue
         item = spec["paths"][rule_to_path(rule.rule)]
         for method in rule.methods - {"HEAD", "OPTIONS"}:

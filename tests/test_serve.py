@@ -24,6 +24,7 @@ import requests
 from servers import free_port, wait_until_ready
 
 from service import embedded
+from service import serve as serve_module
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
@@ -31,13 +32,22 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def users_environment(tmp: Path) -> dict[str, str]:
+    """A user's environment, with neither DATABASE_URL nor REDIS_URL nor an operator token
+    set, and temporary files in ``tmp``."""
+    unset = ("DATABASE_URL", "REDIS_URL", "DDZ_OPERATOR_TOKEN")
+    return {**{k: v for k, v in os.environ.items() if k not in unset}, "TMPDIR": str(tmp)}
+
+
 class Serve:
     """``python -m service.cli serve`` in a new session, as a shell starts a foreground
     job: a signal to its process group is what the terminal sends."""
 
-    def __init__(self, data: Path, port: int, tmp: Path, log: Path):
-        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-        env.update(TMPDIR=str(tmp), PYTHONUNBUFFERED="1", DDZ_OPERATOR_TOKEN="serve-test")
+    def __init__(self, data: Path, port: int, tmp: Path, log: Path, operator_token: str | None):
+        env = users_environment(tmp)
+        env.update(PYTHONUNBUFFERED="1")
+        if operator_token is not None:
+            env.update(DDZ_OPERATOR_TOKEN=operator_token)
         self.base, self.log = f"http://127.0.0.1:{port}", log
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(
@@ -97,8 +107,9 @@ def tmp_path(workdir) -> Path:
 def start_serve(tmp_path) -> Iterator:
     started: list[Serve] = []
 
-    def start(data: Path, port: int) -> Serve:
-        serve = Serve(data, port, tmp_path / "tmp", tmp_path / f"serve-{len(started)}.log")
+    def start(data: Path, port: int, operator_token: str | None = "serve-test") -> Serve:
+        log = tmp_path / f"serve-{len(started)}.log"
+        serve = Serve(data, port, tmp_path / "tmp", log, operator_token)
         started.append(serve)
         return serve
 
@@ -223,3 +234,83 @@ def test_a_taken_port_is_refused_before_anything_starts(start_serve, tmp_path):
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in serve.output()
     assert not data.exists()  # nothing was started, and the data directory it made is gone
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def ddz(tmp: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``ddz ARGS`` as a user runs it, in the user's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *args],
+        cwd=ROOT,
+        env=users_environment(tmp),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_operator_commands_act_on_the_database_serve_runs_on_the_same_data(start_serve, tmp_path):
+    """DATABASE_URL unset: when no serve runs on the data directory, its embedded
+    PostgreSQL is started for the command and stopped after it; while serve runs, serve's
+    is used. serve's own operator token is drawn once and kept with the data."""
+    data, tmp = tmp_path / "data", tmp_path / "tmp"
+    added = ddz(
+        tmp,
+        "operator",
+        "add",
+        "ada",
+        "--role",
+        "admin",
+        "--password-stdin",
+        "--data",
+        str(data),
+        stdin="a long enough password\n",
+    )
+    assert (added.returncode, added.stdout) == (0, "operator ada added (admin)\n"), added.stderr
+    assert "no ddz serve runs on" in added.stderr and "Traceback" not in added.stderr
+    running = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if str(data) in " ".join(p.info["cmdline"] or ())
+    ]
+    assert running == [] and not (data / "run").exists()
+
+    serve = start_serve(data, free_port(), operator_token=None)
+    serve.wait_ready()
+    issued = ddz(tmp, "operator", "token", "ada", "--data", str(data))
+    assert issued.returncode == 0 and issued.stderr == "", issued.stderr
+    kept = (data / "operator-token").read_text().strip()
+    assert f"set DDZ_OPERATOR_TOKEN to choose it): {kept}\n" in serve.output()
+    assert (data / "operator-token").stat().st_mode & 0o777 == 0o600
+    assert serve_module.operator_token(data) == kept  # the next start's
+    for token in (kept, issued.stdout.strip()):
+        reply = requests.get(
+            f"{serve.base}/v1/admin/players",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+        assert reply.status_code == 200, reply.text
+    listed = ddz(tmp, "operator", "list", "--data", str(data))
+    assert listed.stdout.startswith("ada\tadmin\t"), listed
+    serve.signal(signal.SIGTERM)
+    assert serve.proc.wait(60) == 0, serve.output()
+
+
+def test_operator_commands_on_a_database_that_does_not_answer_say_so_at_once(tmp_path):
+    env = {
+        **users_environment(tmp_path),
+        "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{free_port()}/ddz",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "service.cli", "operator", "list"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert (done.returncode, done.stdout) == (1, ""), done
+    assert (
+        done.stderr
+        == "ddz operator: the database of DATABASE_URL does not answer (is it running?)\n"
+    )

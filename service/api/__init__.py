@@ -10,7 +10,20 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from ..config import Config
-from . import admin, console, health, ledger, lobby, matches, me, observe, players, tables, tokens
+from . import (
+    admin,
+    console,
+    health,
+    ledger,
+    lobby,
+    matches,
+    me,
+    observe,
+    players,
+    problem_docs,
+    tables,
+    tokens,
+)
 from .encoding import JsonProvider
 from .headers import SecurityHeaders, cors
 from .limits import BodyLimit
@@ -73,6 +86,7 @@ def create_app(
     for module in (health, observe, players, tokens, matches, tables, lobby, me, ledger, admin):
         api.register_blueprint(module.bp)
     console.install(app, config)
+    app.register_blueprint(problem_docs.bp)
     app.extensions["ddz_api"] = api
     cors(app, config.cors_origins)
     if connect:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Iterable
 
+from werkzeug.wsgi import get_current_url
+
 from .problems import problem, too_large
 
 
@@ -26,7 +28,9 @@ class BodyLimit:
         ):
             body = environ["wsgi.input"].read(self.limit + 1)
             if len(body) > self.limit:
-                return problem(413, "body_too_large", too_large(self.limit))(
+                # Outside Flask's request: the problem's page on the request's host.
+                base = get_current_url(environ, host_only=True).rstrip("/")
+                return problem(413, "body_too_large", too_large(self.limit), base=base)(
                     environ, start_response
                 )
             environ["wsgi.input"] = io.BytesIO(body)

@@ -9,7 +9,7 @@ from typing import Any
 
 import marshmallow as ma
 from apispec import BasePlugin
-from flask import Response, current_app, request
+from flask import Response, current_app, has_request_context, request
 from flask_smorest import Api as SmorestApi
 from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
@@ -26,7 +26,10 @@ class ProblemSchema(ma.Schema):
     """What :func:`problem` answers: every member but ``errors`` is always there."""
 
     type = ma.fields.String(
-        required=True, metadata={"description": "A URI naming the kind of problem"}
+        required=True,
+        metadata={
+            "description": "The address of the page describing `code`, served by this service: `/docs/problems#<code>`"
+        },
     )
     title = ma.fields.String(required=True, metadata={"description": "The HTTP status phrase"})
     status = ma.fields.Integer(required=True, metadata={"description": "The HTTP status code"})
@@ -70,12 +73,26 @@ class ApiError(Exception):
         self.members = members or {}
 
 
+#: Where the service describes every problem code (service/api/problem_docs.py).
+PROBLEMS_PATH = "/docs/problems"
+
+
 def document(
-    status: int, code: str, detail: str, errors: dict | None = None, members: dict | None = None
+    status: int,
+    code: str,
+    detail: str,
+    errors: dict | None = None,
+    members: dict | None = None,
+    base: str | None = None,
 ) -> bytes:
-    """The problem document, as JSON (also what the gunicorn worker writes)."""
+    """The problem document, as JSON (also what the gunicorn worker writes). Its ``type``
+    is the code's entry on this service's page of problems: on ``base`` (scheme and
+    host), by default the current request's; outside a request, a reference relative to
+    the service."""
+    if base is None:
+        base = request.host_url.rstrip("/") if has_request_context() else ""
     body = {
-        "type": f"https://ddz.example/problems/{code}",
+        "type": f"{base}{PROBLEMS_PATH}#{code}",
         "title": http.HTTPStatus(status).phrase,
         "status": status,
         "detail": detail,
@@ -94,9 +111,12 @@ def problem(
     errors: dict | None = None,
     headers: dict | None = None,
     members: dict | None = None,
+    base: str | None = None,
 ) -> Response:
     response = Response(
-        document(status, code, detail, errors, members), status=status, mimetype=PROBLEM_JSON
+        document(status, code, detail, errors, members, base),
+        status=status,
+        mimetype=PROBLEM_JSON,
     )
     response.headers.update(headers or {})
     return response
@@ -122,7 +142,7 @@ _HTTP_CODES = {
 #: What each error status means in this API, for its entry in ``components/responses``
 #: (named after the status: ``UNAUTHORIZED``, ...).
 ERROR_DESCRIPTIONS = {
-    400: "The body is not JSON, or a header is malformed",
+    400: "The body is not valid JSON (`invalid_json`), or a header is malformed",
     401: "No bearer token, or one that belongs to no one",
     403: "The token may not do this (a player's or the operator's is needed, or a seat at the match)",
     404: "No such resource (`malformed_id`: a path parameter that is not a UUID)",
@@ -221,6 +241,11 @@ class Api(SmorestApi):
         data = getattr(error, "data", None) or {}
         errors = data.get("errors") or data.get("messages")
         status = error.code or 500
+        unreadable = getattr(error, "exc", None)
+        if isinstance(unreadable, ValueError):
+            # webargs' answer to a body that is not JSON (or not UTF-8), which would say
+            # "does not match the schema": the parser's own words say where it went wrong.
+            return problem(400, "invalid_json", f"the body is not valid JSON: {unreadable}")
         code = getattr(error, "problem_code", None) or _HTTP_CODES.get(status, "error")
         detail = data.get("message") or self._detail(error, status, code)
         if errors:

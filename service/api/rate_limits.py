@@ -86,6 +86,8 @@ KIND_OF = {
     "admin.all_events": READS,
     "admin.audit": READS,
     "admin.players": READS,
+    # The page of problem codes, as the console's pages are.
+    "problem_docs.index": READS,
     # The console: its pages as reads of the address (they take no bearer token); signing
     # in (a POST of the form) is its own kind, see kind().
     **{

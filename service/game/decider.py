@@ -180,6 +180,7 @@ def verify_play_command(state: State, command: Play) -> Combination:
             ruleset=state.table.ruleset,
             bombs_left=state.bombs_left(command.seat),
             locked=state.locks(command.seat),
+            lead_cards=state.lead_cards,
         )
     except RulesError as exc:
         raise GameError(str(exc), exc.code) from None

@@ -23,6 +23,7 @@ from .cards import (
     Card,
     Counts,
     counts_of,
+    format_cards,
     format_ranks,
     parse_ranks,
 )
@@ -209,16 +210,25 @@ def _plane_with_pairs(counts: Counts, present: list[int]) -> list[Combination]:
 
 
 class NoCombination(InvalidCombination):
-    """Cards with no reading. The message is worked out only when shown: classifying is
-    on every hot path (move checks, bots), explaining is not."""
+    """Cards with no reading, named in their caller's notation (see :func:`named`). The
+    message is worked out only when shown: classifying is on every hot path (move checks,
+    bots), explaining is not."""
 
-    def __init__(self, counts: Counts, ruleset: Ruleset):
-        ValueError.__init__(self, counts)
-        self.counts = counts
+    def __init__(self, cards: str | Counts | Sequence[Card], ruleset: Ruleset):
+        ValueError.__init__(self, cards)
+        self.cards = cards
         self.ruleset = ruleset
 
     def __str__(self) -> str:
-        return why_invalid(self.counts, self.ruleset)
+        return why_invalid(self.cards, self.ruleset)
+
+
+def named(cards: str | Counts | Sequence[Card]) -> str:
+    """Cards as their caller wrote them, for a message: card codes (``S3 H3``) for cards,
+    as the API and the hand record name them; else a rank string (``33``)."""
+    if cards and isinstance(cards[0], Card):
+        return format_cards(cards)  # type: ignore[arg-type]
+    return format_ranks(as_counts(cards))
 
 
 def as_counts(cards: str | Counts | Sequence[Card]) -> Counts:
@@ -245,10 +255,9 @@ def classify(
 
     Raises :class:`InvalidCombination` saying which rule the cards break.
     """
-    counts = as_counts(cards)
-    found = _readings(counts, ruleset)
+    found = _readings(as_counts(cards), ruleset)
     if not found:
-        raise NoCombination(counts, ruleset)
+        raise NoCombination(cards, ruleset)
     return found[-1]
 
 
@@ -260,16 +269,17 @@ def beats(
     """Whether ``cards`` beat ``over``: ``over`` is read at its strongest, ``cards`` in
     whichever reading beats it. Raises :class:`InvalidCombination` if either is none."""
     lead = over if isinstance(over, Combination) else classify(over, ruleset)
-    counts = as_counts(cards)
-    found = _readings(counts, ruleset)
+    found = _readings(as_counts(cards), ruleset)
     if not found:
-        raise NoCombination(counts, ruleset)
+        raise NoCombination(cards, ruleset)
     return any(reading.beats(lead) for reading in found)
 
 
-def why_invalid(counts: Counts, ruleset: Ruleset = DEFAULT_RULESET) -> str:
-    """Which rule of docs/rules.md §2 a set of cards that is no combination breaks."""
-    text = format_ranks(counts)
+def why_invalid(cards: str | Counts | Sequence[Card], ruleset: Ruleset = DEFAULT_RULESET) -> str:
+    """Which rule of docs/rules.md §2 a set of cards that is no combination breaks; the
+    cards are named as given (see :func:`named`)."""
+    counts = as_counts(cards)
+    text = named(cards)
     present = [r for r in range(NUM_RANKS) if counts[r]]
     if not present:
         return "no cards: a play is at least one card"

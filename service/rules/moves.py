@@ -46,6 +46,7 @@ from .combinations import (
     NoCombination,
     _readings,
     as_counts,
+    named,
     position_rank,
 )
 from .errors import RulesError
@@ -451,9 +452,12 @@ def verify_play(
     ruleset: Ruleset = DEFAULT_RULESET,
     bombs_left: int | None = None,
     locked: AbstractSet[int] = frozenset(),
+    lead_cards: Sequence[Card] = (),
 ) -> Combination:
     """Checks one play and returns the reading it is recorded as (the strongest one that
-    beats ``lead``). Raises a :class:`~service.rules.errors.RulesError` naming the rule."""
+    beats ``lead``). Raises a :class:`~service.rules.errors.RulesError` naming the rule,
+    and the cards as given (card codes for cards; ``lead_cards``, the cards of ``lead``,
+    name it so too)."""
     held = as_counts(hand)
     played = as_counts(cards)
     missing = _not_held(hand, cards, held, played)
@@ -461,7 +465,7 @@ def verify_play(
         raise NotInHand(missing)
     found = _readings(played, ruleset)
     if not found:
-        raise NoCombination(played, ruleset)
+        raise NoCombination(cards, ruleset)
     for r in locked:
         if played[r] and played != _whole_reported_bomb(held, r):
             raise IllegalPlay(
@@ -471,7 +475,10 @@ def verify_play(
     if lead is not None:
         found = [reading for reading in found if reading.beats(lead)]
         if not found:
-            raise IllegalPlay(f"{format_ranks(played)} does not beat {lead}", "does_not_beat")
+            beaten = named(lead_cards) if lead_cards else lead.ranks
+            raise IllegalPlay(
+                f"{named(cards)} does not beat the {lead.type} {beaten}", "does_not_beat"
+            )
     combination = found[-1]
     if bombs_left is not None and bombs_left <= 0 and combination.type.is_bomb:
         raise IllegalPlay(
