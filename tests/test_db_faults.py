@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from api_support import ClientApi, assert_problem, operator_events, seated_match, to_act
 from servers import fresh_database
-from test_store import execute
+from store_support import execute
 
 from service.api import create_app
 from service.game import BOT, Bid, CreateMatch, DealHand, Table, TakeSeat

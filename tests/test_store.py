@@ -9,8 +9,8 @@ import logging
 import uuid
 
 import pytest
+from store_support import execute
 
-from service.app.commands import CommandRequest, Commands
 from service.game import (
     Bid,
     CreateMatch,
@@ -34,11 +34,6 @@ from service.store import (
 )
 from service.store import events as store_events
 from service.store.events import StateCache
-
-
-def execute(store: EventStore, match_id: uuid.UUID, decide, **options):
-    """The command path over this store (the application's, as the API and the workers run it)."""
-    return Commands(store).execute(CommandRequest(match_id, decide, **options))
 
 
 @pytest.fixture(scope="module")
