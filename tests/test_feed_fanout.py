@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from api_support import open_sse, sse_messages
+from api_support import open_sse, sse_messages, wait_for
 from servers import serving
-from test_stream_fanout import wait_for
 from test_tables import choose, feed, join, new_table
 from test_workers import (  # noqa: F401 - fixtures, used by name
     bearer,

@@ -21,9 +21,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from api_support import HttpApi, open_stream, seated_match
+from api_support import HttpApi, act_once, open_stream, read_messages, seated_match
 from servers import OPERATOR_TOKEN, UNLIMITED_RATES, wait_until_ready
-from test_api_stream import act_once, read_messages
 
 ROOT = Path(__file__).resolve().parents[1]
 #: More than 3 workers x 32 threads, what gthread served before.
