@@ -205,7 +205,7 @@ def test_nginx_as_configured_passes_commands_and_a_live_stream_through(
     the proxy is answered, and its event reaches a stream open through the proxy while
     the stream stays open."""
     from api_support import HttpApi, act_once, open_stream, read_messages, seated_match, wait_for
-    from test_server import gunicorn
+    from processes import gunicorn
 
     with gunicorn(database_url, redis_url, tmp_path / "api.log") as (api_base, _):
         with socket.socket() as s:
