@@ -26,10 +26,10 @@ import pytest
 import requests
 import schemathesis
 import yaml
+from contract import Contract, play_the_hand
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from servers import OPERATOR_TOKEN, beating_worker
-from test_openapi import Contract, play_the_hand
 
 SPEC_PATH = Path(__file__).resolve().parent.parent / "openapi.yaml"
 STREAM = "/v1/matches/{match_id}/stream"
