@@ -6,8 +6,9 @@ from hypothesis import strategies as st
 
 from service.rules import RANKS, RULESETS
 
-#: Fixture modules: the servers of the session, and the worker tests' own service.
-pytest_plugins = ["servers", "jobs"]
+#: Fixture modules: the servers of the session, the worker tests' own service, and the
+#: operations tests' own service.
+pytest_plugins = ["servers", "jobs", "handplay"]
 
 DATA = Path(__file__).parent / "data"
 
