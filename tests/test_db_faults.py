@@ -20,9 +20,7 @@ from servers import fresh_database
 from store_support import execute
 
 from service.api import create_app
-from service.game import BOT, Bid, CreateMatch, DealHand, Table, TakeSeat
-from service.game.state import DEALING
-from service.rules import new_seed
+from service.game import BOT, Bid, CreateMatch, Table, TakeSeat
 from service.store import EventStore, open_pool
 
 #: Every backend of the current database but the caller's.

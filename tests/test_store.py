@@ -14,15 +14,12 @@ from store_support import execute
 from service.game import (
     Bid,
     CreateMatch,
-    DealHand,
     Disconnect,
     GameError,
     Table,
     TakeSeat,
     deadline,
 )
-from service.game.state import DEALING
-from service.rules import new_seed
 from service.store import (
     Announcer,
     EventStore,
