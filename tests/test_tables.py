@@ -21,7 +21,7 @@ from workers import sweeper
 
 @pytest.fixture(scope="module")
 def wapp(worker_database_url, worker_redis_url):
-    """As test_workers' app, without rate limits: the people here poll as fast as they can."""
+    """As the jobs plugin's app, without rate limits: the people here poll as fast as they can."""
     app = worker_app(worker_database_url, worker_redis_url, rate_limits=False)
     yield app
     app.extensions["ddz"].close()
