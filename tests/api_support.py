@@ -64,6 +64,10 @@ def bearer(token: str | None) -> dict[str, str]:
     return {} if token is None else {"Authorization": f"Bearer {token}"}
 
 
+#: The operator's headers (the test configuration's token).
+OP = bearer(OPERATOR_TOKEN)
+
+
 class ClientApi:
     """The Flask test client (fast, in-process)."""
 
@@ -550,6 +554,24 @@ def _message(fields: dict[str, str]) -> SSE:
     )
 
 
+def read_messages(response, count: int, observer=None) -> list:
+    """The next ``count`` messages with an id (recorded for ``observer``)."""
+    found = []
+    for message in sse_messages(response):
+        if message.kind != "message":
+            continue
+        found.append(message)
+        if observer is not None:
+            observer.record(f"sse {message.event} id={message.id}", int(message.id), message.json)
+        if len(found) == count:
+            return found
+    raise AssertionError(f"the stream ended after {len(found)} of {count} messages")
+
+
+def without_deadline(document: dict) -> dict:
+    return {k: v for k, v in document.items() if k != "deadline"}
+
+
 class StreamReader(threading.Thread):
     """Follows a match's stream for ``observer`` like a browser's EventSource: reconnects
     with ``Last-Event-ID`` whenever the server closes it, until ``hand_ended`` (or stop)."""
@@ -693,3 +715,35 @@ def advance_to_playing(players: list[Observer], match_id: str) -> dict:
         )
         assert reply.status == 200, reply.text
     raise AssertionError("did not reach the playing phase")
+
+
+def act_once(players, match_id: str) -> dict:
+    """The seat to act makes one legal move (a bid of 0, or its first legal play)."""
+    player, view = to_act(players, match_id)
+    kinds = {a["action"] for a in view["actions"]}
+    if "bid" in kinds:
+        body = {"action": "bid", "value": 0}
+    elif kinds & {"play", "pass"}:
+        legal = player.get(f"/v1/matches/{match_id}/legal").json
+        body = (
+            {"action": "pass"}
+            if legal["can_pass"]
+            else {"action": "play", "cards": legal["plays"][0]["cards"]}
+        )
+    else:
+        raise AssertionError(view["actions"])
+    reply = player.post(
+        f"/v1/matches/{match_id}/commands", {**body, "expected_version": view["version"]}
+    )
+    assert reply.status == 200, reply.text
+    return reply.json
+
+
+# --- waiting ------------------------------------------------------------------------------
+
+
+def wait_for(condition, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)

@@ -6,7 +6,12 @@ from hypothesis import strategies as st
 
 from service.rules import RANKS, RULESETS
 
-pytest_plugins = ["servers"]
+#: Fixture modules: the servers of the session, the worker tests' own service, and the
+#: operations tests' own service.
+pytest_plugins = ["servers", "jobs", "handplay"]
+#: Support modules whose helpers assert: pytest explains their failed asserts as it does
+#: those of test modules and plugins.
+pytest.register_assert_rewrite("api_support", "bad_network", "contract", "processes")
 
 DATA = Path(__file__).parent / "data"
 

@@ -1,7 +1,7 @@
-"""A service of its own for the operations tests (metrics, logs, operators, the console):
-a fresh database, a Redis of its own, an app on both, and hands played to their settlement
-by one player and three bots, the bots' turns and the settlement run by a real RQ worker
-in this process (burst mode)."""
+"""A pytest plugin (``pytest_plugins`` in conftest.py): a service of its own for the operations
+tests (metrics, logs, operators, the console): a fresh database, a Redis of its own, an app
+on both, and hands played to their settlement by one player and three bots, the bots' turns
+and the settlement run by a real RQ worker in this process (burst mode)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from contextlib import contextmanager
 
 import pytest
 import redis as redis_lib
+from api_support import OP, bearer
+from jobs import new_player
 from servers import OPERATOR_TOKEN, embedded_redis, fresh_database
 
 import workers.context
@@ -22,8 +24,6 @@ from service.app import work
 from service.cli import main
 from service.config import Config
 from workers.worker import JobWorker
-
-OP = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 
 @contextmanager
@@ -79,16 +79,6 @@ def run_jobs(connection: redis_lib.Redis) -> None:
     JobWorker([work.queue(connection)], connection=connection).work(
         burst=True, logging_level="WARNING"
     )
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def new_player(client, name: str) -> tuple[str, str]:
-    r = client.post("/v1/players", json={"name": name})
-    assert r.status_code == 201, r.json
-    return r.json["player_id"], r.json["token"]
 
 
 def play_hand(

@@ -4,7 +4,6 @@ failed."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import requests

@@ -17,56 +17,22 @@ from api_support import (
     HttpApi,
     Knowledge,
     Reply,
+    act_once,
     advance_to_playing,
     assert_problem,
     leaks,
     new_player,
     open_stream,
     operator_events,
+    read_messages,
     seated_match,
     sse_messages,
     stream_fingerprint,
-    to_act,
     view_of,
+    without_deadline,
 )
 
 from service.store.events import NOTIFY_CHANNEL
-
-
-def act_once(players, match_id: str) -> dict:
-    """The seat to act makes one legal move (a bid of 0, or its first legal play)."""
-    player, view = to_act(players, match_id)
-    kinds = {a["action"] for a in view["actions"]}
-    if "bid" in kinds:
-        body = {"action": "bid", "value": 0}
-    elif kinds & {"play", "pass"}:
-        legal = player.get(f"/v1/matches/{match_id}/legal").json
-        body = (
-            {"action": "pass"}
-            if legal["can_pass"]
-            else {"action": "play", "cards": legal["plays"][0]["cards"]}
-        )
-    else:
-        raise AssertionError(view["actions"])
-    reply = player.post(
-        f"/v1/matches/{match_id}/commands", {**body, "expected_version": view["version"]}
-    )
-    assert reply.status == 200, reply.text
-    return reply.json
-
-
-def read_messages(response, count: int, observer=None) -> list:
-    """The next ``count`` messages with an id (recorded for ``observer``)."""
-    found = []
-    for message in sse_messages(response):
-        if message.kind != "message":
-            continue
-        found.append(message)
-        if observer is not None:
-            observer.record(f"sse {message.event} id={message.id}", int(message.id), message.json)
-        if len(found) == count:
-            return found
-    raise AssertionError(f"the stream ended after {len(found)} of {count} messages")
 
 
 @pytest.fixture()
@@ -264,10 +230,6 @@ def test_onlooker_stream_shows_no_hand(live_server, playing):
     assert "seed" not in dealt["payload"] and "hands" not in dealt["payload"]
     found = leaks(onlooker, Knowledge(operator_events(api, match_id)["events"]))
     assert not found, "\n".join(found)
-
-
-def without_deadline(document: dict) -> dict:
-    return {k: v for k, v in document.items() if k != "deadline"}
 
 
 def test_the_latest_event_carries_the_deadline_of_the_seat_to_act(live_server, playing):

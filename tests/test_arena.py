@@ -4,7 +4,6 @@ answers garbage or an illegal action, or runs out of time is named and stopped."
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from pathlib import Path

@@ -9,18 +9,18 @@ import random
 from dataclasses import fields
 
 import pytest
+from crafted import first_bid_view, make_view
 
 from service.game.bot import BotPolicy, plan
 from service.game.commands import Bid, CreateMatch, DealHand, Pass, Play, Report, ShowHand, TakeSeat
 from service.game.events import PLAYER
 from service.game.policies import RandomPolicy, acting_party
 from service.game.simulate import apply, play_hand
-from service.game.state import BIDDING, ENDED, PLAYING, REPORT, SHOW_HAND, initial_state
+from service.game.state import BIDDING, ENDED, REPORT, SHOW_HAND, initial_state
 from service.game.table import Table
-from service.game.views import SeatInfo, SeatView, seat_view
+from service.game.views import SeatView, seat_view
 from service.rules import (
     RULESETS,
-    Card,
     classify,
     counts_of,
     parse_ranks,
@@ -35,72 +35,6 @@ RULESET_NAMES = sorted(RULESETS)
 
 def seed(label: str, i: int) -> bytes:
     return hashlib.sha256(f"{label}-{i}".encode()).digest()
-
-
-def cards(ranks: str) -> tuple[Card, ...]:
-    """Cards for a rank string (suits do not matter in play; two decks allow repeats)."""
-    out = []
-    for i, ch in enumerate(ranks):
-        r = rank_index(ch)
-        out.append(Card(r, "J" if ch in "BR" else "SHCD"[i % 4]))
-    return tuple(out)
-
-
-def make_view(
-    hand: str,
-    *,
-    seat: int = 2,
-    landlord: int = 0,
-    cards_left: tuple[int, ...] = (28, 20, 20, 20),
-    lead: str | None = None,
-    lead_seat: int | None = None,
-    bids: tuple[int | None, ...] = (1, 0, 0, 0),
-    bid: int | None = 1,
-    bombs_left: int | None = 1,
-    phase: str = PLAYING,
-    table: Table | None = None,
-    marked_seat: int = 0,
-    first_bid_three: bool = False,
-    show_hand: bool | None = None,
-    locked: frozenset[int] = frozenset(),
-) -> SeatView:
-    """A view crafted for one decision of ``seat`` (whose turn it is)."""
-    table = table or Table.build("shanghai-platform")
-    held = cards(hand)
-    counts = list(cards_left)
-    counts[seat] = len(held)
-    lead_combination = classify(lead, table.ruleset) if lead else None
-    return SeatView(
-        match_id="crafted",
-        phase=phase,
-        version=1,
-        seat=seat,
-        table=table,
-        seats=tuple(SeatInfo(None, True, False, n, 0) for n in counts),
-        commitment=None,
-        marked_card=None,
-        marked_seat=marked_seat,
-        hand=held,
-        bids=bids,
-        landlord=landlord,
-        bid=bid,
-        bottom=None,
-        first_bid_three=first_bid_three,
-        show_hand=show_hand,
-        landlord_hand=None,
-        report=None,
-        reported_cards=(),
-        locked=locked,
-        turn=seat,
-        lead=lead_combination,
-        lead_seat=lead_seat if lead else None,
-        lead_cards=cards(lead) if lead else (),
-        passes=0,
-        bombs=0,
-        bombs_left=None if seat == landlord else bombs_left,
-        result=None,
-        seed=None,
-    )
 
 
 def played_ranks(command) -> str:
@@ -272,19 +206,6 @@ def test_landlord_does_not_lead_a_single_to_a_farmer_with_one_card():
 def test_leads_the_whole_hand_when_it_is_one_play():
     view = make_view("3334445566", seat=0, landlord=0)
     assert played_ranks(BotPolicy().act(view)) == "3334445566"
-
-
-def first_bid_view(hand: str, table: Table | None = None) -> SeatView:
-    """Seat 0's view as it bids first (no seat has bid yet)."""
-    return make_view(
-        hand,
-        seat=0,
-        phase=BIDDING,
-        bids=(None,) * 4,
-        bid=None,
-        landlord=None,
-        table=table,
-    )
 
 
 def test_bids_by_hand_strength():

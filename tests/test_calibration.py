@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_bot import first_bid_view, make_view
+from crafted import first_bid_view, make_view
 
 from service.game.bot import BotPolicy, Style, evaluation
 from service.game.bot.calibration import Measured, calibrate, markdown, module_source

@@ -9,7 +9,9 @@ import io
 import re
 import sys
 
-from handplay import OP, PASSWORDS, add_operator, bearer, new_player, ops, play_hand, service
+from api_support import OP, bearer
+from handplay import PASSWORDS, add_operator, play_hand
+from jobs import new_player
 
 from service.cli import main
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from handplay import PASSWORDS, ops, service
+from handplay import PASSWORDS
 from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.options import Options

@@ -17,12 +17,10 @@ import psycopg
 import pytest
 from api_support import ClientApi, assert_problem, operator_events, seated_match, to_act
 from servers import fresh_database
-from test_store import execute
+from store_support import execute
 
 from service.api import create_app
-from service.game import BOT, Bid, CreateMatch, DealHand, Table, TakeSeat
-from service.game.state import DEALING
-from service.rules import new_seed
+from service.game import BOT, Bid, CreateMatch, Table, TakeSeat
 from service.store import EventStore, open_pool
 
 # Slow: kills database backends and waits for the pool to recover (bin/test --fast leaves it out).

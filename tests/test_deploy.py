@@ -207,10 +207,8 @@ def test_nginx_as_configured_passes_commands_and_a_live_stream_through(
     """deploy/nginx.conf in front of the API (gunicorn as deployed): a command through
     the proxy is answered, and its event reaches a stream open through the proxy while
     the stream stays open."""
-    from api_support import HttpApi, open_stream, seated_match
-    from test_api_stream import act_once, read_messages
-    from test_server import gunicorn
-    from test_stream_fanout import wait_for
+    from api_support import HttpApi, act_once, open_stream, read_messages, seated_match, wait_for
+    from processes import gunicorn
 
     with gunicorn(database_url, redis_url, tmp_path / "api.log") as (api_base, _):
         with socket.socket() as s:

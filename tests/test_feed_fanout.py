@@ -9,20 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from api_support import open_sse, sse_messages
+from api_support import bearer, open_sse, sse_messages, wait_for
+from jobs import choose, feed, join, new_player, new_table, run_burst, worker_app
 from servers import serving
-from test_stream_fanout import wait_for
-from test_tables import choose, feed, join, new_table
-from test_workers import (  # noqa: F401 - fixtures, used by name
-    bearer,
-    jobs_env,
-    new_player,
-    rconn,
-    run_burst,
-    worker_app,
-    worker_database_url,
-    worker_redis_url,
-)
 
 # Slow: plays hands through real workers and waits for deadlines (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow

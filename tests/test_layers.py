@@ -240,6 +240,50 @@ def test_test_modules_hold_tests_and_helpers_are_named_otherwise():
     assert empty == []
 
 
+#: Where what test modules share belongs, said by the check below.
+SHARED_CODE = (
+    "fixtures shared by test modules go in a fixture module (a plugin named in "
+    "tests/conftest.py's pytest_plugins, as tests/jobs.py; or conftest.py), helpers in a "
+    "support module not named test_*.py (as tests/api_support.py)"
+)
+
+
+def imports_of_test_modules(root: Path = ROOT) -> list[str]:
+    """Each import of a test module (``tests/test_*.py``) by a module of the tests: pytest
+    finds fixtures by name in fixture modules, and imported fixtures would shadow them."""
+    tests = root / "tests"
+    modules = {path.stem for path in tests.glob("test_*.py")}
+    return [
+        f"{path.relative_to(root)} imports {name}"
+        for path in sorted(tests.rglob("*.py"))
+        for name in sorted(
+            {
+                target.removeprefix("tests.").split(".")[0]
+                for target in imported(path, root)
+                if target.removeprefix("tests.").split(".")[0] in modules
+            }
+        )
+    ]
+
+
+def test_no_test_module_imports_another():
+    found = imports_of_test_modules()
+    assert not found, f"{'; '.join(found)}: {SHARED_CODE}"
+
+
+def test_the_check_sees_a_test_module_imported(tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_a.py").write_text("from test_b import new_player\nimport api_support\n")
+    (tests / "test_b.py").write_text("def test_b():\n    import test_a.helpers\n")
+    (tests / "jobs.py").write_text("from tests.test_a import db\nfrom servers import ROOT\n")
+    assert imports_of_test_modules(tmp_path) == [
+        "tests/jobs.py imports test_a",
+        "tests/test_a.py imports test_b",
+        "tests/test_b.py imports test_a",
+    ]
+
+
 def test_the_python_client_imports_only_the_standard_library_and_its_two_dependencies():
     """clients/python installs on its own: it speaks HTTP to the service, and needs nothing
     of it (nor of anything but httpx and httpx-sse)."""

@@ -9,8 +9,8 @@ import random
 from collections import Counter
 
 import pytest
+from crafted import make_view
 from hidden import reshuffled
-from test_bot import make_view
 
 from service.game import GameError, Table
 from service.game.bot import BotPolicy

@@ -22,9 +22,8 @@ from api_support import (
     take_seat,
     to_act,
 )
+from processes import WorkerProcess, gunicorn
 from servers import OPERATOR_TOKEN, fresh_database, wait_until_ready
-from test_server import gunicorn
-from test_workers_process import WorkerProcess
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow

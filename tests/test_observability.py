@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from handplay import OP, new_player, ops, play_hand, run_jobs
+from api_support import OP
+from handplay import play_hand, run_jobs
+from jobs import new_player
 from prometheus_client.parser import text_string_to_metric_families
 from servers import fresh_database, wait_until_ready
 

@@ -26,10 +26,10 @@ import pytest
 import requests
 import schemathesis
 import yaml
+from contract import Contract, play_the_hand
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from servers import OPERATOR_TOKEN, beating_worker
-from test_openapi import Contract, play_the_hand
 
 # Slow: generates requests to every operation (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow

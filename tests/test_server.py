@@ -15,15 +15,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from api_support import HttpApi, open_stream, seated_match
-from servers import OPERATOR_TOKEN, UNLIMITED_RATES, wait_until_ready
-from test_api_stream import act_once, read_messages
+from api_support import HttpApi, act_once, open_stream, read_messages, seated_match
+from processes import gunicorn
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
@@ -31,63 +28,6 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 #: More than 3 workers x 32 threads, what gthread served before.
 STREAMS = 150
-
-
-@contextmanager
-def gunicorn(
-    database_url, redis_url, log_path: Path, **settings: str
-) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``gunicorn -c python:service.gunicorn_conf service.api.wsgi:app`` on a free port,
-    up: its base URL and process (stopped at the end if still running). It runs no worker,
-    so ``/readyz`` would answer 503; ``/healthz`` says the app is loaded. ``settings`` are
-    more environment variables."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(
-        os.environ,
-        DATABASE_URL=database_url,
-        REDIS_URL=redis_url,
-        DDZ_OPERATOR_TOKEN=OPERATOR_TOKEN,
-        DDZ_STREAM_SECONDS="120",  # streams stay open for the whole test
-        DDZ_KEEPALIVE_SECONDS="1",
-        DDZ_REQUESTS_PER_CONNECTION="3",
-        # Hundreds of streams from one token in a moment: far above the limits for a person.
-        **{f"DDZ_RATE_LIMIT_{name.upper()}": "100000/second" for name in UNLIMITED_RATES},
-        PYTHONUNBUFFERED="1",
-        **settings,
-    )
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "-c",
-                "python:service.gunicorn_conf",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "service.api.wsgi:app",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_ready(base, proc, log_path, path="/healthz")  # no worker runs here
-        yield base, proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    log = log_path.read_text(errors="replace")
-    assert "Traceback" not in log, log[-3000:]
 
 
 @pytest.fixture(scope="module")

@@ -9,20 +9,17 @@ import logging
 import uuid
 
 import pytest
+from store_support import execute
 
-from service.app.commands import CommandRequest, Commands
 from service.game import (
     Bid,
     CreateMatch,
-    DealHand,
     Disconnect,
     GameError,
     Table,
     TakeSeat,
     deadline,
 )
-from service.game.state import DEALING
-from service.rules import new_seed
 from service.store import (
     Announcer,
     EventStore,
@@ -34,11 +31,6 @@ from service.store import (
 )
 from service.store import events as store_events
 from service.store.events import StateCache
-
-
-def execute(store: EventStore, match_id: uuid.UUID, decide, **options):
-    """The command path over this store (the application's, as the API and the workers run it)."""
-    return Commands(store).execute(CommandRequest(match_id, decide, **options))
 
 
 @pytest.fixture(scope="module")

