@@ -405,7 +405,7 @@ def test_the_player_stream_says_your_turn_once_each_and_resumes_without_gaps(api
 def test_a_cursor_from_the_future_is_refused_not_waited_for(api, rconn, jobs_env):
     _, token = new_player(api, "future")
     new_table(api, token)
-    (seated,) = feed(api, token)["items"]
+    (seated,) = feed(api, token, wait=5)["items"]
     xid, position, n = seated["id"].split("-")
     # A transaction id the database has not reached: read after it, the stream would skip
     # everything until the database got that far.
