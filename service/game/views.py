@@ -13,7 +13,7 @@ exactly this), and :func:`visible` what it sees of each event.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ..rules import Card, Combination, legal_plays
@@ -21,7 +21,7 @@ from ..rules.cards import COPIES, NUM_RANKS, ONE_DECK, RANKS, Counts, counts_of
 from .actions import offered
 from .events import Event, HandDealt, LandlordChosen
 from .settlement import HandResult
-from .state import ENDED, State, Turn, frozen, open_bids
+from .state import ENDED, State, Turn, built, open_bids
 from .table import Table
 
 #: Pass as ``seat`` to see everything, as an operator does.
@@ -44,8 +44,8 @@ class SeatView:
     """A seat's view of a match: everything a player (or a bot) of that seat may know.
 
     Not slotted: :func:`seat_view` builds each view (one a simulated turn) by handing it
-    its dictionary, as :meth:`State.replace` does, for a frozen ``__init__`` sets its 31
-    fields one call at a time and took a sixth of a turn.
+    its dictionary, checked (:func:`~service.game.state.built`), for a frozen ``__init__``
+    sets its 31 fields one call at a time and took a sixth of a turn.
     """
 
     match_id: str
@@ -159,12 +159,15 @@ class SeatView:
             "passes": self.passes,
             "bombs": self.bombs,
             "bombs_left": self.bombs_left,
-            "history": _history_documents(self.history),
+            "history": [_turn_document(turn) for turn in self.history],
             "unseen": {RANKS[r]: n for r, n in enumerate(self.unseen)},
             "actions": actions,
             "result": None if self.result is None else self.result.to_json(),
             "seed": self.seed,
         }
+
+
+_VIEW_FIELDS = frozenset(field.name for field in fields(SeatView))
 
 
 def _code(card: Card | None) -> str | None:
@@ -179,11 +182,12 @@ def _codes(cards: Iterable[Card] | None) -> list[str] | None:
     return None if cards is None else [card.code for card in sorted(cards, key=_ORDER.__getitem__)]
 
 
-#: Each turn as shown (its action and its cards' codes), by the turn's identity: every view
-#: of a hand shows its whole history again (about 30 turns in a view; sorted and spelled
-#: anew they took a tenth of a command's CPU, and even a cache keyed by the cards spent
-#: half of that hashing them), and a state's history is the one before it plus a turn, the
-#: same objects. The entry holds its turn, so the id is not reused while it is there.
+#: Each turn's action and its cards' codes, by the turn's identity: every view of a hand
+#: shows its whole history again (about 30 turns in a view; sorted and spelled anew they
+#: took a tenth of a command's CPU, and even a cache keyed by the cards spent half of that
+#: hashing them), and a state's history is the one before it plus a turn, the same
+#: objects. The entry holds its turn, so the id is not reused while it is there, and only
+#: what cannot change: each document made of it is new, the view's own.
 _TURNS: dict[int, tuple[Turn, str, tuple[str, ...]]] = {}
 #: Turns remembered at most (some hundreds of hands); then the cache starts again.
 _TURNS_REMEMBERED = 1 << 16
@@ -197,34 +201,6 @@ def _turn_document(turn: Turn) -> dict[str, Any]:
         known = (turn, "pass" if turn.passed else "play", tuple(_codes(turn.cards) or ()))
         _TURNS[id(turn)] = known
     return {"seat": turn.seat, "action": known[1], "cards": list(known[2])}
-
-
-#: Each history as shown, by the identity of its last turn: the history and its documents.
-#: A hand's history grows by a turn a play, so its documents are the previous history's
-#: plus one (a hand is some 130 turns: rendered whole, its history was the largest part of
-#: a view). Views of a match share these documents (a view's own list is new): they are
-#: only read and written out, never changed.
-_HISTORIES: dict[int, tuple[tuple[Turn, ...], list[dict[str, Any]]]] = {}
-#: Histories remembered at most (some tens of hands); then the cache starts again.
-_HISTORIES_REMEMBERED = 1 << 12
-
-
-def _history_documents(history: tuple[Turn, ...]) -> list[dict[str, Any]]:
-    if not history:
-        return []
-    # Equal histories are the same tuple or the same turns (compared by identity first).
-    known = _HISTORIES.get(id(history[-1]))
-    if known is not None and known[0] == history:
-        return list(known[1])
-    before = _HISTORIES.get(id(history[-2])) if len(history) > 1 else None
-    if before is not None and before[0] == history[:-1]:
-        documents = [*before[1], _turn_document(history[-1])]
-    else:
-        documents = [_turn_document(turn) for turn in history]
-    if len(_HISTORIES) >= _HISTORIES_REMEMBERED:
-        _HISTORIES.clear()
-    _HISTORIES[id(history[-1])] = (history, documents)
-    return list(documents)
 
 
 #: Each seat's info as last shown, by what it holds (the seat, whether it is disconnected,
@@ -276,12 +252,16 @@ def _infos(state: State) -> tuple[SeatInfo | None, ...]:
         return infos
     if len(_INFOS) >= _INFOS_REMEMBERED:
         _INFOS.clear()
-    for seat, disconnected, cards, bombs_played, bombs_left in keys:
-        if seat is not None:
-            _INFOS[seat, disconnected, cards, bombs_played, bombs_left] = SeatInfo(
-                seat.player, seat.bot, disconnected, cards, bombs_played, bombs_left
-            )
-    return tuple(None if key[0] is None else _INFOS[key] for key in keys)
+    made = []
+    # Only what this call made or found is returned: another thread may clear the cache
+    # between any two lines (a SeatInfo is frozen, so sharing one is safe).
+    for key, info in zip(keys, infos):
+        seat, disconnected, cards, bombs_played, bombs_left = key
+        if info is None and seat is not None:
+            info = SeatInfo(seat.player, seat.bot, disconnected, cards, bombs_played, bombs_left)
+            _INFOS[key] = info
+        made.append(info)
+    return tuple(made)
 
 
 def seat_view(state: State, seat: int | str | None) -> SeatView:
@@ -294,7 +274,7 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
     hand = state.hands[own] if own is not None else ()
     lead = state.lead
     assert state.match_id is not None and state.table is not None, "a match is seen once created"
-    return frozen(
+    return built(
         SeatView,
         {
             "match_id": state.match_id,
@@ -333,6 +313,7 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
             "history": state.history,
             "played": state.played,
         },
+        _VIEW_FIELDS,
     )
 
 

@@ -1,0 +1,185 @@
+"""The match core refuses misuse that would otherwise pass silently: a state or a view
+built with a field it does not have (or without one it has), a state changed by the
+event that follows it, and the views' caches read by several threads at once."""
+
+from __future__ import annotations
+
+import functools
+import random
+import sys
+import threading
+from dataclasses import fields
+
+import pytest
+
+from service.game import (
+    Bid,
+    Disconnect,
+    Resume,
+    SeatView,
+    Settle,
+    State,
+    Table,
+    decide,
+    evolve,
+    initial_state,
+    seat_view,
+    view,
+    views,
+)
+from service.game import state as state_module
+from service.game.commands import SeatCommand
+from service.game.events import MATCH_EVENTS, Event, Settled
+from service.game.policies import RandomPolicy, acting_party
+from service.game.settlement import MAX_BID
+from service.game.simulate import play_hand
+from service.game.state import BIDDING, built
+from service.rules import RULESETS, cards, counts_of, deal, report_units
+
+
+def test_a_state_refuses_a_field_it_does_not_have():
+    with pytest.raises(TypeError, match="pases"):
+        initial_state.replace(pases=3)
+    with pytest.raises(TypeError, match="pases"):
+        State(pases=3)  # type: ignore[call-arg]
+    assert initial_state.replace(passes=3).passes == 3 and initial_state.passes == 0
+
+
+def a_view_s_fields() -> dict:
+    state = initial_state
+    for event in played_hands()[0][:8]:
+        state = evolve(state, event)
+    return dict(seat_view(state, 0).__dict__)
+
+
+def test_a_view_is_built_with_each_of_its_fields_and_no_other():
+    names = frozenset(field.name for field in fields(SeatView))
+    values = a_view_s_fields()
+    assert built(SeatView, dict(values), names) == SeatView(**values)
+    del values["history"]  # a field with a default: left out, it would read as ()
+    with pytest.raises(TypeError, match="missing history"):
+        built(SeatView, dict(values), names)
+    values["histroy"] = ()
+    with pytest.raises(TypeError, match="no field histroy; missing history"):
+        built(SeatView, values, names)
+
+
+class Reporter(RandomPolicy):
+    """Random play, but a seat that could report (报到) as landlord bids 3."""
+
+    def act(self, view: SeatView) -> SeatCommand:
+        if (
+            view.phase == BIDDING
+            and view.seat is not None
+            and MAX_BID in view.bid_choices()
+            and report_units(counts_of(view.hand), view.table.ruleset)
+        ):
+            return Bid(view.seat, MAX_BID, acting_party(view))
+        return super().act(view)
+
+
+def reportable_seed(rng: random.Random, table: Table) -> bytes:
+    while True:
+        seed = rng.randbytes(32)
+        if any(report_units(counts_of(hand), table.ruleset) for hand in deal(seed).hands):
+            return seed
+
+
+@functools.cache
+def played_hands() -> list[list[Event]]:
+    """Hands of every kind of event: random play on each ruleset (bids of 3, 摊打 and 报到
+    among them), the seats players who leave and come back now and then, each hand settled."""
+    hands = []
+    rng = random.Random(11)
+    for number in range(24):
+        table = Table.build(sorted(RULESETS)[number % len(RULESETS)])
+        seed = reportable_seed(rng, table) if number % 3 == 0 else rng.randbytes(32)
+
+        def interrupt(state: State) -> list:
+            seat = rng.randrange(4)
+            if rng.random() < 0.9:
+                return []
+            return [Resume(seat) if state.disconnected[seat] else Disconnect(seat, "left")]
+
+        events, final = play_hand(
+            table,
+            seed,
+            [Reporter(rng)] * 4,
+            players=("a", "b", "c", "d"),
+            interrupt=interrupt,
+        )
+        hands.append([*events, *decide(final, Settle())])
+    return hands
+
+
+def test_no_event_changes_the_state_it_is_given():
+    seen = set()
+    for events in played_hands():
+        state = initial_state
+        for event in events:
+            before = dict(state.__dict__)
+            after = evolve(state, event)
+            assert after is not state and after.version == state.version + 1
+            assert state.__dict__.keys() == before.keys(), event
+            assert all(state.__dict__[name] is value for name, value in before.items()), event
+            seen.add(type(event))
+            state = after
+    assert seen == set(MATCH_EVENTS), "the hands above miss a kind of event"
+
+
+def test_an_event_that_changes_nothing_still_leaves_its_state_alone(monkeypatch):
+    """A handler that reports no change: evolve still makes a new state, at the next version."""
+    events = played_hands()[0]
+    state = initial_state
+    for event in events[:-1]:
+        state = evolve(state, event)
+    assert isinstance(events[-1], Settled)
+    monkeypatch.setitem(state_module._EVOLVE, Settled, lambda state, event: {})
+    version = state.version
+    after = evolve(state, events[-1])
+    assert state.version == version and after.version == version + 1
+    assert not state.settled and not after.settled
+
+
+@pytest.fixture
+def tiny_caches(monkeypatch):
+    """The views' and the rules' caches forgotten at (nearly) every entry, and threads
+    switched as often as the interpreter can: what a race needs to show."""
+    monkeypatch.setattr(views, "_INFOS_REMEMBERED", 2)
+    monkeypatch.setattr(views, "_TURNS_REMEMBERED", 2)
+    monkeypatch.setattr(cards, "_COUNTED_REMEMBERED", 2)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)
+
+
+def test_views_made_by_threads_at_once_are_those_made_one_at_a_time(tiny_caches):
+    states = []
+    for events in played_hands()[:3]:
+        state = initial_state
+        for event in events:
+            state = evolve(state, event)
+            if state.match_id is not None:
+                states.append(state)
+
+    def looks(state: State) -> tuple:
+        return (*(seat_view(state, seat) for seat in range(4)), view(state, views.OPERATOR))
+
+    expected = [looks(state) for state in states]
+    failures: list[BaseException] = []
+
+    def look(offset: int) -> None:
+        try:
+            for i in range(6 * len(states)):
+                at = (i * 7 + offset) % len(states)
+                assert looks(states[at]) == expected[at]
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=look, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures[0]
