@@ -4,37 +4,18 @@ event that follows it, and the views' caches read by several threads at once."""
 
 from __future__ import annotations
 
-import functools
-import random
 import sys
 import threading
 from dataclasses import fields
 
 import pytest
+from event_hands import played_hands
 
-from service.game import (
-    Bid,
-    Disconnect,
-    Resume,
-    SeatView,
-    Settle,
-    State,
-    Table,
-    decide,
-    evolve,
-    initial_state,
-    seat_view,
-    view,
-    views,
-)
+from service.game import SeatView, State, evolve, initial_state, seat_view, view, views
 from service.game import state as state_module
-from service.game.commands import SeatCommand
-from service.game.events import MATCH_EVENTS, Event, Settled
-from service.game.policies import RandomPolicy, acting_party
-from service.game.settlement import MAX_BID
-from service.game.simulate import play_hand
-from service.game.state import BIDDING, built
-from service.rules import RULESETS, cards, counts_of, deal, report_units
+from service.game.events import MATCH_EVENTS, Settled
+from service.game.state import built
+from service.rules import cards
 
 
 def test_a_state_refuses_a_field_it_does_not_have():
@@ -62,54 +43,6 @@ def test_a_view_is_built_with_each_of_its_fields_and_no_other():
     values["histroy"] = ()
     with pytest.raises(TypeError, match="no field histroy; missing history"):
         built(SeatView, values, names)
-
-
-class Reporter(RandomPolicy):
-    """Random play, but a seat that could report (报到) as landlord bids 3."""
-
-    def act(self, view: SeatView) -> SeatCommand:
-        if (
-            view.phase == BIDDING
-            and view.seat is not None
-            and MAX_BID in view.bid_choices()
-            and report_units(counts_of(view.hand), view.table.ruleset)
-        ):
-            return Bid(view.seat, MAX_BID, acting_party(view))
-        return super().act(view)
-
-
-def reportable_seed(rng: random.Random, table: Table) -> bytes:
-    while True:
-        seed = rng.randbytes(32)
-        if any(report_units(counts_of(hand), table.ruleset) for hand in deal(seed).hands):
-            return seed
-
-
-@functools.cache
-def played_hands() -> list[list[Event]]:
-    """Hands of every kind of event: random play on each ruleset (bids of 3, 摊打 and 报到
-    among them), the seats players who leave and come back now and then, each hand settled."""
-    hands = []
-    rng = random.Random(11)
-    for number in range(24):
-        table = Table.build(sorted(RULESETS)[number % len(RULESETS)])
-        seed = reportable_seed(rng, table) if number % 3 == 0 else rng.randbytes(32)
-
-        def interrupt(state: State) -> list:
-            seat = rng.randrange(4)
-            if rng.random() < 0.9:
-                return []
-            return [Resume(seat) if state.disconnected[seat] else Disconnect(seat, "left")]
-
-        events, final = play_hand(
-            table,
-            seed,
-            [Reporter(rng)] * 4,
-            players=("a", "b", "c", "d"),
-            interrupt=interrupt,
-        )
-        hands.append([*events, *decide(final, Settle())])
-    return hands
 
 
 def test_no_event_changes_the_state_it_is_given():
