@@ -1,14 +1,18 @@
 """Every registry kept beside the thing it names is complete, and says where to add what is
 missing: each refusal of the store has its HTTP status, each of a match's events its
 summary (which the console and the workers' log show), each endpoint its rate-limit
-category, and each event class its place in the streams' registry."""
+category, and each event class its place in the streams' registry. And what is derived
+from a registry holds: the system's players take a decision they have no rule for with
+its first candidate, which the decider always accepts."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pytest
@@ -18,8 +22,22 @@ from flask import Flask
 import service.store
 from service.api import console, rate_limits
 from service.api.documents import STORE_STATUS, game_error
+from service.game import can, evolve, initial_state, seat_view
 from service.game import events as events_module
-from service.game.events import BOT, EVENT_TYPES, MATCH_EVENTS, TABLE_EVENTS, Event, HandDealt
+from service.game.actions import CANDIDATES
+from service.game.bot import BotPolicy
+from service.game.commands import SeatCommand
+from service.game.events import (
+    BOT,
+    EVENT_TYPES,
+    MATCH_EVENTS,
+    PLAYER,
+    TABLE_EVENTS,
+    Event,
+    HandDealt,
+)
+from service.game.policies import RandomPolicy
+from service.game.state import PLAYING
 from service.store import StoredEvent, StoreError
 from workers.jobs import describe
 
@@ -101,3 +119,40 @@ def test_an_endpoint_without_a_category_is_refused_with_where_to_add_it():
     other.add_url_rule(f"/v1/{uuid.uuid4().hex}", "invented.route", lambda: "")
     with pytest.raises(RuntimeError, match=r"invented\.route.*CATEGORY_OF of service/api/rate"):
         rate_limits.check_categories(other)
+
+
+def test_each_decision_s_first_candidate_is_accepted_whenever_it_is_due():
+    """What a system player takes for a decision its policy has no rule for."""
+    due = set()
+    for events in played_hands():
+        state = initial_state
+        for event in events:
+            if state.awaits_decision():
+                seat, by = state.turn, BOT if state.is_system(state.turn) else PLAYER
+                for cls, (phase, values) in CANDIDATES.items():
+                    if phase == state.phase and values is not None:
+                        assert can(state, cls(seat, values[0], by)), (cls.name, state)
+                        due.add(cls)
+            state = evolve(state, event)
+    assert due == {cls for cls, (_, values) in CANDIDATES.items() if values is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class Double(SeatCommand):
+    """A decision no policy has a rule for (加倍, say)."""
+
+    name = "double"
+    value: bool
+    by: str = PLAYER
+
+
+@pytest.mark.parametrize("policy", [RandomPolicy(), BotPolicy()], ids=lambda p: p.name)
+def test_a_decision_new_to_a_policy_is_taken_with_its_first_candidate(policy, monkeypatch):
+    monkeypatch.setitem(CANDIDATES, Double, ("doubling", (False, True)))
+    state = initial_state
+    for event in played_hands()[0]:
+        state = evolve(state, event)
+        if state.phase == PLAYING:
+            break
+    view = dataclasses.replace(seat_view(state, state.turn), phase="doubling")
+    assert policy.act(view) == Double(state.turn, False, PLAYER)

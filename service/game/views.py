@@ -12,9 +12,10 @@ exactly this), and :func:`visible` what it sees of each event.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from ..rules import Card, Combination, legal_plays
 from ..rules.cards import COPIES, NUM_RANKS, ONE_DECK, RANKS, Counts, counts_of
@@ -109,62 +110,45 @@ class SeatView:
         )
 
     def to_json(self, actions: list[dict[str, Any]]) -> dict[str, Any]:
-        """The view as the API shows it, with the ``actions`` the seat is offered."""
-        return {
-            "match_id": self.match_id,
-            "phase": self.phase,
-            "version": self.version,
-            "seat": self.seat,
-            "role": self.role,
-            **self.table.settings(),
-            "seats": [
-                None
-                if info is None
-                else {
-                    "seat": i,
-                    "player": info.player,
-                    "bot": info.bot,
-                    "disconnected": info.disconnected,
-                    "cards": info.cards,
-                    "bombs_played": info.bombs_played,
-                    "bombs_left": info.bombs_left,
-                    "role": None
-                    if self.landlord is None
-                    else ("landlord" if i == self.landlord else "farmer"),
-                }
-                for i, info in enumerate(self.seats)
-            ],
-            "commitment": self.commitment,
-            "marked_card": _code(self.marked_card),
-            "marked_seat": self.marked_seat,
-            "hand": _codes(self.hand),
-            "bids": list(self.bids),
-            "landlord": self.landlord,
-            "bid": self.bid,
-            "bottom": _codes(self.bottom),
-            "first_bid_three": self.first_bid_three,
-            "show_hand": self.show_hand,
-            "landlord_hand": _codes(self.landlord_hand),
-            "report": self.report,
-            "reported_cards": _codes(self.reported_cards),
-            "turn": self.turn,
-            "lead": None
+        """The view as the API shows it, with the ``actions`` the seat is offered: each
+        field by its type (:data:`SHOWN_BY_TYPE`), then the others their own way."""
+        values = self.__dict__
+        document = {name: values[name] for name in _AS_THEY_ARE}
+        for name, show in _CONVERTED:
+            document[name] = show(values[name])
+        landlord = self.landlord
+        document.update(self.table.settings())
+        document["role"] = self.role
+        document["seats"] = [
+            None
+            if info is None
+            else {
+                "seat": i,
+                "player": info.player,
+                "bot": info.bot,
+                "disconnected": info.disconnected,
+                "cards": info.cards,
+                "bombs_played": info.bombs_played,
+                "bombs_left": info.bombs_left,
+                "role": None if landlord is None else ("landlord" if i == landlord else "farmer"),
+            }
+            for i, info in enumerate(self.seats)
+        ]
+        document["lead"] = (
+            None
             if self.lead is None
             else {
                 "seat": self.lead_seat,
                 "cards": _codes(self.lead_cards),
                 "type": self.lead.type.value,
                 "rank": self.lead.rank,
-            },
-            "passes": self.passes,
-            "bombs": self.bombs,
-            "bombs_left": self.bombs_left,
-            "history": [_turn_document(turn) for turn in self.history],
-            "unseen": {RANKS[r]: n for r, n in enumerate(self.unseen)},
-            "actions": actions,
-            "result": None if self.result is None else self.result.to_json(),
-            "seed": self.seed,
-        }
+            }
+        )
+        document["history"] = [_turn_document(turn) for turn in self.history]
+        document["unseen"] = {RANKS[r]: n for r, n in enumerate(self.unseen)}
+        document["actions"] = actions
+        document["result"] = None if self.result is None else self.result.to_json()
+        return document
 
 
 _VIEW_FIELDS = frozenset(field.name for field in fields(SeatView))
@@ -180,6 +164,43 @@ _ORDER = {card: i for i, card in enumerate(ONE_DECK)}
 
 def _codes(cards: Iterable[Card] | None) -> list[str] | None:
     return None if cards is None else [card.code for card in sorted(cards, key=_ORDER.__getitem__)]
+
+
+def _listed(items: tuple[Any, ...] | None) -> list[Any] | None:
+    return None if items is None else list(items)
+
+
+#: The fields that :meth:`SeatView.to_json` shows its own way, or not at all (``locked``
+#: binds the viewing seat's plays alone, and the reported cards show it; ``played`` is
+#: shown as ``unseen``).
+_SHOWN_OTHERWISE = frozenset(
+    {"table", "seats", "locked", "lead", "lead_seat", "lead_cards", "result", "history", "played"}
+)
+#: Every other field of a view, with its type: the API shows each by its type alone (a
+#: card by its code, cards by their codes in the deck's order, any other tuple as a list,
+#: the rest as they are), and its schema of a view is derived from these types, so that a
+#: new field of a view needs nothing more than its place in :func:`seat_view`.
+SHOWN_BY_TYPE: dict[str, Any] = {
+    name: hint for name, hint in get_type_hints(SeatView).items() if name not in _SHOWN_OTHERWISE
+}
+
+
+def _shown(hint: Any) -> Callable[[Any], Any] | None:
+    """How a value of type ``hint`` is shown (None: as it is)."""
+    inner = [arg for arg in get_args(hint) if arg is not type(None)]
+    if get_origin(hint) in (Union, UnionType) and len(inner) == 1:
+        hint = inner[0]
+    if hint is Card:
+        return _code
+    if get_origin(hint) is tuple:
+        return _codes if get_args(hint)[0] is Card else _listed
+    return None
+
+
+_AS_THEY_ARE = tuple(name for name, hint in SHOWN_BY_TYPE.items() if _shown(hint) is None)
+_CONVERTED = tuple(
+    (name, show) for name, hint in SHOWN_BY_TYPE.items() if (show := _shown(hint)) is not None
+)
 
 
 #: Each turn's action and its cards' codes, by the turn's identity: every view of a hand
