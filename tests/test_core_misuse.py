@@ -4,6 +4,8 @@ event that follows it, and the views' caches read by several threads at once."""
 
 from __future__ import annotations
 
+import copy
+import json
 import sys
 import threading
 from dataclasses import fields
@@ -116,3 +118,32 @@ def test_views_made_by_threads_at_once_are_those_made_one_at_a_time(tiny_caches)
     for thread in threads:
         thread.join()
     assert not failures, failures[0]
+
+
+def test_a_view_s_history_cannot_be_changed_under_the_other_views():
+    """Views of a hand share their history's turns: a reader changing one would change
+    what every other view shows, so each refuses; a copy is the reader's own."""
+    events = next(events for events in played_hands() if sum(e.type == "play" for e in events) > 6)
+    state = initial_state
+    for event in events:
+        state = evolve(state, event)
+        if len(state.history) == 6:
+            break
+    shown = view(state, 0)["history"]
+    before = view(state, 2)["history"]
+    turn = next(turn for turn in shown if turn["cards"])
+    for change in (
+        lambda: turn.update(seat=9),
+        lambda: turn.__setitem__("cards", []),
+        lambda: turn["cards"].append("S3"),
+        lambda: turn["cards"].__setitem__(0, "S3"),
+        lambda: turn.pop("action"),
+    ):
+        with pytest.raises(TypeError, match="shared"):
+            change()
+    assert view(state, 2)["history"] == before
+    mine = copy.deepcopy(shown)
+    mine[0]["seat"] = 9
+    mine[0]["cards"].append("S3")
+    assert view(state, 0)["history"] == before
+    assert json.loads(json.dumps(shown)) == before

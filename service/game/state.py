@@ -94,10 +94,13 @@ def built(cls: type[_T], values: dict[str, Any], names: frozenset[str]) -> _T:
     would read as the class's default), else ``TypeError``."""
     if values.keys() != names:
         raise TypeError(_misfit(cls, values, names))
-    return _instance(cls, values)
+    return handed(cls, values)
 
 
-def _instance(cls: type[_T], values: dict[str, Any]) -> _T:
+def handed(cls: type[_T], values: dict[str, Any]) -> _T:
+    """As :func:`built`, unchecked: for a dictionary known to hold the fields, such as one
+    made by a literal whose keys :func:`built` has checked (the check of a view's 31 keys
+    was a sixth of :func:`~service.game.views.seat_view`)."""
     new = object.__new__(cls)
     object.__setattr__(new, "__dict__", values)
     return new
@@ -229,7 +232,7 @@ def _state(values: dict[str, Any]) -> State:
     # field, it has a name more than a state's exactly when a change names no field.
     if len(values) != len(_STATE_FIELDS):
         raise TypeError(_misfit(State, values, _STATE_FIELDS))
-    return _instance(State, values)
+    return handed(State, values)
 
 
 def _set(items: tuple[_T, ...], index: int, value: _T) -> tuple[_T, ...]:

@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from types import UnionType
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, NoReturn, Union, get_args, get_origin, get_type_hints
 
 from ..rules import Card, Combination, legal_plays
 from ..rules.cards import COPIES, NUM_RANKS, ONE_DECK, RANKS, Counts, counts_of
 from .actions import offered
-from .events import Event, HandDealt, LandlordChosen
+from .events import Event, HandDealt, LandlordChosen, MatchCreated
 from .settlement import HandResult
-from .state import ENDED, State, Turn, built, open_bids
+from .state import ENDED, State, Turn, built, handed, open_bids, replay
 from .table import Table
 
 #: Pass as ``seat`` to see everything, as an operator does.
@@ -45,8 +45,8 @@ class SeatView:
     """A seat's view of a match: everything a player (or a bot) of that seat may know.
 
     Not slotted: :func:`seat_view` builds each view (one a simulated turn) by handing it
-    its dictionary, checked (:func:`~service.game.state.built`), for a frozen ``__init__``
-    sets its 31 fields one call at a time and took a sixth of a turn.
+    its dictionary, for a frozen ``__init__`` sets its 31 fields one call at a time and
+    took a sixth of a turn; that dictionary's keys are checked as the module loads.
     """
 
     match_id: str
@@ -144,7 +144,7 @@ class SeatView:
                 "rank": self.lead.rank,
             }
         )
-        document["history"] = [_turn_document(turn) for turn in self.history]
+        document["history"] = _history_documents(self.history)
         document["unseen"] = {RANKS[r]: n for r, n in enumerate(self.unseen)}
         document["actions"] = actions
         document["result"] = None if self.result is None else self.result.to_json()
@@ -203,25 +203,83 @@ _CONVERTED = tuple(
 )
 
 
-#: Each turn's action and its cards' codes, by the turn's identity: every view of a hand
-#: shows its whole history again (about 30 turns in a view; sorted and spelled anew they
-#: took a tenth of a command's CPU, and even a cache keyed by the cards spent half of that
-#: hashing them), and a state's history is the one before it plus a turn, the same
-#: objects. The entry holds its turn, so the id is not reused while it is there, and only
-#: what cannot change: each document made of it is new, the view's own.
-_TURNS: dict[int, tuple[Turn, str, tuple[str, ...]]] = {}
+def _refuse(*args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError(
+        "a view's history is shared with the other views of its hand: change a copy "
+        "(dict(turn), list(cards))"
+    )
+
+
+class _SharedTurn(dict[str, Any]):
+    """A turn of a hand's history as the views show it: the same object in every view that
+    shows the turn, hence read-only. orjson and json write it as the dict it is; a copy,
+    by ``dict()`` or the copy module, is a plain dict."""
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self),)
+
+
+class _SharedCards(list[str]):
+    """A shared turn's cards: read-only, as the turn is."""
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return list, (list(self),)
+
+
+#: Each turn as shown, by the turn's identity: every view of a hand shows its whole
+#: history again (about 30 turns in a view; sorted and spelled anew they took a tenth of a
+#: command's CPU, and even a cache keyed by the cards spent half of that hashing them), and
+#: a state's history is the one before it plus a turn, the same objects. The entry holds
+#: its turn, so the id is not reused while it is there.
+_TURNS: dict[int, tuple[Turn, _SharedTurn]] = {}
 #: Turns remembered at most (some hundreds of hands); then the cache starts again.
 _TURNS_REMEMBERED = 1 << 16
 
 
-def _turn_document(turn: Turn) -> dict[str, Any]:
+def _turn_document(turn: Turn) -> _SharedTurn:
     known = _TURNS.get(id(turn))
     if known is None or known[0] is not turn:
         if len(_TURNS) >= _TURNS_REMEMBERED:
             _TURNS.clear()
-        known = (turn, "pass" if turn.passed else "play", tuple(_codes(turn.cards) or ()))
+        cards = _SharedCards(_codes(turn.cards) or ())
+        action = "pass" if turn.passed else "play"
+        known = (turn, _SharedTurn(seat=turn.seat, action=action, cards=cards))
         _TURNS[id(turn)] = known
-    return {"seat": turn.seat, "action": known[1], "cards": list(known[2])}
+    return known[1]
+
+
+#: Each history as shown, by the identity of its last turn: the history and its documents.
+#: A hand's history grows by a turn a play, so its documents are the previous history's
+#: plus one (a hand is some 130 turns: rendered whole, a view's history took three times
+#: the rest of it, mostly in the garbage collector's passes over the many new objects).
+#: Views of a match share these documents, read-only; a view's list is its own.
+_HISTORIES: dict[int, tuple[tuple[Turn, ...], list[_SharedTurn]]] = {}
+#: Histories remembered at most (some tens of hands); then the cache starts again.
+_HISTORIES_REMEMBERED = 1 << 12
+
+
+def _history_documents(history: tuple[Turn, ...]) -> list[_SharedTurn]:
+    if not history:
+        return []
+    # Equal histories are the same tuple or the same turns (compared by identity first).
+    known = _HISTORIES.get(id(history[-1]))
+    if known is not None and known[0] == history:
+        return list(known[1])
+    before = _HISTORIES.get(id(history[-2])) if len(history) > 1 else None
+    if before is not None and before[0] == history[:-1]:
+        documents = [*before[1], _turn_document(history[-1])]
+    else:
+        documents = [_turn_document(turn) for turn in history]
+    if len(_HISTORIES) >= _HISTORIES_REMEMBERED:
+        _HISTORIES.clear()
+    _HISTORIES[id(history[-1])] = (history, documents)
+    return list(documents)
 
 
 #: Each seat's info as last shown, by what it holds (the seat, whether it is disconnected,
@@ -288,6 +346,12 @@ def _infos(state: State) -> tuple[SeatInfo | None, ...]:
 def seat_view(state: State, seat: int | str | None) -> SeatView:
     """The state as ``seat`` may see it; ``None`` is an onlooker with no seat,
     :data:`OPERATOR` sees everything."""
+    return handed(SeatView, _seen(state, seat))
+
+
+def _seen(state: State, seat: int | str | None) -> dict[str, Any]:
+    """The fields of ``seat``'s view of ``state``: one literal, whose keys are the same
+    for every state and seat, checked once below."""
     operator = seat == OPERATOR
     ended = state.phase == ENDED
     own = seat if isinstance(seat, int) else None  # the viewing seat, if it has one
@@ -295,47 +359,45 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
     hand = state.hands[own] if own is not None else ()
     lead = state.lead
     assert state.match_id is not None and state.table is not None, "a match is seen once created"
-    return built(
-        SeatView,
-        {
-            "match_id": state.match_id,
-            "phase": state.phase,
-            "version": state.version,
-            "seat": own,
-            "table": state.table,
-            "seats": _seat_infos(state),
-            "commitment": state.commitment,
-            "marked_card": state.marked_card,
-            "marked_seat": state.marked_seat,
-            "hand": hand,
-            "bids": state.bids,
-            "landlord": landlord,
-            "bid": state.bid,
-            "bottom": state.bottom
-            if operator or (landlord is not None and seat == landlord)
-            else None,
-            "first_bid_three": state.first_bid_three,
-            "show_hand": state.show_hand,
-            "landlord_hand": state.hands[landlord]
-            if landlord is not None and (state.show_hand or operator)
-            else None,
-            "report": state.report,
-            "reported_cards": state.reported_cards,
-            "locked": state.locks(own),
-            "turn": state.turn,
-            "lead": lead,
-            "lead_seat": state.lead_seat if lead is not None else None,
-            "lead_cards": state.lead_cards if lead is not None else (),
-            "passes": state.passes,
-            "bombs": state.bombs,
-            "bombs_left": state.bomb_allowance[own] if own is not None else None,
-            "result": state.result,
-            "seed": state.seed if ended or operator else None,
-            "history": state.history,
-            "played": state.played,
-        },
-        _VIEW_FIELDS,
-    )
+    return {
+        "match_id": state.match_id,
+        "phase": state.phase,
+        "version": state.version,
+        "seat": own,
+        "table": state.table,
+        "seats": _seat_infos(state),
+        "commitment": state.commitment,
+        "marked_card": state.marked_card,
+        "marked_seat": state.marked_seat,
+        "hand": hand,
+        "bids": state.bids,
+        "landlord": landlord,
+        "bid": state.bid,
+        "bottom": state.bottom if operator or (landlord is not None and seat == landlord) else None,
+        "first_bid_three": state.first_bid_three,
+        "show_hand": state.show_hand,
+        "landlord_hand": state.hands[landlord]
+        if landlord is not None and (state.show_hand or operator)
+        else None,
+        "report": state.report,
+        "reported_cards": state.reported_cards,
+        "locked": state.locks(own),
+        "turn": state.turn,
+        "lead": lead,
+        "lead_seat": state.lead_seat if lead is not None else None,
+        "lead_cards": state.lead_cards if lead is not None else (),
+        "passes": state.passes,
+        "bombs": state.bombs,
+        "bombs_left": state.bomb_allowance[own] if own is not None else None,
+        "result": state.result,
+        "seed": state.seed if ended or operator else None,
+        "history": state.history,
+        "played": state.played,
+    }
+
+
+# A view with a field left out, or one it does not have, fails here, as the module loads.
+built(SeatView, _seen(replay([MatchCreated("checked", Table.build())]), OPERATOR), _VIEW_FIELDS)
 
 
 def view(state: State, seat: int | str | None) -> dict[str, Any]:
