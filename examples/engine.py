@@ -22,13 +22,13 @@ def rank(card):
 def choose(view, actions):
     """The command body for this turn, from the view and the actions it offers."""
     offered = {action["action"]: action for action in actions}
-    if "bid" in offered:
-        return {"action": "bid", "value": min(offered["bid"]["choices"])}
-    if "show_hand" in offered:
-        return {"action": "show_hand", "value": False}
-    if "report" in offered:
-        choices = offered["report"]["choices"]
-        return {"action": "report", "value": "decline" if "decline" in choices else choices[0]}
+    for name, action in offered.items():
+        # Bid, 摊打, 报到 or any other decision: its least choice (0, no 摊打, decline).
+        if name not in ("play", "pass"):
+            return {
+                "action": name,
+                **({"value": min(action["choices"])} if "choices" in action else {}),
+            }
     hand = sorted(view["hand"], key=rank)
     lead = view["lead"]
     if lead is None:  # we lead: the lowest card

@@ -30,7 +30,7 @@ from servers import OPERATOR_TOKEN
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
 
 
-class Table:
+class MatchInPlay:
     """A match in play (the landlord leads), its players and an onlooker with no seat."""
 
     def __init__(self, api, prefix: str):
@@ -75,20 +75,20 @@ class Table:
 
 
 @pytest.fixture()
-def table(client):
-    return Table(ClientApi(client), f"sec-{uuid.uuid4().hex[:6]}")
+def match(client):
+    return MatchInPlay(ClientApi(client), f"sec-{uuid.uuid4().hex[:6]}")
 
 
-def unchanged(table: Table):
+def unchanged(match: MatchInPlay):
     """Context: the match's version and events are the same afterwards."""
 
     class Guard:
         def __enter__(self):
-            self.before = stream_fingerprint(table.api, table.match_id)
+            self.before = stream_fingerprint(match.api, match.match_id)
 
         def __exit__(self, *exc):
             if exc[0] is None:
-                assert stream_fingerprint(table.api, table.match_id) == self.before, (
+                assert stream_fingerprint(match.api, match.match_id) == self.before, (
                     "a refused request changed the match"
                 )
 
@@ -106,11 +106,11 @@ def unchanged(table: Table):
         ({"action": "play", "cards": ["S3"], "expected_version": 1, "extra": None}, "extra"),
     ],
 )
-def test_unknown_fields_are_refused(table, body, where):
-    with unchanged(table):
-        problem = table.refused(table.command(table.landlord, body), 422, "invalid_request")
+def test_unknown_fields_are_refused(match, body, where):
+    with unchanged(match):
+        problem = match.refused(match.command(match.landlord, body), 422, "invalid_request")
     assert where in json.dumps(problem.get("errors", {})) or where in problem["detail"]
-    table.no_leaks()
+    match.no_leaks()
 
 
 @pytest.mark.parametrize(
@@ -136,29 +136,29 @@ def test_unknown_fields_are_refused(table, body, where):
         ({"action": "show_hand", "value": "yes"}, None),
     ],
 )
-def test_wrong_types_and_shapes_are_refused(table, body, code):
-    with unchanged(table):
-        table.refused(table.command(table.landlord, body), 422, code)
-    table.no_leaks()
+def test_wrong_types_and_shapes_are_refused(match, body, code):
+    with unchanged(match):
+        match.refused(match.command(match.landlord, body), 422, code)
+    match.no_leaks()
 
 
-def test_malformed_json_is_a_400(table):
+def test_malformed_json_is_a_400(match):
     for data in (b"{", b'{"action": "pass",}', b"\xff\xfe", b"[1, 2", b"nul"):
-        with unchanged(table):
-            table.refused(table.command(table.landlord, data=data), 400)
+        with unchanged(match):
+            match.refused(match.command(match.landlord, data=data), 400)
 
 
-def test_deeply_nested_json_is_a_4xx_problem(table):
+def test_deeply_nested_json_is_a_4xx_problem(match):
     """12 KB of nested arrays (under the 16 KiB limit) is bad input, not a server failure."""
     for data in (b"[" * 6000 + b"]" * 6000, b'{"action": ' + b"[" * 6000 + b"]" * 6000 + b"}"):
-        with unchanged(table):
-            reply = table.command(table.landlord, data=data)
+        with unchanged(match):
+            reply = match.command(match.landlord, data=data)
             assert 400 <= reply.status < 500, (
                 f"nested JSON to /commands got {reply.status}: {reply.text[:200]}"
             )
-            table.refused(reply, reply.status)
+            match.refused(reply, reply.status)
     # The same without any token, at the one endpoint that needs none.
-    reply = table.api.request(
+    reply = match.api.request(
         "POST", "/v1/players", data=b'{"name": ' + b"[" * 6000 + b"]" * 6000 + b"}"
     )
     assert 400 <= reply.status < 500, (
@@ -166,26 +166,26 @@ def test_deeply_nested_json_is_a_4xx_problem(table):
     )
 
 
-def test_a_body_that_is_not_an_object_is_refused(table):
+def test_a_body_that_is_not_an_object_is_refused(match):
     for data in (b"[]", b'"pass"', b"42", b"null"):
-        with unchanged(table):
-            reply = table.command(table.landlord, data=data)
+        with unchanged(match):
+            reply = match.command(match.landlord, data=data)
             assert reply.status in (400, 422), reply.text
-            table.refused(reply, reply.status)
+            match.refused(reply, reply.status)
 
 
-def test_oversized_bodies_are_a_413(table):
+def test_oversized_bodies_are_a_413(match):
     padding = "x" * (17 * 1024)
-    with unchanged(table):
-        table.refused(
-            table.command(table.landlord, {"action": "pass", "pad": padding}), 413, "body_too_large"
+    with unchanged(match):
+        match.refused(
+            match.command(match.landlord, {"action": "pass", "pad": padding}), 413, "body_too_large"
         )
-    with unchanged(table):
-        reply = table.api.request("POST", "/v1/players", json_body={"name": padding})
-        table.refused(reply, 413, "body_too_large")
-    with unchanged(table):
-        reply = table.landlord.post("/v1/matches", {"ruleset": "shanghai-platform", "pad": padding})
-        table.refused(reply, 413, "body_too_large")
+    with unchanged(match):
+        reply = match.api.request("POST", "/v1/players", json_body={"name": padding})
+        match.refused(reply, 413, "body_too_large")
+    with unchanged(match):
+        reply = match.landlord.post("/v1/matches", {"ruleset": "shanghai-platform", "pad": padding})
+        match.refused(reply, 413, "body_too_large")
 
 
 def chunked_post(live_server: str, path: str, token: str, parts):
@@ -237,130 +237,130 @@ def test_oversized_chunked_body_is_not_applied(live_server):
 # --- the rules ---------------------------------------------------------------------------
 
 
-def test_cards_not_in_the_hand_are_named_from_the_request_alone(table):
+def test_cards_not_in_the_hand_are_named_from_the_request_alone(match):
     """The refusal names the cards of the play that the hand lacks, which the caller sent
     itself, and no other: not the ones it holds, nor any other hidden card."""
-    hidden = table.hidden_from(table.landlord)
-    hand = Counter(table.landlord_view["hand"])
+    hidden = match.hidden_from(match.landlord)
+    hand = Counter(match.landlord_view["hand"])
     held = next(iter(hand))
-    with unchanged(table):
-        problem = table.refused(
-            table.command(table.landlord, {"action": "play", "cards": [held, hidden[0]]}),
+    with unchanged(match):
+        problem = match.refused(
+            match.command(match.landlord, {"action": "play", "cards": [held, hidden[0]]}),
             422,
             "cards_not_in_hand",
         )
     assert problem["detail"] == f"the hand does not hold: {hidden[0]}"
     once = next(c for c in hand if hand[c] == 1)
-    with unchanged(table):
-        problem = table.refused(
-            table.command(table.landlord, {"action": "play", "cards": [once, once]}),
+    with unchanged(match):
+        problem = match.refused(
+            match.command(match.landlord, {"action": "play", "cards": [once, once]}),
             422,
             "cards_not_in_hand",
         )
     assert problem["detail"] == f"the hand does not hold: {once}"
-    table.no_leaks()
+    match.no_leaks()
 
 
-def test_rule_refusals(table):
-    farmer = table.farmer()
-    with unchanged(table):
-        table.refused(table.command(table.landlord, {"action": "pass"}), 422, "leader_cannot_pass")
-    with unchanged(table):
-        table.refused(
-            table.command(table.landlord, {"action": "bid", "value": 1}), 422, "wrong_phase"
+def test_rule_refusals(match):
+    farmer = match.farmer()
+    with unchanged(match):
+        match.refused(match.command(match.landlord, {"action": "pass"}), 422, "leader_cannot_pass")
+    with unchanged(match):
+        match.refused(
+            match.command(match.landlord, {"action": "bid", "value": 1}), 422, "wrong_phase"
         )
-    with unchanged(table):  # out of turn, with a legal-looking play of its own cards
-        own = view_of(farmer, table.match_id)["hand"][:1]
-        table.refused(table.command(farmer, {"action": "play", "cards": own}), 422, "not_your_turn")
-    with unchanged(table):
-        table.refused(table.command(farmer, {"action": "pass"}), 422, "not_your_turn")
-    with unchanged(table):
-        table.refused(table.command(farmer, {"action": "resume"}), 422)
-    table.no_leaks()
+    with unchanged(match):  # out of turn, with a legal-looking play of its own cards
+        own = view_of(farmer, match.match_id)["hand"][:1]
+        match.refused(match.command(farmer, {"action": "play", "cards": own}), 422, "not_your_turn")
+    with unchanged(match):
+        match.refused(match.command(farmer, {"action": "pass"}), 422, "not_your_turn")
+    with unchanged(match):
+        match.refused(match.command(farmer, {"action": "resume"}), 422)
+    match.no_leaks()
 
 
-def test_stale_expected_version_is_a_409(table):
-    hand = table.landlord_view["hand"]
-    legal = table.landlord.get(f"{table.path}/legal").json
-    stale = table.version - 1
-    with unchanged(table):
-        table.refused(
-            table.command(
-                table.landlord,
+def test_stale_expected_version_is_a_409(match):
+    hand = match.landlord_view["hand"]
+    legal = match.landlord.get(f"{match.path}/legal").json
+    stale = match.version - 1
+    with unchanged(match):
+        match.refused(
+            match.command(
+                match.landlord,
                 {"action": "play", "cards": legal["plays"][0]["cards"], "expected_version": stale},
             ),
             409,
             "version_conflict",
         )
-    with unchanged(table):
-        table.refused(
-            table.command(
-                table.landlord,
-                {"action": "play", "cards": hand[:1], "expected_version": table.version + 5},
+    with unchanged(match):
+        match.refused(
+            match.command(
+                match.landlord,
+                {"action": "play", "cards": hand[:1], "expected_version": match.version + 5},
             ),
             409,
             "version_conflict",
         )
-    table.no_leaks()
+    match.no_leaks()
 
 
 # --- who may do what ---------------------------------------------------------------------
 
 
-def test_a_player_with_no_seat_may_not_act_or_see_legal_plays(table):
-    with unchanged(table):
-        table.refused(
-            table.command(
-                table.onlooker, {"action": "play", "cards": table.landlord_view["hand"][:1]}
+def test_a_player_with_no_seat_may_not_act_or_see_legal_plays(match):
+    with unchanged(match):
+        match.refused(
+            match.command(
+                match.onlooker, {"action": "play", "cards": match.landlord_view["hand"][:1]}
             ),
             403,
             "not_seated",
         )
-    with unchanged(table):
-        table.refused(
-            table.onlooker.get(f"{table.path}/legal", at=table.version), 403, "not_seated"
+    with unchanged(match):
+        match.refused(
+            match.onlooker.get(f"{match.path}/legal", at=match.version), 403, "not_seated"
         )
-    view = view_of(table.onlooker, table.match_id)
+    view = view_of(match.onlooker, match.match_id)
     assert (
         view["seat"] is None
         and view["hand"] == []
         and view["bottom"] is None
         and view["actions"] == []
     )
-    table.no_leaks()
+    match.no_leaks()
 
 
-def test_another_seats_token_acts_only_for_its_own_seat(table):
+def test_another_seats_token_acts_only_for_its_own_seat(match):
     """A farmer's token cannot make the landlord's move: the command is its own seat's,
     out of turn; and its legal plays are none."""
-    farmer = table.farmer(2)
-    landlord_cards = table.landlord_view["hand"][:1]
-    with unchanged(table):
-        problem = table.refused(
-            table.command(farmer, {"action": "play", "cards": landlord_cards}), 422
+    farmer = match.farmer(2)
+    landlord_cards = match.landlord_view["hand"][:1]
+    with unchanged(match):
+        problem = match.refused(
+            match.command(farmer, {"action": "play", "cards": landlord_cards}), 422
         )
     assert problem["code"] in ("not_your_turn", "cards_not_in_hand")
-    legal = farmer.get(f"{table.path}/legal").json
+    legal = farmer.get(f"{match.path}/legal").json
     assert legal["seat"] == farmer.seat and legal["plays"] == [] and legal["can_pass"] is False
-    table.no_leaks()
+    match.no_leaks()
 
 
-def test_taking_seats_is_guarded(table):
-    with unchanged(table):
-        table.refused(
-            table.onlooker.post(f"{table.path}/seats", {"seat": 0}, at=table.version), 422
+def test_taking_seats_is_guarded(match):
+    with unchanged(match):
+        match.refused(
+            match.onlooker.post(f"{match.path}/seats", {"seat": 0}, at=match.version), 422
         )
-    with unchanged(table):
-        table.refused(
-            table.onlooker.post(f"{table.path}/seats", {"seat": 9}, at=table.version), 422
+    with unchanged(match):
+        match.refused(
+            match.onlooker.post(f"{match.path}/seats", {"seat": 9}, at=match.version), 422
         )
-    with unchanged(table):
-        table.refused(
-            table.onlooker.post(f"{table.path}/seats", {"seat": 0, "x": 1}, at=table.version), 422
+    with unchanged(match):
+        match.refused(
+            match.onlooker.post(f"{match.path}/seats", {"seat": 0, "x": 1}, at=match.version), 422
         )
-    with unchanged(table):
-        table.refused(
-            table.api.request("POST", f"{table.path}/seats", OPERATOR_TOKEN, json_body={"seat": 0}),
+    with unchanged(match):
+        match.refused(
+            match.api.request("POST", f"{match.path}/seats", OPERATOR_TOKEN, json_body={"seat": 0}),
             403,
         )
 
@@ -394,7 +394,7 @@ def test_seating_rules(client):
         ("POST", "/seats"),
     ],
 )
-def test_missing_or_forged_tokens_are_a_401_with_a_challenge(table, method, suffix):
+def test_missing_or_forged_tokens_are_a_401_with_a_challenge(match, method, suffix):
     body = (
         {"action": "pass"}
         if suffix == "/commands"
@@ -407,51 +407,51 @@ def test_missing_or_forged_tokens_are_a_401_with_a_challenge(table, method, suff
         {"Authorization": "Bearer"},
         {"Authorization": OPERATOR_TOKEN},
     ):
-        with unchanged(table):
-            reply = table.api.request(
-                method, f"{table.path}{suffix}", json_body=body, headers=headers
+        with unchanged(match):
+            reply = match.api.request(
+                method, f"{match.path}{suffix}", json_body=body, headers=headers
             )
-            table.refused(reply, 401)
+            match.refused(reply, 401)
             assert reply.headers.get("WWW-Authenticate", "").startswith("Bearer"), reply.headers
             assert reply.json["code"] in ("unauthorized", "invalid_token")
 
 
-def test_unauthenticated_list_and_create_are_401(table):
-    table.refused(table.api.request("GET", "/v1/matches"), 401, "unauthorized")
-    table.refused(table.api.request("POST", "/v1/matches", json_body={}), 401, "unauthorized")
-    table.refused(table.api.request("GET", "/v1/matches", "forged"), 401, "invalid_token")
+def test_unauthenticated_list_and_create_are_401(match):
+    match.refused(match.api.request("GET", "/v1/matches"), 401, "unauthorized")
+    match.refused(match.api.request("POST", "/v1/matches", json_body={}), 401, "unauthorized")
+    match.refused(match.api.request("GET", "/v1/matches", "forged"), 401, "invalid_token")
 
 
-def test_player_tokens_may_not_use_operator_endpoints(table):
+def test_player_tokens_may_not_use_operator_endpoints(match):
     for suffix in ("events", "audit"):
-        for player in (table.landlord, table.onlooker):
-            with unchanged(table):
-                table.refused(
-                    player.get(f"/v1/admin/matches/{table.match_id}/{suffix}", at=table.version),
+        for player in (match.landlord, match.onlooker):
+            with unchanged(match):
+                match.refused(
+                    player.get(f"/v1/admin/matches/{match.match_id}/{suffix}", at=match.version),
                     403,
                     "operator_required",
                 )
-        reply = table.api.request("GET", f"/v1/admin/matches/{table.match_id}/{suffix}")
-        table.refused(reply, 401)
+        reply = match.api.request("GET", f"/v1/admin/matches/{match.match_id}/{suffix}")
+        match.refused(reply, 401)
         assert reply.headers.get("WWW-Authenticate", "").startswith("Bearer")
-    table.no_leaks()
+    match.no_leaks()
 
 
-def test_the_operator_may_not_act_for_a_seat(table):
-    with unchanged(table):
-        reply = table.api.request(
-            "POST", f"{table.path}/commands", OPERATOR_TOKEN, json_body={"action": "pass"}
+def test_the_operator_may_not_act_for_a_seat(match):
+    with unchanged(match):
+        reply = match.api.request(
+            "POST", f"{match.path}/commands", OPERATOR_TOKEN, json_body={"action": "pass"}
         )
-        table.refused(reply, 403, "player_required")
+        match.refused(reply, 403, "player_required")
 
 
-def test_the_record_is_not_available_before_the_end(table):
-    for player in (*table.players, table.onlooker):
-        with unchanged(table):
-            table.refused(
-                player.get(f"{table.path}/record", at=table.version), 403, "record_not_available"
+def test_the_record_is_not_available_before_the_end(match):
+    for player in (*match.players, match.onlooker):
+        with unchanged(match):
+            match.refused(
+                player.get(f"{match.path}/record", at=match.version), 403, "record_not_available"
             )
-    table.no_leaks()
+    match.no_leaks()
 
 
 @pytest.mark.parametrize(
@@ -463,8 +463,8 @@ def test_the_record_is_not_available_before_the_end(table):
         (UNKNOWN.upper() + "0", "malformed_id"),
     ],
 )
-def test_unknown_or_malformed_match_ids_are_a_404(table, target, code):
-    player = table.landlord
+def test_unknown_or_malformed_match_ids_are_a_404(match, target, code):
+    player = match.landlord
     for method, suffix, body in [
         ("GET", "", None),
         ("GET", "/legal", None),
@@ -473,19 +473,19 @@ def test_unknown_or_malformed_match_ids_are_a_404(table, target, code):
         ("POST", "/commands", {"action": "pass"}),
         ("POST", "/seats", {"seat": 0}),
     ]:
-        reply = player.call(method, f"/v1/matches/{target}{suffix}", body, at=table.version)
-        problem = table.refused(reply, 404, code)
+        reply = player.call(method, f"/v1/matches/{target}{suffix}", body, at=match.version)
+        problem = match.refused(reply, 404, code)
         if code == "malformed_id":
             assert problem["detail"] == "the match id in the path is not a UUID"
     for suffix in ("events", "audit"):
-        reply = table.api.request("GET", f"/v1/admin/matches/{target}/{suffix}", OPERATOR_TOKEN)
-        table.refused(reply, 404, code)
-    table.no_leaks()
+        reply = match.api.request("GET", f"/v1/admin/matches/{target}/{suffix}", OPERATOR_TOKEN)
+        match.refused(reply, 404, code)
+    match.no_leaks()
 
 
 @pytest.mark.parametrize("query", ["after=-1", "after=x", "wait=31", "wait=-1", "wait=abc"])
-def test_bad_event_queries_are_422(table, query):
-    table.refused(table.landlord.get(f"{table.path}/events?{query}", at=table.version), 422)
+def test_bad_event_queries_are_422(match, query):
+    match.refused(match.landlord.get(f"{match.path}/events?{query}", at=match.version), 422)
 
 
 @pytest.mark.parametrize(
@@ -521,30 +521,30 @@ def test_bad_player_names_are_422(client):
         assert_problem(api.request("POST", "/v1/players", json_body=body), 422)
 
 
-def test_method_not_allowed_is_a_problem(table):
-    reply = table.api.request("DELETE", table.path, table.landlord.token)
-    table.refused(reply, 405)
+def test_method_not_allowed_is_a_problem(match):
+    reply = match.api.request("DELETE", match.path, match.landlord.token)
+    match.refused(reply, 405)
     assert "GET" in reply.headers.get("Allow", "")
 
 
-def test_leak_check_flags_a_hidden_card(table):
+def test_leak_check_flags_a_hidden_card(match):
     """The checker these tests rely on: another seat's hand, received by a farmer, is a leak."""
-    farmer = table.farmer()
-    hidden = table.hidden_from(farmer)
-    probe = Observer(table.api, farmer.token, farmer.player_id, "probe", seat=farmer.seat)
-    probe.record("forged body", table.version, {"payload": {"cards": hidden[:3]}})
-    probe.record("forged text", table.version, f"you may not know of {hidden[0]}")
-    knowledge = Knowledge(operator_events(table.api, table.match_id)["events"])
+    farmer = match.farmer()
+    hidden = match.hidden_from(farmer)
+    probe = Observer(match.api, farmer.token, farmer.player_id, "probe", seat=farmer.seat)
+    probe.record("forged body", match.version, {"payload": {"cards": hidden[:3]}})
+    probe.record("forged text", match.version, f"you may not know of {hidden[0]}")
+    knowledge = Knowledge(operator_events(match.api, match.match_id)["events"])
     assert len(leaks(probe, knowledge)) == 2
     # A card the farmer named in its own request may come back in the answer; another may not.
-    echo = Observer(table.api, farmer.token, farmer.player_id, "echo", seat=farmer.seat)
+    echo = Observer(match.api, farmer.token, farmer.player_id, "echo", seat=farmer.seat)
     echo.record(
-        "echoed", table.version, f"the hand does not hold: {hidden[0]}", sent=Counter([hidden[0]])
+        "echoed", match.version, f"the hand does not hold: {hidden[0]}", sent=Counter([hidden[0]])
     )
     assert leaks(echo, knowledge) == []
     echo.record(
         "not sent",
-        table.version,
+        match.version,
         f"the hand does not hold: {hidden[0]}, {hidden[1]}",
         sent=Counter([hidden[0]]),
     )

@@ -18,16 +18,7 @@ from service.app.work import BOT_TURN, SETTLE_MATCH, TURN_TIMEOUT, work_for
 from service.game import Disconnect, GameError, Settle, State, deadline, seat_view
 from service.game.bot.levels import policy, seat_level
 from service.game.commands import SeatCommand
-from service.game.events import (
-    BidMade,
-    Disconnected,
-    HandEnded,
-    HandShown,
-    Passed,
-    Played,
-    Reported,
-    Settled,
-)
+from service.game.events import HandEnded, Settled
 from service.game.policies import Policy
 from service.game.record import export, verify
 from service.game.state import ENDED
@@ -43,26 +34,11 @@ EARLY_TOLERANCE = 2.0
 
 
 def describe(events: Sequence[StoredEvent]) -> str:
-    """What the system did, for the operator's log: the kind of play and its card count,
-    never a card (a hand's cards are hidden until played, and a log is no place for them)."""
-    first = events[0].event
-    if isinstance(first, Played):
-        count = len(first.cards)
-        said = f"played {first.combination} ({count} card{'s' if count > 1 else ''})"
-    elif isinstance(first, BidMade):
-        said = f"bid {first.value}" if first.value else "passed the bid"
-    elif isinstance(first, HandShown):
-        said = "showed the hand (摊打)" if first.value else "did not show the hand"
-    elif isinstance(first, Reported):
-        said = f"answered 报到 with {first.value}"
-    elif isinstance(first, Passed):
-        said = "passed"
-    elif isinstance(first, Disconnected):
-        said = "missed its deadline: taken over, the system plays the seat from now on (系统代打)"
-    else:
-        said = first.type
-    ended = [e.event for e in events if isinstance(e.event, HandEnded)]
-    return said + (f"; the hand ended, {ended[0].result.outcome.winner} won" if ended else "")
+    """What the system did, for the operator's log: the first event's summary (the kind of
+    play and its card count, never a card), and the end of the hand if it came with it."""
+    said = [events[0].event.summary()]
+    said += [e.event.summary() for e in events[1:] if isinstance(e.event, HandEnded)]
+    return "; ".join(said)
 
 
 def _act(match_id: str, version: int, command: SeatCommand, what: str) -> str:
@@ -74,14 +50,7 @@ def _act(match_id: str, version: int, command: SeatCommand, what: str) -> str:
     except VersionConflict:
         log.debug("%s: match %s v%s: someone acted first", what, match_id, version)
         return "someone acted first"
-    log.info(
-        "%s: match %s v%s seat %s %s",
-        what,
-        match_id,
-        version,
-        command.seat,
-        describe(outcome.events),
-    )
+    log.info("%s: match %s v%s %s", what, match_id, version, describe(outcome.events))
     return f"{command.name} at version {version}"
 
 

@@ -43,19 +43,7 @@ from ..app import audit, work
 from ..config import Config
 from ..game import initial_state
 from ..game.decider import outcome
-from ..game.events import (
-    BidMade,
-    Disconnected,
-    HandDealt,
-    HandEnded,
-    HandShown,
-    LandlordChosen,
-    Passed,
-    Played,
-    Reported,
-    Resumed,
-    Settled,
-)
+from ..game.events import BOT, Played
 from ..game.record import export
 from ..game.settlement import multiplier
 from ..game.state import evolve
@@ -262,26 +250,6 @@ def matches():
     )
 
 
-#: What happened at a step of the replay, by the kind of event (operators see every card).
-_SAYS: dict[type, Callable[[Any], str]] = {
-    HandDealt: lambda e: f"dealt; the marked card {e.marked_card} is with seat {e.marked_seat}",
-    BidMade: lambda e: (
-        f"seat {e.seat} bid {e.value}" if e.value else f"seat {e.seat} passed the bid"
-    ),
-    LandlordChosen: lambda e: f"seat {e.seat} is the landlord at {e.bid}, and takes the bottom",
-    HandShown: lambda e: f"seat {e.seat} {'showed' if e.value else 'did not show'} the hand (摊打)",
-    Reported: lambda e: f"seat {e.seat} answered 报到 with {e.value}",
-    Played: lambda e: (
-        f"seat {e.seat} played {e.combination}" + ("" if e.by == "player" else " (system)")
-    ),
-    Passed: lambda e: f"seat {e.seat} passed",
-    Disconnected: lambda e: f"seat {e.seat} disconnected ({e.reason}); the system plays it",
-    Resumed: lambda e: f"seat {e.seat} took the seat back",
-    HandEnded: lambda e: f"the hand ended: the {e.result.outcome.winner} won",
-    Settled: lambda e: "settled in the ledger",
-}
-
-
 def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
     """The hand step by step from its deal: at each event, every seat's hand, the bottom,
     the cards played (if any) and the multiplier as it stands once there is a landlord."""
@@ -301,7 +269,8 @@ def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
             {
                 "version": item.version,
                 "seat": getattr(event, "seat", None),
-                "said": _SAYS.get(type(event), lambda e: e.type)(event),
+                "said": event.summary()
+                + (" (system)" if getattr(event, "by", None) == BOT else ""),
                 "played": played,
                 "hands": [[c.code for c in hand] for hand in state.hands],
                 "bottom": [c.code for c in state.bottom],

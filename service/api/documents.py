@@ -17,24 +17,40 @@ from ..app import audit
 from ..app.metrics import LEDGER_OK, LEDGER_PROBLEMS
 from ..game import GameError, State, Table, deadline, view, visible
 from ..game.table import DEFAULT_BOT_LEVEL
-from ..store import Loaded, MatchNotFound, StoredEvent, StoreError
+from ..store import (
+    IdempotencyMismatch,
+    Loaded,
+    MatchNotFound,
+    StoredEvent,
+    StoreError,
+    VersionConflict,
+)
+from ..store.creations import KeyInUse
 from ..store.players import Profile
+from ..store.tables import TableNotFound, TicketNotFound, TicketSeated, TicketWaiting
 from .auth import BEARER, Caller
 from .problems import ApiError
 from .services import services
 
-#: HTTP status of each decider or store error code that is not a plain 422.
-STATUS_OF = {
-    "match_not_found": 404,
-    "version_conflict": 409,
+#: HTTP status of each refusal of the store, by its class: every StoreError has one
+#: (tests/test_registries.py), for what the store refuses is no rule of the game.
+STORE_STATUS: dict[type[StoreError], int] = {
+    MatchNotFound: 404,
+    VersionConflict: 409,
+    IdempotencyMismatch: 422,
+    KeyInUse: 409,
+    TableNotFound: 404,
+    TicketNotFound: 404,
+    TicketWaiting: 409,
+    TicketSeated: 409,
+}
+#: HTTP status of the decider's refusals that are not 422 (the rules refuse the command),
+#: by code.
+GAME_STATUS = {
     "not_seated": 403,
     "table_not_found": 404,
-    "ticket_not_found": 404,
     "invite_required": 403,
     "table_full": 409,
-    "ticket_waiting": 409,
-    "ticket_seated": 409,
-    "idempotency_key_in_use": 409,
 }
 
 
@@ -57,8 +73,9 @@ def documented(*statuses: int) -> dict:
 
 
 def game_error(exc: GameError | StoreError) -> ApiError:
-    members = exc.members if isinstance(exc, StoreError) else None
-    return ApiError(STATUS_OF.get(exc.code, 422), exc.code, str(exc), members=members)
+    if isinstance(exc, StoreError):
+        return ApiError(STORE_STATUS[type(exc)], exc.code, str(exc), members=exc.members)
+    return ApiError(GAME_STATUS.get(exc.code, 422), exc.code, str(exc))
 
 
 def table_of(body: dict[str, Any]) -> Table:

@@ -238,7 +238,7 @@ def to_command(body: dict, seat: int) -> Command:
 @bp.response(200, schemas.CommandResult)
 @bp.doc(**documented(401, 403, 404, 409, 422))
 def command(body, match_id, key=None):
-    """Act for the caller's seat: bid, show_hand (摊打), report (报到), play, pass or resume.
+    """Act for the caller's seat: an action its view offers (``actions``), or resume.
     With ``expected_version`` a stale view gets 409. With an ``Idempotency-Key`` header a
     retry of the same request gets the first response and changes nothing; the same key
     with another request gets 422."""

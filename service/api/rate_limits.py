@@ -1,5 +1,5 @@
 """Rate limits, counted in Redis so that every API process shares the counts: per bearer
-token and, separately, per client address, for four kinds of request (commands, reads,
+token and, separately, per client address, for four categories of request (commands, reads,
 streams and long polls, new players); and the console's sign-ins per address and per
 operator name. A request over a limit gets 429 ``rate_limited``
 with ``Retry-After``, before its token is looked up or anything is read.
@@ -50,9 +50,10 @@ COMMANDS, READS, STREAMS, SIGNUPS = "commands", "reads", "streams", "signups"
 #: of new players behind one address must not lock the operators out.
 SIGN_INS = "sign-ins"
 
-#: The kind of each endpoint's requests; ``matches.events`` is a read, or a long poll
-#: (a stream) when it asks to wait.
-KIND_OF = {
+#: The category of each endpoint's requests, the limits they count against (every endpoint
+#: has one, or is in UNLIMITED: see :func:`check_categories`); ``matches.events`` is a
+#: read, or a long poll (a stream) when it asks to wait.
+CATEGORY_OF = {
     "players.create_player": SIGNUPS,
     "matches.create_match": COMMANDS,
     "matches.take_seat": COMMANDS,
@@ -89,7 +90,7 @@ KIND_OF = {
     # The page of problem codes, as the console's pages are.
     "problem_docs.index": READS,
     # The console: its pages as reads of the address (they take no bearer token); signing
-    # in (a POST of the form) is its own kind, see kind().
+    # in (a POST of the form) is its own category, see request_category().
     **{
         f"console.{page}": READS
         for page in (
@@ -135,12 +136,24 @@ return counts
 """
 
 
-def kind() -> str | None:
+def request_category() -> str | None:
+    """The category of the request under way (None: not limited)."""
     if request.endpoint in ("matches.events", "me.my_events") and _waits():
         return STREAMS
     if request.endpoint == "console.sign_in" and request.method == "POST":
         return SIGN_INS
-    return KIND_OF.get(request.endpoint or "")
+    return CATEGORY_OF.get(request.endpoint or "")
+
+
+def check_categories(app: Flask) -> None:
+    """Raises unless each of the app's endpoints has its category or is unlimited: an
+    endpoint left out would be served without any limit."""
+    unknown = set(app.view_functions) - set(CATEGORY_OF) - UNLIMITED
+    if unknown:
+        raise RuntimeError(
+            f"no rate-limit category for {', '.join(sorted(unknown))}: give each one in "
+            "CATEGORY_OF of service/api/rate_limits.py (or add it to UNLIMITED there)"
+        )
 
 
 def _waits() -> bool:
@@ -176,7 +189,7 @@ KEY_OF = {"token": token_key, "address": address_key, "name": name_key}
 
 @dataclass(frozen=True)
 class Limit:
-    """One configured limit: a kind of request, counted per token or per address; the
+    """One configured limit: a category of request, counted per token or per address; the
     share of it a process may count in its own memory first (see the module's text)."""
 
     category: str
@@ -346,10 +359,9 @@ def _refusal(limit: Limit, window: RateLimitItem, seconds: float):
 
 def install(app: Flask, config: Config) -> Counter | None:
     """Limits the app's requests as ``config`` says (nothing when switched off)."""
+    check_categories(app)
     if not config.rate_limits:
         return None
-    unknown = set(app.view_functions) - set(KIND_OF) - UNLIMITED
-    assert not unknown, f"say which rate limits apply to {sorted(unknown)}"
 
     share = config.rate_limit_local_share
     if not 0 <= share <= 1:
@@ -376,12 +388,12 @@ def install(app: Flask, config: Config) -> Counter | None:
 
     counter = Counter(config.redis_url)
     hold = config.rate_limit_hold_seconds
-    #: (kind, per, key) -> (when the window ends, the window gone over)
+    #: (category, per, key) -> (when the window ends, the window gone over)
     over: dict[tuple[str, str, str], tuple[float, RateLimitItem]] = {}
 
     @app.before_request
     def limit():
-        category = kind()
+        category = request_category()
         if category is None:
             return None
         bearer = _bearer()

@@ -3,15 +3,20 @@ through these schemas, so the OpenAPI document generated from them is what is se
 
 from __future__ import annotations
 
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
 import marshmallow as ma
 from marshmallow import fields as f
 from marshmallow import validate
 
 from ..game import state as game_state
-from ..game.actions import PLAYER_ACTIONS
+from ..game.actions import PLAYER_ACTIONS, VALUES
 from ..game.events import MATCH_EVENTS
+from ..game.settlement import Factors
 from ..game.table import BOT_LEVELS, DEFAULT_BOT_LEVEL, DEFAULT_TURN_SECONDS, MAX_TURN_SECONDS
-from ..rules import DEFAULT_RULESET, RULESETS, CombinationType
+from ..game.views import SHOWN_BY_TYPE
+from ..rules import DEFAULT_RULESET, RULESETS, Card, CombinationType
 from ..store import STATUSES
 
 #: The events of a match's stream (a table's are not shown as such).
@@ -31,6 +36,31 @@ STORABLE_TEXT = validate.Regexp(
 )
 PHASES = list(game_state.PHASES)
 COMBINATION_TYPES = [kind.value for kind in CombinationType]
+#: The JSON type of a value of each Python type the game's documents hold.
+JSON_TYPES = {bool: "boolean", int: "integer", str: "string"}
+#: The JSON types an action's ``value`` may take.
+VALUE_TYPES = sorted({JSON_TYPES[kind] for kind, _ in VALUES.values()})
+
+
+def shown_by_type(hint: Any, **options: Any) -> f.Field:
+    """The schema of a value the game shows by its type alone (a card by its code, cards
+    by theirs, a tuple as a list; see ``SHOWN_BY_TYPE`` of :mod:`service.game.views`)."""
+    inner = [arg for arg in get_args(hint) if arg is not type(None)]
+    if get_origin(hint) in (Union, UnionType) and len(inner) == 1:
+        return shown_by_type(inner[0], allow_none=True, **options)
+    if get_origin(hint) is tuple:
+        return f.List(shown_by_type(get_args(hint)[0]), **options)
+    field = {Card: f.String, bool: f.Boolean, int: f.Integer, str: f.String}[hint]
+    return field(**options)
+
+
+def by_type(hints: dict[str, Any]) -> type[ma.Schema]:
+    """A schema of these fields, each shown by its type alone (:func:`shown_by_type`): the
+    base of a schema that adds what the game shows its own way (mypy cannot follow a
+    base class made by a call, hence the ``ignore`` where one is)."""
+    return ma.Schema.from_dict(
+        {name: shown_by_type(hint, required=True) for name, hint in hints.items()}
+    )
 
 
 class Strict(ma.Schema):
@@ -244,15 +274,14 @@ class Lead(ma.Schema):
 class Action(ma.Schema):
     action = f.String(required=True, validate=validate.OneOf(PLAYER_ACTIONS))
     choices = f.List(
-        f.Raw(metadata={"type": ["integer", "boolean", "string"]}),
+        f.Raw(metadata={"type": VALUE_TYPES}),
         metadata={"description": "The values the action may take, where it takes one"},
     )
 
 
-class FactorsSchema(ma.Schema):
-    marked_joker = f.Boolean(required=True)
-    first_bid_three = f.Boolean(required=True)
-    show_hand = f.Boolean(required=True)
+class FactorsSchema(by_type(get_type_hints(Factors))):  # type: ignore[misc]
+    """Each factor by its type (the game's), ``report`` told more exactly."""
+
     report = f.String(
         required=True,
         allow_none=True,
@@ -261,8 +290,6 @@ class FactorsSchema(ma.Schema):
             "description": "报到 then 打 (play) or 不打 (no_play); null when no 报到 was declared, a decline included"
         },
     )
-    report_units = f.Integer(required=True)
-    bombs = f.Integer(required=True)
 
 
 class SettlementAmounts(ma.Schema):
@@ -284,40 +311,21 @@ class Result(ma.Schema):
     settlement = f.Nested(SettlementAmounts, required=True)
 
 
-class View(ma.Schema):
-    """A seat's view of the match (docs/rules.md §6)."""
+class View(by_type(SHOWN_BY_TYPE)):  # type: ignore[misc]
+    """A seat's view of the match (docs/rules.md §6): its fields shown by their type alone
+    (the game's), then the others."""
 
-    match_id = f.String(required=True)
     phase = f.String(required=True, validate=validate.OneOf(PHASES))
-    version = f.Integer(required=True)
-    seat = f.Integer(required=True, allow_none=True)
     role = f.String(required=True, allow_none=True, validate=validate.OneOf(["landlord", "farmer"]))
     ruleset = f.String(required=True)
     options = f.Nested(Options, required=True)
     seats = f.List(f.Nested(SeatState, allow_none=True), required=True)
-    commitment = f.String(required=True, allow_none=True)
-    marked_card = f.String(required=True, allow_none=True)
-    marked_seat = f.Integer(required=True, allow_none=True)
-    hand = f.List(f.String(), required=True)
-    bids = f.List(f.Integer(allow_none=True), required=True)
-    landlord = f.Integer(required=True, allow_none=True)
-    bid = f.Integer(required=True, allow_none=True)
-    bottom = f.List(f.String(), required=True, allow_none=True)
-    first_bid_three = f.Boolean(required=True)
-    show_hand = f.Boolean(required=True, allow_none=True)
-    landlord_hand = f.List(f.String(), required=True, allow_none=True)
-    report = f.String(required=True, allow_none=True)
-    reported_cards = f.List(f.String(), required=True)
-    turn = f.Integer(required=True, allow_none=True)
     deadline = f.DateTime(
         required=True,
         allow_none=True,
         metadata={"description": "When the seat to act loses its turn to the system"},
     )
     lead = f.Nested(Lead, required=True, allow_none=True)
-    passes = f.Integer(required=True)
-    bombs = f.Integer(required=True)
-    bombs_left = f.Integer(required=True, allow_none=True)
     history = f.List(
         f.Nested(Turn),
         required=True,
@@ -341,7 +349,6 @@ class View(ma.Schema):
         },
     )
     result = f.Nested(Result, required=True, allow_none=True)
-    seed = f.String(required=True, allow_none=True)
 
 
 class LegalPlay(ma.Schema):
@@ -364,8 +371,8 @@ class CommandRequestSchema(Strict):
     action = f.String(required=True, validate=validate.OneOf(PLAYER_ACTIONS))
     value = f.Raw(
         metadata={
-            "description": "bid: 0 (pass), 1, 2 or 3; show_hand: true or false; report: play, no_play or decline",
-            "oneOf": [{"type": "integer"}, {"type": "boolean"}, {"type": "string"}],
+            "description": "; ".join(f"{cls.name}: {said}" for cls, (_, said) in VALUES.items()),
+            "oneOf": [{"type": kind} for kind in VALUE_TYPES],
         }
     )
     cards = f.List(

@@ -28,7 +28,9 @@ PLAYER_ACTIONS: tuple[str, ...] = (*(c.name for c in DECISIONS), Resume.name)
 _SEAT_COMMANDS: tuple[type[SeatCommand], ...] = (*DECISIONS, Disconnect, Resume)
 COMMANDS: dict[str, type[SeatCommand]] = {c.name: c for c in _SEAT_COMMANDS}
 
-#: Each decision's candidate values in the phase it belongs to (``None``: the action takes no value).
+#: Each decision's candidate values in the phase it belongs to (``None``: the action takes
+#: no value). The first value is one the decider always accepts when the decision is due:
+#: what a system player takes where its policy has no rule of its own (:func:`by_default`).
 CANDIDATES: dict[type[SeatCommand], tuple[str, tuple[Any, ...] | None]] = {
     Bid: (BIDDING, BIDS),
     ShowHand: (SHOW_HAND, (True, False)),
@@ -36,12 +38,26 @@ CANDIDATES: dict[type[SeatCommand], tuple[str, tuple[Any, ...] | None]] = {
     Play: (PLAYING, None),
     Pass: (PLAYING, None),
 }
-#: What each value-taking action's ``value`` is, for the error that says so.
-_VALUES: dict[type[SeatCommand], tuple[type, str]] = {
+#: What each value-taking action's ``value`` is, for the error that says so and for the
+#: API's schema of a command body.
+VALUES: dict[type[SeatCommand], tuple[type, str]] = {
     Bid: (int, "0 (pass), 1, 2 or 3"),
     ShowHand: (bool, "true or false"),
     Report: (str, "{}, {} or {}".format(*ReportChoice)),
 }
+
+
+def by_default(phase: str, seat: int, by: str) -> SeatCommand:
+    """The decision due in ``phase``, taken with its first candidate value: how the system
+    plays a seat in a phase its policy has no rule for (a decision new to it)."""
+    for cls, (due, values) in CANDIDATES.items():
+        if due != phase:
+            continue
+        if values is not None:
+            return cls(seat, values[0], by)  # type: ignore[call-arg]
+        if cls is not Play:  # a decision that takes nothing but the seat
+            return cls(seat, by)  # type: ignore[call-arg]
+    raise ValueError(f"nothing to decide in phase {phase!r}")
 
 
 def command_of(action: Mapping[str, Any], seat: int, by: str = PLAYER) -> SeatCommand:
@@ -53,8 +69,8 @@ def command_of(action: Mapping[str, Any], seat: int, by: str = PLAYER) -> SeatCo
         raise GameError(f"unknown action {name!r}", "invalid_command")
     if cls is not Play and "cards" in action:
         raise GameError("'cards' goes only with play", "invalid_command")
-    if cls in _VALUES:
-        kind, description = _VALUES[cls]
+    if cls in VALUES:
+        kind, description = VALUES[cls]
         # A bool is an int to Python, not a bid; a ReportChoice is a str.
         if not isinstance(value, kind) or (kind is int and type(value) is bool):
             raise GameError(f"{name} needs 'value': {description}", "invalid_command")

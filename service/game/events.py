@@ -36,6 +36,14 @@ class Event:
         """The event with its envelope, as in exports: ``{"type", "version", ...payload}``."""
         return {"type": self.type, "version": self.version, **self.payload()}
 
+    def summary(self) -> str:
+        """What happened, in a line for people (the console's replay, the workers' log);
+        never a card that a seat may not see. Each event of a match says its own
+        (tests/test_registries.py); a table's events say nothing yet."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no summary() in service/game/events.py"
+        )
+
     @staticmethod
     def from_payload(type: str, version: int, payload: dict[str, Any]) -> Event:
         cls = EVENT_TYPES.get(type)
@@ -106,6 +114,9 @@ class MatchCreated(Event):
     match_id: str
     table: Table
 
+    def summary(self) -> str:
+        return f"the match was created: {self.table.ruleset.name}, unit {self.table.unit}"
+
 
 @dataclass(frozen=True, slots=True)
 class SeatTaken(Event):
@@ -113,6 +124,9 @@ class SeatTaken(Event):
     seat: int
     player: str | None
     bot: bool
+
+    def summary(self) -> str:
+        return f"seat {self.seat} was taken by {'a bot' if self.bot else 'a player'}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +141,9 @@ class HandDealt(Event):
     marked_card: Card
     marked_seat: int
 
+    def summary(self) -> str:
+        return f"dealt; the marked card {self.marked_card} is with seat {self.marked_seat}"
+
 
 @dataclass(frozen=True, slots=True)
 class BidMade(Event):
@@ -136,6 +153,9 @@ class BidMade(Event):
     seat: int
     value: int
     by: str = PLAYER
+
+    def summary(self) -> str:
+        return f"seat {self.seat} " + (f"bid {self.value}" if self.value else "passed the bid")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +167,9 @@ class LandlordChosen(Event):
     bid: int
     bottom: tuple[Card, ...]
 
+    def summary(self) -> str:
+        return f"seat {self.seat} is the landlord at {self.bid}, and takes the bottom"
+
 
 @dataclass(frozen=True, slots=True)
 class HandShown(Event):
@@ -157,6 +180,10 @@ class HandShown(Event):
     value: bool
     cards: tuple[Card, ...]
     by: str = PLAYER
+
+    def summary(self) -> str:
+        shown = "showed the hand (摊打)" if self.value else "did not show the hand"
+        return f"seat {self.seat} {shown}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +199,9 @@ class Reported(Event):
     locked: tuple[int, ...]
     by: str = PLAYER
 
+    def summary(self) -> str:
+        return f"seat {self.seat} answered 报到 with {self.value}"
+
 
 @dataclass(frozen=True, slots=True)
 class Played(Event):
@@ -182,12 +212,21 @@ class Played(Event):
     rank: str | None
     by: str = PLAYER
 
+    def summary(self) -> str:
+        count = len(self.cards)
+        return (
+            f"seat {self.seat} played {self.combination} ({count} card{'s' if count > 1 else ''})"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Passed(Event):
     type = "pass"
     seat: int
     by: str = PLAYER
+
+    def summary(self) -> str:
+        return f"seat {self.seat} passed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,11 +237,18 @@ class Disconnected(Event):
     seat: int
     reason: str
 
+    def summary(self) -> str:
+        why = "missed its deadline: taken over" if self.reason == "deadline" else "left"
+        return f"seat {self.seat} {why}, the system plays the seat from now on (系统代打)"
+
 
 @dataclass(frozen=True, slots=True)
 class Resumed(Event):
     type = "resume"
     seat: int
+
+    def summary(self) -> str:
+        return f"seat {self.seat} took the seat back"
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +263,9 @@ class HandEnded(Event):
     seed: str
     result: HandResult
 
+    def summary(self) -> str:
+        return f"the hand ended: the {self.result.outcome.winner} won"
+
 
 @dataclass(frozen=True, slots=True)
 class Settled(Event):
@@ -226,6 +275,9 @@ class Settled(Event):
     type = "settled"
     net: tuple[str, ...]
     house: str
+
+    def summary(self) -> str:
+        return "settled in the ledger"
 
 
 # A table's stream (service.game.table_play): the seats of a table that plays hand after

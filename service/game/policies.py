@@ -8,6 +8,7 @@ import random
 from typing import Protocol
 
 from ..rules import Combination, ReportChoice, pick_cards
+from .actions import by_default
 from .commands import Bid, Pass, Play, Report, SeatCommand, ShowHand
 from .events import BOT, PLAYER
 from .state import BIDDING, PLAYING, REPORT, SHOW_HAND
@@ -47,7 +48,7 @@ class RandomPolicy:
         if view.phase == REPORT:
             return Report(seat, rng.choice(tuple(ReportChoice)), by)
         if view.phase != PLAYING:
-            raise ValueError(f"nothing to decide in phase {view.phase!r}")
+            return by_default(view.phase, seat, by)
         options: list[Combination | None] = list(view.plays())
         if view.lead is not None:
             options.append(None)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -72,7 +72,6 @@ PENALTY_STAKES = 3  # the disconnect penalty is 3 × unit × bid × M
 _CENTS = 100
 _AMOUNT_RE = re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]{2}")
 _MULTIPLIER_RE = re.compile(r"[1-9][0-9]*(?:/[1-9][0-9]*)?")
-_FACTOR_KEYS = ("marked_joker", "first_bid_three", "show_hand", "report", "report_units", "bombs")
 _SETTLEMENT_KEYS = ("gross", "after_cap", "rake", "penalty", "net")
 
 
@@ -202,14 +201,8 @@ class Factors:
             raise SettlementError("factors.bombs must be 0 after 报到 不打: no cards are played")
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "marked_joker": self.marked_joker,
-            "first_bid_three": self.first_bid_three,
-            "show_hand": self.show_hand,
-            "report": self.report,
-            "report_units": self.report_units,
-            "bombs": self.bombs,
-        }
+        """Each field as it is (the API's schema of the factors is derived from their types)."""
+        return {name: getattr(self, name) for name in _FACTOR_KEYS}
 
     @classmethod
     def from_json(cls, d: Any) -> Factors:
@@ -219,6 +212,9 @@ class Factors:
         if missing:
             raise SettlementError(f"factors is missing {', '.join(missing)}")
         return cls(**{k: d[k] for k in _FACTOR_KEYS})
+
+
+_FACTOR_KEYS = tuple(field.name for field in fields(Factors))
 
 
 def multiplier(factors: Factors, bombs_double: bool = True, with_bombs: bool = True) -> Fraction:

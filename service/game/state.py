@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
@@ -87,12 +87,30 @@ def next_seat(seat: int) -> int:
 _T = TypeVar("_T")
 
 
-def frozen(cls: type[_T], fields: dict[str, Any]) -> _T:
-    """An instance of the frozen (not slotted) dataclass ``cls`` with these, all of its,
-    fields: handed its dictionary, where ``__init__`` would set each field with a call."""
+def built(cls: type[_T], values: dict[str, Any], names: frozenset[str]) -> _T:
+    """An instance of the frozen (not slotted) dataclass ``cls`` handed ``values`` as its
+    dictionary, where ``__init__`` would set each field with a call. ``names`` are the
+    class's fields: ``values`` must hold each of them and nothing else (a field left out
+    would read as the class's default), else ``TypeError``."""
+    if values.keys() != names:
+        raise TypeError(_misfit(cls, values, names))
+    return handed(cls, values)
+
+
+def handed(cls: type[_T], values: dict[str, Any]) -> _T:
+    """As :func:`built`, unchecked: for a dictionary known to hold the fields, such as one
+    made by a literal whose keys :func:`built` has checked (the check of a view's 31 keys
+    was a sixth of :func:`~service.game.views.seat_view`)."""
     new = object.__new__(cls)
-    object.__setattr__(new, "__dict__", fields)
+    object.__setattr__(new, "__dict__", values)
     return new
+
+
+def _misfit(cls: type, values: dict[str, Any], names: frozenset[str]) -> str:
+    unknown, missing = sorted(values.keys() - names), sorted(names - values.keys())
+    said = [f"no field {', '.join(unknown)}"] if unknown else []
+    said += [f"missing {', '.join(missing)}"] if missing else []
+    return f"{cls.__name__}: {'; '.join(said)}"
 
 
 @dataclass(frozen=True)
@@ -152,11 +170,9 @@ class State:
     settled: bool = False
 
     def replace(self, **changes: Any) -> State:
-        # A copy of the instance dictionary: evolve runs this for every event, and it is three
-        # times as fast as dataclasses.replace (which calls __init__) or a slotted copy. A
-        # new dictionary, not an update of the instance's own: that one shares its keys with
-        # the class's other instances and takes its items one at a time (a third slower).
-        return frozen(State, {**self.__dict__, **changes})
+        """A copy with ``changes``; a name that is not a field raises ``TypeError``, as
+        ``dataclasses.replace`` would."""
+        return _state({**self.__dict__, **changes})
 
     def __repr__(self) -> str:
         return f"<State {self.match_id} {self.phase} v{self.version}>"
@@ -205,6 +221,18 @@ class State:
 
 
 initial_state = State()
+#: A state's fields: its dictionary holds each of them and nothing else.
+_STATE_FIELDS = frozenset(field.name for field in fields(State))
+
+
+def _state(values: dict[str, Any]) -> State:
+    # A state's dictionary made whole, and handed over: evolve makes one for every event,
+    # and it is many times as fast as dataclasses.replace (which calls __init__, a call per
+    # field) or a copy of a slotted instance. Built from a state's own, which holds every
+    # field, it has a name more than a state's exactly when a change names no field.
+    if len(values) != len(_STATE_FIELDS):
+        raise TypeError(_misfit(State, values, _STATE_FIELDS))
+    return handed(State, values)
 
 
 def _set(items: tuple[_T, ...], index: int, value: _T) -> tuple[_T, ...]:
@@ -231,44 +259,53 @@ def _reading(counts: Counts, ruleset: Ruleset, kind: str, rank: str | None) -> C
     raise ValueError(f"play of {counts} does not read as {kind} {rank}")
 
 
-def _after_landlord_decision(state: State, **changes: Any) -> State:
+#: What an event changes of a state, by field: each handler below returns a new one, and
+#: :func:`evolve` alone makes the new state of it, so no handler can alter the state it is
+#: given (nor hand it back to be altered).
+Changes = dict[str, Any]
+
+
+def _after_landlord_decision(state: State, changes: Changes) -> Changes:
     """Once 摊打 (if any) is decided: 报到 when the landlord may, else play begins."""
-    state = state.replace(**changes)
-    return state.replace(phase=REPORT if state.reportable_units() else PLAYING)
+    landlord = changes.get("landlord", state.landlord)
+    assert state.table is not None and landlord is not None
+    hand = changes.get("hands", state.hands)[landlord]
+    reportable = report_units(counts_of(hand), state.table.ruleset)
+    return {**changes, "phase": REPORT if reportable else PLAYING}
 
 
-def _match_created(state: State, e: MatchCreated) -> State:
-    return state.replace(phase=SEATING, match_id=e.match_id, table=e.table)
+def _match_created(state: State, e: MatchCreated) -> Changes:
+    return {"phase": SEATING, "match_id": e.match_id, "table": e.table}
 
 
-def _seat_taken(state: State, e: SeatTaken) -> State:
+def _seat_taken(state: State, e: SeatTaken) -> Changes:
     seats = _set(state.seats, e.seat, Seat(e.player, e.bot))
-    return state.replace(seats=seats, phase=DEALING if all(seats) else SEATING)
+    return {"seats": seats, "phase": DEALING if all(seats) else SEATING}
 
 
-def _hand_dealt(state: State, e: HandDealt) -> State:
-    return state.replace(
-        phase=BIDDING,
-        commitment=e.commitment,
-        seed=e.seed,
-        hands=e.hands,
-        bottom=e.bottom,
-        marked_card=e.marked_card,
-        marked_seat=e.marked_seat,
-        turn=e.marked_seat,
-    )
+def _hand_dealt(state: State, e: HandDealt) -> Changes:
+    return {
+        "phase": BIDDING,
+        "commitment": e.commitment,
+        "seed": e.seed,
+        "hands": e.hands,
+        "bottom": e.bottom,
+        "marked_card": e.marked_card,
+        "marked_seat": e.marked_seat,
+        "turn": e.marked_seat,
+    }
 
 
-def _bid(state: State, e: BidMade) -> State:
-    changes: dict[str, Any] = {"bids": _set(state.bids, e.seat, e.value), "turn": next_seat(e.seat)}
+def _bid(state: State, e: BidMade) -> Changes:
+    changes: Changes = {"bids": _set(state.bids, e.seat, e.value), "turn": next_seat(e.seat)}
     if e.value > state.highest_bid:
         changes.update(highest_bid=e.value, highest_bidder=e.seat)
     if e.value == MAX_BID and e.seat == state.marked_seat:
         changes["first_bid_three"] = True
-    return state.replace(**changes)
+    return changes
 
 
-def _landlord_chosen(state: State, e: LandlordChosen) -> State:
+def _landlord_chosen(state: State, e: LandlordChosen) -> Changes:
     assert state.table is not None
     hands = _set(state.hands, e.seat, state.hands[e.seat] + e.bottom)
     # Worked out once, then counted down: every view shows each seat's bombs left.
@@ -277,92 +314,98 @@ def _landlord_chosen(state: State, e: LandlordChosen) -> State:
         None if seat == e.seat else limit.for_farmer(own, e.bid)
         for seat, own in enumerate(state.bids)
     )
-    changes = dict(
-        landlord=e.seat,
-        bid=e.bid,
-        hands=hands,
-        turn=e.seat,
-        lead=None,
-        lead_seat=e.seat,
-        bomb_allowance=allowance,
-    )
+    changes: Changes = {
+        "landlord": e.seat,
+        "bid": e.bid,
+        "hands": hands,
+        "turn": e.seat,
+        "lead": None,
+        "lead_seat": e.seat,
+        "bomb_allowance": allowance,
+    }
     if state.first_bid_three:
-        return state.replace(phase=SHOW_HAND, **changes)
-    return _after_landlord_decision(state, **changes)
+        return {**changes, "phase": SHOW_HAND}
+    return _after_landlord_decision(state, changes)
 
 
-def _hand_shown(state: State, e: HandShown) -> State:
-    return _after_landlord_decision(state, show_hand=e.value)
+def _hand_shown(state: State, e: HandShown) -> Changes:
+    return _after_landlord_decision(state, {"show_hand": e.value})
 
 
-def _reported(state: State, e: Reported) -> State:
-    return state.replace(
-        phase=PLAYING,
-        report=e.value,
-        report_units=e.units,
-        reported_cards=e.cards,
-        locked=frozenset(e.locked) if e.value == ReportChoice.PLAY else frozenset(),
-    )
+def _reported(state: State, e: Reported) -> Changes:
+    return {
+        "phase": PLAYING,
+        "report": e.value,
+        "report_units": e.units,
+        "reported_cards": e.cards,
+        "locked": frozenset(e.locked) if e.value == ReportChoice.PLAY else frozenset(),
+    }
 
 
-def _played(state: State, e: Played) -> State:
+def _played(state: State, e: Played) -> Changes:
     combination = recorded_combination(e, state)
     seat = e.seat
-    after = state.replace(
-        history=state.history + (Turn(seat, e.cards),),
-        played=tuple(map(operator.add, state.played, counts_of(e.cards))),
-        hands=_set(state.hands, seat, _remove(state.hands[seat], e.cards)),
-        lead=combination,
-        lead_seat=seat,
-        lead_cards=e.cards,
-        passes=0,
-        turn=next_seat(seat),
-    )
+    changes: Changes = {
+        "history": state.history + (Turn(seat, e.cards),),
+        "played": tuple(map(operator.add, state.played, counts_of(e.cards))),
+        "hands": _set(state.hands, seat, _remove(state.hands[seat], e.cards)),
+        "lead": combination,
+        "lead_seat": seat,
+        "lead_cards": e.cards,
+        "passes": 0,
+        "turn": next_seat(seat),
+    }
     if combination.type.is_bomb:
         left = state.bomb_allowance[seat]
-        after = after.replace(
-            bombs_played=_set(state.bombs_played, seat, state.bombs_played[seat] + 1),
-            bombs=state.bombs + 1,
-            bomb_allowance=state.bomb_allowance
-            if left is None
-            else _set(state.bomb_allowance, seat, max(0, left - 1)),
-        )
-    return after
+        changes["bombs_played"] = _set(state.bombs_played, seat, state.bombs_played[seat] + 1)
+        changes["bombs"] = state.bombs + 1
+        if left is not None:
+            changes["bomb_allowance"] = _set(state.bomb_allowance, seat, max(0, left - 1))
+    return changes
 
 
-def _passed(state: State, e: Passed) -> State:
+def _passed(state: State, e: Passed) -> Changes:
     passes = state.passes + 1
     history = state.history + (Turn(e.seat, ()),)
     if passes == SEATS - 1:
         # Three passes in a row: the seat that played last leads again, with anything.
-        return state.replace(
-            passes=0, lead=None, lead_cards=(), turn=state.lead_seat, history=history
-        )
-    return state.replace(passes=passes, turn=next_seat(e.seat), history=history)
+        return {
+            "passes": 0,
+            "lead": None,
+            "lead_cards": (),
+            "turn": state.lead_seat,
+            "history": history,
+        }
+    return {"passes": passes, "turn": next_seat(e.seat), "history": history}
 
 
-def _disconnected(state: State, e: Disconnected) -> State:
+def _disconnected(state: State, e: Disconnected) -> Changes:
     first = e.seat if state.first_disconnect is None else state.first_disconnect
-    return state.replace(
-        disconnected=_set(state.disconnected, e.seat, True), first_disconnect=first
-    )
+    return {
+        "disconnected": _set(state.disconnected, e.seat, True),
+        "first_disconnect": first,
+    }
 
 
-def _resumed(state: State, e: Resumed) -> State:
-    return state.replace(disconnected=_set(state.disconnected, e.seat, False))
+def _resumed(state: State, e: Resumed) -> Changes:
+    return {"disconnected": _set(state.disconnected, e.seat, False)}
 
 
-def _hand_ended(state: State, e: HandEnded) -> State:
-    return state.replace(
-        phase=ENDED, seed=e.seed, result=e.result, winner=e.result.outcome.winner, turn=None
-    )
+def _hand_ended(state: State, e: HandEnded) -> Changes:
+    return {
+        "phase": ENDED,
+        "seed": e.seed,
+        "result": e.result,
+        "winner": e.result.outcome.winner,
+        "turn": None,
+    }
 
 
-def _settled(state: State, e: Settled) -> State:
-    return state.replace(settled=True)
+def _settled(state: State, e: Settled) -> Changes:
+    return {"settled": True}
 
 
-_EVOLVE: dict[type[Event], Callable[[State, Any], State]] = {
+_EVOLVE: dict[type[Event], Callable[[State, Any], Changes]] = {
     MatchCreated: _match_created,
     SeatTaken: _seat_taken,
     HandDealt: _hand_dealt,
@@ -381,9 +424,8 @@ _EVOLVE: dict[type[Event], Callable[[State, Any], State]] = {
 
 def evolve(state: State, event: Event) -> State:
     """The state after ``event``. Pure: ``state`` is left as it was."""
-    new = _EVOLVE[type(event)](state, event)
-    new.__dict__["version"] = state.version + 1  # the handler's fresh copy, not yet shared
-    return new
+    changes = _EVOLVE[type(event)](state, event)
+    return _state({**state.__dict__, **changes, "version": state.version + 1})
 
 
 def replay(events: Iterable[Event], state: State = initial_state) -> State:

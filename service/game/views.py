@@ -12,16 +12,17 @@ exactly this), and :func:`visible` what it sees of each event.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, fields
+from types import UnionType
+from typing import Any, NoReturn, Union, get_args, get_origin, get_type_hints
 
 from ..rules import Card, Combination, legal_plays
 from ..rules.cards import COPIES, NUM_RANKS, ONE_DECK, RANKS, Counts, counts_of
 from .actions import offered
-from .events import Event, HandDealt, LandlordChosen
+from .events import Event, HandDealt, LandlordChosen, MatchCreated
 from .settlement import HandResult
-from .state import ENDED, State, Turn, frozen, open_bids
+from .state import ENDED, State, Turn, built, handed, open_bids, replay
 from .table import Table
 
 #: Pass as ``seat`` to see everything, as an operator does.
@@ -44,8 +45,8 @@ class SeatView:
     """A seat's view of a match: everything a player (or a bot) of that seat may know.
 
     Not slotted: :func:`seat_view` builds each view (one a simulated turn) by handing it
-    its dictionary, as :meth:`State.replace` does, for a frozen ``__init__`` sets its 31
-    fields one call at a time and took a sixth of a turn.
+    its dictionary, for a frozen ``__init__`` sets its 31 fields one call at a time and
+    took a sixth of a turn; that dictionary's keys are checked as the module loads.
     """
 
     match_id: str
@@ -109,62 +110,48 @@ class SeatView:
         )
 
     def to_json(self, actions: list[dict[str, Any]]) -> dict[str, Any]:
-        """The view as the API shows it, with the ``actions`` the seat is offered."""
-        return {
-            "match_id": self.match_id,
-            "phase": self.phase,
-            "version": self.version,
-            "seat": self.seat,
-            "role": self.role,
-            **self.table.settings(),
-            "seats": [
-                None
-                if info is None
-                else {
-                    "seat": i,
-                    "player": info.player,
-                    "bot": info.bot,
-                    "disconnected": info.disconnected,
-                    "cards": info.cards,
-                    "bombs_played": info.bombs_played,
-                    "bombs_left": info.bombs_left,
-                    "role": None
-                    if self.landlord is None
-                    else ("landlord" if i == self.landlord else "farmer"),
-                }
-                for i, info in enumerate(self.seats)
-            ],
-            "commitment": self.commitment,
-            "marked_card": _code(self.marked_card),
-            "marked_seat": self.marked_seat,
-            "hand": _codes(self.hand),
-            "bids": list(self.bids),
-            "landlord": self.landlord,
-            "bid": self.bid,
-            "bottom": _codes(self.bottom),
-            "first_bid_three": self.first_bid_three,
-            "show_hand": self.show_hand,
-            "landlord_hand": _codes(self.landlord_hand),
-            "report": self.report,
-            "reported_cards": _codes(self.reported_cards),
-            "turn": self.turn,
-            "lead": None
+        """The view as the API shows it, with the ``actions`` the seat is offered: each
+        field by its type (:data:`SHOWN_BY_TYPE`), then the others their own way."""
+        values = self.__dict__
+        document = {name: values[name] for name in _AS_THEY_ARE}
+        for name, show in _CONVERTED:
+            document[name] = show(values[name])
+        landlord = self.landlord
+        document.update(self.table.settings())
+        document["role"] = self.role
+        document["seats"] = [
+            None
+            if info is None
+            else {
+                "seat": i,
+                "player": info.player,
+                "bot": info.bot,
+                "disconnected": info.disconnected,
+                "cards": info.cards,
+                "bombs_played": info.bombs_played,
+                "bombs_left": info.bombs_left,
+                "role": None if landlord is None else ("landlord" if i == landlord else "farmer"),
+            }
+            for i, info in enumerate(self.seats)
+        ]
+        document["lead"] = (
+            None
             if self.lead is None
             else {
                 "seat": self.lead_seat,
                 "cards": _codes(self.lead_cards),
                 "type": self.lead.type.value,
                 "rank": self.lead.rank,
-            },
-            "passes": self.passes,
-            "bombs": self.bombs,
-            "bombs_left": self.bombs_left,
-            "history": _history_documents(self.history),
-            "unseen": {RANKS[r]: n for r, n in enumerate(self.unseen)},
-            "actions": actions,
-            "result": None if self.result is None else self.result.to_json(),
-            "seed": self.seed,
-        }
+            }
+        )
+        document["history"] = _history_documents(self.history)
+        document["unseen"] = {RANKS[r]: n for r, n in enumerate(self.unseen)}
+        document["actions"] = actions
+        document["result"] = None if self.result is None else self.result.to_json()
+        return document
+
+
+_VIEW_FIELDS = frozenset(field.name for field in fields(SeatView))
 
 
 def _code(card: Card | None) -> str | None:
@@ -179,37 +166,105 @@ def _codes(cards: Iterable[Card] | None) -> list[str] | None:
     return None if cards is None else [card.code for card in sorted(cards, key=_ORDER.__getitem__)]
 
 
-#: Each turn as shown (its action and its cards' codes), by the turn's identity: every view
-#: of a hand shows its whole history again (about 30 turns in a view; sorted and spelled
-#: anew they took a tenth of a command's CPU, and even a cache keyed by the cards spent
-#: half of that hashing them), and a state's history is the one before it plus a turn, the
-#: same objects. The entry holds its turn, so the id is not reused while it is there.
-_TURNS: dict[int, tuple[Turn, str, tuple[str, ...]]] = {}
+def _listed(items: tuple[Any, ...] | None) -> list[Any] | None:
+    return None if items is None else list(items)
+
+
+#: The fields that :meth:`SeatView.to_json` shows its own way, or not at all (``locked``
+#: binds the viewing seat's plays alone, and the reported cards show it; ``played`` is
+#: shown as ``unseen``).
+_SHOWN_OTHERWISE = frozenset(
+    {"table", "seats", "locked", "lead", "lead_seat", "lead_cards", "result", "history", "played"}
+)
+#: Every other field of a view, with its type: the API shows each by its type alone (a
+#: card by its code, cards by their codes in the deck's order, any other tuple as a list,
+#: the rest as they are), and its schema of a view is derived from these types, so that a
+#: new field of a view needs nothing more than its place in :func:`seat_view`.
+SHOWN_BY_TYPE: dict[str, Any] = {
+    name: hint for name, hint in get_type_hints(SeatView).items() if name not in _SHOWN_OTHERWISE
+}
+
+
+def _shown(hint: Any) -> Callable[[Any], Any] | None:
+    """How a value of type ``hint`` is shown (None: as it is)."""
+    inner = [arg for arg in get_args(hint) if arg is not type(None)]
+    if get_origin(hint) in (Union, UnionType) and len(inner) == 1:
+        hint = inner[0]
+    if hint is Card:
+        return _code
+    if get_origin(hint) is tuple:
+        return _codes if get_args(hint)[0] is Card else _listed
+    return None
+
+
+_AS_THEY_ARE = tuple(name for name, hint in SHOWN_BY_TYPE.items() if _shown(hint) is None)
+_CONVERTED = tuple(
+    (name, show) for name, hint in SHOWN_BY_TYPE.items() if (show := _shown(hint)) is not None
+)
+
+
+def _refuse(*args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError(
+        "a view's history is shared with the other views of its hand: change a copy "
+        "(dict(turn), list(cards))"
+    )
+
+
+class _SharedTurn(dict[str, Any]):
+    """A turn of a hand's history as the views show it: the same object in every view that
+    shows the turn, hence read-only. orjson and json write it as the dict it is; a copy,
+    by ``dict()`` or the copy module, is a plain dict."""
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self),)
+
+
+class _SharedCards(list[str]):
+    """A shared turn's cards: read-only, as the turn is."""
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return list, (list(self),)
+
+
+#: Each turn as shown, by the turn's identity: every view of a hand shows its whole
+#: history again (about 30 turns in a view; sorted and spelled anew they took a tenth of a
+#: command's CPU, and even a cache keyed by the cards spent half of that hashing them), and
+#: a state's history is the one before it plus a turn, the same objects. The entry holds
+#: its turn, so the id is not reused while it is there.
+_TURNS: dict[int, tuple[Turn, _SharedTurn]] = {}
 #: Turns remembered at most (some hundreds of hands); then the cache starts again.
 _TURNS_REMEMBERED = 1 << 16
 
 
-def _turn_document(turn: Turn) -> dict[str, Any]:
+def _turn_document(turn: Turn) -> _SharedTurn:
     known = _TURNS.get(id(turn))
     if known is None or known[0] is not turn:
         if len(_TURNS) >= _TURNS_REMEMBERED:
             _TURNS.clear()
-        known = (turn, "pass" if turn.passed else "play", tuple(_codes(turn.cards) or ()))
+        cards = _SharedCards(_codes(turn.cards) or ())
+        action = "pass" if turn.passed else "play"
+        known = (turn, _SharedTurn(seat=turn.seat, action=action, cards=cards))
         _TURNS[id(turn)] = known
-    return {"seat": turn.seat, "action": known[1], "cards": list(known[2])}
+    return known[1]
 
 
 #: Each history as shown, by the identity of its last turn: the history and its documents.
 #: A hand's history grows by a turn a play, so its documents are the previous history's
-#: plus one (a hand is some 130 turns: rendered whole, its history was the largest part of
-#: a view). Views of a match share these documents (a view's own list is new): they are
-#: only read and written out, never changed.
-_HISTORIES: dict[int, tuple[tuple[Turn, ...], list[dict[str, Any]]]] = {}
+#: plus one (a hand is some 130 turns: rendered whole, a view's history took three times
+#: the rest of it, mostly in the garbage collector's passes over the many new objects).
+#: Views of a match share these documents, read-only; a view's list is its own.
+_HISTORIES: dict[int, tuple[tuple[Turn, ...], list[_SharedTurn]]] = {}
 #: Histories remembered at most (some tens of hands); then the cache starts again.
 _HISTORIES_REMEMBERED = 1 << 12
 
 
-def _history_documents(history: tuple[Turn, ...]) -> list[dict[str, Any]]:
+def _history_documents(history: tuple[Turn, ...]) -> list[_SharedTurn]:
     if not history:
         return []
     # Equal histories are the same tuple or the same turns (compared by identity first).
@@ -276,17 +331,27 @@ def _infos(state: State) -> tuple[SeatInfo | None, ...]:
         return infos
     if len(_INFOS) >= _INFOS_REMEMBERED:
         _INFOS.clear()
-    for seat, disconnected, cards, bombs_played, bombs_left in keys:
-        if seat is not None:
-            _INFOS[seat, disconnected, cards, bombs_played, bombs_left] = SeatInfo(
-                seat.player, seat.bot, disconnected, cards, bombs_played, bombs_left
-            )
-    return tuple(None if key[0] is None else _INFOS[key] for key in keys)
+    made = []
+    # Only what this call made or found is returned: another thread may clear the cache
+    # between any two lines (a SeatInfo is frozen, so sharing one is safe).
+    for key, info in zip(keys, infos):
+        seat, disconnected, cards, bombs_played, bombs_left = key
+        if info is None and seat is not None:
+            info = SeatInfo(seat.player, seat.bot, disconnected, cards, bombs_played, bombs_left)
+            _INFOS[key] = info
+        made.append(info)
+    return tuple(made)
 
 
 def seat_view(state: State, seat: int | str | None) -> SeatView:
     """The state as ``seat`` may see it; ``None`` is an onlooker with no seat,
     :data:`OPERATOR` sees everything."""
+    return handed(SeatView, _seen(state, seat))
+
+
+def _seen(state: State, seat: int | str | None) -> dict[str, Any]:
+    """The fields of ``seat``'s view of ``state``: one literal, whose keys are the same
+    for every state and seat, checked once below."""
     operator = seat == OPERATOR
     ended = state.phase == ENDED
     own = seat if isinstance(seat, int) else None  # the viewing seat, if it has one
@@ -294,46 +359,45 @@ def seat_view(state: State, seat: int | str | None) -> SeatView:
     hand = state.hands[own] if own is not None else ()
     lead = state.lead
     assert state.match_id is not None and state.table is not None, "a match is seen once created"
-    return frozen(
-        SeatView,
-        {
-            "match_id": state.match_id,
-            "phase": state.phase,
-            "version": state.version,
-            "seat": own,
-            "table": state.table,
-            "seats": _seat_infos(state),
-            "commitment": state.commitment,
-            "marked_card": state.marked_card,
-            "marked_seat": state.marked_seat,
-            "hand": hand,
-            "bids": state.bids,
-            "landlord": landlord,
-            "bid": state.bid,
-            "bottom": state.bottom
-            if operator or (landlord is not None and seat == landlord)
-            else None,
-            "first_bid_three": state.first_bid_three,
-            "show_hand": state.show_hand,
-            "landlord_hand": state.hands[landlord]
-            if landlord is not None and (state.show_hand or operator)
-            else None,
-            "report": state.report,
-            "reported_cards": state.reported_cards,
-            "locked": state.locks(own),
-            "turn": state.turn,
-            "lead": lead,
-            "lead_seat": state.lead_seat if lead is not None else None,
-            "lead_cards": state.lead_cards if lead is not None else (),
-            "passes": state.passes,
-            "bombs": state.bombs,
-            "bombs_left": state.bomb_allowance[own] if own is not None else None,
-            "result": state.result,
-            "seed": state.seed if ended or operator else None,
-            "history": state.history,
-            "played": state.played,
-        },
-    )
+    return {
+        "match_id": state.match_id,
+        "phase": state.phase,
+        "version": state.version,
+        "seat": own,
+        "table": state.table,
+        "seats": _seat_infos(state),
+        "commitment": state.commitment,
+        "marked_card": state.marked_card,
+        "marked_seat": state.marked_seat,
+        "hand": hand,
+        "bids": state.bids,
+        "landlord": landlord,
+        "bid": state.bid,
+        "bottom": state.bottom if operator or (landlord is not None and seat == landlord) else None,
+        "first_bid_three": state.first_bid_three,
+        "show_hand": state.show_hand,
+        "landlord_hand": state.hands[landlord]
+        if landlord is not None and (state.show_hand or operator)
+        else None,
+        "report": state.report,
+        "reported_cards": state.reported_cards,
+        "locked": state.locks(own),
+        "turn": state.turn,
+        "lead": lead,
+        "lead_seat": state.lead_seat if lead is not None else None,
+        "lead_cards": state.lead_cards if lead is not None else (),
+        "passes": state.passes,
+        "bombs": state.bombs,
+        "bombs_left": state.bomb_allowance[own] if own is not None else None,
+        "result": state.result,
+        "seed": state.seed if ended or operator else None,
+        "history": state.history,
+        "played": state.played,
+    }
+
+
+# A view with a field left out, or one it does not have, fails here, as the module loads.
+built(SeatView, _seen(replay([MatchCreated("checked", Table.build())]), OPERATOR), _VIEW_FIELDS)
 
 
 def view(state: State, seat: int | str | None) -> dict[str, Any]:

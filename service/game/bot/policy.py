@@ -26,6 +26,7 @@ from ...rules.cards import COPIES, NUM_RANKS, Counts, counts_of
 from ...rules.combinations import FULL_HOUSE, JOKER_BOMB, PAIR, SEQUENCE_TYPES, SINGLE
 from ...rules.errors import RulesError
 from ...rules.moves import pick_cards, verify_play
+from ..actions import by_default
 from ..commands import Bid, Pass, Play, Report, SeatCommand, ShowHand
 from ..policies import acting_party
 from ..state import BIDDING, PLAYING, REPORT, SHOW_HAND
@@ -188,7 +189,7 @@ class BotPolicy:
         if view.phase == REPORT:
             return Report(seat, evaluation.report(view), by)
         if view.phase != PLAYING:
-            raise ValueError(f"nothing to decide in phase {view.phase!r}")
+            return by_default(view.phase, seat, by)
         return self.play(view)
 
     # -- playing ------------------------------------------------------------------------
