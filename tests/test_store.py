@@ -6,6 +6,7 @@ never appends on a stale state, never refuses on one, and never applies a key tw
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
 import pytest
@@ -152,13 +153,24 @@ def test_since_gives_the_events_after_a_version_and_the_latest_state(stores):
     assert a.since(match_id, None)[0] == [] and a.since(match_id, 3)[0] == []
 
 
+def wait_until_listening(notifier: Notifier, pool) -> None:
+    """Returns once the notifier's LISTEN is in place. Its connection's first wake may come
+    before any watch is registered, so a notification of a match of its own is sent again
+    until it wakes this."""
+    marker = uuid.uuid4()
+    deadline = time.monotonic() + 10
+    with notifier.watch(marker) as woken, pool.connection() as conn:
+        while not woken.wait(0.1):
+            assert time.monotonic() < deadline, "the listener did not connect"
+            conn.execute("SELECT pg_notify(%s, %s)", (store_events.NOTIFY_CHANNEL, str(marker)))
+
+
 @pytest.fixture()
-def listening(database_url, stores):
-    """A's notifier, listening (its first wake says LISTEN is in place)."""
+def listening(database_url, pool, stores):
+    """A's notifier, listening."""
     a, _ = stores
     notifier = Notifier(database_url, on_event=a.learn)
-    with notifier.watch(uuid.uuid4()) as ready:
-        assert ready.wait(10), "the listener did not connect"
+    wait_until_listening(notifier, pool)
     yield notifier
     notifier.close()
 
@@ -271,7 +283,7 @@ def test_the_deadline_the_append_writes_is_the_games_deadline(pool, stores):
 
 
 def test_an_append_left_unannounced_still_wakes_the_match_readers(
-    monkeypatch, database_url, stores
+    monkeypatch, database_url, pool, stores
 ):
     """A process that dies between an append's commit and its notification: the readers of
     the match are woken by the listener's check of the watched matches' versions."""
@@ -279,9 +291,8 @@ def test_an_append_left_unannounced_still_wakes_the_match_readers(
     match_id = new_match(a)
     notifier = Notifier(database_url, check_seconds=0.2)
     try:
+        wait_until_listening(notifier, pool)
         with notifier.watch(match_id) as woken:
-            assert woken.wait(10), "the listener did not connect"
-            woken.clear()
             assert woken.wait(10), "the first check wakes a watched match once"
             woken.clear()
             monkeypatch.setattr(EventStore, "announce", staticmethod(lambda *args: None))
