@@ -345,6 +345,62 @@ def run_migrate(stdout: TextIO) -> int:
     return 0
 
 
+def run_rebuild(check: bool, stdout: TextIO, stderr: TextIO) -> int:
+    """``ddz rebuild``: the read models made again from the events (``--check``: compared
+    only); the differences on stdout, the progress on stderr. Exit status 1 when ``--check``
+    finds anything different, or a rebuild leaves something so."""
+    import time
+
+    from .app.rebuild import rebuild
+    from .config import Config
+    from .store import EventStore, open_pool
+    from .store.rebuild import Found, ReadModels
+
+    config = Config.from_env()
+    pool = open_pool(config.database_url, 2, "ddz-rebuild", config.db_timeout)
+    try:
+        total = ReadModels(pool).streams()
+        verb = "checking" if check else "rebuilding"
+        stderr.write(f"ddz rebuild: {verb} the read models of {total:,} streams\n")
+        started = time.monotonic()
+        told = [started]
+
+        def progress(found: Found) -> None:
+            now = time.monotonic()
+            if now - told[0] >= 2 or found.streams == total:
+                told[0] = now
+                stderr.write(
+                    f"  {found.streams:,} of {total:,} streams ({found.streams / max(total, 1):.0%}),"
+                    f" {len(found.differences):,} differences, {now - started:.0f} s\n"
+                )
+                stderr.flush()
+
+        rebuilt = rebuild(pool, EventStore(pool), write=not check, progress=progress)
+    finally:
+        pool.close()
+    found = rebuilt.read_models
+    for line in found.differences + rebuilt.ledger:
+        stdout.write(line + "\n")
+    differing = len(found.differences) + len(rebuilt.ledger)
+    summary = [f"{differing:,} differences in {time.monotonic() - started:.1f} s"]
+    if rebuilt.check is not None:
+        for problem in rebuilt.check["problems"]:
+            stdout.write(problem + "\n")
+        verdict = "ok" if not rebuilt.check["problems"] else "problems"
+        summary.append(
+            f"the ledger check: {verdict} ({rebuilt.check['entries']:,} entries over"
+            f" {rebuilt.check['matches']:,} settled matches, total {rebuilt.check['total']})"
+        )
+    else:
+        summary.append(f"{found.written + rebuilt.written:,} rows written")
+        for line in found.left:
+            stdout.write(f"left: {line}\n")
+        if found.left:
+            summary.append(f"{len(found.left):,} left differing")
+    stderr.write("ddz rebuild: " + "; ".join(summary) + "\n")
+    return 0 if rebuilt.ok else 1
+
+
 def run_worker(burst: bool) -> int:
     import logging
     import threading
@@ -658,6 +714,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)"
     )
+    rebuild_parser = commands.add_parser(
+        "rebuild",
+        help="make every read model again from the events (--check: compare only)",
+        description="Folds every stream's events into the rows of the read models (matches, "
+        "tables, table_hands, player_streams, the lobby's tickets) and writes those that differ, "
+        "and writes the settlements and ledger entries the events call for that are missing; online "
+        "beside a running service or with it stopped (docs/operations.md). Acts on DATABASE_URL. "
+        "With --check nothing is written: the differences and the full ledger check are printed, "
+        "and the exit status is 1 when anything differs.",
+    )
+    rebuild_parser.add_argument(
+        "--check", action="store_true", help="compare and report only; exit 1 if anything differs"
+    )
     worker_parser = commands.add_parser(
         "worker",
         help="run an RQ worker (bot turns, turn timers, settlement, the sweeper) on REDIS_URL",
@@ -746,6 +815,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_verify(args.files, sys.stdout)
         if args.command == "migrate":
             return run_migrate(sys.stdout)
+        if args.command == "rebuild":
+            return run_rebuild(args.check, sys.stdout, sys.stderr)
         if args.command == "worker":
             return run_worker(args.burst)
         if args.command == "serve":

@@ -417,9 +417,6 @@ class EventStore:
         Then it announces the events (:meth:`announce`): through the announcer once they
         have committed, on ``conn`` (at its commit) when the caller holds a transaction."""
         player, key, digest = idempotency if idempotency is not None else (None, None, None)
-        seats = [None if s is None else {"player": s.player, "bot": s.bot} for s in after.seats]
-        timed = after.awaits_decision()
-        assert after.table is not None  # a stream begins with the match's creation
         try:
             rows = conn.execute(
                 "WITH current AS ("
@@ -433,16 +430,18 @@ class EventStore:
                 f" RETURNING {_COLUMNS}),"
                 " projected AS ("
                 " INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats,"
-                " turn_seat, system_to_act, deadline, settled)"
+                " turn_seat, system_to_act, deadline, settled, created_at, updated_at)"
                 " SELECT %(stream)s, %(ruleset)s, %(turn_seconds)s, %(status)s, %(phase)s, %(version)s, %(seats)s,"
-                " %(turn_seat)s, %(system)s,"
+                " %(turn_seat)s, %(system_to_act)s,"
                 # game.state.deadline on the time PostgreSQL records (NULL: no seat is timed).
                 " max(recorded_at) + %(time_to_act)s::interval,"
-                " %(settled)s FROM inserted HAVING count(*) > 0"
+                # The times of the first and the last event: the row is the events' alone,
+                # so that `ddz rebuild` makes it again exactly (service/store/rebuild.py).
+                " %(settled)s, min(recorded_at), max(recorded_at) FROM inserted HAVING count(*) > 0"
                 " ON CONFLICT (match_id) DO UPDATE SET status = EXCLUDED.status, phase = EXCLUDED.phase,"
                 " version = EXCLUDED.version, seats = EXCLUDED.seats, turn_seat = EXCLUDED.turn_seat,"
                 " system_to_act = EXCLUDED.system_to_act, deadline = EXCLUDED.deadline,"
-                " settled = EXCLUDED.settled, updated_at = now()),"
+                " settled = EXCLUDED.settled, updated_at = EXCLUDED.updated_at),"
                 " keyed AS ("
                 " INSERT INTO idempotency_keys (player_id, key, match_id, request_hash, first_version, last_version)"
                 " SELECT %(key_player)s, %(key)s, %(stream)s, %(key_hash)s, min(version), max(version)"
@@ -468,16 +467,8 @@ class EventStore:
                             for v, e in enumerate(events, start=version + 1)
                         ],
                     ),
-                    "ruleset": after.table.ruleset.name,
-                    "turn_seconds": after.table.turn_seconds,
-                    "status": status(after),
-                    "phase": after.phase,
-                    "version": after.version,
-                    "seats": Jsonb(seats, orjson.dumps),
-                    "turn_seat": after.turn if timed else None,
-                    "system": timed and after.turn is not None and after.is_system(after.turn),
+                    **match_columns(after),
                     "time_to_act": time_to_act(after),
-                    "settled": after.settled,
                     "key_player": player,
                     "key": key,
                     "key_hash": digest,
@@ -532,6 +523,27 @@ def wake_player(conn: psycopg.Connection, player: str) -> None:
     only the tables and matches it was seated at, so a new seat must reach them by the
     player's id (the notifier treats it as one more stream id)."""
     conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{player}:0"))
+
+
+def match_columns(state: State) -> dict[str, Any]:
+    """The ``matches`` row of a match in ``state``, but for its times (the first and last
+    event's) and ``deadline`` (the last event's time plus :func:`time_to_act`)."""
+    timed = state.awaits_decision()
+    assert state.table is not None  # a stream begins with the match's creation
+    return {
+        "ruleset": state.table.ruleset.name,
+        "turn_seconds": state.table.turn_seconds,
+        "status": status(state),
+        "phase": state.phase,
+        "version": state.version,
+        "seats": Jsonb(
+            [None if s is None else {"player": s.player, "bot": s.bot} for s in state.seats],
+            orjson.dumps,
+        ),
+        "turn_seat": state.turn if timed else None,
+        "system_to_act": timed and state.turn is not None and state.is_system(state.turn),
+        "settled": state.settled,
+    }
 
 
 #: A match's status in the ``matches`` read model, in the order a match goes through them.

@@ -65,6 +65,12 @@ def write_settlement(conn: psycopg.Connection, match_id: uuid.UUID, state: State
     ).fetchone()
     if inserted is None:
         return False
+    write_entries(conn, match_id, state)
+    return True
+
+
+def write_entries(conn: psycopg.Connection, match_id: uuid.UUID, state: State) -> int:
+    """Writes the ledger entries of the settled hand in ``state``; how many."""
     rows = [
         (match_id, movement, acct, seat, kind, amount)
         for movement, entries in enumerate(movements(state))
@@ -76,7 +82,27 @@ def write_settlement(conn: psycopg.Connection, match_id: uuid.UUID, state: State
                 "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount) VALUES (%s, %s, %s, %s, %s, %s)",
                 rows,
             )
-    return True
+    return len(rows)
+
+
+def unbooked(pool: ConnectionPool) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    """The matches whose events say they are settled but that have no settlement, and the
+    settlements without a ledger entry (a hand where no point moved has none)."""
+
+    def read(conn: psycopg.Connection) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+        settled = conn.execute(
+            "SELECT stream_id FROM events e WHERE type = 'settled'"
+            " AND NOT EXISTS (SELECT 1 FROM settlements s WHERE s.match_id = e.stream_id)"
+            " ORDER BY stream_id"
+        ).fetchall()
+        bare = conn.execute(
+            "SELECT match_id FROM settlements s"
+            " WHERE NOT EXISTS (SELECT 1 FROM ledger_entries e WHERE e.match_id = s.match_id)"
+            " ORDER BY match_id"
+        ).fetchall()
+        return [r[0] for r in settled], [r[0] for r in bare]
+
+    return retried(pool, read)
 
 
 def settlement(pool: ConnectionPool, match_id: uuid.UUID) -> dict[str, Any] | None:

@@ -68,6 +68,26 @@ class Ticket:
 _TICKET = "ticket_id, player_id, settings, allow_bots, status, table_id, created_at"
 
 
+def table_columns(state: TableState) -> dict[str, Any]:
+    """The ``tables`` row of a table in ``state``, but for its times: ``due`` is what it
+    waits for, ``due_at`` the last event's time plus ``seconds``."""
+    waiting = due(state)
+    return {
+        "version": state.version,
+        "private": state.private,
+        "seats": Jsonb(
+            [
+                None if s is None else {"player": s.player, "bot": s.bot, "leaving": s.leaving}
+                for s in state.seats
+            ]
+        ),
+        "match_id": state.match_id,
+        "hands": state.hands,
+        "due": None if waiting is None else waiting[0],
+        "seconds": 0 if waiting is None else waiting[1],
+    }
+
+
 class TableStore:
     def __init__(self, events: EventStore):
         self.events = events
@@ -98,7 +118,6 @@ class TableStore:
         append came first), brings the table's row of ``tables`` up to ``after`` (with what
         it waits for, counted from the time of these events) and records a hand dealt, in
         the caller's transaction; and wakes the table's readers."""
-        waiting = due(after)
         try:
             with conn.transaction():
                 rows = conn.execute(
@@ -135,30 +154,22 @@ class TableStore:
                 # The rest in one round trip: the transaction holds back every player's
                 # stream (the feed's horizon, service/store/feed.py) until it commits.
                 with conn.pipeline():
+                    # Its times are the events' (the first's when it is made), so that
+                    # `ddz rebuild` makes the row again exactly (service/store/rebuild.py).
                     conn.execute(
-                        "INSERT INTO tables AS t (table_id, version, private, seats, match_id, hands, due, due_at)"
-                        " VALUES (%(table)s, %(version)s, %(private)s, %(seats)s, %(match)s, %(hands)s, %(due)s,"
-                        " %(at)s::timestamptz + make_interval(secs => %(seconds)s))"
+                        "INSERT INTO tables AS t (table_id, version, private, seats, match_id, hands, due, due_at,"
+                        " created_at, updated_at)"
+                        " VALUES (%(table)s, %(version)s, %(private)s, %(seats)s, %(match_id)s, %(hands)s, %(due)s,"
+                        " CASE WHEN %(due)s::text IS NOT NULL THEN %(at)s::timestamptz + make_interval(secs => %(seconds)s) END,"
+                        " %(first)s, %(at)s)"
                         " ON CONFLICT (table_id) DO UPDATE SET version = EXCLUDED.version,"
                         " seats = EXCLUDED.seats, match_id = EXCLUDED.match_id, hands = EXCLUDED.hands,"
-                        " due = EXCLUDED.due, due_at = EXCLUDED.due_at, updated_at = now()",
+                        " due = EXCLUDED.due, due_at = EXCLUDED.due_at, updated_at = EXCLUDED.updated_at",
                         {
                             "table": table_id,
-                            "version": after.version,
-                            "private": after.private,
-                            "seats": Jsonb(
-                                [
-                                    None
-                                    if s is None
-                                    else {"player": s.player, "bot": s.bot, "leaving": s.leaving}
-                                    for s in after.seats
-                                ]
-                            ),
-                            "match": after.match_id,
-                            "hands": after.hands,
-                            "due": None if waiting is None else waiting[0],
-                            "at": None if waiting is None else stored[-1].recorded_at,
-                            "seconds": 0 if waiting is None else waiting[1],
+                            **table_columns(after),
+                            "first": stored[0].recorded_at,
+                            "at": stored[-1].recorded_at,
                         },
                     )
                     for s in stored:
