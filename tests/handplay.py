@@ -81,50 +81,73 @@ def run_jobs(connection: redis_lib.Redis) -> None:
     )
 
 
-def play_hand(
-    client, connection, name: str = "human", seed: int = 11, leave: bool = False, **options
-) -> str:
-    """A hand of one player (seat 2) and three bots, played to its settlement; its id.
-    With ``leave`` the player leaves once dealt, and the system plays the seat."""
+def seated_hand(client, name: str, leave: bool = False, **options) -> tuple[dict, str]:
+    """A new player (``name``) at seat 2 of a new match and three bots: the player's
+    headers and the match's path, dealt. With ``leave`` the player leaves once dealt."""
     _, token = new_player(client, name)
     me = bearer(token)
     r = client.post("/v1/matches", json=options, headers=me)
     assert r.status_code == 201, r.json
-    match_id = r.json["match_id"]
-    path = f"/v1/matches/{match_id}"
+    path = f"/v1/matches/{r.json['match_id']}"
     assert client.post(f"{path}/seats", json={"seat": 2}, headers=me).status_code == 201
     for seat in (0, 1, 3):
         r = client.post(f"{path}/seats", json={"seat": seat, "bot": True}, headers=me)
         assert r.status_code == 201, r.json
     if leave:
         assert client.post(f"{path}/leave", headers=me).status_code == 200
-    rng = random.Random(seed)
-    for _ in range(300):
-        run_jobs(connection)
-        view = client.get(path, headers=me).json
-        if view["phase"] == "ended":
-            break
-        assert not leave, "the system plays every seat: the worker has run the hand"
-        kinds = {a["action"]: a for a in view["actions"]}
-        if "bid" in kinds:
-            body = {"action": "bid", "value": rng.choice(kinds["bid"]["choices"])}
-        elif "show_hand" in kinds:
-            body = {"action": "show_hand", "value": False}
-        elif "report" in kinds:
-            body = {"action": "report", "value": "decline"}
+    return me, path
+
+
+def next_command(client, connection, me: dict, path: str, rng: random.Random) -> dict | None:
+    """Runs the bots' turns, then sends the player's next command, once it is the player's
+    turn; its answer (``None`` once the hand has ended)."""
+    run_jobs(connection)
+    view = client.get(path, headers=me).json
+    if view["phase"] == "ended":
+        return None
+    kinds = {a["action"]: a for a in view["actions"]}
+    if "bid" in kinds:
+        body = {"action": "bid", "value": rng.choice(kinds["bid"]["choices"])}
+    elif "show_hand" in kinds:
+        body = {"action": "show_hand", "value": False}
+    elif "report" in kinds:
+        body = {"action": "report", "value": "decline"}
+    else:
+        legal = client.get(f"{path}/legal", headers=me).json
+        if legal["can_pass"] and (not legal["plays"] or rng.random() < 0.3):
+            body = {"action": "pass"}
         else:
-            legal = client.get(f"{path}/legal", headers=me).json
-            if legal["can_pass"] and (not legal["plays"] or rng.random() < 0.3):
-                body = {"action": "pass"}
-            else:
-                body = {"action": "play", "cards": legal["plays"][0]["cards"]}
-        r = client.post(f"{path}/commands", json=body, headers=me)
-        assert r.status_code == 200, r.json
+            body = {"action": "play", "cards": legal["plays"][0]["cards"]}
+    r = client.post(f"{path}/commands", json=body, headers=me)
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def finish_hand(client, connection, me: dict, path: str, rng: random.Random) -> None:
+    """Plays the hand to its end, then its settlement."""
+    for _ in range(300):
+        if next_command(client, connection, me, path, rng) is None:
+            break
     else:
         raise AssertionError("the hand did not end")
     run_jobs(connection)
     assert client.get(f"{path}/settlement", headers=OP).status_code == 200
-    return match_id
+
+
+def play_hand(
+    client, connection, name: str = "human", seed: int = 11, leave: bool = False, **options
+) -> str:
+    """A hand of one player (seat 2) and three bots, played to its settlement; its id.
+    With ``leave`` the player leaves once dealt, and the system plays the seat."""
+    me, path = seated_hand(client, name, leave, **options)
+    rng = random.Random(seed)
+    if leave:
+        run_jobs(connection)
+        assert client.get(path, headers=me).json["phase"] == "ended", (
+            "the system plays every seat: the worker has run the hand"
+        )
+    finish_hand(client, connection, me, path, rng)
+    return path.rsplit("/", 1)[1]
 
 
 PASSWORDS = {
