@@ -8,6 +8,7 @@ for that."""
 
 from __future__ import annotations
 
+import configparser
 import os
 import secrets
 import shutil
@@ -23,6 +24,8 @@ import psycopg
 
 #: pgBackRest's program, when installed (.ci/run installs Debian's).
 PGBACKREST = shutil.which("pgbackrest")
+#: pgBackRest's configuration in deploy/compose.yaml.
+DEPLOYED = Path(__file__).resolve().parents[1] / "deploy" / "pgbackrest" / "pgbackrest.conf"
 
 
 def server_programs() -> Path:
@@ -144,25 +147,28 @@ class Backups:
         if PGBACKREST:
             for sub in ("repo", "log", "lock", "spool"):
                 self._own(self.home / sub)
-            self.config.write_text(
-                "[global]\n"
-                f"repo1-path={self.home / 'repo'}\n"
-                "repo1-retention-full=2\n"
-                "repo1-cipher-type=aes-256-cbc\n"
-                f"repo1-cipher-pass={secrets.token_urlsafe(32)}\n"
-                "compress-type=zst\n"
-                "start-fast=y\n"
-                f"log-path={self.home / 'log'}\n"
-                f"lock-path={self.home / 'lock'}\n"
-                f"spool-path={self.home / 'spool'}\n"
-                "log-level-console=warn\n"
-                "log-level-file=info\n\n"
-                "[ddz]\n"
-                f"pg1-path={self.primary.data}\n"
-                f"pg1-port={self.primary.port}\n"
-                f"pg1-socket-path={self.primary.sockets}\n"
-                "pg1-user=postgres\n"
+            # The deployment's settings (encryption, retention, compression, asynchronous
+            # archiving), with this cluster's places and a key of its own.
+            deployed = configparser.ConfigParser()
+            deployed.read(DEPLOYED)
+            deployed["global"].update(
+                {
+                    "repo1-path": str(self.home / "repo"),
+                    "repo1-cipher-pass": secrets.token_urlsafe(32),
+                    "log-path": str(self.home / "log"),
+                    "lock-path": str(self.home / "lock"),
+                    "spool-path": str(self.home / "spool"),
+                    "log-level-console": "warn",
+                }
             )
+            deployed["ddz"] = {
+                "pg1-path": str(self.primary.data),
+                "pg1-port": str(self.primary.port),
+                "pg1-socket-path": str(self.primary.sockets),
+                "pg1-user": "postgres",
+            }
+            with open(self.config, "w") as f:
+                deployed.write(f, space_around_delimiters=False)
             if self.user:
                 shutil.chown(self.config, self.user)
             archive = f"{PGBACKREST} --config={self.config} --stanza=ddz archive-push %p"

@@ -8,6 +8,7 @@ buffer event streams, and only settings the service reads."""
 
 from __future__ import annotations
 
+import configparser
 import re
 import shutil
 import socket
@@ -157,7 +158,7 @@ def compose() -> dict:
 
 def test_compose_runs_migrations_first_then_two_apis_behind_the_proxy_and_two_workers():
     services = compose()["services"]
-    assert set(services) == {"postgres", "redis", "migrate", "api", "worker", "proxy"}
+    assert set(services) == {"postgres", "backup", "redis", "migrate", "api", "worker", "proxy"}
     assert services["migrate"]["command"] == ["ddz", "migrate"]
     assert services["worker"]["command"] == ["ddz", "worker"]
     for name in ("api", "worker"):
@@ -167,6 +168,41 @@ def test_compose_runs_migrations_first_then_two_apis_behind_the_proxy_and_two_wo
     assert services["proxy"]["depends_on"]["api"]["condition"] == "service_healthy"
     assert "/healthz" in " ".join(services["api"]["healthcheck"]["test"])
     assert set(services["api"]["environment"]) <= SETTINGS
+
+
+def test_postgres_archives_its_wal_and_the_backups_run_encrypted_on_a_schedule():
+    """Both deployments back up with pgBackRest (tests/test_restore_drill.py restores with
+    compose's settings): WAL archived, backups encrypted with a key from a secret, full,
+    differential and incremental backups scheduled, retention set."""
+    services = compose()["services"]
+    settings = " ".join(services["postgres"]["command"])
+    assert "archive_mode=on" in settings
+    assert "archive_command=pgbackrest --stanza=ddz archive-push %p" in settings
+    assert services["backup"]["command"] == ["ddz-backup-schedule"]
+    assert services["backup"]["volumes"] == services["postgres"]["volumes"]
+    for name in ("postgres", "backup"):
+        assert "PGBACKREST_REPO1_CIPHER_PASS" in services[name]["environment"]
+    schedule = (ROOT / "deploy" / "pgbackrest" / "schedule.sh").read_text()
+    assert all(f"kind={kind}" in schedule for kind in ("full", "diff", "incr"))
+    k8s = configparser.ConfigParser()
+    k8s.read_string(resource("ConfigMap", "ddz-pgbackrest")["data"]["pgbackrest.conf"])
+    composed = configparser.ConfigParser()
+    composed.read(ROOT / "deploy" / "pgbackrest" / "pgbackrest.conf")
+    for conf in (k8s["global"], composed["global"]):
+        assert conf["repo1-cipher-type"] == "aes-256-cbc"
+        assert "repo1-cipher-pass" not in conf  # the key comes from a secret
+        assert int(conf["repo1-retention-full"]) >= 4  # four weeks of point-in-time recovery
+    assert "PGBACKREST_REPO1_CIPHER_PASS" in resource("Secret", "ddz-backup-secrets")["stringData"]
+    kinds = {}
+    for job in (m for m in manifests() if m["kind"] == "CronJob"):
+        assert job["spec"]["concurrencyPolicy"] == "Forbid"
+        pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        (backup,) = pod["containers"]
+        assert backup["command"][:2] == ["pgbackrest", "--stanza=ddz"]
+        kind = backup["command"][2].removeprefix("--type=")
+        kinds[kind] = job["spec"]["schedule"]
+        assert {"secretRef": {"name": "ddz-backup-secrets"}} in backup["envFrom"]
+    assert kinds == {"full": "0 1 * * 0", "diff": "0 1 * * 1-6", "incr": "0 0,2-23 * * *"}
 
 
 def test_the_proxy_passes_streams_unbuffered_and_keeps_them_open():
