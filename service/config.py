@@ -129,6 +129,18 @@ class Config:
     table_next_hand_seconds: int = 5
     #: Milliseconds the ``hard`` bot level searches per decision: DDZ_BOT_SEARCH_MS.
     bot_search_ms: float = 50.0
+    #: Days an Idempotency-Key (of a command or of a creation) is kept: a retry within them
+    #: gets the first answer, a request after them is a new one: DDZ_KEEP_KEYS_DAYS.
+    keep_keys_days: float = 7.0
+    #: Days a player's token and an operator's console session are kept after they expire,
+    #: then deleted: DDZ_KEEP_EXPIRED_DAYS. (Events, settlements, the ledger and the audit
+    #: trail are kept for ever: they refuse deletes; see docs/operations.md, "Retention".)
+    keep_expired_days: float = 30.0
+    #: How often each worker prunes what is past those ages (seconds): DDZ_PRUNE_SECONDS.
+    prune_seconds: float = 3600.0
+    #: ``ddz archive`` exports the hands settled at least this many days ago unless told a
+    #: date: DDZ_ARCHIVE_AFTER_DAYS.
+    archive_after_days: int = 90
 
     _ENV: ClassVar[dict[str, str]] = {
         "database_url": "DATABASE_URL",
@@ -170,6 +182,10 @@ class Config:
         "lobby_bots_after": "DDZ_LOBBY_BOTS_AFTER",
         "table_next_hand_seconds": "DDZ_TABLE_NEXT_HAND_SECONDS",
         "bot_search_ms": "DDZ_BOT_SEARCH_MS",
+        "keep_keys_days": "DDZ_KEEP_KEYS_DAYS",
+        "keep_expired_days": "DDZ_KEEP_EXPIRED_DAYS",
+        "prune_seconds": "DDZ_PRUNE_SECONDS",
+        "archive_after_days": "DDZ_ARCHIVE_AFTER_DAYS",
     }
 
     @classmethod

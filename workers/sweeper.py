@@ -9,6 +9,8 @@ truth and Redis only carries work.
 - The sweep (at worker start, then every ``sweep_seconds``) finds work lost with Redis (a
   flush, a restart) or with a worker and enqueues it again: a bot or disconnected seat to
   act with no live job, an ended hand with no settlement.
+- The pruning (at worker start, then every ``prune_seconds``) deletes what is kept no
+  longer: old idempotency keys, expired tokens and console sessions.
 
 A worker is alive while its heartbeat is (``service.app.work.beat``): it renews it three
 times per ``worker_heartbeat_seconds`` from a thread of its own, and it lapses
@@ -26,6 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from typing import cast
 
 import psycopg
@@ -51,7 +54,7 @@ from service.app.work import (
     work_for,
     worker_is_alive,
 )
-from service.store import DatabaseUnavailable
+from service.store import DatabaseUnavailable, retention
 
 from .context import context
 
@@ -211,15 +214,31 @@ OUTAGES = (
 )
 
 
+def prune() -> dict[str, int]:
+    """Deletes what is kept no longer (``service.store.retention``): idempotency and
+    creation keys past ``keep_keys_days``, tokens and console sessions expired longer ago
+    than ``keep_expired_days``; how many of each, logged when any."""
+    ctx = context()
+    pruned = retention.prune(
+        ctx.pool,
+        timedelta(days=ctx.config.keep_keys_days),
+        timedelta(days=ctx.config.keep_expired_days),
+    )
+    if any(pruned.values()):
+        log.info("pruned: %s", ", ".join(f"{n} {what}" for what, n in pruned.items() if n))
+    return pruned
+
+
 def run_periodically(stop: threading.Event) -> threading.Thread:
-    """Runs the deadline scan, the rescue of dead workers' jobs and the sweep on their
-    timers in a daemon thread until ``stop`` is set. A failed pass (a server away) is
-    logged once per back-off step, and its end once."""
+    """Runs the deadline scan, the rescue of dead workers' jobs, the sweep and the pruning
+    on their timers in a daemon thread until ``stop`` is set. A failed pass (a server
+    away) is logged once per back-off step, and its end once."""
 
     config = context().config
 
     def loop() -> None:
         next_sweep = 0.0
+        next_prune = 0.0
         backoff = 0.0
         away: str | None = None
         while not stop.is_set():
@@ -231,6 +250,9 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
                     scan_deadlines()
                 scan_tables()
                 rescue_started()
+                if time.monotonic() >= next_prune:
+                    prune()
+                    next_prune = time.monotonic() + config.prune_seconds
             except Exception as exc:  # noqa: BLE001 - keep the timers alive through outages
                 backoff = min(
                     max(backoff * 2, config.min_backoff_seconds), config.max_backoff_seconds
