@@ -78,6 +78,9 @@ def run_verify(paths: list[str], stdout: TextIO) -> int:
     for path in paths:
         prefix = f"{path}: " if len(paths) > 1 else ""
         try:
+            if _is_archive(path):
+                failed = _verify_archive(path, prefix, stdout) or failed
+                continue
             with open(path, "rb") as f:
                 document = load(f.read())
             verify(document)
@@ -90,6 +93,60 @@ def run_verify(paths: list[str], stdout: TextIO) -> int:
         else:
             stdout.write(f"{prefix}OK\n")
     return 1 if failed else 0
+
+
+def _is_archive(path: str) -> bool:
+    from .app.archive import is_archive
+
+    return is_archive(Path(path))
+
+
+def _verify_archive(path: str, prefix: str, stdout: TextIO) -> bool:
+    """An archive of hands (``ddz archive``): each problem, then OK or FAILED with what it
+    holds; whether it failed."""
+    from .app.archive import verify_archive
+
+    problems, summary = verify_archive(Path(path))
+    for problem in problems:
+        stdout.write(f"{prefix}{problem}\n")
+    stdout.write(f"{prefix}{'FAILED' if problems else 'OK'}: {summary}\n")
+    return bool(problems)
+
+
+def run_archive(before: str | None, out: str, stdout: TextIO, stderr: TextIO) -> int:
+    """``ddz archive``: the hands settled before a date written to ``out`` (ddz-archive/1)."""
+    from datetime import UTC, datetime, timedelta
+
+    from .app.archive import export_hands
+    from .config import Config
+    from .store import EventStore, open_pool
+
+    config = Config.from_env()
+    if before is None:
+        until = datetime.now(UTC) - timedelta(days=config.archive_after_days)
+    else:
+        try:
+            until = datetime.fromisoformat(before)
+        except ValueError:
+            raise RulesError(
+                f"--before takes a date such as 2026-01-31, not {before!r}", "invalid_argument"
+            ) from None
+        if until.tzinfo is None:
+            until = until.replace(tzinfo=UTC)
+    pool = open_pool(config.database_url, 2, "ddz-archive", config.db_timeout)
+
+    def progress(hands: int) -> None:
+        stderr.write(f"  {hands:,} hands\n")
+
+    try:
+        with open(out, "x", encoding="utf-8") as f:
+            count = export_hands(pool, EventStore(pool), until, f, progress)
+    except FileExistsError:
+        raise RulesError(f"{out} exists already: name a new file", "invalid_argument") from None
+    finally:
+        pool.close()
+    stdout.write(f"{count:,} hands settled before {until.isoformat()} written to {out}\n")
+    return 0
 
 
 def run_simulate(
@@ -579,7 +636,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="check hand records (ddz-hand/1): deal, commitment, every action, settlement",
         description="Re-derives the deal from the seed, checks the commitment, replays every action "
         "through the rules and recomputes the settlement. Prints OK or the first discrepancy with its "
-        "action index; exits 1 when a record fails.",
+        "action index; exits 1 when a record fails. An archive of ddz archive (ddz-archive/1) is "
+        "checked hand by hand, with the ledger check of its entries.",
     )
     verify_parser.add_argument("files", nargs="+", metavar="FILE")
     simulate_parser = commands.add_parser(
@@ -714,6 +772,18 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "migrate", help="apply the SQL migrations to DATABASE_URL (safe to run again)"
     )
+    archive_parser = commands.add_parser(
+        "archive",
+        help="export the hands settled before a date, with their ledger entries (ddz-archive/1)",
+        description="Writes one JSON line per hand settled before --before (default: "
+        "DDZ_ARCHIVE_AFTER_DAYS days ago): its hand record and its ledger entries. ddz verify "
+        "checks the file on its own: every record, and the ledger check of its entries. The "
+        "database keeps every event and entry (they refuse deletes). Acts on DATABASE_URL.",
+    )
+    archive_parser.add_argument(
+        "--before", default=None, metavar="DATE", help="ISO 8601 date or time (UTC unless given)"
+    )
+    archive_parser.add_argument("--out", required=True, metavar="FILE", help="a new file")
     rebuild_parser = commands.add_parser(
         "rebuild",
         help="make every read model again from the events (--check: compare only)",
@@ -815,6 +885,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_verify(args.files, sys.stdout)
         if args.command == "migrate":
             return run_migrate(sys.stdout)
+        if args.command == "archive":
+            return run_archive(args.before, args.out, sys.stdout, sys.stderr)
         if args.command == "rebuild":
             return run_rebuild(args.check, sys.stdout, sys.stderr)
         if args.command == "worker":

@@ -1,18 +1,26 @@
-"""Retention: what only serves a while is pruned by the workers' timer (idempotency keys
-and creation keys by age, player tokens and console sessions by expiry, each age a
-setting), and nothing younger than its age is touched."""
+"""Retention and archiving: what only serves a while is pruned by the workers' timer
+(idempotency keys and creation keys by age, player tokens and console sessions by expiry,
+each age a setting), and nothing younger than its age is touched; finished hands are
+exported to an archive that ``ddz verify`` checks on its own, the ledger check included."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import json
 import threading
 import time
 import uuid
+from datetime import timedelta
+from decimal import Decimal
 
 import pytest
-from jobs import new_player
+from api_support import OP
+from jobs import bot_match, drain, new_player
 
 import workers.context
+from service.cli import main
 from workers import sweeper
 
 # Slow: runs the workers' timer thread (bin/test --fast leaves it out).
@@ -118,3 +126,48 @@ def test_the_workers_timer_prunes_what_is_past_its_age_and_keeps_the_rest(
     assert (
         api.get("/v1/me/matches", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     )
+
+
+def ddz(*arguments: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        status = main(list(arguments))
+    return status, out.getvalue()
+
+
+def test_settled_hands_archived_verify_with_their_ledger_and_a_changed_one_does_not(
+    api, db, rconn, jobs_env, tmp_path
+):
+    played = [bot_match(api) for _ in range(2)]
+    settled = lambda: all(  # noqa: E731
+        api.get(f"/v1/matches/{m}/settlement", headers=OP).status_code == 200 for m in played
+    )
+    drain(rconn, until=settled)
+    (cut,) = db.execute("SELECT max(settled_at) FROM settlements").fetchone()
+    later = bot_match(api)  # settled after the cut: not archived
+    drain(
+        rconn,
+        until=lambda: api.get(f"/v1/matches/{later}/settlement", headers=OP).status_code == 200,
+    )
+    archive = tmp_path / "hands.jsonl"
+    before = (cut + timedelta(microseconds=1)).isoformat()
+    status, out = ddz("archive", "--before", before, "--out", str(archive))
+    assert status == 0, out
+    lines = [json.loads(line) for line in archive.read_text().splitlines()]
+    archived = {line["match_id"] for line in lines}
+    assert set(played) <= archived and later not in archived
+    status, out = ddz("verify", str(archive))
+    assert status == 0 and out.startswith("OK: "), out
+    (entries,) = db.execute(
+        "SELECT count(*) FROM ledger_entries WHERE match_id = ANY(%s::uuid[])", (list(archived),)
+    ).fetchone()
+    assert f"{len(lines)} hands, {entries} ledger entries adding to 0.00" in out
+    # The file alone is checked: a changed amount, a changed play.
+    changed = [dict(line) for line in lines]
+    first = changed[0]
+    first["ledger"][0]["amount"] = str(Decimal(first["ledger"][0]["amount"]) + 1)
+    (archive.parent / "changed.jsonl").write_text("".join(json.dumps(x) + "\n" for x in changed))
+    status, out = ddz("verify", str(archive.parent / "changed.jsonl"))
+    assert status == 1 and out.splitlines()[-1].startswith("FAILED: "), out
+    assert f"line 1: match {first['match_id']} movement 0 adds to 1.00" in out
+    assert "the ledger of the archive adds to 1.00, not 0.00" in out

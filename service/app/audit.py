@@ -9,6 +9,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
+from ..game import State
 from ..game.record import Discrepancy, export, verify
 from ..store import EventStore, ledger
 
@@ -49,6 +50,12 @@ def _recompute(
         return [f"match {match_id}: its events do not verify: {exc}"]
     if booked is None:
         return []
+    return compare(str(match_id), state, booked)
+
+
+def compare(match_id: str, state: State, booked: dict[Any, Decimal]) -> list[str]:
+    """What differs between the amounts booked for a hand (by seat, and ``"house"``) and
+    its settlement in ``state``, the hand verified."""
     assert state.result is not None  # a verified record is of an ended hand
     settlement = state.result.settlement
     expected: dict[Any, Decimal] = dict(enumerate(settlement.net))

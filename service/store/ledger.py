@@ -4,6 +4,7 @@ player (or the system's bots) and the house or another player."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -207,3 +208,38 @@ def booked(
         [f"match {m} movement {n} adds to {a:.2f}" for m, n, a in unbalanced],
         amounts,
     )
+
+
+def settled_before(
+    pool: ConnectionPool, before: datetime, after: uuid.UUID | None, limit: int
+) -> list[tuple[uuid.UUID, datetime]]:
+    """The matches settled before ``before``, by id from just after ``after``, ``limit``
+    of them: (match, settled at)."""
+    return retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT match_id, settled_at FROM settlements WHERE settled_at < %s"
+            " AND match_id > %s ORDER BY match_id LIMIT %s",
+            (before, after or uuid.UUID(int=0), limit),
+        ).fetchall(),
+    )
+
+
+def entries_of(
+    pool: ConnectionPool, match_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, list[tuple[int, str, int | None, str, Decimal]]]:
+    """Each match's ledger entries: (movement, account, seat, kind, amount), in order."""
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT match_id, movement, account, seat, kind, amount FROM ledger_entries"
+            " WHERE match_id = ANY(%s) ORDER BY match_id, movement, entry_id",
+            (match_ids,),
+        ).fetchall(),
+    )
+    found: dict[uuid.UUID, list[tuple[int, str, int | None, str, Decimal]]] = {
+        m: [] for m in match_ids
+    }
+    for match_id, *entry in rows:
+        found[match_id].append(tuple(entry))
+    return found
