@@ -9,6 +9,7 @@ for that."""
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import secrets
 import shutil
@@ -113,7 +114,10 @@ class Cluster:
                         return
             except psycopg.OperationalError:
                 pass
-            assert time.monotonic() < deadline, self.log.read_text(errors="replace")[-3000:]
+            alive = (self.data / "postmaster.pid").exists()
+            assert alive and time.monotonic() < deadline, self.log.read_text(errors="replace")[
+                -3000:
+            ]
             time.sleep(0.2)
 
 
@@ -223,7 +227,11 @@ class Backups:
         restored = Cluster(self.home, "restored", self.user)
         at = target.isoformat(sep=" ")
         if PGBACKREST:
+            # The latest backup, named: left to choose by the target, pgBackRest takes only a
+            # backup that ended a whole second before it.
+            (info,) = json.loads(self._pgbackrest("info", "--output=json"))
             self._pgbackrest(
+                f"--set={info['backup'][-1]['label']}",
                 f"--pg1-path={restored.data}",
                 "--type=time",
                 f"--target={at}",

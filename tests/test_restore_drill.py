@@ -70,7 +70,6 @@ def test_a_backup_restored_to_a_point_between_two_commands(tool):
             backup.start()
             settled.append(play_hand(client, connection, "during", seed=5))
             backup.join()
-            time.sleep(1)  # pgBackRest restores from a backup that ended a whole second before
             settled.append(play_hand(client, connection, "after", seed=7))
             # A hand under way: the point in time falls between the player's command and
             # the bots' turns that follow it.
