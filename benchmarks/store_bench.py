@@ -23,6 +23,7 @@ import sys
 import time
 import uuid
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 from common import ROOT, command_line, parse
@@ -30,7 +31,7 @@ from common import ROOT, command_line, parse
 # The restore drill's cluster and its backups, shared rather than copied.
 sys.path.insert(0, str(ROOT / "tests"))
 import psycopg  # noqa: E402
-from clusters import backed_up_cluster  # noqa: E402
+from clusters import backed_up_cluster  # type: ignore[import-not-found]  # noqa: E402
 
 from service.app.audit import check_match  # noqa: E402
 from service.game import Settle, Table, decide, replay  # noqa: E402
@@ -47,7 +48,12 @@ MATCH = "00000000-0000-4000-8000-00000000000m"
 SEATS = [f"00000000-0000-4000-8000-00000000000{seat}" for seat in range(4)]
 
 
-def pool_hands(count: int) -> list[tuple[list[tuple[str, int, str]], str, list[tuple]]]:
+#: A played hand: its events (type, schema version, payload as JSON with the placeholder
+#: ids), its result as JSON, its ledger entries (movement, account, seat, kind, amount).
+Hand = tuple[list[tuple[str, int, str]], str, list[tuple[int, str, int | None, str, Decimal]]]
+
+
+def pool_hands(count: int) -> list[Hand]:
     """``count`` hands played and settled: each its events (type, schema version, payload
     as JSON with the placeholder ids), its result as JSON and its ledger entries."""
     import orjson
@@ -77,7 +83,9 @@ def seat_ids(players: list[str], hand: int) -> list[str]:
     return [players[(hand * 4 + seat) % len(players)] for seat in range(4)]
 
 
-def seed(url: str, hands: int, pool: list, players: list[str]) -> tuple[list[uuid.UUID], float]:
+def seed(
+    url: str, hands: int, pool: list[Hand], players: list[str]
+) -> tuple[list[uuid.UUID], float]:
     """Copies the pool's hands into ``hands`` matches of ``players``; their ids, and the
     seconds it took (the players and events; the read models are the rebuild's)."""
     matches = [uuid.uuid4() for _ in range(hands)]
@@ -102,7 +110,7 @@ def seed(url: str, hands: int, pool: list, players: list[str]) -> tuple[list[uui
     return matches, time.perf_counter() - started
 
 
-def book(url: str, matches: list[uuid.UUID], pool: list, players: list[str]) -> float:
+def book(url: str, matches: list[uuid.UUID], pool: list[Hand], players: list[str]) -> float:
     """The settlements and ledger entries of the seeded hands (after their ``matches``
     rows, which they refer to); the seconds it took."""
     started = time.perf_counter()

@@ -222,7 +222,7 @@ class ReadModels:
     ) -> tuple[list[str], int]:
         def work(conn: psycopg.Connection) -> tuple[list[str], int]:
             # The rows first, then the events: an append that commits in between is in the
-            # events, and its row is then newer than the one compared (see _write_*).
+            # events, and its row is then newer than the one compared (see _row).
             match_rows = {
                 r[0]: dict(zip(_MATCH.split(", "), r[1:], strict=True))
                 for r in conn.execute(
@@ -258,24 +258,16 @@ class ReadModels:
             with conn.transaction():
                 for match_id in matches:
                     made = match_row([s for _, s in streams[match_id].events])
-                    if match_rows.get(match_id) != made:
-                        differences.append(
-                            _differs("matches", match_id, match_rows.get(match_id), made)
-                        )
-                        if write:
-                            written += _write_match(conn, match_id, made, match_rows.get(match_id))
+                    found = (match_id, made, match_rows.get(match_id))
+                    written += _row(conn, "matches", "match_id", _MATCH, *found, write, differences)
                 made_hands: dict[uuid.UUID, tuple[uuid.UUID, int]] = {}
                 made_streams: dict[tuple[str, uuid.UUID, int], int | None] = {}
                 for table_id in tables:
                     row, its_hands, its_streams = table_rows(table_id, streams[table_id].events)
                     made_hands.update({m: (table_id, n) for m, n in its_hands.items()})
                     made_streams.update({(p, table_id, v): u for (p, v), u in its_streams.items()})
-                    if table_rows_.get(table_id) != row:
-                        differences.append(
-                            _differs("tables", table_id, table_rows_.get(table_id), row)
-                        )
-                        if write:
-                            written += _write_table(conn, table_id, row, table_rows_.get(table_id))
+                    found = (table_id, row, table_rows_.get(table_id))
+                    written += _row(conn, "tables", "table_id", _TABLE, *found, write, differences)
                 more, count = _hands(conn, hands, made_hands, write)
                 differences += more
                 written += count
@@ -349,46 +341,38 @@ def _read(conn: psycopg.Connection, stream_ids: list[uuid.UUID]) -> dict[uuid.UU
     return streams
 
 
-def _write_match(
+def _row(
     conn: psycopg.Connection,
-    match_id: uuid.UUID,
+    table: str,
+    key: str,
+    columns: str,
+    row_id: uuid.UUID,
     made: dict[str, Any],
     found: dict[str, Any] | None,
+    write: bool,
+    differences: list[str],
 ) -> int:
-    """Writes the row unless an append has changed it since it was read (its version)."""
-    columns = _MATCH.split(", ")
+    """Compares a stream's row of ``table`` (``matches`` or ``tables``) with the one its
+    events make (a difference is added to ``differences``) and, if it differs and
+    ``write``, writes it unless an append has changed it since it was read (its version);
+    how many rows it wrote."""
+    if found == made:
+        return 0
+    differences.append(_differs(table, row_id, found, made))
+    if not write:
+        return 0
+    names = columns.split(", ")
+    # Composed from this module's constants only; the values are parameters.
     return conn.execute(
-        f"INSERT INTO matches (match_id, {_MATCH}) VALUES (%(id)s, "
-        + ", ".join(f"%({c})s" for c in columns)
-        + ") ON CONFLICT (match_id) DO UPDATE SET "
-        + ", ".join(f"{c} = EXCLUDED.{c}" for c in columns)
-        + " WHERE matches.version IS NOT DISTINCT FROM %(seen)s",
+        f"INSERT INTO {table} ({key}, {columns}) VALUES (%(id)s, "
+        + ", ".join(f"%({c})s" for c in names)
+        + f") ON CONFLICT ({key}) DO UPDATE SET "
+        + ", ".join(f"{c} = EXCLUDED.{c}" for c in names)
+        + f" WHERE {table}.version IS NOT DISTINCT FROM %(seen)s",
         {
             **made,
             "seats": Jsonb(made["seats"]),
-            "id": match_id,
-            "seen": None if found is None else found["version"],
-        },
-    ).rowcount
-
-
-def _write_table(
-    conn: psycopg.Connection,
-    table_id: uuid.UUID,
-    made: dict[str, Any],
-    found: dict[str, Any] | None,
-) -> int:
-    columns = _TABLE.split(", ")
-    return conn.execute(
-        f"INSERT INTO tables (table_id, {_TABLE}) VALUES (%(id)s, "
-        + ", ".join(f"%({c})s" for c in columns)
-        + ") ON CONFLICT (table_id) DO UPDATE SET "
-        + ", ".join(f"{c} = EXCLUDED.{c}" for c in columns)
-        + " WHERE tables.version IS NOT DISTINCT FROM %(seen)s",
-        {
-            **made,
-            "seats": Jsonb(made["seats"]),
-            "id": table_id,
+            "id": row_id,
             "seen": None if found is None else found["version"],
         },
     ).rowcount
