@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import io
 import sys
+import threading
 import uuid
 
+import psycopg
 import pytest
 from api_support import OP, bearer
 from jobs import bot_match, drain, new_player, new_table, run_burst
@@ -165,5 +167,49 @@ def test_rebuild_makes_every_read_model_again_exactly_and_check_finds_each_damag
     status, out = rebuild()
     assert status == 0, out
     assert snapshot(db) == before
+    status, out = rebuild("--check")
+    assert (status, out) == (0, ""), out
+
+
+def test_a_rebuild_running_beside_play_never_undoes_an_append(
+    api, db, rconn, jobs_env, worker_database_url
+):
+    """Online: rebuilds run over and over while hands are played, each after a read model
+    row was damaged; no append is undone (the last rebuild finds nothing to write, and the
+    check nothing different)."""
+    from service.app.rebuild import rebuild as rebuild_all
+    from service.store import EventStore, open_pool
+
+    stop = threading.Event()
+    passes = []
+    pool = open_pool(worker_database_url, 2, "rebuild-beside-play")
+
+    def rebuild_on() -> None:
+        while not stop.is_set():
+            with psycopg.connect(worker_database_url, autocommit=True) as conn:
+                conn.execute(
+                    "UPDATE matches SET phase = 'damaged' WHERE match_id ="
+                    " (SELECT match_id FROM matches ORDER BY random() LIMIT 1)"
+                )
+            passes.append(rebuild_all(pool, EventStore(pool), write=True).read_models.left)
+
+    thread = threading.Thread(target=rebuild_on)
+    thread.start()
+    try:
+        played = [bot_match(api) for _ in range(3)]
+        drain(
+            rconn,
+            until=lambda: all(
+                api.get(f"/v1/matches/{m}/settlement", headers=OP).status_code == 200
+                for m in played
+            ),
+        )
+    finally:
+        stop.set()
+        thread.join()
+        pool.close()
+    assert len(passes) >= 2 and not any(passes), [p for p in passes if p]
+    status, out = rebuild()
+    assert status == 0, out
     status, out = rebuild("--check")
     assert (status, out) == (0, ""), out

@@ -17,10 +17,11 @@ The read models, and what each is made from:
 
 The events, the settlements and the ledger entries are never written here: they refuse it.
 
-Online, beside a running service: each batch reads the rows before the events, and writes
-a row only if it is still as read (its ``version``, or the value compared), so that an
-append that lands meanwhile is never undone; such a row is compared again, and written
-then if it still differs."""
+Online, beside a running service: each batch reads the rows and the events as of one
+moment (an append writes both in one transaction, so they agree unless a row is wrong),
+then writes a row only if it is still as read (its ``version``, or the value compared),
+so that an append that lands meanwhile is never undone; such a row is compared again,
+and written then if it still differs."""
 
 from __future__ import annotations
 
@@ -221,59 +222,36 @@ class ReadModels:
         self, matches: list[uuid.UUID], tables: list[uuid.UUID], write: bool
     ) -> tuple[list[str], int]:
         def work(conn: psycopg.Connection) -> tuple[list[str], int]:
-            # The rows first, then the events: an append that commits in between is in the
-            # events, and its row is then newer than the one compared (see _row).
-            match_rows = {
-                r[0]: dict(zip(_MATCH.split(", "), r[1:], strict=True))
-                for r in conn.execute(
-                    f"SELECT match_id, {_MATCH} FROM matches WHERE match_id = ANY(%s)", (matches,)
-                )
-            }
-            table_rows_ = {
-                r[0]: dict(zip(_TABLE.split(", "), r[1:], strict=True))
-                for r in conn.execute(
-                    f"SELECT table_id, {_TABLE} FROM tables WHERE table_id = ANY(%s)", (tables,)
-                )
-            }
-            hands = {
-                r[0]: (r[1], r[2])
-                for r in conn.execute(
-                    "SELECT match_id, table_id, number FROM table_hands WHERE table_id = ANY(%s)"
-                    " OR match_id IN (SELECT (payload->>'match_id')::uuid FROM events"
-                    " WHERE stream_id = ANY(%s) AND type = 'hand_started')",
-                    (tables, tables),
-                )
-            }
-            player_streams = {
-                (r[0], r[1], r[2]): r[3]
-                for r in conn.execute(
-                    "SELECT player_id::text, stream_id, from_version, until_version"
-                    " FROM player_streams WHERE stream_id = ANY(%s)",
-                    (tables,),
-                )
-            }
-            streams = _read(conn, matches + tables)
-            differences: list[str] = []
-            written = 0
+            # The rows and the events as of one moment (an append writes both in one
+            # transaction): a row is compared with the events it was written with.
             with conn.transaction():
-                for match_id in matches:
-                    made = match_row([s for _, s in streams[match_id].events])
-                    found = (match_id, made, match_rows.get(match_id))
-                    written += _row(conn, "matches", "match_id", _MATCH, *found, write, differences)
-                made_hands: dict[uuid.UUID, tuple[uuid.UUID, int]] = {}
-                made_streams: dict[tuple[str, uuid.UUID, int], int | None] = {}
-                for table_id in tables:
-                    row, its_hands, its_streams = table_rows(table_id, streams[table_id].events)
-                    made_hands.update({m: (table_id, n) for m, n in its_hands.items()})
-                    made_streams.update({(p, table_id, v): u for (p, v), u in its_streams.items()})
-                    found = (table_id, row, table_rows_.get(table_id))
-                    written += _row(conn, "tables", "table_id", _TABLE, *found, write, differences)
-                more, count = _hands(conn, hands, made_hands, write)
-                differences += more
-                written += count
-                more, count = _player_streams(conn, player_streams, made_streams, write)
-                differences += more
-                written += count
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                rows = _rows(conn, matches, tables)
+                streams = _read(conn, matches + tables)
+            match_rows, table_rows_, hands, player_streams = rows
+            differences: list[str] = []
+            writes: list[_Write] = []
+            for match_id in matches:
+                made = match_row([s for _, s in streams[match_id].events])
+                found = match_rows.get(match_id)
+                _row("matches", "match_id", _MATCH, match_id, made, found, differences, writes)
+            made_hands: dict[uuid.UUID, tuple[uuid.UUID, int]] = {}
+            made_streams: dict[tuple[str, uuid.UUID, int], int | None] = {}
+            for table_id in tables:
+                row, its_hands, its_streams = table_rows(table_id, streams[table_id].events)
+                made_hands.update({m: (table_id, n) for m, n in its_hands.items()})
+                made_streams.update({(p, table_id, v): u for (p, v), u in its_streams.items()})
+                found = table_rows_.get(table_id)
+                _row("tables", "table_id", _TABLE, table_id, row, found, differences, writes)
+            _hands(hands, made_hands, differences, writes)
+            _player_streams(player_streams, made_streams, differences, writes)
+            written = 0
+            if write and writes:
+                # Each written only if the service has not changed it since that moment
+                # (a newer append is never undone); compared again by the next pass.
+                with conn.transaction():
+                    for sql, params in writes:
+                        written += max(conn.execute(sql, params).rowcount, 0)
             return differences, written
 
         return retried(self.pool, work)
@@ -325,6 +303,52 @@ class ReadModels:
         return retried(self.pool, work)
 
 
+#: A statement that writes a row, and its parameters.
+_Write = tuple[str, Any]
+_Rows = tuple[
+    dict[uuid.UUID, dict[str, Any]],
+    dict[uuid.UUID, dict[str, Any]],
+    dict[uuid.UUID, tuple[uuid.UUID, int]],
+    dict[tuple[str, uuid.UUID, int], int | None],
+]
+
+
+def _rows(conn: psycopg.Connection, matches: list[uuid.UUID], tables: list[uuid.UUID]) -> _Rows:
+    """The read models' rows of these matches and tables: ``matches``, ``tables``, the
+    tables' ``table_hands`` (and those of their hands, wherever they point) and their
+    ``player_streams``."""
+    match_rows = {
+        r[0]: dict(zip(_MATCH.split(", "), r[1:], strict=True))
+        for r in conn.execute(
+            f"SELECT match_id, {_MATCH} FROM matches WHERE match_id = ANY(%s)", (matches,)
+        )
+    }
+    table_rows_ = {
+        r[0]: dict(zip(_TABLE.split(", "), r[1:], strict=True))
+        for r in conn.execute(
+            f"SELECT table_id, {_TABLE} FROM tables WHERE table_id = ANY(%s)", (tables,)
+        )
+    }
+    hands = {
+        r[0]: (r[1], r[2])
+        for r in conn.execute(
+            "SELECT match_id, table_id, number FROM table_hands WHERE table_id = ANY(%s)"
+            " OR match_id IN (SELECT (payload->>'match_id')::uuid FROM events"
+            " WHERE stream_id = ANY(%s) AND type = 'hand_started')",
+            (tables, tables),
+        )
+    }
+    player_streams = {
+        (r[0], r[1], r[2]): r[3]
+        for r in conn.execute(
+            "SELECT player_id::text, stream_id, from_version, until_version"
+            " FROM player_streams WHERE stream_id = ANY(%s)",
+            (tables,),
+        )
+    }
+    return match_rows, table_rows_, hands, player_streams
+
+
 def _read(conn: psycopg.Connection, stream_ids: list[uuid.UUID]) -> dict[uuid.UUID, _Stream]:
     rows = conn.execute(
         "SELECT stream_id, xid::text::bigint, version, position, type, schema_version, payload,"
@@ -342,82 +366,80 @@ def _read(conn: psycopg.Connection, stream_ids: list[uuid.UUID]) -> dict[uuid.UU
 
 
 def _row(
-    conn: psycopg.Connection,
     table: str,
     key: str,
     columns: str,
     row_id: uuid.UUID,
     made: dict[str, Any],
     found: dict[str, Any] | None,
-    write: bool,
     differences: list[str],
-) -> int:
+    writes: list[_Write],
+) -> None:
     """Compares a stream's row of ``table`` (``matches`` or ``tables``) with the one its
-    events make (a difference is added to ``differences``) and, if it differs and
-    ``write``, writes it unless an append has changed it since it was read (its version);
-    how many rows it wrote."""
+    events make: if it differs, the difference and the write (unless an append has changed
+    the row since: its version)."""
     if found == made:
-        return 0
+        return
     differences.append(_differs(table, row_id, found, made))
-    if not write:
-        return 0
     names = columns.split(", ")
     # Composed from this module's constants only; the values are parameters.
-    return conn.execute(
-        f"INSERT INTO {table} ({key}, {columns}) VALUES (%(id)s, "
-        + ", ".join(f"%({c})s" for c in names)
-        + f") ON CONFLICT ({key}) DO UPDATE SET "
-        + ", ".join(f"{c} = EXCLUDED.{c}" for c in names)
-        + f" WHERE {table}.version IS NOT DISTINCT FROM %(seen)s",
-        {
-            **made,
-            "seats": Jsonb(made["seats"]),
-            "id": row_id,
-            "seen": None if found is None else found["version"],
-        },
-    ).rowcount
+    writes.append(
+        (
+            f"INSERT INTO {table} ({key}, {columns}) VALUES (%(id)s, "
+            + ", ".join(f"%({c})s" for c in names)
+            + f") ON CONFLICT ({key}) DO UPDATE SET "
+            + ", ".join(f"{c} = EXCLUDED.{c}" for c in names)
+            + f" WHERE {table}.version IS NOT DISTINCT FROM %(seen)s",
+            {
+                **made,
+                "seats": Jsonb(made["seats"]),
+                "id": row_id,
+                "seen": None if found is None else found["version"],
+            },
+        )
+    )
 
 
 def _hands(
-    conn: psycopg.Connection,
     found: dict[uuid.UUID, tuple[uuid.UUID, int]],
     made: dict[uuid.UUID, tuple[uuid.UUID, int]],
-    write: bool,
-) -> tuple[list[str], int]:
+    differences: list[str],
+    writes: list[_Write],
+) -> None:
     """``table_hands``: rows are only ever added, so a wrong one is deleted and the right
     one added (a hand dealt meanwhile is added by its deal: nothing to do)."""
-    wrong = [m for m, row in found.items() if made.get(m) != row]
-    missing = [m for m, row in made.items() if found.get(m) != row]
-    differences = [
-        f"table_hands {m}: hand {found[m][1]} of table {found[m][0]}, the events say "
-        + ("none" if m not in made else f"hand {made[m][1]} of table {made[m][0]}")
-        for m in wrong
-    ] + [f"table_hands {m}: missing" for m in missing if m not in found]
-    written = 0
-    if write:
-        if wrong:
-            written += conn.execute(
-                "DELETE FROM table_hands WHERE match_id = ANY(%s)", (wrong,)
-            ).rowcount
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO table_hands (match_id, table_id, number) VALUES (%s, %s, %s)"
-                " ON CONFLICT DO NOTHING",
-                [(m, *made[m]) for m in missing],
+    for m, row in found.items():
+        if made.get(m) != row:
+            says = "none" if m not in made else f"hand {made[m][1]} of table {made[m][0]}"
+            differences.append(
+                f"table_hands {m}: hand {row[1]} of table {row[0]}, the events say {says}"
             )
-            written += max(cur.rowcount, 0)
-    return differences, written
+            writes.append(
+                (
+                    "DELETE FROM table_hands WHERE match_id = %s AND table_id = %s AND number = %s",
+                    (m, *row),
+                )
+            )
+    for m, row in made.items():
+        if found.get(m) != row:
+            if m not in found:
+                differences.append(f"table_hands {m}: missing")
+            writes.append(
+                (
+                    "INSERT INTO table_hands (match_id, table_id, number) VALUES (%s, %s, %s)"
+                    " ON CONFLICT DO NOTHING",
+                    (m, *row),
+                )
+            )
 
 
 def _player_streams(
-    conn: psycopg.Connection,
     found: dict[tuple[str, uuid.UUID, int], int | None],
     made: dict[tuple[str, uuid.UUID, int], int | None],
-    write: bool,
-) -> tuple[list[str], int]:
+    differences: list[str],
+    writes: list[_Write],
+) -> None:
     """``player_streams``: each row added, changed or deleted only if it is still as read."""
-    differences = []
-    written = 0
     for key in sorted(found.keys() | made.keys(), key=str):
         if key in found and key in made and found[key] == made[key]:
             continue
@@ -425,25 +447,29 @@ def _player_streams(
         what = f"player_streams {player} at {stream} from v{since}"
         if key not in made:
             differences.append(f"{what}: no such join")
-            sql = (
-                "DELETE FROM player_streams WHERE player_id = %s AND stream_id = %s"
-                " AND from_version = %s AND until_version IS NOT DISTINCT FROM %s"
+            writes.append(
+                (
+                    "DELETE FROM player_streams WHERE player_id = %s AND stream_id = %s"
+                    " AND from_version = %s AND until_version IS NOT DISTINCT FROM %s",
+                    (player, stream, since, found[key]),
+                )
             )
-            params: tuple[Any, ...] = (player, stream, since, found[key])
         elif key not in found:
             differences.append(f"{what}: missing")
-            sql = (
-                "INSERT INTO player_streams (player_id, stream_id, from_version, until_version)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+            writes.append(
+                (
+                    "INSERT INTO player_streams (player_id, stream_id, from_version, until_version)"
+                    " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    (player, stream, since, made[key]),
+                )
             )
-            params = (player, stream, since, made[key])
         else:
             differences.append(f"{what}: until {found[key]}, the events say {made[key]}")
-            sql = (
-                "UPDATE player_streams SET until_version = %s WHERE player_id = %s"
-                " AND stream_id = %s AND from_version = %s AND until_version IS NOT DISTINCT FROM %s"
+            writes.append(
+                (
+                    "UPDATE player_streams SET until_version = %s WHERE player_id = %s"
+                    " AND stream_id = %s AND from_version = %s"
+                    " AND until_version IS NOT DISTINCT FROM %s",
+                    (made[key], player, stream, since, found[key]),
+                )
             )
-            params = (made[key], player, stream, since, found[key])
-        if write:
-            written += conn.execute(sql, params).rowcount
-    return differences, written
