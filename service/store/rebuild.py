@@ -249,9 +249,11 @@ class ReadModels:
             if write and writes:
                 # Each written only if the service has not changed it since that moment
                 # (a newer append is never undone); compared again by the next pass.
-                with conn.transaction():
-                    for sql, params in writes:
-                        written += max(conn.execute(sql, params).rowcount, 0)
+                with conn.transaction(), conn.cursor() as cur:
+                    # A run of one statement in one round trip (executemany pipelines it).
+                    for sql, run in groupby(writes, key=lambda w: w[0]):
+                        cur.executemany(sql, [params for _, params in run])
+                        written += max(cur.rowcount, 0)
             return differences, written
 
         return retried(self.pool, work)
