@@ -4,6 +4,7 @@ fixtures of ``jobs.py``)."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -12,8 +13,10 @@ from decimal import Decimal
 
 import psycopg
 import pytest
+import yaml
 from api_support import OP, bearer
 from jobs import choose, drain, feed, join, new_player, new_table, run_burst, worker_app
+from servers import ROOT
 
 import service.app.feed
 import workers.context
@@ -874,3 +877,16 @@ def test_a_leave_during_a_hand_says_leaving_then_left_with_the_hand_number(api, 
     about = [i for i in items if i["type"] not in ("seated",)]
     assert {i["hand_number"] for i in about} == {1}
     assert {i["match_id"] for i in about if "match_id" in i} == {match_id}
+
+
+def test_a_zero_stake_is_refused_as_the_contract_says(api, jobs_env):
+    _, token = new_player(api, "zero")
+    spec = yaml.safe_load((ROOT / "openapi.yaml").read_text())
+    for schema in ("TableCreate", "TicketCreate"):
+        for field in ("unit", "cap"):
+            pattern = spec["components"]["schemas"][schema]["properties"][field]["pattern"]
+            assert not re.match(pattern, "0") and re.match(pattern, "0.01"), (schema, field)
+    for path in ("/v1/tables", "/v1/lobby/tickets"):
+        for body in ({"unit": "0"}, {"unit": "0.00"}, {"cap": "0"}):
+            r = api.post(path, json=body, headers=bearer(token))
+            assert r.status_code == 422 and r.json["code"] == "invalid_request", (path, r.json)
