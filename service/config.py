@@ -127,6 +127,13 @@ class Config:
     #: Seconds a table rests after a hand is settled before it deals the next (a new
     #: table's default, and the lobby's tables'): DDZ_TABLE_NEXT_HAND_SECONDS.
     table_next_hand_seconds: int = 5
+    #: Seconds a table of people only that lost a person between hands waits for another
+    #: (from the lobby, or anyone) before it closes (a new table's default, and the
+    #: lobby's tables'): DDZ_TABLE_CLOSE_SECONDS.
+    table_close_seconds: int = 120
+    #: Tables a bot account may sit at at once, its waiting lobby ticket counting as one
+    #: (a person sits at one): DDZ_BOT_ACCOUNT_TABLES.
+    bot_account_tables: int = 4
     #: Milliseconds the ``hard`` bot level searches per decision: DDZ_BOT_SEARCH_MS.
     bot_search_ms: float = 50.0
     #: Days an Idempotency-Key (of a command or of a creation) is kept: a retry within them
@@ -181,6 +188,8 @@ class Config:
         "console_secure_cookie": "DDZ_CONSOLE_SECURE_COOKIE",
         "lobby_bots_after": "DDZ_LOBBY_BOTS_AFTER",
         "table_next_hand_seconds": "DDZ_TABLE_NEXT_HAND_SECONDS",
+        "table_close_seconds": "DDZ_TABLE_CLOSE_SECONDS",
+        "bot_account_tables": "DDZ_BOT_ACCOUNT_TABLES",
         "bot_search_ms": "DDZ_BOT_SEARCH_MS",
         "keep_keys_days": "DDZ_KEEP_KEYS_DAYS",
         "keep_expired_days": "DDZ_KEEP_EXPIRED_DAYS",

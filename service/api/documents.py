@@ -27,7 +27,13 @@ from ..store import (
 )
 from ..store.creations import KeyInUse
 from ..store.players import Profile
-from ..store.tables import TableNotFound, TicketNotFound, TicketSeated, TicketWaiting
+from ..store.tables import (
+    SeatedElsewhere,
+    TableNotFound,
+    TicketNotFound,
+    TicketSeated,
+    TicketWaiting,
+)
 from .auth import BEARER, Caller
 from .problems import ApiError
 from .services import services
@@ -43,6 +49,7 @@ STORE_STATUS: dict[type[StoreError], int] = {
     TicketNotFound: 404,
     TicketWaiting: 409,
     TicketSeated: 409,
+    SeatedElsewhere: 409,
 }
 #: HTTP status of the decider's refusals that are not 422 (the rules refuse the command),
 #: by code.
@@ -51,6 +58,7 @@ GAME_STATUS = {
     "table_not_found": 404,
     "invite_required": 403,
     "table_full": 409,
+    "table_closed": 409,
 }
 
 

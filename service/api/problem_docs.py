@@ -109,8 +109,14 @@ MEANINGS: dict[str, dict[str, str]] = {
         "not_current_hand": "That match is not the table's hand under way.",
         "invalid_net": "A settlement's net amounts are one per seat.",
         "ticket_not_found": "The caller has no lobby ticket with this id.",
-        "ticket_waiting": "The player has a ticket waiting already (`ticket_id` names it).",
+        "ticket_waiting": "The player has a ticket waiting already (`ticket_id` names it): "
+        "cancel it to post another or to take a seat at a table.",
         "ticket_seated": "The ticket has been seated at a table already: leave the table instead.",
+        "seated_elsewhere": "The player sits at another table (`table_id` names it): a person "
+        "sits at one table at a time, a bot account at up to `DDZ_BOT_ACCOUNT_TABLES`, a "
+        "waiting lobby ticket counting as one. Leave it first.",
+        "table_closed": "The table has closed (a table without bots whose freed seat no one "
+        "took in time): it deals no more hands.",
     },
     "The service": {
         "database_unavailable": "PostgreSQL does not answer, after retries on fresh "

@@ -26,8 +26,11 @@ CARD_CODE = validate.Regexp(
     r"^([SHCD][3-9TJQKA2]|[BR]J)$",
     error="not a card code: a suit letter (S H C D) then a rank (3-9 T J Q K A 2), or a joker (B or R, then J)",
 )
-DECIMAL = validate.Regexp(
-    r"^\d{1,9}(\.\d{1,2})?$", error="a decimal amount with at most two places, as a string"
+#: A stake (``unit``) or a cap: more than zero (a hand at stake zero would move nothing, its
+#: penalty neither; service/game/table.py refuses it too).
+POSITIVE = validate.Regexp(
+    r"^(?!0+(\.0+)?$)\d{1,9}(\.\d{1,2})?$",
+    error="a decimal amount above zero with at most two places, as a string",
 )
 SHARE = validate.Regexp(r"^(0(\.\d{1,4})?|1(\.0{1,4})?)$", error="a share from 0 to 1, as a string")
 #: Text that PostgreSQL can store: no NUL character, no unpaired UTF-16 surrogate.
@@ -161,12 +164,14 @@ class PlayerList(ma.Schema):
 class MatchCreate(Strict):
     ruleset = f.String(load_default=DEFAULT_RULESET.name, validate=validate.OneOf(sorted(RULESETS)))
     unit = f.String(
-        load_default="1.00", validate=DECIMAL, metadata={"description": "Base stake (底分)"}
+        load_default="1.00",
+        validate=POSITIVE,
+        metadata={"description": "Base stake (底分), above zero"},
     )
     cap = f.String(
         load_default=None,
         allow_none=True,
-        validate=DECIMAL,
+        validate=POSITIVE,
         metadata={"description": "Per-hand cap (单局封顶); null: none"},
     )
     rake = f.String(

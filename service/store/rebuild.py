@@ -6,7 +6,8 @@ The read models, and what each is made from:
 
 - ``matches``: a match's row, from its stream (:func:`~.events.match_columns`; its times
   are its first and last event's, its deadline the last event's time plus the time to act);
-- ``tables``: a table's row, from its stream (:func:`~.tables.table_columns`, times as a
+- ``tables``: a table's row, from its stream (:func:`~.tables.table_columns`: what it
+  waits for until when, from its last event and its last hand's settlement; times as a
   match's);
 - ``table_hands``: each hand a table dealt, from its ``hand_started`` events;
 - ``player_streams`` (what each player's own stream reads of a table): from the table's
@@ -29,7 +30,6 @@ import functools
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from itertools import groupby
 from typing import Any
 
@@ -43,7 +43,8 @@ from ..game.state import time_to_act
 from ..game.table_play import evolve_table, initial_table
 from .events import StoredEvent, match_columns
 from .pool import retried
-from .tables import table_columns
+from .tables import TableLoaded, table_columns
+from .tables import _settled_at as settled_at
 
 #: The read models this module makes again, in the order it makes them.
 READ_MODELS = ("matches", "tables", "table_hands", "player_streams", "lobby_tickets")
@@ -56,7 +57,7 @@ _MATCH = (
     "ruleset, turn_seconds, status, phase, version, seats, turn_seat, system_to_act,"
     " deadline, settled, created_at, updated_at"
 )
-_TABLE = "version, private, seats, match_id, hands, due, due_at, created_at, updated_at"
+_TABLE = "version, private, settings, seats, match_id, hands, due, due_at, created_at, updated_at"
 #: The read models whose rows belong to a stream: (table, its stream's column, the stream's
 #: first event, what keeps a row of no stream from being deleted), in the order their rows
 #: of no stream are deleted (those referring to others first).
@@ -138,17 +139,15 @@ def table_rows(
         for key, until in streams.items():
             if until is None and key[0] not in seated:
                 streams[key] = state.version
-    columns = _jsonable(table_columns(state))
-    seconds = columns.pop("seconds")
-    if columns["match_id"] is not None:
-        columns["match_id"] = uuid.UUID(columns["match_id"])
     first, last = events[0][1].recorded_at, events[-1][1].recorded_at
+    settled = settled_at([s for _, s in events], None)
     row = {
-        **columns,
-        "due_at": None if columns["due"] is None else last + timedelta(seconds=seconds),
+        **_jsonable(table_columns(TableLoaded(state, last, settled))),
         "created_at": first,
         "updated_at": last,
     }
+    if row["match_id"] is not None:
+        row["match_id"] = uuid.UUID(row["match_id"])
     return row, hands, streams
 
 
