@@ -143,7 +143,8 @@ def test_a_table_that_waited_for_people_for_ever_before_0014_closes_after_it(
                 " VALUES (%s, %s, false, %s, NULL, 1)",
                 (table_id, len(old_events), Jsonb(seats)),
             )
-        assert migrate(url)[0] == "0014_tables_refill"
+        # 0014 alone: 0016 moves the row's times to its events' (see its own test).
+        migrate_before(url, "0015")
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute((MIGRATIONS / "0014_tables_refill.sql").read_text())  # idempotent
             row = conn.execute(
@@ -163,3 +164,53 @@ def test_a_table_that_waited_for_people_for_ever_before_0014_closes_after_it(
             )
         finally:
             pool.close()
+
+
+def test_rows_written_before_0016_take_their_events_times(postgres_admin_url):
+    """Before 0016 a match's and a table's row had the times of their transactions; after
+    it, their first and last events' (what the appends now write, and ddz rebuild makes)."""
+    with fresh_database(postgres_admin_url, "ddz_migrations", migrated=False) as url:
+        migrate_before(url, "0016")
+        match_id, table_id = uuid.uuid4(), uuid.uuid4()
+        with psycopg.connect(url, autocommit=True) as conn:
+            for stream in (match_id, table_id):
+                for version in (1, 2):
+                    conn.execute(
+                        "INSERT INTO events (stream_id, version, type, schema_version, payload)"
+                        " VALUES (%s, %s, 'x', 1, '{}')",
+                        (stream, version),
+                    )
+            conn.execute(
+                "INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats,"
+                " created_at, updated_at) VALUES (%s, 'r', 30, 'open', 'seating', 2, '[]',"
+                " now() - interval '1 hour', now() - interval '1 hour')",
+                (match_id,),
+            )
+            conn.execute(
+                "INSERT INTO tables (table_id, version, private, seats, hands, created_at, updated_at)"
+                " VALUES (%s, 2, false, '[]', 0, now() - interval '1 hour', now() - interval '1 hour')",
+                (table_id,),
+            )
+        migrate(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute((MIGRATIONS / "0016_read_model_times.sql").read_text())  # idempotent
+            times = conn.execute(
+                "SELECT min(recorded_at), max(recorded_at) FROM events WHERE stream_id = %s",
+                (match_id,),
+            ).fetchone()
+            assert (
+                conn.execute(
+                    "SELECT created_at, updated_at FROM matches WHERE match_id = %s", (match_id,)
+                ).fetchone()
+                == times
+            )
+            times = conn.execute(
+                "SELECT min(recorded_at), max(recorded_at) FROM events WHERE stream_id = %s",
+                (table_id,),
+            ).fetchone()
+            assert (
+                conn.execute(
+                    "SELECT created_at, updated_at FROM tables WHERE table_id = %s", (table_id,)
+                ).fetchone()
+                == times
+            )

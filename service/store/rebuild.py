@@ -392,8 +392,7 @@ def _row(
             + ", ".join(f"{c} = EXCLUDED.{c}" for c in names)
             + f" WHERE {table}.version IS NOT DISTINCT FROM %(seen)s",
             {
-                **made,
-                "seats": Jsonb(made["seats"]),
+                **{c: Jsonb(v) if isinstance(v, dict | list) else v for c, v in made.items()},
                 "id": row_id,
                 "seen": None if found is None else found["version"],
             },
