@@ -194,23 +194,15 @@ def test_rows_written_before_0016_take_their_events_times(postgres_admin_url):
         migrate(url)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute((MIGRATIONS / "0016_read_model_times.sql").read_text())  # idempotent
-            times = conn.execute(
-                "SELECT min(recorded_at), max(recorded_at) FROM events WHERE stream_id = %s",
-                (match_id,),
-            ).fetchone()
-            assert (
-                conn.execute(
-                    "SELECT created_at, updated_at FROM matches WHERE match_id = %s", (match_id,)
+            for table, key, stream in (
+                ("matches", "match_id", match_id),
+                ("tables", "table_id", table_id),
+            ):
+                times = conn.execute(
+                    "SELECT min(recorded_at), max(recorded_at) FROM events WHERE stream_id = %s",
+                    (stream,),
                 ).fetchone()
-                == times
-            )
-            times = conn.execute(
-                "SELECT min(recorded_at), max(recorded_at) FROM events WHERE stream_id = %s",
-                (table_id,),
-            ).fetchone()
-            assert (
-                conn.execute(
-                    "SELECT created_at, updated_at FROM tables WHERE table_id = %s", (table_id,)
+                row = conn.execute(
+                    f"SELECT created_at, updated_at FROM {table} WHERE {key} = %s", (stream,)
                 ).fetchone()
-                == times
-            )
+                assert row == times, table
