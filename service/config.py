@@ -26,6 +26,11 @@ class Config:
     operator_token: str | None = None
     #: Largest request body in bytes: DDZ_MAX_BODY_BYTES.
     max_body_bytes: int = 16 * 1024
+    #: Seconds a request's body may take to arrive, counted from its headers; one still
+    #: arriving then is answered 408 ``body_timeout`` and its connection closed:
+    #: DDZ_BODY_SECONDS. The largest body (16 KiB) takes under 7 s at 20 kbit/s, a poor
+    #: mobile link; a client that trickles its body holds a connection no longer.
+    body_seconds: float = 10.0
     #: How long one event stream stays open before the client reconnects: DDZ_STREAM_SECONDS.
     stream_seconds: float = 300.0
     #: Seconds between keep-alive comments on a quiet stream: DDZ_KEEPALIVE_SECONDS.
@@ -135,6 +140,7 @@ class Config:
         "redis_url": "REDIS_URL",
         "operator_token": "DDZ_OPERATOR_TOKEN",
         "max_body_bytes": "DDZ_MAX_BODY_BYTES",
+        "body_seconds": "DDZ_BODY_SECONDS",
         "stream_seconds": "DDZ_STREAM_SECONDS",
         "keepalive_seconds": "DDZ_KEEPALIVE_SECONDS",
         "db_pool_size": "DDZ_DB_POOL_SIZE",

@@ -22,7 +22,7 @@ def gunicorn(
     """``gunicorn -c python:service.gunicorn_conf service.api.wsgi:app`` on a free port,
     up: its base URL and process (stopped at the end if still running). It runs no worker,
     so ``/readyz`` would answer 503; ``/healthz`` says the app is loaded. ``settings`` are
-    more environment variables."""
+    more environment variables (or other values of those set here)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -37,8 +37,8 @@ def gunicorn(
         # Hundreds of streams from one token in a moment: far above the limits for a person.
         **{f"DDZ_RATE_LIMIT_{name.upper()}": "100000/second" for name in UNLIMITED_RATES},
         PYTHONUNBUFFERED="1",
-        **settings,
     )
+    env.update(settings)  # a setting given overrides the ones above
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [

@@ -22,6 +22,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         "unsupported_media_type": "The body is not sent as `Content-Type: application/json` "
         "(a `+json` type is refused too; a charset, if given, must be UTF-8).",
         "body_too_large": "The body is larger than the server accepts (`DDZ_MAX_BODY_BYTES`).",
+        "body_timeout": "The body did not arrive within `DDZ_BODY_SECONDS` of the request's "
+        "headers; the connection is closed.",
         "invalid_request": "The request does not match its schema: `errors` says where, by "
         "location (`json`, `query`, `headers`), then field.",
         "request_line_too_long": "The request line (method, path and query) is longer than "

@@ -146,6 +146,7 @@ ERROR_DESCRIPTIONS = {
     401: "No bearer token, or one that belongs to no one",
     403: "The token may not do this (a player's or the operator's is needed, or a seat at the match)",
     404: "No such resource (`malformed_id`: a path parameter that is not a UUID)",
+    408: "The body did not arrive within `DDZ_BODY_SECONDS` of the request's headers (`body_timeout`); the connection is closed",
     409: "The match is not at `expected_version`, or someone else acted first",
     413: "The body is larger than the server accepts (`DDZ_MAX_BODY_BYTES`)",
     415: "The body is not sent as `Content-Type: application/json` (a `+json` type, or a charset other than UTF-8, is refused too)",
@@ -182,7 +183,8 @@ class ErrorResponses(BasePlugin):
     """Documents, on every operation, the errors that the stack answers for any operation
     like it, whatever its handler does: 500 when the server fails; 404 when a path
     parameter is not a UUID; 400, 413, 415 and 422 for a body that is not JSON, too large,
-    not sent as JSON or invalid; 401 where a token is required; 429 on the rate-limited
+    not sent as JSON or invalid, and 408 for one that does not arrive in time; 401 where
+    a token is required; 429 on the rate-limited
     ones (those under ``/v1/``). flask-smorest adds 422
     for invalid parameters; the handlers' own errors come from their ``@bp.doc``.
 
@@ -201,7 +203,7 @@ class ErrorResponses(BasePlugin):
             if "{" in (path or ""):
                 statuses.add(404)
             if "requestBody" in operation:
-                statuses |= {400, 413, 415, 422}
+                statuses |= {400, 408, 413, 415, 422}
             if operation.get("security"):
                 statuses.add(401)
             if (path or "").startswith("/v1/"):

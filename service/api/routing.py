@@ -61,8 +61,8 @@ class Rule(WerkzeugRule):
 
 class JsonBodies(FlaskParser):
     def _raw_load_json(self, req):
-        # BodyLimit has given a chunked body its Content-Length, so no length means no body.
-        if not req.content_length:
+        # A body sent without a length (chunked) is known to be empty only once read.
+        if not req.content_length and not req.get_data(cache=True):
             return core.missing
         # Only application/json: a +json type (merge-patch+json, problem+json ...) names a
         # format with meanings of its own, which a command is not; and JSON is UTF-8.
