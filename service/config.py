@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-#: Connections a gunicorn worker keeps for everything but event streams (commands, reads, long
-#: polls) when its streams are at their bound (``max_streams``): without this room, 3,000
-#: streams on 1,000 connections left a command unanswered for 30 s.
+#: Connections a gunicorn worker keeps for commands and reads when its event streams and long
+#: polls are at their bound (``max_streams``): without this room, 3,000 streams on 1,000
+#: connections left a command unanswered for 30 s.
 COMMAND_CONNECTIONS = 100
 
 
@@ -68,7 +68,8 @@ class Config:
     #: ... up to this many seconds, and a worker that lost Redis tries it again as often:
     #: DDZ_MAX_BACKOFF_SECONDS.
     max_backoff_seconds: float = 8.0
-    #: Rate limits on or off (``off``, ``false`` or ``0``): DDZ_RATE_LIMITS. Each limit below
+    #: Rate limits, and the bounds on what one caller holds open (``max_streams_per_*``),
+    #: on or off (``off``, ``false`` or ``0``): DDZ_RATE_LIMITS. Each limit below
     #: is one or more of ``N/second``, ``N/minute``, ``N/hour`` joined by ``;``.
     rate_limits: bool = True
     #: Commands (POST commands, seats, leave; new matches and tokens, revocations) per
@@ -101,11 +102,23 @@ class Config:
     #: gunicorn worker processes for the API: WEB_CONCURRENCY (the usual name on platforms
     #: that set it). 0: one per core, since a gevent worker runs on one.
     web_concurrency: int = 0
-    #: Open event streams per API process; one more is answered 503 ``too_many_streams``
-    #: with Retry-After, so that streams cannot take the connections commands need:
-    #: DDZ_MAX_STREAMS. Keep it below ``worker_connections`` (gunicorn refuses to start
-    #: with less than ``COMMAND_CONNECTIONS`` between them).
+    #: Open event streams and long polls (``wait``) per API process; one more is answered
+    #: 503 ``too_many_streams`` with Retry-After, so that they cannot take the connections
+    #: commands and reads need: DDZ_MAX_STREAMS. Keep it below ``worker_connections``
+    #: (gunicorn refuses to start with less than ``COMMAND_CONNECTIONS`` between them).
     max_streams: int = 5000
+    #: Open event streams and long polls one caller may hold at once, across every API
+    #: process (counted in Redis), per token: DDZ_MAX_STREAMS_PER_TOKEN; per player (or
+    #: operator), all its tokens together: DDZ_MAX_STREAMS_PER_PLAYER; per client address
+    #: (an IPv6 /64 as one): DDZ_MAX_STREAMS_PER_ADDRESS. One more is answered 429
+    #: ``open_stream_limit`` with Retry-After. 0: no bound. A player at a table holds two
+    #: (its own stream and the match's), a browser at most six per site; a token gets
+    #: room for a few tabs, a player for a few devices. An address is shared by everyone
+    #: behind one NAT, so its bound is high, but a tenth of one process's streams: no
+    #: single address can fill a process. Off with DDZ_RATE_LIMITS.
+    max_streams_per_token: int = 8
+    max_streams_per_player: int = 16
+    max_streams_per_address: int = 500
     #: Open connections per gunicorn worker (streams included): DDZ_WORKER_CONNECTIONS.
     worker_connections: int = 6000
     #: Requests one client connection carries before the API closes it (as nginx's
@@ -166,6 +179,9 @@ class Config:
         "rate_limit_local_share": "DDZ_RATE_LIMIT_LOCAL_SHARE",
         "web_concurrency": "WEB_CONCURRENCY",
         "max_streams": "DDZ_MAX_STREAMS",
+        "max_streams_per_token": "DDZ_MAX_STREAMS_PER_TOKEN",
+        "max_streams_per_player": "DDZ_MAX_STREAMS_PER_PLAYER",
+        "max_streams_per_address": "DDZ_MAX_STREAMS_PER_ADDRESS",
         "worker_connections": "DDZ_WORKER_CONNECTIONS",
         "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
         "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from servers import OPERATOR_TOKEN, ROOT, UNLIMITED_RATES, wait_until_ready
+from servers import OPERATOR_TOKEN, ROOT, STREAM_BOUNDS, UNLIMITED_RATES, wait_until_ready
 
 
 @contextmanager
@@ -36,6 +36,7 @@ def gunicorn(
         DDZ_REQUESTS_PER_CONNECTION="3",
         # Hundreds of streams from one token in a moment: far above the limits for a person.
         **{f"DDZ_RATE_LIMIT_{name.upper()}": "100000/second" for name in UNLIMITED_RATES},
+        **{f"DDZ_MAX_STREAMS_PER_{per.upper()}": "100000" for per in STREAM_BOUNDS},
         PYTHONUNBUFFERED="1",
     )
     env.update(settings)  # a setting given overrides the ones above

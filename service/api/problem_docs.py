@@ -54,6 +54,10 @@ MEANINGS: dict[str, dict[str, str]] = {
         "rate_limited": "Too many requests from this token or address: `detail` names the "
         "limit; send again after `Retry-After` seconds.",
         "too_many_requests": "Too many requests: send again after `Retry-After` seconds.",
+        "open_stream_limit": "This token, player or address holds as many event streams and "
+        "long polls open as it may (`DDZ_MAX_STREAMS_PER_TOKEN`, `_PER_PLAYER`, "
+        "`_PER_ADDRESS`; `detail` says which): end one, or open again after `Retry-After` "
+        "seconds.",
     },
     "Matches and commands": {
         "match_not_found": "No match has this id.",
@@ -118,8 +122,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         "database_unavailable": "PostgreSQL does not answer, after retries on fresh "
         "connections: send again shortly (a command with the same `Idempotency-Key` "
         "applies once).",
-        "too_many_streams": "This API process holds as many event streams as it may "
-        "(`DDZ_MAX_STREAMS`): connect again after `Retry-After` seconds.",
+        "too_many_streams": "This API process holds as many event streams and long polls as "
+        "it may (`DDZ_MAX_STREAMS`): connect again after `Retry-After` seconds.",
         "not_ready": "From `/readyz`: PostgreSQL, Redis or every worker is away; `checks` "
         "says which.",
         "internal_error": "The server failed; the request may not have been applied.",

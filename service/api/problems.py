@@ -151,9 +151,9 @@ ERROR_DESCRIPTIONS = {
     413: "The body is larger than the server accepts (`DDZ_MAX_BODY_BYTES`)",
     415: "The body is not sent as `Content-Type: application/json` (a `+json` type, or a charset other than UTF-8, is refused too)",
     422: "The request does not match its schema (see `errors`), or the rules refuse it (see `code`)",
-    429: "Too many requests from this token or address (`rate_limited`; `detail` says which limit); retry after `Retry-After` seconds",
+    429: "Too many requests from this token or address (`rate_limited`; `detail` says which limit), or as many event streams and long polls open as it may hold (`open_stream_limit`); retry after `Retry-After` seconds",
     500: "The server failed; the request may not have been applied",
-    503: "PostgreSQL or Redis does not answer (`database_unavailable`: after retries on fresh connections; from /readyz, also: no worker lives, see `checks`)",
+    503: "PostgreSQL or Redis does not answer (`database_unavailable`: after retries on fresh connections; from /readyz, also: no worker lives, see `checks`), or this server holds as many event streams and long polls as it may (`too_many_streams`)",
 }
 #: Headers that come with some error responses.
 ERROR_HEADERS = {

@@ -1,5 +1,5 @@
 """Rate limits, counted in Redis so that every API process shares the counts: per bearer
-token and, separately, per client address, for four categories of request (commands, reads,
+token and, separately, per client address (an IPv6 /64 as one), for four categories of request (commands, reads,
 streams and long polls, new players); and the console's sign-ins per address and per
 operator name. A request over a limit gets 429 ``rate_limited``
 with ``Retry-After``, before its token is looked up or anything is read.
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import logging
 import math
 import threading
@@ -40,6 +41,7 @@ from flask import Flask, g, request
 from limits import RateLimitItem, parse_many
 
 from ..config import Config
+from .auth import bearer_token
 from .problems import problem
 
 log = logging.getLogger(__name__)
@@ -163,20 +165,26 @@ def _waits() -> bool:
         return False  # refused by the schema, as a read
 
 
-def _bearer() -> str:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
-
-
 def token_key() -> str:
     """The token's hash, not the token: Redis keys are no place for secrets."""
     if "ddz_token_key" not in g:
-        g.ddz_token_key = hashlib.sha256(_bearer().encode()).hexdigest()[:32]
+        g.ddz_token_key = hashlib.sha256(bearer_token().encode()).hexdigest()[:32]
     return g.ddz_token_key
 
 
 def address_key() -> str:
-    return request.remote_addr or "unknown"
+    """The client's address; an IPv6 one by its /64, which a client is given whole and in
+    which it may pick a new address for every request."""
+    address = request.remote_addr or "unknown"
+    if ":" not in address:
+        return address
+    try:
+        ip = ipaddress.IPv6Address(address)
+    except ValueError:
+        return address
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.IPv6Network((ip, 64), strict=False))
 
 
 def name_key() -> str:
@@ -396,7 +404,7 @@ def install(app: Flask, config: Config) -> Counter | None:
         category = request_category()
         if category is None:
             return None
-        bearer = _bearer()
+        bearer = bearer_token()
         if bearer and operator_token and hmac.compare_digest(bearer.encode(), operator_token):
             return None
         # A request without a token is counted per address only (it gets its 401 after).
