@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from decimal import Decimal
 from typing import Any, ClassVar
 
 #: Connections a gunicorn worker keeps for everything but event streams (commands, reads, long
@@ -129,6 +130,14 @@ class Config:
     table_next_hand_seconds: int = 5
     #: Milliseconds the ``hard`` bot level searches per decision: DDZ_BOT_SEARCH_MS.
     bot_search_ms: float = 50.0
+    #: The largest base stake (底分) a match, table or lobby ticket may have: DDZ_MAX_UNIT.
+    #: Ten thousand times the default stake; the ledger holds the worst hand at any stake
+    #: the contract allows (migrations/0012_ledger_amounts.sql), so this bound is the
+    #: operators' choice of what a hand may move, not the database's.
+    max_unit: Decimal = Decimal("10000.00")
+    #: The largest system cut (系统得分) a match or table may have, as a share of each
+    #: winner's gain: DDZ_MAX_RAKE.
+    max_rake: Decimal = Decimal("0.10")
 
     _ENV: ClassVar[dict[str, str]] = {
         "database_url": "DATABASE_URL",
@@ -170,6 +179,8 @@ class Config:
         "lobby_bots_after": "DDZ_LOBBY_BOTS_AFTER",
         "table_next_hand_seconds": "DDZ_TABLE_NEXT_HAND_SECONDS",
         "bot_search_ms": "DDZ_BOT_SEARCH_MS",
+        "max_unit": "DDZ_MAX_UNIT",
+        "max_rake": "DDZ_MAX_RAKE",
     }
 
     @classmethod

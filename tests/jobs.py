@@ -146,11 +146,14 @@ def take_seat(api, match_id: str, token: str, bot: bool = False, seat: int | Non
 
 
 def bot_match(api, **options) -> str:
-    """A match of four bot seats, dealt (its first bot turn enqueued by the API)."""
-    _, token = new_player(api, "host")
-    match_id = new_match(api, token, **options)
+    """A match of four bot seats, dealt (its first bot turn enqueued by the API): an
+    operator's, as only an operator seats bots at a match without a player."""
+    r = api.post("/v1/matches", json=options, headers=OP)
+    assert r.status_code == 201, r.json
+    match_id = r.json["match_id"]
     for _ in range(4):
-        take_seat(api, match_id, token, bot=True)
+        r = api.post(f"/v1/matches/{match_id}/seats", json={"bot": True}, headers=OP)
+        assert r.status_code == 201, r.json
     return match_id
 
 

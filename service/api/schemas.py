@@ -203,7 +203,12 @@ class PlayerList(ma.Schema):
 class MatchCreate(Strict):
     ruleset = f.String(load_default=DEFAULT_RULESET.name, validate=validate.OneOf(sorted(RULESETS)))
     unit = f.String(
-        load_default="1.00", validate=DECIMAL, metadata={"description": "Base stake (底分)"}
+        load_default="1.00",
+        validate=DECIMAL,
+        metadata={
+            "description": "Base stake (底分): at most the server's bound, `DDZ_MAX_UNIT` "
+            "(10000.00 unless the operators set another; above it: 422 `stake_out_of_bounds`)"
+        },
     )
     cap = f.String(
         load_default=None,
@@ -214,7 +219,10 @@ class MatchCreate(Strict):
     rake = f.String(
         load_default="0.00",
         validate=SHARE,
-        metadata={"description": "System cut (系统得分) as a share of each winner's gain"},
+        metadata={
+            "description": "System cut (系统得分) as a share of each winner's gain: at most "
+            "the server's bound, `DDZ_MAX_RAKE` (0.10 unless the operators set another)"
+        },
     )
     bombs_double = JsonBoolean(load_default=True)
     turn_seconds = JsonInteger(
