@@ -79,11 +79,22 @@ class Config:
     #: DDZ_RATE_LIMIT_STREAMS_PER_ADDRESS.
     rate_limit_streams: str = "10/second;300/minute"
     rate_limit_streams_per_address: str = "100/second;3000/minute"
-    #: New players per address: DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS.
+    #: New players per address (a moving window): DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS.
     rate_limit_signups_per_address: str = "10/minute;100/hour"
-    #: Console sign-in attempts (POSTs of the form), counted per client address and,
-    #: separately, per operator name tried: DDZ_RATE_LIMIT_SIGN_INS.
+    #: New matches, tables and lobby tickets (moving windows; each is a command too), per
+    #: token: DDZ_RATE_LIMIT_CREATIONS, and per address:
+    #: DDZ_RATE_LIMIT_CREATIONS_PER_ADDRESS. A hand takes a minute or more: a player, or a
+    #: bot account playing several matches at once, starts far fewer than one a second.
+    rate_limit_creations: str = "2/second;30/minute"
+    rate_limit_creations_per_address: str = "20/second;300/minute"
+    #: Console sign-in attempts (POSTs of the form; a moving window), counted per client
+    #: address and, separately, per operator name from that address (so that nobody locks
+    #: an operator out from elsewhere): DDZ_RATE_LIMIT_SIGN_INS.
     rate_limit_sign_ins: str = "10/minute"
+    #: Failed console sign-ins per operator name, from every address (a moving window):
+    #: guesses spread over many addresses go no faster; a browser where the operator has
+    #: signed in before is not held to it: DDZ_RATE_LIMIT_SIGN_IN_FAILURES_PER_NAME.
+    rate_limit_sign_in_failures_per_name: str = "20/hour"
     #: A caller refused again while it is known to be over a limit gets its 429 after this
     #: many seconds (at most until its window ends): a client that ignores Retry-After
     #: then sends a request per connection per hold, not thousands a second, and others
@@ -164,7 +175,10 @@ class Config:
         "rate_limit_streams": "DDZ_RATE_LIMIT_STREAMS",
         "rate_limit_streams_per_address": "DDZ_RATE_LIMIT_STREAMS_PER_ADDRESS",
         "rate_limit_signups_per_address": "DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS",
+        "rate_limit_creations": "DDZ_RATE_LIMIT_CREATIONS",
+        "rate_limit_creations_per_address": "DDZ_RATE_LIMIT_CREATIONS_PER_ADDRESS",
         "rate_limit_sign_ins": "DDZ_RATE_LIMIT_SIGN_INS",
+        "rate_limit_sign_in_failures_per_name": "DDZ_RATE_LIMIT_SIGN_IN_FAILURES_PER_NAME",
         "rate_limit_hold_seconds": "DDZ_RATE_LIMIT_HOLD_SECONDS",
         "rate_limit_local_share": "DDZ_RATE_LIMIT_LOCAL_SHARE",
         "web_concurrency": "WEB_CONCURRENCY",

@@ -30,7 +30,13 @@ import redis as redis_lib
 from api_support import OP, bearer, choice
 from rq import SimpleWorker
 from rq.job import Job
-from servers import OPERATOR_TOKEN, claimed_redis_db, embedded_redis, fresh_database
+from servers import (
+    OPERATOR_TOKEN,
+    UNLIMITED_RATES,
+    claimed_redis_db,
+    embedded_redis,
+    fresh_database,
+)
 
 import workers.context
 from service.api import create_app
@@ -77,7 +83,12 @@ def worker_app(database_url: str, redis_url: str, **overrides):
             database_url=database_url,
             redis_url=redis_url,
             operator_token=OPERATOR_TOKEN,
-            **{"stream_seconds": 3.0, "keepalive_seconds": 0.5, **overrides},
+            **{
+                "stream_seconds": 3.0,
+                "keepalive_seconds": 0.5,
+                **{f"rate_limit_{name}": "100000/second" for name in UNLIMITED_RATES},
+                **overrides,
+            },
         )
     )
 
