@@ -193,6 +193,11 @@ def console_sign_in(sender: Address, name: str, password: str):
     return sender("POST", "/console/sign-in", data=form)
 
 
+def browser(limited) -> Address:
+    """A browser of its own (its own cookies), from an address of its own."""
+    return Address(limited.application.test_client())
+
+
 def test_guesses_from_one_address_do_not_lock_the_operator_out_elsewhere(limited):
     """Sign-ins are counted per name and address together: a flood of wrong passwords at
     a name from one address gets 429 there, and the right one from another still signs in
@@ -205,6 +210,24 @@ def test_guesses_from_one_address_do_not_lock_the_operator_out_elsewhere(limited
         console_sign_in(attacker, name, "a wrong guess"), "sign-ins from this name and address"
     )
     assert console_sign_in(Address(limited), name, password).status_code == 302
+
+
+def test_failed_sign_ins_at_a_name_from_everywhere_are_held_but_not_on_a_known_browser(limited):
+    """Guesses spread over many addresses go no faster than the failures' limit per name
+    (4 a minute here); the operator's own browser, where they signed in before, is not
+    held to it, so nobody else's guesses lock them out there."""
+    name, password = operator_named(limited)
+    known = browser(limited)
+    assert console_sign_in(known, name, password).status_code == 302
+    for _ in range(4):
+        assert console_sign_in(browser(limited), name, "a wrong guess").status_code == 401
+    held = console_sign_in(browser(limited), name, password)
+    assert held.status_code == 429 and 1 <= int(held.headers["Retry-After"]) <= 60
+    assert "Too many failed sign-ins" in held.get_data(as_text=True)
+    assert console_sign_in(known, name, password).status_code == 302
+    # Another name is not held.
+    other, other_password = operator_named(limited)
+    assert console_sign_in(browser(limited), other, other_password).status_code == 302
 
 
 def test_sign_ups_are_counted_in_a_moving_window_not_per_fixed_window(config):
