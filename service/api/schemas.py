@@ -102,7 +102,9 @@ class JsonInteger(f.Integer):
 #: A number of the query string as the contract writes one: ASCII digits (Python's own
 #: parsing took "٣", " 3" and "1_0").
 QUERY_INTEGER = re.compile(r"-?[0-9]{1,18}", re.ASCII)
-QUERY_NUMBER = re.compile(r"-?[0-9]{1,18}(\.[0-9]{1,18})?", re.ASCII)
+QUERY_NUMBER = re.compile(r"-?[0-9]{1,18}(\.[0-9]{1,18})?([eE][-+]?[0-9]{1,3})?", re.ASCII)
+#: The largest version a match can reach (the store keeps it as PostgreSQL's integer).
+MAX_VERSION = 2**31 - 1
 
 
 class QueryInteger(f.Integer):
@@ -115,7 +117,7 @@ class QueryInteger(f.Integer):
 
 
 class QueryNumber(f.Float):
-    """A number in the query string, in ASCII digits (no exponent, no ``nan``)."""
+    """A number in the query string, in ASCII digits (no ``nan``, no ``inf``)."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, str) or QUERY_NUMBER.fullmatch(value) is None:
@@ -431,7 +433,7 @@ class CommandRequestSchema(Strict):
         metadata={"description": "play: card codes"},
     )
     expected_version = JsonInteger(
-        validate=validate.Range(0),
+        validate=validate.Range(0, MAX_VERSION),
         metadata={"description": "Refuse with 409 unless the match is at this version"},
     )
 
@@ -468,7 +470,7 @@ class CommandResult(ma.Schema):
 
 
 class EventsQuery(ma.Schema):
-    after = QueryInteger(load_default=0, validate=validate.Range(0))
+    after = QueryInteger(load_default=0, validate=validate.Range(0, MAX_VERSION))
     wait = QueryNumber(
         load_default=0,
         validate=validate.Range(0, 30),
