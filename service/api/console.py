@@ -20,7 +20,7 @@ import logging
 import re
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from flask import (
@@ -297,24 +297,48 @@ def _page() -> int:
     return max(1, int(raw))
 
 
+def _chosen(name: str, allowed: Collection[str]) -> str | None:
+    """The query's ``name`` when it is one of ``allowed``; None (any) otherwise."""
+    value = request.args.get(name)
+    return value if value in allowed else None
+
+
+def _found(
+    template: str,
+    title: str,
+    search: Callable[..., tuple[list[dict[str, Any]], int]],
+    query: Any,
+    **context: Any,
+) -> str:
+    """The page asked for of what ``search`` finds for ``query`` (``found`` in the
+    template), newest first."""
+    page = _page()
+    found, total = search(services().pool, query, page, PER_PAGE)
+    return render_template(
+        template,
+        title=title,
+        found=found,
+        total=total,
+        page=page,
+        pages=max(1, -(-total // PER_PAGE)),
+        **context,
+    )
+
+
 @bp.route("/matches")
 def matches():
     query = reports.MatchQuery(
         player=request.args.get("player") or None,
-        status=request.args.get("status") if request.args.get("status") in STATUSES else None,
-        ruleset=request.args.get("ruleset") if request.args.get("ruleset") in RULESETS else None,
+        status=_chosen("status", STATUSES),
+        ruleset=_chosen("ruleset", RULESETS),
         since=_day("since"),
         until=_day("until"),
     )
-    page = _page()
-    found, total = reports.matches(services().pool, query, page, PER_PAGE)
-    return render_template(
+    return _found(
         "console/matches.html",
-        title="Matches",
-        matches=found,
-        total=total,
-        page=page,
-        pages=max(1, -(-total // PER_PAGE)),
+        "Matches",
+        reports.matches,
+        query,
         statuses=STATUSES,
         rulesets=sorted(RULESETS),
     )
@@ -507,23 +531,14 @@ def system():
 def audit_page():
     query = reports.AuditQuery(
         operator=request.args.get("operator") or None,
-        action=request.args.get("action") if request.args.get("action") in ACTIONS else None,
-        via=request.args.get("via") if request.args.get("via") in VIAS else None,
+        action=_chosen("action", ACTIONS),
+        via=_chosen("via", VIAS),
         about=request.args.get("about") or None,
         since=_day("since"),
         until=_day("until"),
     )
-    page = _page()
-    found, total = reports.audit_trail(services().pool, query, page, PER_PAGE)
-    return render_template(
-        "console/audit.html",
-        title="Audit trail",
-        trail=found,
-        total=total,
-        page=page,
-        pages=max(1, -(-total // PER_PAGE)),
-        actions=ACTIONS,
-        vias=VIAS,
+    return _found(
+        "console/audit.html", "Audit trail", reports.audit_trail, query, actions=ACTIONS, vias=VIAS
     )
 
 
