@@ -57,6 +57,8 @@ UNLIMITED_RATES = [
     "streams",
     "streams_per_address",
     "signups_per_address",
+    "creations",
+    "creations_per_address",
 ]
 
 

@@ -194,13 +194,13 @@ ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"
 class FeedQuery(ma.Schema):
     after = f.String(
         load_default=None,
-        validate=validate.Regexp(ITEM_ID),
+        validate=schemas.Pattern(ITEM_ID),
         metadata={
             "description": "The `id` of the last item received; none: from the first (an id "
             "past anything that exists: 422 `cursor_unknown`)"
         },
     )
-    wait = f.Float(
+    wait = schemas.QueryNumber(
         load_default=0,
         validate=validate.Range(0, 30),
         metadata={"description": "Long-poll up to this many seconds"},

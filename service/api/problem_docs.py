@@ -96,6 +96,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         "unknown_ruleset": "No ruleset has this name (`shanghai-platform`, `shanghai-local`).",
         "invalid_table": "An option of the match or table is not valid (unit, cap, rake, "
         "turn_seconds, bot_level, the waits, the invite code); the detail says which.",
+        "stake_out_of_bounds": "The stake is beyond what this server allows: `unit` above "
+        "`DDZ_MAX_UNIT` or `rake` above `DDZ_MAX_RAKE` (the detail names the bound).",
         "invalid_settlement": "A settlement's amounts are not valid.",
     },
     "Tables and the lobby": {
