@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from decimal import Decimal
 from typing import Any, ClassVar
 
 #: Connections a gunicorn worker keeps for commands and reads when its event streams and long
@@ -84,11 +85,22 @@ class Config:
     #: DDZ_RATE_LIMIT_STREAMS_PER_ADDRESS.
     rate_limit_streams: str = "10/second;300/minute"
     rate_limit_streams_per_address: str = "100/second;3000/minute"
-    #: New players per address: DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS.
+    #: New players per address (a moving window): DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS.
     rate_limit_signups_per_address: str = "10/minute;100/hour"
-    #: Console sign-in attempts (POSTs of the form), counted per client address and,
-    #: separately, per operator name tried: DDZ_RATE_LIMIT_SIGN_INS.
+    #: New matches, tables and lobby tickets (moving windows; each is a command too), per
+    #: token: DDZ_RATE_LIMIT_CREATIONS, and per address:
+    #: DDZ_RATE_LIMIT_CREATIONS_PER_ADDRESS. A hand takes a minute or more: a player, or a
+    #: bot account playing several matches at once, starts far fewer than one a second.
+    rate_limit_creations: str = "2/second;30/minute"
+    rate_limit_creations_per_address: str = "20/second;300/minute"
+    #: Console sign-in attempts (POSTs of the form; a moving window), counted per client
+    #: address and, separately, per operator name from that address (so that nobody locks
+    #: an operator out from elsewhere): DDZ_RATE_LIMIT_SIGN_INS.
     rate_limit_sign_ins: str = "10/minute"
+    #: Failed console sign-ins per operator name, from every address (a moving window):
+    #: guesses spread over many addresses go no faster; a browser where the operator has
+    #: signed in before is not held to it: DDZ_RATE_LIMIT_SIGN_IN_FAILURES_PER_NAME.
+    rate_limit_sign_in_failures_per_name: str = "20/hour"
     #: A caller refused again while it is known to be over a limit gets its 429 after this
     #: many seconds (at most until its window ends): a client that ignores Retry-After
     #: then sends a request per connection per hold, not thousands a second, and others
@@ -145,8 +157,23 @@ class Config:
     #: Seconds a table rests after a hand is settled before it deals the next (a new
     #: table's default, and the lobby's tables'): DDZ_TABLE_NEXT_HAND_SECONDS.
     table_next_hand_seconds: int = 5
+    #: Seconds a table of people only that lost a person between hands waits for another
+    #: (from the lobby, or anyone) before it closes (a new table's default, and the
+    #: lobby's tables'): DDZ_TABLE_CLOSE_SECONDS.
+    table_close_seconds: int = 120
+    #: Tables a bot account may sit at at once, its waiting lobby ticket counting as one
+    #: (a person sits at one): DDZ_BOT_ACCOUNT_TABLES.
+    bot_account_tables: int = 4
     #: Milliseconds the ``hard`` bot level searches per decision: DDZ_BOT_SEARCH_MS.
     bot_search_ms: float = 50.0
+    #: The largest base stake (底分) a match, table or lobby ticket may have: DDZ_MAX_UNIT.
+    #: Ten thousand times the default stake; the ledger holds the worst hand at any stake
+    #: the contract allows (migrations/0012_ledger_amounts.sql), so this bound is the
+    #: operators' choice of what a hand may move, not the database's.
+    max_unit: Decimal = Decimal("10000.00")
+    #: The largest system cut (系统得分) a match or table may have, as a share of each
+    #: winner's gain: DDZ_MAX_RAKE.
+    max_rake: Decimal = Decimal("0.10")
 
     _ENV: ClassVar[dict[str, str]] = {
         "database_url": "DATABASE_URL",
@@ -174,7 +201,10 @@ class Config:
         "rate_limit_streams": "DDZ_RATE_LIMIT_STREAMS",
         "rate_limit_streams_per_address": "DDZ_RATE_LIMIT_STREAMS_PER_ADDRESS",
         "rate_limit_signups_per_address": "DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS",
+        "rate_limit_creations": "DDZ_RATE_LIMIT_CREATIONS",
+        "rate_limit_creations_per_address": "DDZ_RATE_LIMIT_CREATIONS_PER_ADDRESS",
         "rate_limit_sign_ins": "DDZ_RATE_LIMIT_SIGN_INS",
+        "rate_limit_sign_in_failures_per_name": "DDZ_RATE_LIMIT_SIGN_IN_FAILURES_PER_NAME",
         "rate_limit_hold_seconds": "DDZ_RATE_LIMIT_HOLD_SECONDS",
         "rate_limit_local_share": "DDZ_RATE_LIMIT_LOCAL_SHARE",
         "web_concurrency": "WEB_CONCURRENCY",
@@ -191,7 +221,11 @@ class Config:
         "console_secure_cookie": "DDZ_CONSOLE_SECURE_COOKIE",
         "lobby_bots_after": "DDZ_LOBBY_BOTS_AFTER",
         "table_next_hand_seconds": "DDZ_TABLE_NEXT_HAND_SECONDS",
+        "table_close_seconds": "DDZ_TABLE_CLOSE_SECONDS",
+        "bot_account_tables": "DDZ_BOT_ACCOUNT_TABLES",
         "bot_search_ms": "DDZ_BOT_SEARCH_MS",
+        "max_unit": "DDZ_MAX_UNIT",
+        "max_rake": "DDZ_MAX_RAKE",
     }
 
     @classmethod

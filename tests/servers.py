@@ -57,6 +57,8 @@ UNLIMITED_RATES = [
     "streams",
     "streams_per_address",
     "signups_per_address",
+    "creations",
+    "creations_per_address",
 ]
 #: What the bounds on the streams one caller holds open count (``max_streams_per_*``).
 STREAM_BOUNDS = ["token", "player", "address"]

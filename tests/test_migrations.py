@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 
 import psycopg
+from psycopg.types.json import Jsonb
 from servers import fresh_database
 from yoyo import get_backend, read_migrations
 from yoyo.migrations import MigrationList
 
-from service.store import Players, open_pool
+from service.game import Table
+from service.game.events import DEFAULT_CLOSE_SECONDS
+from service.store import EventStore, Players, open_pool
 from service.store.migrate import MIGRATIONS, migrate, yoyo_url
 from service.store.players import Profile, token_hash
+from service.store.tables import TableStore
 
 
 def migrate_before(url: str, first_not_applied: str) -> None:
@@ -91,5 +96,70 @@ def test_a_player_made_before_0009_is_a_person_and_0009_can_run_again(postgres_a
             assert players.profiles([str(player)]) == {str(player): Profile("old", False)}
             made, _ = players.create("engine", bot_account=True)
             assert [p.player_id for p in players.registered(True, 10, None)] == [made]
+        finally:
+            pool.close()
+
+
+def test_a_table_that_waited_for_people_for_ever_before_0014_closes_after_it(
+    postgres_admin_url,
+):
+    """Before 0014 a table of people only that lost one between hands waited for good: its
+    events (of their old schema versions) and its row had nothing due. After it, the table
+    has its settings for the lobby and closes after the default wait."""
+    with fresh_database(postgres_admin_url, "ddz_migrations", migrated=False) as url:
+        migrate_before(url, "0014")
+        table_id, settings = uuid.uuid4(), Table.build(unit="2.00").to_json()
+        players = [str(uuid.uuid4()) for _ in range(4)]
+        old_events = [
+            (
+                "table_created",
+                {
+                    "table_id": str(table_id),
+                    "table": settings,
+                    "private": False,
+                    "invite": None,
+                    "bots_after": None,
+                    "next_hand_seconds": 5,
+                },
+            ),
+            *(
+                ("player_joined", {"seat": seat, "player": player, "bot": False})
+                for seat, player in enumerate(players)
+            ),
+            ("hand_started", {"number": 1, "match_id": str(uuid.uuid4())}),
+            ("player_left", {"seat": 3, "player": players[3], "at_hand_end": True}),
+            ("hand_settled", {"number": 1, "match_id": "m", "net": ["1.00", "0", "0", "-1.00"]}),
+        ]
+        seats = [{"player": p, "bot": False, "leaving": False} for p in players[:3]] + [None]
+        with psycopg.connect(url, autocommit=True) as conn:
+            for version, (kind, payload) in enumerate(old_events, start=1):
+                conn.execute(
+                    "INSERT INTO events (stream_id, version, type, schema_version, payload)"
+                    " VALUES (%s, %s, %s, 1, %s)",
+                    (table_id, version, kind, Jsonb(payload)),
+                )
+            conn.execute(
+                "INSERT INTO tables (table_id, version, private, seats, match_id, hands)"
+                " VALUES (%s, %s, false, %s, NULL, 1)",
+                (table_id, len(old_events), Jsonb(seats)),
+            )
+        assert migrate(url)[0] == "0014_tables_refill"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute((MIGRATIONS / "0014_tables_refill.sql").read_text())  # idempotent
+            row = conn.execute(
+                "SELECT settings, due, due_at - updated_at FROM tables WHERE table_id = %s",
+                (table_id,),
+            ).fetchone()
+        assert row == (settings, "close", timedelta(seconds=DEFAULT_CLOSE_SECONDS))
+        pool = open_pool(url, 1, "test")
+        try:
+            loaded = TableStore(EventStore(pool)).load(table_id)
+            assert loaded.state.close_after == DEFAULT_CLOSE_SECONDS
+            assert loaded.state.seats[3] is None and loaded.state.scoreboard[players[0]] == 1
+            assert loaded.last_recorded_at is not None
+            assert loaded.waiting() == (
+                "close",
+                loaded.last_recorded_at + timedelta(seconds=DEFAULT_CLOSE_SECONDS),
+            )
         finally:
             pool.close()

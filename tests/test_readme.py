@@ -145,6 +145,9 @@ def test_a_quick_match_against_bots_from_your_own_stream(newcomer):
     done = newcomer.run(API_FUNCTION[0] + script)
     assert '"type":"your_turn"' in done.stdout and '"type":"settled"' in done.stdout
     assert '{"status":"seated",' in done.stdout
+    # Left in the table's rest after the hand: no second hand was dealt to bob (whose seat
+    # the system would have played, at a penalty), one match in its list.
+    assert done.stdout.count('"role":') == 1, done.stdout
 
 
 def test_an_engine_in_the_arena_then_on_the_service_through_the_bridge(newcomer):

@@ -53,8 +53,8 @@ def test_the_absent_players_seat_is_freed_with_the_hand_and_the_present_stays():
     ]
     _, playing = decide_all(initial_table, commands)
     events, after = decide_all(playing, [RecordHand("m", NET, absent=(0,))])
-    assert [e.type for e in events] == ["player_left", "hand_settled"]
-    assert (events[0].seat, events[0].player, events[0].at_hand_end) == (0, "gone", True)
+    assert [e.type for e in events] == ["seat_freed", "hand_settled"]
+    assert (events[0].seat, events[0].player, events[0].number) == (0, "gone", 1)
     assert after.seats[0] is None
     assert [s.player for s in after.seats[1:]] == ["here", "third", "fourth"]
     # The hand's net still counts on the scoreboard of the player who was gone.

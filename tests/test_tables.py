@@ -4,15 +4,19 @@ fixtures of ``jobs.py``)."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import psycopg
 import pytest
+import yaml
 from api_support import OP, bearer
 from jobs import choose, drain, feed, join, new_player, new_table, run_burst, worker_app
+from servers import ROOT
 
 import service.app.feed
 import workers.context
@@ -623,8 +627,8 @@ def test_a_long_poll_is_woken_when_the_player_takes_a_match_seat(api, rconn, job
     deal it completes reaches the player at once, not when the poll runs out."""
     _, token = new_player(api, "late")
     match_id = api.post("/v1/matches", json={}, headers=bearer(token)).json["match_id"]
-    for _ in range(3):
-        r = api.post(f"/v1/matches/{match_id}/seats", json={"bot": True}, headers=bearer(token))
+    for _ in range(3):  # an operator's bots: the player has no seat yet
+        r = api.post(f"/v1/matches/{match_id}/seats", json={"bot": True}, headers=OP)
         assert r.status_code == 201, r.json
     start = feed(api, token)["last_id"]
     waited: list[dict] = []
@@ -638,3 +642,251 @@ def test_a_long_poll_is_woken_when_the_player_takes_a_match_seat(api, rconn, job
     poller.join(timeout=10)
     assert not poller.is_alive(), "the long poll was not woken by the player's match seat"
     assert waited[0]["items"][0]["type"] == "hand_started"
+
+
+# --- the rest between hands, one your_turn per decision, one table per player, refills ----
+
+
+def recorded(db, table_id: str, kind: str) -> list[datetime]:
+    """When each of the table's events of that type was recorded."""
+    rows = db.execute(
+        "SELECT recorded_at FROM events WHERE stream_id = %s AND type = %s ORDER BY version",
+        (table_id, kind),
+    ).fetchall()
+    return [at for (at,) in rows]
+
+
+def leave(api, table_id: str, token: str) -> dict:
+    r = api.post(f"/v1/tables/{table_id}/leave", headers=bearer(token))
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def test_a_leave_in_the_rest_after_a_hand_costs_nothing_and_the_rest_holds(
+    api, db, rconn, jobs_env
+):
+    """The traced table: people and a bot, a rest of a few seconds (4, so that the steps
+    inside it have time on a loaded machine). One leaves just after the settlement,
+    another inside the rest: before, the first leave had the bots take the seat and the
+    next hand dealt at once, so the second leave was a disconnect from it (and its
+    penalty)."""
+    three = people(api, 3)
+    (first_id, first), (second_id, second), (third_id, third) = three
+    table_id = new_table(api, first, bots_after=0, next_hand_seconds=4, turn_seconds=60)["table_id"]
+    for _, token in three[1:]:
+        assert join(api, table_id, token).status_code == 201
+    run_burst(rconn)  # a bot takes seat 3, and hand 1 is dealt
+    hand_1 = table(api, table_id, first)["match_id"]
+    play_hand(api, hand_1, dict(three), rconn)
+    run_burst(rconn)  # settled, and recorded at the table
+    (settled_at,) = recorded(db, table_id, "hand_settled")
+    rest_over = settled_at + timedelta(seconds=4)
+
+    now = leave(api, table_id, first)
+    assert now["seats"][0] is None and now["match_id"] is None
+    # Bots are due for the seat once the rest is over (`at`: until when), not at once.
+    assert now["waiting"]["what"] == "bots"
+    assert datetime.fromisoformat(now["waiting"]["at"]) == rest_over
+    run_burst(rconn)
+    sweeper.scan_tables()
+    run_burst(rconn)
+    assert table(api, table_id, third)["match_id"] is None, "dealt inside the rest"
+    # The second leaves inside the rest: between hands, at once, and it costs nothing.
+    now = leave(api, table_id, second)
+    assert now["match_id"] is None and now["seats"][1] is None
+    items = feed_until(api, second, lambda items: items and items[-1]["type"] == "left")
+    assert items[-1]["at_hand_end"] is False and items[-1]["table_id"] == table_id
+    assert [i["type"] for i in items if i.get("match_id") not in (None, hand_1)] == []
+    assert "taken_over" not in [i["type"] for i in items]
+    # The third stays: once the rest is over the bots take the seats, and hand 2 is dealt.
+    while datetime.now(UTC) < rest_over + timedelta(seconds=0.2):
+        time.sleep(0.1)
+    sweeper.scan_tables()
+    run_burst(rconn)
+    now = table(api, table_id, third)
+    assert [s["bot"] for s in now["seats"]] == [True, True, False, True]
+    assert now["match_id"] is not None and now["hands"] == 1
+    (dealt_at,) = recorded(db, table_id, "hand_started")[1:]
+    assert dealt_at >= rest_over
+    # Those who left paid for hand 1 only: nothing moved for them since.
+    for player in (first_id, second_id):
+        (entries,) = db.execute(
+            "SELECT count(*) FROM ledger_entries WHERE account = %s AND match_id <> %s",
+            (f"player:{player}", hand_1),
+        ).fetchone()
+        assert entries == 0
+
+
+def test_your_turn_comes_once_when_a_seat_leaves_between_a_play_and_the_next_turn(
+    api, rconn, jobs_env
+):
+    """Seat 1's your_turn, then seat 0's disconnect (it left the table): no second
+    your_turn for the same decision, and the one given is good to answer."""
+    (a_id, a), (b_id, b) = people(api, 2)
+    table_id = new_table(api, a, bots_after=0, next_hand_seconds=60, turn_seconds=60)["table_id"]
+    assert join(api, table_id, b).status_code == 201
+    run_burst(rconn)
+    match_id = table(api, table_id, a)["match_id"]
+    path = f"/v1/matches/{match_id}"
+    given = None
+    for _ in range(300):
+        run_burst(rconn)
+        view = api.get(path, headers=bearer(a)).json
+        assert view["phase"] != "ended", "seat 1's turn never followed seat 0's decision"
+        token = {0: a, 1: b}.get(view["turn"])
+        if token is None:
+            continue  # a bot's turn: its job runs in the next burst
+        view = api.get(path, headers=bearer(token)).json
+        if not view["actions"]:
+            continue
+        body = {**choose(api, match_id, token, view), "expected_version": view["version"]}
+        r = api.post(f"{path}/commands", json=body, headers=bearer(token))
+        assert r.status_code == 200, r.json
+        if token == a and r.json["view"]["turn"] == 1:
+            given = r.json["version"]
+            break
+    assert given is not None
+    assert leave(api, table_id, a)["seats"][0]["leaving"] is True
+    # Seat 0's stream says it was taken over; seat 1's has everything up to there by then.
+    feed_until(api, a, lambda items: any(i["type"] == "taken_over" for i in items))
+    turns = [i["version"] for i in feed(api, b)["items"] if i["type"] == "your_turn"]
+    assert [v for v in turns if v >= given] == [given]
+    # The match moved on (the disconnect), the decision did not: the answer is taken.
+    view = api.get(path, headers=bearer(b)).json
+    assert view["version"] == given + 1 and view["turn"] == 1
+    body = {**choose(api, match_id, b, view), "expected_version": given}
+    r = api.post(f"{path}/commands", json=body, headers=bearer(b))
+    assert r.status_code == 200, r.json
+    # Once seat 1 has answered, that version is stale as ever.
+    again = {"action": "pass", "expected_version": given}
+    r = api.post(f"{path}/commands", json=again, headers=bearer(b))
+    assert r.status_code == 409 and r.json["code"] == "version_conflict", r.json
+
+
+def test_a_person_sits_at_one_table_and_a_bot_account_at_a_few(api, rconn, jobs_env):
+    (me_id, me), (other_id, other) = people(api, 2)
+    mine = new_table(api, me)["table_id"]
+    theirs = new_table(api, other)["table_id"]
+    for r in (
+        join(api, theirs, me),
+        api.post("/v1/tables", json={}, headers=bearer(me)),
+        api.post("/v1/lobby/tickets", json={"unit": "8.00"}, headers=bearer(me)),
+    ):
+        assert r.status_code == 409 and r.json["code"] == "seated_elsewhere", r.json
+        assert r.json["table_id"] == mine
+    assert table(api, theirs, other)["seats"][1] is None
+    leave(api, mine, me)
+    waiting = ticket(api, me, unit="8.00", allow_bots=False)
+    # A waiting ticket is a table to come: no other seat meanwhile.
+    r = join(api, theirs, me)
+    assert r.status_code == 409 and r.json["code"] == "ticket_waiting", r.json
+    assert r.json["ticket_id"] == waiting["ticket_id"]
+    api.delete(f"/v1/lobby/tickets/{waiting['ticket_id']}", headers=bearer(me))
+    assert join(api, theirs, me).status_code == 201
+    # A bot account (a program) may follow a few tables: DDZ_BOT_ACCOUNT_TABLES, 4 here.
+    r = api.post("/v1/players", json={"name": "engine", "bot_account": True})
+    engine = r.json["token"]
+    tables = [new_table(api, engine)["table_id"] for _ in range(4)]
+    r = api.post("/v1/tables", json={}, headers=bearer(engine))
+    assert r.status_code == 409 and r.json["code"] == "seated_elsewhere"
+    assert r.json["table_id"] in tables
+
+
+def test_a_seat_freed_between_hands_goes_to_a_waiting_ticket_before_the_bots(api, rconn, jobs_env):
+    (a_id, a), (b_id, b) = people(api, 2)
+    # The lobby's settings for a stake of 9.00 (the other options as a ticket's table has them).
+    table_id = new_table(api, a, unit="9.00", bots_after=0, next_hand_seconds=60)["table_id"]
+    assert join(api, table_id, b).status_code == 201
+    run_burst(rconn)
+    hand_1 = table(api, table_id, a)["match_id"]
+    play_hand(api, hand_1, {a_id: a, b_id: b}, rconn)
+    run_burst(rconn)
+    assert leave(api, table_id, b)["seats"][1] is None
+    (picky_id, picky), (easy_id, easy) = people(api, 2)
+    refused = ticket(api, picky, unit="9.00", allow_bots=False)  # this table has bots
+    wanted = ticket(api, easy, unit="9.00")
+    assert match_tickets() >= 1
+    now = table(api, table_id, a)
+    assert [s["player"] for s in now["seats"]] == [a_id, easy_id, None, None]
+    assert [s["bot"] for s in now["seats"]] == [False, False, True, True]
+    # Seated there by its ticket, as the lobby says and the player's stream too; the
+    # next hand still waits for the rest after the last.
+    assert ticket_now(api, easy, wanted["ticket_id"])["table_id"] == table_id
+    (seated,) = feed_until(api, easy, lambda items: items)
+    assert seated["type"] == "seated" and seated["ticket_id"] == wanted["ticket_id"]
+    assert now["match_id"] is None and now["waiting"]["what"] == "deal"
+    assert ticket_now(api, picky, refused["ticket_id"])["status"] == "waiting"
+    api.delete(f"/v1/lobby/tickets/{refused['ticket_id']}", headers=bearer(picky))
+
+
+def test_a_table_of_people_only_that_no_one_refills_closes_and_says_so(api, rconn, jobs_env):
+    four = people(api, 4)
+    host = four[0][1]
+    table_id = new_table(api, host, unit="11.00", next_hand_seconds=1, close_after=1)["table_id"]
+    for _, token in four[1:]:
+        assert join(api, table_id, token).status_code == 201
+    run_burst(rconn)
+    play_hand(api, table(api, table_id, host)["match_id"], dict(four), rconn)
+    run_burst(rconn)
+    now = leave(api, table_id, four[3][1])
+    assert now["waiting"]["what"] == "close" and now["close_after"] == 1
+    # The lobby refills it first, with a ticket that allows no bots (none are coming) ...
+    late_id, late = new_player(api, "late")
+    ticket(api, late, unit="11.00", allow_bots=False)
+    assert match_tickets() >= 1
+    assert table(api, table_id, host)["seats"][3]["player"] == late_id
+    # ... who leaves before the rest is over: after its wait, the table closes.
+    leave(api, table_id, late)
+    time.sleep(1.1)
+    sweeper.scan_tables()
+    run_burst(rconn)
+    now = table(api, table_id, host)
+    assert now["closed"] is True and now["seats"] == [None] * 4 and now["waiting"] is None
+    for seat, (_, token) in enumerate(four[:3]):
+        items = feed_until(api, token, lambda items: items and items[-1]["type"] == "table_closed")
+        assert {k: items[-1][k] for k in ("table_id", "seat", "hands")} == {
+            "table_id": table_id,
+            "seat": seat,
+            "hands": 1,
+        }
+    r = join(api, table_id, late)
+    assert r.status_code == 409 and r.json["code"] == "table_closed"
+    assert api.get("/v1/me/tables", headers=bearer(host)).json["tables"] == []
+
+
+def test_a_leave_during_a_hand_says_leaving_then_left_with_the_hand_number(api, rconn, jobs_env):
+    (a_id, a), (b_id, b) = people(api, 2)
+    table_id = new_table(api, a, bots_after=0, next_hand_seconds=60, turn_seconds=60)["table_id"]
+    assert join(api, table_id, b).status_code == 201
+    run_burst(rconn)
+    match_id = table(api, table_id, a)["match_id"]
+    assert leave(api, table_id, b)["seats"][1]["leaving"] is True
+    items = feed_until(api, b, lambda items: "taken_over" in [i["type"] for i in items])
+    assert [i["type"] for i in items][-2:] == ["leaving", "taken_over"]
+    assert {k: items[-2][k] for k in ("table_id", "seat", "hand_number")} == {
+        "table_id": table_id,
+        "seat": 1,
+        "hand_number": 1,
+    }
+    play_hand(api, match_id, {a_id: a}, rconn)
+    run_burst(rconn)
+    items = feed_until(api, b, lambda items: items and items[-1]["type"] == "left")
+    assert [i["type"] for i in items][-3:] == ["hand_ended", "settled", "left"]
+    assert items[-1]["at_hand_end"] is True and items[-1]["hand_number"] == 1
+    # Every item about the hand names it: hand 1 of the table.
+    about = [i for i in items if i["type"] not in ("seated",)]
+    assert {i["hand_number"] for i in about} == {1}
+    assert {i["match_id"] for i in about if "match_id" in i} == {match_id}
+
+
+def test_a_zero_stake_is_refused_as_the_contract_says(api, jobs_env):
+    _, token = new_player(api, "zero")
+    spec = yaml.safe_load((ROOT / "openapi.yaml").read_text())
+    for schema in ("TableCreate", "TicketCreate"):
+        for field in ("unit", "cap"):
+            pattern = spec["components"]["schemas"][schema]["properties"][field]["pattern"]
+            assert not re.match(pattern, "0") and re.match(pattern, "0.01"), (schema, field)
+    for path in ("/v1/tables", "/v1/lobby/tickets"):
+        for body in ({"unit": "0"}, {"unit": "0.00"}, {"cap": "0"}):
+            r = api.post(path, json=body, headers=bearer(token))
+            assert r.status_code == 422 and r.json["code"] == "invalid_request", (path, r.json)

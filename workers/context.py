@@ -37,5 +37,7 @@ def context() -> Context:
     connection = redis.Redis.from_url(config.redis_url)
     # After an append, the work the new state calls for (the next bot turn, the settlement).
     commands = Commands(store, enqueuer(connection))
-    tables = Tables(store, TableStore(store), commands, table_enqueuer(connection))
+    tables = Tables(
+        store, TableStore(store, config.bot_account_tables), commands, table_enqueuer(connection)
+    )
     return Context(config, pool, store, commands, connection, tables)

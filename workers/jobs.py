@@ -169,7 +169,9 @@ def table_due(table_id: str, version: int) -> str:
 
 
 def match_tickets() -> str:
-    """Seats the lobby's waiting tickets at new tables."""
+    """Seats the lobby's waiting tickets at tables that lost a person, or at new tables."""
     config = context().config
-    made = context().tables.match_tickets(config.lobby_bots_after, config.table_next_hand_seconds)
+    made = context().tables.match_tickets(
+        config.lobby_bots_after, config.table_next_hand_seconds, config.table_close_seconds
+    )
     return f"{made} tables"

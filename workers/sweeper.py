@@ -4,8 +4,8 @@ truth and Redis only carries work.
 - The deadline scan (every ``deadline_scan_seconds`` of the configuration) enqueues a turn timeout for each player
   whose deadline has passed, and enqueues again each started job whose worker is gone.
 - The table scan (as often as the deadline scan) enqueues the job of each table whose
-  wait is over (its next deal, bots for its empty seats, a settled hand to record) and
-  seats the lobby's waiting tickets.
+  wait is over (its next deal, bots for its empty seats, closing, a settled hand to
+  record) and seats the lobby's waiting tickets.
 - The sweep (at worker start, then every ``sweep_seconds``) finds work lost with Redis (a
   flush, a restart) or with a worker and enqueues it again: a bot or disconnected seat to
   act with no live job, an ended hand with no settlement.
@@ -54,6 +54,7 @@ from service.app.work import (
 from service.store import DatabaseUnavailable
 
 from .context import context
+from .jobs import match_tickets
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ def scan_deadlines() -> int:
 
 def scan_tables() -> int:
     """Enqueues the job of each table whose wait is over (its next deal, bots for its
-    empty seats, a settled hand to record), and seats the lobby's waiting tickets: what
+    empty seats, closing, a settled hand to record), and seats the lobby's waiting tickets: what
     Redis lost (a flush, a killed worker) is found again here, from PostgreSQL."""
     ctx = context()
     rows = ctx.tables.table_store.due_now()
@@ -159,7 +160,7 @@ def scan_tables() -> int:
         for t, v in rows
     ]
     found = ensure_each(ctx.redis, work, lost=False).get(TABLE_DUE, 0)
-    ctx.tables.match_tickets(ctx.config.lobby_bots_after, ctx.config.table_next_hand_seconds)
+    match_tickets()
     return found
 
 

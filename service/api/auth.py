@@ -100,9 +100,11 @@ def operator() -> Caller:
 
 def audited(who: Caller, action: str, match_id: uuid.UUID) -> None:
     """An operator read the match's hidden data (``action``: what): the audit trail says
-    who, when and what. Nothing for a player reading their own."""
+    who, when, from where and what. Nothing for a player reading their own."""
     if who.operator is not None:
-        services().operators.audit(who.operator, action, match_id, "api")
+        services().operators.audit(
+            who.operator.name, action, "api", match_id=match_id, address=request.remote_addr
+        )
 
 
 #: OpenAPI security requirement of every authenticated operation.

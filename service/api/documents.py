@@ -27,7 +27,13 @@ from ..store import (
 )
 from ..store.creations import KeyInUse
 from ..store.players import Profile
-from ..store.tables import TableNotFound, TicketNotFound, TicketSeated, TicketWaiting
+from ..store.tables import (
+    SeatedElsewhere,
+    TableNotFound,
+    TicketNotFound,
+    TicketSeated,
+    TicketWaiting,
+)
 from .auth import BEARER, Caller
 from .problems import ApiError
 from .services import services
@@ -43,6 +49,7 @@ STORE_STATUS: dict[type[StoreError], int] = {
     TicketNotFound: 404,
     TicketWaiting: 409,
     TicketSeated: 409,
+    SeatedElsewhere: 409,
 }
 #: HTTP status of the decider's refusals that are not 422 (the rules refuse the command),
 #: by code.
@@ -51,6 +58,7 @@ GAME_STATUS = {
     "table_not_found": 404,
     "invite_required": 403,
     "table_full": 409,
+    "table_closed": 409,
 }
 
 
@@ -79,9 +87,10 @@ def game_error(exc: GameError | StoreError) -> ApiError:
 
 
 def table_of(body: dict[str, Any]) -> Table:
-    """The table of a request's ruleset and money options (a match's, or a table's)."""
+    """The table of a request's ruleset and money options (a match's, or a table's),
+    within the server's bounds (:func:`within_bounds`)."""
     try:
-        return Table.build(
+        table = Table.build(
             body["ruleset"],
             body["unit"],
             body["cap"],
@@ -92,6 +101,25 @@ def table_of(body: dict[str, Any]) -> Table:
         )
     except GameError as exc:
         raise game_error(exc) from None
+    return within_bounds(table)
+
+
+def within_bounds(table: Table) -> Table:
+    """The table, when its stake is within the bounds the operators set: ``unit`` at most
+    ``DDZ_MAX_UNIT`` and ``rake`` at most ``DDZ_MAX_RAKE`` (a cap needs none: it only
+    lowers what a hand moves). 422 ``stake_out_of_bounds`` otherwise."""
+    config = services().config
+    for name, value, bound, setting in (
+        ("unit", table.unit, config.max_unit, "DDZ_MAX_UNIT"),
+        ("rake", table.rake, config.max_rake, "DDZ_MAX_RAKE"),
+    ):
+        if value > bound:
+            raise ApiError(
+                422,
+                "stake_out_of_bounds",
+                f"{name} is at most {bound} on this server ({setting}), not {value}",
+            )
+    return table
 
 
 def seat_of(state: State, who: Caller) -> int | None:

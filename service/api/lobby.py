@@ -13,7 +13,7 @@ from ..store.tables import Ticket, TicketNotFound
 from . import schemas
 from .auth import player
 from .creations import created
-from .documents import documented, game_error
+from .documents import documented, game_error, within_bounds
 from .routing import Blueprint
 from .services import services
 
@@ -21,7 +21,8 @@ bp = Blueprint(
     "lobby",
     __name__,
     url_prefix="/v1/lobby",
-    description="The lobby: quick match at a new table with three others (people or bots)",
+    description="The lobby: quick match with three others (people or bots), at a table that"
+    " lost a person or a new one",
 )
 
 
@@ -82,15 +83,19 @@ def _own(ticket_id) -> Ticket:
 @bp.response(201, TicketDocument)
 @bp.doc(**documented(401, 403, 409, 422))
 def create_ticket(body, key=None):
-    """Wait for a table: four tickets with the same settings are seated together at a new
-    table at once; a ticket that allows bots gets them after the lobby's wait. A player has
-    one waiting ticket at a time. With an ``Idempotency-Key`` header a retry gets the first
-    answer (even once the ticket is seated) and creates nothing."""
+    """Wait for a table: a ticket is seated at a public table with the same settings that
+    lost a person between hands (a ticket that allows no bots, only at a table without
+    bots), else four tickets with the same settings together at a new table; a ticket
+    that allows bots gets them after the lobby's wait. A player has one waiting ticket at a
+    time (409 ``ticket_waiting``), and none while seated at a table (409
+    ``seated_elsewhere``; a bot account, at up to the server's ``bot_account_tables``). With
+    an ``Idempotency-Key`` header a retry gets the first answer (even once the ticket is
+    seated) and creates nothing."""
     who = player()
 
     def create() -> dict:
         try:
-            table = Table.build(body["ruleset"], body["unit"], body["cap"])
+            table = within_bounds(Table.build(body["ruleset"], body["unit"], body["cap"]))
             ticket = services().tables.table_store.create_ticket(
                 who.player_id, table.to_json(), body["allow_bots"]
             )

@@ -135,9 +135,13 @@ def execute(request: CommandRequest) -> Outcome:
 @bp.response(201, schemas.Match)
 @bp.doc(**documented(401, 403, 409, 422))
 def create_match(body, key=None):
-    """Create a match (a table for one hand) with its ruleset and money options. With an
-    ``Idempotency-Key`` header a retry gets the first answer and creates nothing."""
-    player()
+    """Create a match (a table for one hand) with its ruleset and money options, a stake
+    within the server's bounds (`unit` at most `DDZ_MAX_UNIT`, `rake` at most
+    `DDZ_MAX_RAKE`: 422 `stake_out_of_bounds`). A player creates a match to sit at it; an
+    operator, to fill it with system bots (a match of bots alone is an operator's). With
+    an ``Idempotency-Key`` header (a player's) a retry gets the first answer and creates
+    nothing."""
+    caller()
     table = table_of(body)
 
     def create() -> dict:
@@ -180,11 +184,18 @@ def list_matches(query):
 @bp.response(201, schemas.View)
 @bp.doc(**documented(401, 403, 404, 409, 422))
 def take_seat(body, match_id):
-    """Take a seat (a given one, or any free one), or fill one with a system bot. When the
-    fourth seat is filled the hand is dealt and its commitment published."""
-    who = player()
+    """Take a seat (a given one, or any free one), or fill one with a system bot: only a
+    player seated at the match, or an operator, seats a bot (403 `not_seated`), so that
+    nobody fills another's match with bots and a match of bots alone is an operator's.
+    When the fourth seat is filled the hand is dealt and its commitment published."""
+    who: Caller = caller() if body["bot"] else player()
 
     def command(state: State) -> Command:
+        if body["bot"] and who.operator is None and seat_of(state, who) is None:
+            raise GameError(
+                "only a player seated at this match (or an operator) may seat a system bot",
+                "not_seated",
+            )
         seat = body["seat"]
         if seat is None:
             free = [i for i, s in enumerate(state.seats) if s is None]

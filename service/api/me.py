@@ -182,7 +182,17 @@ def my_tables():
 
 # The player's own stream
 
-ITEM_TYPES = ["seated", "left", "hand_started", "your_turn", "taken_over", "hand_ended", "settled"]
+ITEM_TYPES = [
+    "seated",
+    "leaving",
+    "left",
+    "table_closed",
+    "hand_started",
+    "your_turn",
+    "taken_over",
+    "hand_ended",
+    "settled",
+]
 #: An item's id: ``<xid>-<position>-<n>`` (service.app.feed.Cursor).
 ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"
 
@@ -190,13 +200,13 @@ ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"
 class FeedQuery(ma.Schema):
     after = f.String(
         load_default=None,
-        validate=validate.Regexp(ITEM_ID),
+        validate=schemas.Pattern(ITEM_ID),
         metadata={
             "description": "The `id` of the last item received; none: from the first (an id "
             "past anything that exists: 422 `cursor_unknown`)"
         },
     )
-    wait = f.Float(
+    wait = schemas.QueryNumber(
         load_default=0,
         validate=validate.Range(0, 30),
         metadata={"description": "Long-poll up to this many seconds"},
@@ -213,13 +223,27 @@ class Item(ma.Schema):
         validate=validate.OneOf(ITEM_TYPES),
     )
     table_id = f.String(allow_none=True)
+    hand_number = f.Integer(
+        allow_none=True,
+        metadata={
+            "description": "Items about a hand (leaving, left at a hand's end, hand_started, "
+            "your_turn, taken_over, hand_ended, settled): which hand of its table (1, 2, ...); "
+            "null for a match that is no table's hand"
+        },
+    )
     match_id = f.String()
     version = f.Integer(metadata={"description": "The match's version the item comes from"})
     seat = f.Integer()
     ticket_id = f.String(
         allow_none=True, metadata={"description": "seated: the lobby ticket it seated"}
     )
-    at_hand_end = f.Boolean(metadata={"description": "left: during a hand"})
+    at_hand_end = f.Boolean(
+        metadata={
+            "description": "left: the seat was freed with the hand's settlement (the player "
+            "left during the hand, or did nothing in it)"
+        }
+    )
+    hands = f.Integer(metadata={"description": "table_closed: the hands the table played"})
     hand = f.List(f.String(), metadata={"description": "hand_started: the player's own cards"})
     phase = f.String(metadata={"description": "your_turn: the match's phase"})
     deadline = f.DateTime(
@@ -382,9 +406,11 @@ def _stream_items(
 @bp.doc(**documented(400, 401, 403, 422))
 def my_events(query):
     """What concerns the caller across its tables and matches, in one ordered sequence:
-    seated, left, hand_started (with the caller's own hand), your_turn (the match, its
+    seated, leaving (left during a hand), left (the seat is free), table_closed,
+    hand_started (with the caller's own hand), your_turn (once per decision: the match, its
     version, the deadline and the actions allowed), taken_over (the system plays the
-    caller's seat now: resume takes it back), hand_ended, settled. ``after`` the id
+    caller's seat now: resume takes it back), hand_ended, settled; each about a hand with
+    the table's ``hand_number``. ``after`` the id
     of the last item received gives what follows, with nothing missed or repeated; with
     ``wait``, waits up to that many seconds for the next (long-polling): held as a stream
     is, it ends with 401 when its token is revoked or expires, and counts against the same

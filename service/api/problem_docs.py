@@ -102,6 +102,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         "unknown_ruleset": "No ruleset has this name (`shanghai-platform`, `shanghai-local`).",
         "invalid_table": "An option of the match or table is not valid (unit, cap, rake, "
         "turn_seconds, bot_level, the waits, the invite code); the detail says which.",
+        "stake_out_of_bounds": "The stake is beyond what this server allows: `unit` above "
+        "`DDZ_MAX_UNIT` or `rake` above `DDZ_MAX_RAKE` (the detail names the bound).",
         "invalid_settlement": "A settlement's amounts are not valid.",
     },
     "Tables and the lobby": {
@@ -115,8 +117,14 @@ MEANINGS: dict[str, dict[str, str]] = {
         "not_current_hand": "That match is not the table's hand under way.",
         "invalid_net": "A settlement's net amounts are one per seat.",
         "ticket_not_found": "The caller has no lobby ticket with this id.",
-        "ticket_waiting": "The player has a ticket waiting already (`ticket_id` names it).",
+        "ticket_waiting": "The player has a ticket waiting already (`ticket_id` names it): "
+        "cancel it to post another or to take a seat at a table.",
         "ticket_seated": "The ticket has been seated at a table already: leave the table instead.",
+        "seated_elsewhere": "The player sits at another table (`table_id` names it): a person "
+        "sits at one table at a time, a bot account at up to `DDZ_BOT_ACCOUNT_TABLES`, a "
+        "waiting lobby ticket counting as one. Leave it first.",
+        "table_closed": "The table has closed (a table without bots whose freed seat no one "
+        "took in time): it deals no more hands.",
     },
     "The service": {
         "database_unavailable": "PostgreSQL does not answer, after retries on fresh "

@@ -54,6 +54,9 @@ class ProblemSchema(ma.Schema):
     ticket_id = ma.fields.String(
         metadata={"description": "With `ticket_waiting`: the player's ticket that waits"}
     )
+    table_id = ma.fields.String(
+        metadata={"description": "With `seated_elsewhere`: a table where the player sits"}
+    )
 
 
 class ApiError(Exception):

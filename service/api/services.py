@@ -69,7 +69,12 @@ class Services:
             notifier=notifier,
             fanout=Fanout(store, notifier, config.max_streams),
             redis=connection,
-            tables=Tables(store, TableStore(store), commands, table_enqueuer(connection)),
+            tables=Tables(
+                store,
+                TableStore(store, config.bot_account_tables),
+                commands,
+                table_enqueuer(connection),
+            ),
             feed=feed,
             feed_fanout=FeedFanout(feed, notifier),
             creation_keys=CreationKeys(pool),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from typing import Any
 
 import marshmallow as ma
@@ -12,7 +11,7 @@ from marshmallow import validate
 
 from ..app.tables import TableOptions
 from ..game import GameError
-from ..game.table_play import MAX_WAIT_SECONDS, TableState, due
+from ..game.table_play import BOTS, CLOSE, DEAL, MAX_WAIT_SECONDS, TableState
 from ..store import StoreError
 from ..store.tables import TableLoaded
 from . import schemas
@@ -29,27 +28,29 @@ bp = Blueprint(
     description="Tables: four seats that play hand after hand, each hand a match",
 )
 
-WAIT = validate.Range(0, MAX_WAIT_SECONDS)
+
+def _wait(description: str) -> schemas.JsonInteger:
+    """A table's wait in seconds (0 to :data:`MAX_WAIT_SECONDS`), null when not given."""
+    return schemas.JsonInteger(
+        load_default=None,
+        allow_none=True,
+        validate=validate.Range(0, MAX_WAIT_SECONDS),
+        metadata={"description": description},
+    )
 
 
 class TableCreate(schemas.MatchCreate):
-    bots_after = schemas.JsonInteger(
-        load_default=None,
-        allow_none=True,
-        validate=WAIT,
-        metadata={
-            "description": "Seconds the empty seats wait for people between hands before "
-            "system bots take them; null: they wait for people"
-        },
+    bots_after = _wait(
+        "Seconds the empty seats wait for people between hands before system bots take "
+        "them; null: they wait for people"
     )
-    next_hand_seconds = schemas.JsonInteger(
-        load_default=None,
-        allow_none=True,
-        validate=WAIT,
-        metadata={
-            "description": "Seconds between a hand's settlement and the next deal; null: "
-            "the server's default"
-        },
+    next_hand_seconds = _wait(
+        "Seconds between a hand's settlement and the next deal, whatever happens at the "
+        "table meanwhile (leaves, joins, bots taking seats); null: the server's default"
+    )
+    close_after = _wait(
+        "Seconds a table without bots (`bots_after` null) that lost a person between hands "
+        "waits for another before it closes; null: the server's default"
     )
     private = schemas.JsonBoolean(
         load_default=False,
@@ -84,8 +85,21 @@ class Score(ma.Schema):
 
 
 class Waiting(ma.Schema):
-    what = f.String(required=True, validate=validate.OneOf(["deal", "bots"]))
-    at = f.DateTime(required=True)
+    what = f.String(
+        required=True,
+        validate=validate.OneOf([DEAL, BOTS, CLOSE]),
+        metadata={
+            "description": "The next deal, system bots for the empty seats, or closing (a "
+            "table without bots that lost a person between hands)"
+        },
+    )
+    at = f.DateTime(
+        required=True,
+        metadata={
+            "description": "Until when: the wait is over then (never before the settlement "
+            "of the last hand plus `next_hand_seconds`)"
+        },
+    )
 
 
 class TableDocument(ma.Schema):
@@ -101,6 +115,11 @@ class TableDocument(ma.Schema):
     )
     bots_after = f.Integer(required=True, allow_none=True)
     next_hand_seconds = f.Integer(required=True)
+    close_after = f.Integer(required=True)
+    closed = f.Boolean(
+        required=True,
+        metadata={"description": "The table has closed: its seats are free, it deals no more"},
+    )
     seats = f.List(f.Nested(TableSeatSchema, allow_none=True), required=True)
     match_id = f.UUID(
         required=True, allow_none=True, metadata={"description": "The hand under way, if any"}
@@ -121,7 +140,7 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
     assert state.table is not None
     players = [s.player for s in state.seats if s is not None]
     known = profiles(players + list(state.scoreboard))
-    waiting = due(state)
+    waiting = loaded.waiting()
     seated = viewer is not None and state.seat_of(viewer) is not None
     return {
         "table_id": state.table_id,
@@ -131,6 +150,8 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
         "invite": state.invite if seated else None,
         "bots_after": state.bots_after,
         "next_hand_seconds": state.next_hand_seconds,
+        "close_after": state.close_after,
+        "closed": state.closed,
         "seats": [
             None
             if s is None
@@ -149,9 +170,7 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
             {"player": p, "name": name_of(known, p), "net": f"{net:.2f}"}
             for p, net in sorted(state.scoreboard.items(), key=lambda item: -item[1])
         ],
-        "waiting": None
-        if waiting is None or loaded.last_recorded_at is None
-        else {"what": waiting[0], "at": loaded.last_recorded_at + timedelta(seconds=waiting[1])},
+        "waiting": None if waiting is None else {"what": waiting[0], "at": waiting[1]},
     }
 
 
@@ -164,10 +183,13 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
 @bp.doc(**documented(401, 403, 409, 422))
 def create_table(body, key=None):
     """Create a table and take its first seat. A private table answers with its invite code.
-    With an ``Idempotency-Key`` header a retry gets the first answer and creates nothing."""
+    A person sits at one table at a time (a bot account at a few, the server's
+    ``bot_account_tables``): 409 ``seated_elsewhere``, or ``ticket_waiting`` while its lobby
+    ticket waits. With an ``Idempotency-Key`` header a retry gets the first answer and
+    creates nothing."""
     who = player()
     config = services().config
-    next_hand = body["next_hand_seconds"]
+    next_hand, close_after = body["next_hand_seconds"], body["close_after"]
     table = table_of(body)
 
     def create() -> dict:
@@ -178,6 +200,7 @@ def create_table(body, key=None):
                     body["private"],
                     body["bots_after"],
                     config.table_next_hand_seconds if next_hand is None else next_hand,
+                    config.table_close_seconds if close_after is None else close_after,
                 ),
                 who.player,
             )
@@ -211,8 +234,11 @@ def get_table(table_id):
 @bp.response(201, TableDocument)
 @bp.doc(**documented(401, 403, 404, 409, 422))
 def join_table(body, table_id, key=None):
-    """Take a free seat. When the fourth is taken the next hand is dealt to the four. With
-    an ``Idempotency-Key`` header a retry gets the first answer and takes no other seat."""
+    """Take a free seat. When the fourth is taken the next hand is dealt to the four (after
+    the table's rest, if it played a hand). A person sits at one table at a time (a bot
+    account at a few): 409 ``seated_elsewhere``, or ``ticket_waiting`` while its lobby
+    ticket waits; a closed table: 409 ``table_closed``. With an ``Idempotency-Key`` header
+    a retry gets the first answer and takes no other seat."""
     who = player()
 
     def create() -> dict:
@@ -229,9 +255,10 @@ def join_table(body, table_id, key=None):
 @bp.response(200, TableDocument)
 @bp.doc(**documented(401, 403, 404, 409, 422))
 def leave_table(table_id):
-    """Leave the table. Between hands the seat is free at once; during a hand the seat is
-    disconnected (the system plays it to the end, the penalty stands) and is free once the
-    hand is settled."""
+    """Leave the table. Between hands (the rest after a hand included) the seat is free at
+    once, and the player's stream says ``left``; during a hand the seat is disconnected
+    (the system plays it to the end, the penalty stands): the stream says ``leaving`` now,
+    and ``left`` once the hand is settled, when the seat is free."""
     who = player()
     try:
         loaded = services().tables.leave(table_id, who.player or "")

@@ -203,8 +203,8 @@ class Bridge:
                 self.turn(match_id, time.perf_counter())  # offers resume: take it back
         elif item.type == "hand_ended":
             self.hand_ended(str(data["match_id"]))
-        elif item.type == "left":
-            log.info("our seat at table %s is gone", self.table_id)
+        elif item.type in ("left", "table_closed"):
+            log.info("our seat at table %s is gone (%s)", self.table_id, item.type)
             self.table_id = None
             self.hands = self.played  # nothing more to play
 

@@ -12,7 +12,18 @@ from dataclasses import dataclass
 
 import psycopg
 
-from ..game import Command, DealHand, GameError, State, decide, initial_state, replay
+from ..game import (
+    Command,
+    DealHand,
+    GameError,
+    State,
+    decide,
+    decision,
+    decision_kept,
+    initial_state,
+    replay,
+)
+from ..game.commands import SeatCommand
 from ..game.state import DEALING
 from ..rules import new_seed
 from ..store import (
@@ -37,8 +48,10 @@ RETRIES = 5
 class CommandRequest:
     """A command on a match. ``decide`` makes the command from the match's state (it may
     refuse with a :class:`GameError`). With ``expected_version`` a stale state fails with
-    :class:`VersionConflict`; without, a lost race is decided again on the new state, and
-    a refusal is always decided on the latest state.
+    :class:`VersionConflict` (but for the decision pending there, which stands while every
+    later event leaves it as it was: another seat disconnected or took its seat back);
+    without, a lost race is decided again on the new state, and a refusal is always
+    decided on the latest state.
 
     ``idempotency`` is (player, key, request hash): the key is written with the events,
     and a retry with the same key gets the first outcome back without deciding again (the
@@ -142,7 +155,7 @@ class Commands:
                         break
                     except Behind as behind:
                         VERSION_CONFLICTS.inc()
-                        if request.within is not None or expected is not None:
+                        if request.within is not None:
                             raise VersionConflict(
                                 f"the match is at version {behind.missed[-1].version}, not {known.state.version}"
                             ) from None
@@ -170,11 +183,19 @@ class Commands:
     def _decide_and_append(
         self, conn: psycopg.Connection, request: CommandRequest, state: State, command_id: uuid.UUID
     ) -> Outcome:
-        if request.expected_version is not None and request.expected_version != state.version:
-            raise VersionConflict(
-                f"the match is at version {state.version}, not {request.expected_version}"
-            )
-        events = decide(state, request.decide(state))
+        expected = request.expected_version
+        stale = VersionConflict(f"the match is at version {state.version}, not {expected}")
+        pending = None
+        if expected is not None and expected != state.version:
+            pending = self._pending_since(conn, request.match_id, expected, state)
+            if pending is None:
+                raise stale
+        command = request.decide(state)
+        if pending is not None and not (
+            isinstance(command, SeatCommand) and command.seat == pending[0]
+        ):
+            raise stale
+        events = decide(state, command)
         after = replay(events, state)
         if after.phase == DEALING:
             # The fourth seat is taken: the deal, from a fresh secret seed, commits with it.
@@ -193,3 +214,17 @@ class Commands:
                 request.idempotency,
             )
         return Outcome(stored, after, stored[-1].recorded_at)
+
+    def _pending_since(
+        self, conn: psycopg.Connection, match_id: uuid.UUID, expected: int, state: State
+    ) -> tuple[int, str] | None:
+        """The decision pending at version ``expected`` if every event since (up to
+        ``state``) left it as it was: a seat told of its turn there (its ``your_turn``
+        item, docs/tables.md) answers it then, not 409, when another seat disconnected
+        meanwhile (a leave, a missed deadline) or took its seat back."""
+        if not 0 < expected < state.version:
+            return None
+        stored = [s for s in self.store.read(match_id, 0, conn) if s.version <= state.version]
+        at = replay(s.event for s in stored if s.version <= expected)
+        later = [s.event for s in stored if s.version > expected]
+        return decision(at) if decision_kept(at, later) else None

@@ -1,9 +1,10 @@
 """A player's own stream: what concerns the player across its tables and matches, one
 ordered sequence with nothing missed on resumption. Each item comes from one stored event,
-as the player's seat may see it (docs/rules.md §6): seated and left (tables), hand started
-with the player's own hand, your turn (the match, its version, the deadline and the
-actions allowed, as the seat's view offers them), hand ended (its result) and settled
-(the player's net in the ledger).
+as the player's seat may see it (docs/rules.md §6): seated, leaving, left and table closed
+(tables), hand started with the player's own hand, your turn (the match, its version, the
+deadline and the actions allowed, as the seat's view offers them), hand ended (its result)
+and settled (the player's net in the ledger); each about a hand names the table's hand
+number.
 
 An item's id is ``<xid>-<position>-<n>``: its event's place in the feed's order
 (:mod:`service.store.feed`) and its index among that event's items."""
@@ -14,16 +15,18 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from ..game import State, deadline, evolve, offered, replay, visible
+from ..game import State, deadline, decision, evolve, offered, replay, visible
 from ..game.events import (
     Disconnected,
     HandDealt,
     HandEnded,
     PlayerJoined,
     PlayerLeft,
+    SeatFreed,
     Settled,
+    TableClosed,
 )
 from ..store import EventStore
 from ..store.feed import Feed, FeedEvent
@@ -53,6 +56,13 @@ class Cursor:
         if found is None:
             return None
         return Cursor(int(found[1]), int(found[2]), int(found[3]))
+
+
+class Step(NamedTuple):
+    """A match's state before an event and after it."""
+
+    before: State
+    after: State
 
 
 class PlayerFeed:
@@ -91,7 +101,7 @@ class PlayerFeed:
         items: list[dict[str, Any]] = []
         mine: list[dict[str, Any]] = []
         for fe in found:
-            mine = self.items_of(player, fe, self.state_at(fe, states))
+            mine = self.items_of(player, fe, self.step_at(fe, states))
             items += (
                 item for n, item in enumerate(mine) if after < Cursor(fe.xid, fe.stored.position, n)
             )
@@ -106,9 +116,9 @@ class PlayerFeed:
             resume = max(after, Cursor(horizon, 0, 0), key=lambda c: (c.xid, c.position))
         return items, held or full, resume
 
-    def state_at(self, fe: FeedEvent, states: dict[uuid.UUID, State]) -> State | None:
-        """The match's state after the event (None for a table's event), from the state
-        before it in ``states`` (else from the store); kept there for the next."""
+    def step_at(self, fe: FeedEvent, states: dict[uuid.UUID, State]) -> Step | None:
+        """The match's state before the event and after it (None for a table's event), from
+        the state before it in ``states`` (else from the store); kept there for the next."""
         if fe.of_table:
             return None
         match_id = fe.stream_id
@@ -119,35 +129,24 @@ class PlayerFeed:
             known = replay(s.event for s in stored if s.version < version)
         state = evolve(known, fe.stored.event)
         states[match_id] = state
-        return state
+        return Step(known, state)
 
-    def items_of(self, player: str, fe: FeedEvent, state: State | None) -> list[dict[str, Any]]:
-        """The player's items from the event, with their ids; ``state``: the match's after
-        it (:meth:`state_at`)."""
-        items = list(self._items_of(player, fe, state))
+    def items_of(self, player: str, fe: FeedEvent, step: Step | None) -> list[dict[str, Any]]:
+        """The player's items from the event, with their ids; ``step``: the match's states
+        around it (:meth:`step_at`)."""
+        items = list(self._items_of(player, fe, step))
         for n, item in enumerate(items):
             item["id"] = str(Cursor(fe.xid, fe.stored.position, n))
             item["at"] = fe.stored.recorded_at
         return items
 
-    def _items_of(
-        self, player: str, fe: FeedEvent, state: State | None
-    ) -> Iterator[dict[str, Any]]:
+    def _items_of(self, player: str, fe: FeedEvent, step: Step | None) -> Iterator[dict[str, Any]]:
         event = fe.stored.event
         if fe.of_table:
-            table = {"table_id": str(fe.stream_id)}
-            if isinstance(event, PlayerJoined) and event.player == player:
-                ticket = None if fe.ticket_id is None else str(fe.ticket_id)
-                yield {"type": "seated", **table, "seat": event.seat, "ticket_id": ticket}
-            elif isinstance(event, PlayerLeft) and event.player == player:
-                yield {
-                    "type": "left",
-                    **table,
-                    "seat": event.seat,
-                    "at_hand_end": event.at_hand_end,
-                }
+            yield from _table_items(player, str(fe.stream_id), event, fe.ticket_id)
             return
-        assert state is not None
+        assert step is not None
+        state = step.after
         match_id = fe.stream_id
         seat = next(
             (i for i, s in enumerate(state.seats) if s is not None and s.player == player), None
@@ -157,6 +156,7 @@ class PlayerFeed:
         where = {
             "match_id": str(match_id),
             "table_id": None if fe.table_id is None else str(fe.table_id),
+            "hand_number": fe.hand_number,
             "version": fe.stored.version,
         }
         if isinstance(event, HandDealt):
@@ -169,11 +169,14 @@ class PlayerFeed:
         elif isinstance(event, Disconnected) and event.seat == seat:
             # The system plays the seat from now on (系统代打): the app offers resume.
             yield {"type": "taken_over", **where, "seat": seat, "reason": event.reason}
+        # Once per decision: an event that leaves the seat's decision as it was (another seat
+        # disconnected, or took its seat back) tells it nothing new.
+        given = decision(state)
         if (
             fe.last_of_command
-            and state.awaits_decision()
-            and state.turn == seat
-            and not state.is_system(seat)
+            and given is not None
+            and given[0] == seat
+            and given != decision(step.before)
         ):
             yield {
                 "type": "your_turn",
@@ -183,3 +186,30 @@ class PlayerFeed:
                 "deadline": deadline(state, fe.stored.recorded_at),
                 "actions": offered(state, seat),
             }
+
+
+def _table_items(
+    player: str, table_id: str, event: object, ticket_id: uuid.UUID | None
+) -> Iterator[dict[str, Any]]:
+    """The player's items from an event of its table."""
+    table = {"table_id": table_id}
+    if isinstance(event, PlayerJoined) and event.player == player:
+        ticket = None if ticket_id is None else str(ticket_id)
+        yield {"type": "seated", **table, "seat": event.seat, "ticket_id": ticket}
+    elif isinstance(event, PlayerLeft) and event.player == player:
+        if event.at_hand_end:
+            # The seat is the player's until the hand is settled: "left" comes then.
+            yield {"type": "leaving", **table, "seat": event.seat, "hand_number": event.number}
+        else:
+            yield {"type": "left", **table, "seat": event.seat, "at_hand_end": False}
+    elif isinstance(event, SeatFreed) and event.player == player:
+        yield {
+            "type": "left",
+            **table,
+            "seat": event.seat,
+            "at_hand_end": True,
+            "hand_number": event.number,
+        }
+    elif isinstance(event, TableClosed) and player in event.players:
+        seat = event.players.index(player)
+        yield {"type": "table_closed", **table, "seat": seat, "hands": event.hands}

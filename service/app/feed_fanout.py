@@ -149,9 +149,9 @@ class FeedReader:
             for fe, players in found:
                 concerned = [p for p in players if self._subscriptions.get(p)]
                 if concerned:
-                    state = self._feed.state_at(fe, self._states)
+                    step = self._feed.step_at(fe, self._states)
                     for player in concerned:
-                        items = self._feed.items_of(player, fe, state)
+                        items = self._feed.items_of(player, fe, step)
                         if items:
                             for subscription in self._subscriptions[player]:
                                 handed[subscription] += items

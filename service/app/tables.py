@@ -2,17 +2,18 @@
 the version decided on (a lost race decided again), and what follows: a hand started is its
 match created, seated and dealt in the same transaction; a player leaving during a hand is
 disconnected from its match; a settled match is recorded at its table; the lobby seats
-waiting tickets at new tables. After each append ``on_table`` gets the table's new state
-(the processes wire :func:`service.app.work.table_enqueuer`)."""
+waiting tickets at tables that lost a person, then at new tables. After each append
+``on_table`` gets the table's new state (the processes wire
+:func:`service.app.work.table_enqueuer`)."""
 
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -29,8 +30,9 @@ from ..game import (
     initial_state,
     replay,
 )
-from ..game.events import Event, PlayerLeft
+from ..game.events import DEFAULT_CLOSE_SECONDS, Event, PlayerLeft
 from ..game.table_decider import (
+    CloseTable,
     CreateTable,
     FillWithBots,
     Join,
@@ -41,17 +43,21 @@ from ..game.table_decider import (
     absent_seats,
     decide_all,
 )
-from ..game.table_play import BOTS, DEAL, TableState, due, initial_table
+from ..game.table_play import (
+    BOTS,
+    CLOSE,
+    DEAL,
+    MAX_WAIT_SECONDS,
+    TableState,
+    free_seats,
+    initial_table,
+)
 from ..rules import new_seed
 from ..store import EventStore, Loaded, MatchNotFound, Outcome, VersionConflict
 from ..store.tables import TableLoaded, TableStore, Ticket
 from .commands import RETRIES, CommandRequest, Commands
 
 log = logging.getLogger(__name__)
-
-#: A job run at most this many seconds before its table's wait is over waits it out (the
-#: clocks of this host and the database's differ a little).
-EARLY_TOLERANCE = 2.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class TableOptions:
     private: bool = False
     bots_after: int | None = None
     next_hand_seconds: int = 5
+    close_after: int = DEFAULT_CLOSE_SECONDS
 
 
 class Tables:
@@ -92,7 +99,8 @@ class Tables:
         for attempt in range(RETRIES):
             try:
                 with self.store.connection(transaction=True) as conn:
-                    state = initial_table if new else self.table_store.load(table_id, conn).state
+                    before = None if new else self.table_store.load(table_id, conn)
+                    state = initial_table if before is None else before.state
                     if expected_version is not None and state.version != expected_version:
                         raise VersionConflict(
                             f"the table is at version {state.version}, not {expected_version}"
@@ -103,18 +111,18 @@ class Tables:
                     )
                     if within is not None:
                         within(conn, after)
-                    stored = self.table_store.append(conn, table_id, state.version, events, after)
+                    stored, loaded = self.table_store.append(conn, table_id, before, events, after)
                 break
             except VersionConflict:
                 if expected_version is not None or new or attempt == RETRIES - 1:
                     raise
-        loaded = TableLoaded(after, stored[-1].recorded_at)
         if self.on_table is not None:
             self.on_table(table_id, loaded)
         return loaded, [s.event for s in stored]
 
     def create(self, table: Table, options: TableOptions, creator: str | None) -> TableLoaded:
-        """A new table, with its creator seated when a player made it."""
+        """A new table, with its creator seated when a player made it (unless the player
+        sits at as many tables as it may, :meth:`TableStore.hold_seat`)."""
         table_id = uuid.uuid4()
         invite = secrets.token_urlsafe(12) if options.private else None
         create = CreateTable(
@@ -124,12 +132,24 @@ class Tables:
             invite,
             options.bots_after,
             options.next_hand_seconds,
+            options.close_after,
         )
-        seat_creator = [] if creator is None else [Join(creator, invite)]
-        return self.execute(table_id, lambda _: [create, *seat_creator], new=True)[0]
+        if creator is None:
+            return self.execute(table_id, lambda _: create, new=True)[0]
+        return self.execute(
+            table_id,
+            lambda _: [create, Join(creator, invite)],
+            new=True,
+            within=lambda conn, _: self.table_store.hold_seat(conn, creator, table_id),
+        )[0]
 
     def join(self, table_id: uuid.UUID, player: str, invite: str | None) -> TableLoaded:
-        return self.execute(table_id, lambda _: Join(player, invite))[0]
+        """The player takes a seat, unless it sits at as many tables as it may."""
+        return self.execute(
+            table_id,
+            lambda _: Join(player, invite),
+            within=lambda conn, _: self.table_store.hold_seat(conn, player, table_id),
+        )[0]
 
     def leave(self, table_id: uuid.UUID, player: str) -> TableLoaded:
         """The seat is freed now between hands; during a hand the player is disconnected
@@ -202,27 +222,30 @@ class Tables:
         return "recorded"
 
     def advance(self, table_id: uuid.UUID, version: int) -> str:
-        """Does what the table at ``version`` waits for, once its time has come: records
-        its settled hand, fills its empty seats with bots, or deals the next hand."""
-        loaded = self.table_store.load(table_id)
+        """Does what the table at ``version`` waits for, once its time has come by the
+        database's clock (the one its events are recorded by): records its settled hand,
+        fills its empty seats with bots, deals the next hand, or closes it."""
+        with self.store.connection() as conn:
+            loaded = self.table_store.load(table_id, conn)
+            now = self.table_store.database_now(conn)
         state = loaded.state
         if state.version != version:
             return "stale"
         if state.match_id is not None:
             return self.record_hand(uuid.UUID(state.match_id))
-        waiting = due(state)
-        if waiting is None or loaded.last_recorded_at is None:
+        waiting = loaded.waiting()
+        if waiting is None:
             return "nothing to do"
-        kind, seconds = waiting
-        early = (
-            loaded.last_recorded_at + timedelta(seconds=seconds) - datetime.now(UTC)
-        ).total_seconds()
-        if early > EARLY_TOLERANCE:
-            return "not due yet"  # the workers' scan comes back for it
+        kind, at = waiting
+        if at > now:
+            return "not due yet"  # the workers' scan comes back for it when it is
         try:
             if kind == BOTS:
                 self.execute(table_id, lambda _: FillWithBots(), expected_version=version)
                 return "bots seated"
+            if kind == CLOSE:
+                self.execute(table_id, lambda _: CloseTable(), expected_version=version)
+                return "closed"
             assert kind == DEAL
             after = self._deal(table_id, version)
         except VersionConflict:
@@ -231,20 +254,56 @@ class Tables:
 
     # The lobby
 
-    def match_tickets(self, bots_after: float, next_hand_seconds: int) -> int:
-        """Seats waiting tickets at new tables, four with equal settings to a table; a
-        ticket that allows bots and has waited ``bots_after`` seconds gets bots for the
-        seats no one takes. Each group is claimed with its rows locked (two matchers
-        take different tickets), and seated in the transaction that creates its table.
-        Returns how many tables it made."""
+    def match_tickets(
+        self,
+        bots_after: float,
+        next_hand_seconds: int,
+        close_after: int = DEFAULT_CLOSE_SECONDS,
+    ) -> int:
+        """Seats waiting tickets: first at the public tables that lost a person between
+        hands, then at new tables, four with equal settings to a table; a ticket that
+        allows bots and has waited ``bots_after`` seconds gets bots for the seats no one
+        takes. The tickets are claimed with their rows locked (two matchers take
+        different tickets), and seated in the transaction that appends their seats.
+        Returns how many tables it seated tickets at."""
         made = 0
+        for table_id, settings in self.table_store.refillable():
+            made += self._refill(table_id, settings)
         for settings in self.table_store.waiting_settings(bots_after):
-            while self._seat_group(settings, bots_after, next_hand_seconds):
+            while self._seat_group(settings, bots_after, next_hand_seconds, close_after):
                 made += 1
         return made
 
+    def _refill(self, table_id: uuid.UUID, settings: dict[str, Any]) -> bool:
+        """Seats the longest waiting tickets with the table's settings in its free seats
+        (only tickets that allow bots at a table that gives seats to bots)."""
+        with self.store.connection(transaction=True) as conn:
+            before = self.table_store.load(table_id, conn)
+            state = before.state
+            free = free_seats(state)
+            if state.match_id is not None or state.closed or not state.humans or not free:
+                return False
+            claimed = self.table_store.claim(
+                conn,
+                settings,
+                len(free),
+                bots=state.bots_after is not None,
+                besides=[s.player for s in state.seats if s is not None and s.player],
+            )
+            if not claimed:
+                return False
+            events, after = decide_all(state, [Join(str(t.player_id)) for t in claimed])
+            try:
+                _, loaded = self.table_store.append(conn, table_id, before, events, after)
+            except VersionConflict:
+                return False  # the table changed meanwhile: the next pass looks again
+            self._seat_tickets(conn, table_id, after, claimed)
+        if self.on_table is not None:
+            self.on_table(table_id, loaded)
+        return True
+
     def _seat_group(
-        self, settings: dict[str, Any], bots_after: float, next_hand_seconds: int
+        self, settings: dict[str, Any], bots_after: float, next_hand_seconds: int, close_after: int
     ) -> bool:
         table = Table.from_json(settings)
         table_id = uuid.uuid4()
@@ -254,28 +313,40 @@ class Tables:
             if not seated:
                 return False
             bots = len(seated) < 4
+            # A seat freed later goes to a bot: at a table that got bots, once its rest is
+            # over; at one of people who all allow bots, after the lobby's wait; at one of
+            # people only, never (the table closes if no one takes it).
+            allow: int | None = None
+            if bots:
+                allow = 0
+            elif all(t.allow_bots for t in seated):
+                allow = min(math.ceil(bots_after), MAX_WAIT_SECONDS)
             commands: list[TableCommand] = [
                 CreateTable(
                     str(table_id),
                     table,
-                    bots_after=0 if bots else None,
+                    bots_after=allow,
                     next_hand_seconds=next_hand_seconds,
+                    close_after=close_after,
                 )
             ]
             commands += [Join(str(ticket.player_id)) for ticket in seated]
             if bots:
                 commands.append(FillWithBots())
             events, state = decide_all(initial_table, commands)
-            stored = self.table_store.append(conn, table_id, 0, events, state)
-            seats = {s.player: i for i, s in enumerate(state.seats) if s is not None and s.player}
-            self.table_store.seat_tickets(
-                conn,
-                table_id,
-                [(t.ticket_id, seats[str(t.player_id)]) for t in seated],
-            )
+            _, loaded = self.table_store.append(conn, table_id, None, events, state)
+            self._seat_tickets(conn, table_id, state, seated)
         if self.on_table is not None:
-            self.on_table(table_id, TableLoaded(state, stored[-1].recorded_at))
+            self.on_table(table_id, loaded)
         return True
+
+    def _seat_tickets(
+        self, conn: psycopg.Connection, table_id: uuid.UUID, state: TableState, seated: list[Ticket]
+    ) -> None:
+        seats = {s.player: i for i, s in enumerate(state.seats) if s is not None and s.player}
+        self.table_store.seat_tickets(
+            conn, table_id, [(t.ticket_id, seats[str(t.player_id)]) for t in seated]
+        )
 
     def _who_sits(
         self, conn: psycopg.Connection, claimed: list[Ticket], bots_after: float

@@ -24,7 +24,6 @@ from rq import Queue
 
 from ..game import State, deadline
 from ..game.state import ENDED
-from ..game.table_play import due
 from ..store import Outcome
 from ..store.tables import TableLoaded
 
@@ -167,8 +166,12 @@ def table_enqueuer(connection: redis.Redis) -> Callable[[uuid.UUID, TableLoaded]
     later one is found by the workers' scan of the ``tables`` table when it is due."""
 
     def after_table(table_id: uuid.UUID, loaded: TableLoaded) -> None:
-        waiting = due(loaded.state)
-        if waiting is not None and waiting[1] == 0:
+        waiting = loaded.waiting()
+        if (
+            waiting is not None
+            and loaded.last_recorded_at is not None
+            and waiting[1] <= loaded.last_recorded_at
+        ):
             _enqueue(connection, TABLE_DUE, str(table_id), loaded.state.version)
 
     return after_table

@@ -21,7 +21,7 @@ from .decider import can, decide, outcome
 from .errors import GameError
 from .events import BOT, EVENT_TYPES, PLAYER, Event
 from .settlement import Factors, HandOutcome, Settlement, settle
-from .state import State, deadline, evolve, initial_state, replay
+from .state import State, deadline, decision, decision_kept, evolve, initial_state, replay
 from .table import Table
 from .views import OPERATOR, SeatView, seat_view, view, visible
 

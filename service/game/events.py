@@ -288,15 +288,21 @@ class Settled(Event):
 class TableCreated(Event):
     """A table: its settings, whether it is ``private`` (joined only with ``invite``),
     after how many seconds of waiting its empty seats go to system bots (``bots_after``,
-    ``None``: never) and how long it rests after a hand before dealing the next."""
+    ``None``: never), how long it rests after a hand before dealing the next, and how long
+    a table of people only that lost one between hands waits for another before it closes
+    (``close_after``)."""
 
     type = "table_created"
+    #: 2: ``close_after`` (version 1 tables waited for people for ever; they get the
+    #: default wait, :data:`DEFAULT_CLOSE_SECONDS`).
+    version = 2
     table_id: str
     table: Table
     private: bool
     invite: str | None
     bots_after: int | None
     next_hand_seconds: int
+    close_after: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,13 +315,27 @@ class PlayerJoined(Event):
 
 @dataclass(frozen=True, slots=True)
 class PlayerLeft(Event):
-    """The seat's player left; during a hand (``at_hand_end``) the system plays the seat to
-    the end and the seat is free once the hand is settled."""
+    """The seat's player left; during hand ``number`` (``at_hand_end``) the system plays the
+    seat to the end and the seat is freed once the hand is settled (:class:`SeatFreed`)."""
 
     type = "player_left"
+    #: 2: ``number``, the hand under way (null between hands, and in version 1).
+    version = 2
     seat: int
     player: str | None
     at_hand_end: bool
+    number: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SeatFreed(Event):
+    """Hand ``number`` is settled and the seat of its player, who left during it or did
+    nothing in it, is free (appended just before :class:`HandSettled`)."""
+
+    type = "seat_freed"
+    seat: int
+    player: str | None
+    number: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +357,17 @@ class HandSettled(Event):
     net: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class TableClosed(Event):
+    """The table closed after ``hands`` hands: a table of people only waited
+    ``close_after`` seconds for someone to take a seat freed between hands. ``players``:
+    who was seated, by seat (their seats are free)."""
+
+    type = "table_closed"
+    hands: int
+    players: tuple[str | None, ...]
+
+
 def _report_declined_is_no_report(payload: dict[str, Any]) -> dict[str, Any]:
     factors = payload["result"]["factors"]
     if factors["report"] != "decline":
@@ -345,10 +376,17 @@ def _report_declined_is_no_report(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "result": result}
 
 
+#: The wait of a table that lost a person between hands before it closes, for tables made
+#: before there was one (the server's own default, ``DDZ_TABLE_CLOSE_SECONDS``, is the same).
+DEFAULT_CLOSE_SECONDS = 120
+
+
 #: How a stored event of an older schema version becomes the next version: events are never
 #: rewritten, so each is brought up to date as it is read, one version at a time.
 UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
     ("hand_ended", 1): _report_declined_is_no_report,
+    ("table_created", 1): lambda payload: {**payload, "close_after": DEFAULT_CLOSE_SECONDS},
+    ("player_left", 1): lambda payload: {**payload, "number": None},
 }
 
 
@@ -357,8 +395,10 @@ TABLE_EVENTS: tuple[type[Event], ...] = (
     TableCreated,
     PlayerJoined,
     PlayerLeft,
+    SeatFreed,
     HandStarted,
     HandSettled,
+    TableClosed,
 )
 
 #: The events of a match's stream.

@@ -444,6 +444,27 @@ def time_to_act(state: State) -> timedelta | None:
     return timedelta(seconds=state.table.turn_seconds)
 
 
+def decision(state: State) -> tuple[int, str] | None:
+    """The decision a seat's player is to take now, as (seat, phase); None when no seat is
+    to act, or when the system acts for the seat to act."""
+    turn = state.turn
+    if turn is None or not state.awaits_decision() or state.is_system(turn):
+        return None
+    return turn, state.phase
+
+
+def decision_kept(state: State, events: Iterable[Event]) -> bool:
+    """Whether each of ``events``, from ``state`` on, leaves its pending decision as it is
+    (another seat disconnected, or took its seat back): a seat told of its turn at
+    ``state`` may still answer it, and is told nothing new."""
+    pending = decision(state)
+    for event in events:
+        state = evolve(state, event)
+        if pending is None or decision(state) != pending:
+            return False
+    return True
+
+
 def deadline(state: State, last_recorded_at: datetime | None) -> datetime | None:
     """When the seat to act loses its turn to the system (see :func:`time_to_act`); None when
     no seat is to act or nothing is recorded yet. The store's append writes the same instant

@@ -10,6 +10,7 @@ from hmac import compare_digest
 from ..rules.deal import SEATS
 from .errors import GameError
 from .events import (
+    DEFAULT_CLOSE_SECONDS,
     PLAYER,
     Disconnected,
     Event,
@@ -18,6 +19,8 @@ from .events import (
     PlayerJoined,
     PlayerLeft,
     Resumed,
+    SeatFreed,
+    TableClosed,
     TableCreated,
 )
 from .table import Table
@@ -37,6 +40,7 @@ class CreateTable(TableCommand):
     invite: str | None = None
     bots_after: int | None = None
     next_hand_seconds: int = 5
+    close_after: int = DEFAULT_CLOSE_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,12 @@ class RecordHand(TableCommand):
     match_id: str
     net: tuple[str, ...]
     absent: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CloseTable(TableCommand):
+    """The table closes between hands: those seated leave it (a table of people only whose
+    freed seat no one took in time)."""
 
 
 def absent_seats(events: Iterable[Event]) -> tuple[int, ...]:
@@ -113,6 +123,7 @@ def decide_table(state: TableState, command: TableCommand) -> list[Event]:
             raise GameError("this table exists already", "table_exists")
         _wait(command.bots_after, "bots_after")
         _wait(command.next_hand_seconds, "next_hand_seconds")
+        _wait(command.close_after, "close_after")
         if command.private != (command.invite is not None):
             raise GameError("a private table, and only one, has an invite code", "invalid_table")
         return [
@@ -123,9 +134,12 @@ def decide_table(state: TableState, command: TableCommand) -> list[Event]:
                 command.invite,
                 command.bots_after,
                 command.next_hand_seconds,
+                command.close_after,
             )
         ]
     _created(state)
+    if state.closed and not isinstance(command, (Leave, RecordHand)):
+        raise GameError("this table has closed", "table_closed")
     if isinstance(command, Join):
         if state.private and not compare_digest(command.invite or "", state.invite or ""):
             raise GameError(
@@ -148,7 +162,8 @@ def decide_table(state: TableState, command: TableCommand) -> list[Event]:
         taken = None if seat is None else state.seats[seat]
         if seat is None or taken is None or taken.leaving:
             raise GameError("the caller has no seat at this table", "not_seated")
-        return [PlayerLeft(seat, command.player, state.match_id is not None)]
+        during = state.match_id is not None
+        return [PlayerLeft(seat, command.player, during, state.hands + 1 if during else None)]
     if isinstance(command, StartHand):
         _between_hands(state)
         if free_seats(state):
@@ -161,15 +176,21 @@ def decide_table(state: TableState, command: TableCommand) -> list[Event]:
             raise GameError("that match is not this table's hand under way", "not_current_hand")
         if len(command.net) != SEATS:
             raise GameError("a net amount per seat is needed", "invalid_net")
-        gone = [
-            PlayerLeft(seat, taken.player, True)
-            for seat in command.absent
-            if (taken := state.seats[seat]) is not None
+        number = state.hands + 1
+        # Left during the hand, or absent from it: their seats are freed with it.
+        freed = [
+            SeatFreed(seat, taken.player, number)
+            for seat, taken in enumerate(state.seats)
+            if taken is not None
             and taken.player is not None
-            and not taken.leaving
+            and (taken.leaving or seat in command.absent)
         ]
-        # Left during the hand: their seats are freed with it, as a leave's are.
-        return [*gone, HandSettled(state.hands + 1, command.match_id, command.net)]
+        return [*freed, HandSettled(number, command.match_id, command.net)]
+    if isinstance(command, CloseTable):
+        _between_hands(state)
+        return [
+            TableClosed(state.hands, tuple(None if s is None else s.player for s in state.seats))
+        ]
     raise GameError(f"unknown table command {command!r}", "unknown_command")
 
 

@@ -28,8 +28,9 @@ class FeedEvent:
     last_of_command: bool
     #: A table's stream (else a match's).
     of_table: bool
-    #: The table whose hand the match is, if any.
+    #: The table whose hand the match is, if any, and which of its hands.
     table_id: uuid.UUID | None
+    hand_number: int | None
     #: The player's lobby ticket seated at this table, if any.
     ticket_id: uuid.UUID | None
 
@@ -40,7 +41,7 @@ _EVENT = (
     "SELECT e.xid::text::bigint, e.stream_id, e.version, e.position, e.type, e.schema_version,"
     " e.payload, e.recorded_at,"
     " (e.command_id IS NULL OR n.version IS NULL OR n.command_id IS DISTINCT FROM e.command_id),"
-    " th.table_id"
+    " th.table_id, th.number"
 )
 _FROM = (
     " FROM events e"
@@ -159,8 +160,8 @@ class Feed:
         rows, held, horizon = self._below_horizon(_READ_ALL, params, None)
         found = []
         for row in rows:
-            seated = {s["player"] for s in row[12] or () if s and s.get("player")}
-            found.append((_feed_event(row), frozenset(seated.union(row[13]))))
+            seated = {s["player"] for s in row[13] or () if s and s.get("player")}
+            found.append((_feed_event(row), frozenset(seated.union(row[14]))))
         return found, held, horizon
 
     def _below_horizon(
@@ -191,9 +192,10 @@ def _feed_event(row: tuple[Any, ...]) -> FeedEvent:
         row[1],
         StoredEvent(row[2], row[3], Event.from_payload(row[4], row[5], row[6]), row[7]),
         row[8],
-        row[10],
-        row[9],
         row[11],
+        row[9],
+        row[10],
+        row[12],
     )
 
 

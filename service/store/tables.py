@@ -15,8 +15,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ..game import Event
-from ..game.events import HandStarted, PlayerJoined
-from ..game.table_play import TableState, due, replay_table
+from ..game.events import HandSettled, HandStarted, PlayerJoined
+from ..game.table_play import TableState, due_at, replay_table
 from .events import (
     NOTIFY_CHANNEL,
     EventStore,
@@ -46,12 +46,34 @@ class TicketSeated(StoreError):
     code = "ticket_seated"
 
 
+class SeatedElsewhere(StoreError):
+    """The player sits at as many tables as it may (with its waiting ticket, if any)."""
+
+    code = "seated_elsewhere"
+
+
 @dataclass(frozen=True)
 class TableLoaded:
-    """A table's state with the time of its last event (what it waits for counts from it)."""
+    """A table's state with the time of its last event and of the settlement of its last
+    hand, if no other was dealt since (what it waits for counts from them, :func:`due_at`)."""
 
     state: TableState
     last_recorded_at: datetime | None
+    settled_at: datetime | None = None
+
+    def waiting(self) -> tuple[str, datetime] | None:
+        """What the table waits for, and until when."""
+        return due_at(self.state, self.last_recorded_at, self.settled_at)
+
+
+def _settled_at(stored: Sequence[StoredEvent], before: datetime | None) -> datetime | None:
+    """When the last hand was settled, after ``stored`` (``before``: before them)."""
+    for s in stored:
+        if isinstance(s.event, HandSettled):
+            before = s.recorded_at
+        elif isinstance(s.event, HandStarted):
+            before = None
+    return before
 
 
 @dataclass(frozen=True)
@@ -66,12 +88,16 @@ class Ticket:
 
 
 _TICKET = "ticket_id, player_id, settings, allow_bots, status, table_id, created_at"
+#: How many tables a bot account may sit at at once (a person sits at one): the default of
+#: ``DDZ_BOT_ACCOUNT_TABLES``.
+BOT_ACCOUNT_TABLES = 4
 
 
 class TableStore:
-    def __init__(self, events: EventStore):
+    def __init__(self, events: EventStore, bot_account_tables: int = BOT_ACCOUNT_TABLES):
         self.events = events
         self.pool = events.pool
+        self.bot_account_tables = bot_account_tables
 
     def _run(
         self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None = None
@@ -84,21 +110,26 @@ class TableStore:
         stored = self.events.read(table_id, 0, conn)
         if not stored or stored[0].event.type != "table_created":
             raise TableNotFound("no such table")
-        return TableLoaded(replay_table(s.event for s in stored), stored[-1].recorded_at)
+        return TableLoaded(
+            replay_table(s.event for s in stored),
+            stored[-1].recorded_at,
+            _settled_at(stored, None),
+        )
 
     @staticmethod
     def append(
         conn: psycopg.Connection,
         table_id: uuid.UUID,
-        version: int,
+        before: TableLoaded | None,
         events: Sequence[Event],
         after: TableState,
-    ) -> list[StoredEvent]:
-        """Inserts the events after ``version`` (a :class:`VersionConflict` if another
-        append came first), brings the table's row of ``tables`` up to ``after`` (with what
-        it waits for, counted from the time of these events) and records a hand dealt, in
-        the caller's transaction; and wakes the table's readers."""
-        waiting = due(after)
+    ) -> tuple[list[StoredEvent], TableLoaded]:
+        """Inserts the events after the table as it was (``before``, None for a new table;
+        a :class:`VersionConflict` if another append came first), brings the table's row of
+        ``tables`` up to ``after`` (with what it waits for and until when) and records a
+        hand dealt, in the caller's transaction; and wakes the table's readers. Returns the
+        events stored and the table after them."""
+        version = 0 if before is None else before.state.version
         try:
             with conn.transaction():
                 rows = conn.execute(
@@ -132,20 +163,30 @@ class TableStore:
                     )
                     for version_, position, type_, schema, payload, recorded_at in rows
                 ]
+                loaded = TableLoaded(
+                    after,
+                    stored[-1].recorded_at,
+                    _settled_at(stored, None if before is None else before.settled_at),
+                )
+                waiting = loaded.waiting()
                 # The rest in one round trip: the transaction holds back every player's
                 # stream (the feed's horizon, service/store/feed.py) until it commits.
                 with conn.pipeline():
                     conn.execute(
-                        "INSERT INTO tables AS t (table_id, version, private, seats, match_id, hands, due, due_at)"
-                        " VALUES (%(table)s, %(version)s, %(private)s, %(seats)s, %(match)s, %(hands)s, %(due)s,"
-                        " %(at)s::timestamptz + make_interval(secs => %(seconds)s))"
+                        "INSERT INTO tables AS t (table_id, version, private, settings, seats, match_id,"
+                        " hands, due, due_at) VALUES (%(table)s, %(version)s, %(private)s, %(settings)s,"
+                        " %(seats)s, %(match)s, %(hands)s, %(due)s, %(at)s)"
                         " ON CONFLICT (table_id) DO UPDATE SET version = EXCLUDED.version,"
-                        " seats = EXCLUDED.seats, match_id = EXCLUDED.match_id, hands = EXCLUDED.hands,"
+                        " settings = EXCLUDED.settings, seats = EXCLUDED.seats,"
+                        " match_id = EXCLUDED.match_id, hands = EXCLUDED.hands,"
                         " due = EXCLUDED.due, due_at = EXCLUDED.due_at, updated_at = now()",
                         {
                             "table": table_id,
                             "version": after.version,
                             "private": after.private,
+                            "settings": Jsonb(
+                                None if after.table is None else after.table.to_json()
+                            ),
                             "seats": Jsonb(
                                 [
                                     None
@@ -157,8 +198,7 @@ class TableStore:
                             "match": after.match_id,
                             "hands": after.hands,
                             "due": None if waiting is None else waiting[0],
-                            "at": None if waiting is None else stored[-1].recorded_at,
-                            "seconds": 0 if waiting is None else waiting[1],
+                            "at": None if waiting is None else waiting[1],
                         },
                     )
                     for s in stored:
@@ -188,7 +228,7 @@ class TableStore:
                     )
         except psycopg.errors.UniqueViolation:
             raise VersionConflict("someone else changed the table first; try again") from None
-        return stored
+        return stored, loaded
 
     def by_match(self, match_id: uuid.UUID) -> tuple[uuid.UUID, int] | None:
         """The table and hand number whose hand the match is, if any."""
@@ -219,6 +259,62 @@ class TableStore:
             ).fetchall()
         )
 
+    def hold_seat(
+        self, conn: psycopg.Connection, player: str, joining: uuid.UUID | None = None
+    ) -> None:
+        """Refuses the player another table (``joining``; None: a lobby ticket) while it
+        sits at as many as it may, its waiting ticket counting as one: a person one, a bot
+        account ``bot_account_tables`` (a seat it left during a hand is no longer its). In
+        the caller's transaction, which holds the player's row until it ends: two requests
+        of the player's at once cannot both pass."""
+        row = conn.execute(
+            "SELECT bot_account FROM players WHERE player_id = %s FOR NO KEY UPDATE", (player,)
+        ).fetchone()
+        allowed = max(self.bot_account_tables, 1) if row is not None and row[0] else 1
+        with conn.pipeline():
+            seated = conn.execute(
+                "SELECT table_id FROM tables WHERE seats @> %s AND table_id IS DISTINCT FROM %s"
+                " ORDER BY created_at DESC, table_id",
+                (Jsonb([{"player": player, "leaving": False}]), joining),
+            )
+            ticket = conn.execute(
+                "SELECT ticket_id FROM lobby_tickets WHERE player_id = %s AND status = 'waiting'",
+                (player,),
+            )
+        tables = [table_id for (table_id,) in seated.fetchall()]
+        waiting = ticket.fetchone()
+        if waiting is not None and (joining is None or len(tables) + 1 >= allowed):
+            refused = TicketWaiting(
+                "the player has a ticket waiting already"
+                if joining is None
+                else "the player waits in the lobby: cancel its ticket to take a seat here"
+            )
+            refused.members = {"ticket_id": str(waiting[0])}
+            raise refused
+        if len(tables) >= allowed:
+            elsewhere = SeatedElsewhere(
+                "the player is seated at another table: leave it first"
+                if allowed == 1
+                else f"a bot account sits at {allowed} tables at most: leave one first"
+            )
+            elsewhere.members = {"table_id": str(tables[0])}
+            raise elsewhere
+
+    def refillable(self) -> list[tuple[uuid.UUID, dict[str, Any]]]:
+        """(table, settings) of each public table that lost a person between hands (a
+        seat free after a hand, a player still seated) for which a ticket with its
+        settings waits, one that may sit there (a ticket that allows no bots, only at a
+        table of people only), the table waiting longest first."""
+        return self._run(
+            lambda conn: conn.execute(
+                "SELECT t.table_id, t.settings FROM tables t"
+                " WHERE t.due IN ('bots', 'close') AND NOT t.private AND t.hands > 0"
+                " AND EXISTS (SELECT 1 FROM lobby_tickets l WHERE l.status = 'waiting'"
+                " AND l.settings = t.settings AND (l.allow_bots OR t.due = 'close'))"
+                " ORDER BY t.updated_at"
+            ).fetchall()
+        )
+
     def created_at(self, table_id: uuid.UUID) -> datetime | None:
         row = self._run(
             lambda conn: conn.execute(
@@ -232,15 +328,21 @@ class TableStore:
     def create_ticket(
         self, player_id: uuid.UUID, settings: dict[str, Any], allow_bots: bool
     ) -> Ticket:
+        """A waiting ticket, unless the player sits at as many tables as it may
+        (:meth:`hold_seat`) or has one waiting."""
         ticket_id = uuid.uuid4()
-        try:
-            row = self._run(
-                lambda conn: conn.execute(
+
+        def create(conn: psycopg.Connection) -> Any:
+            with conn.transaction():
+                self.hold_seat(conn, str(player_id))
+                return conn.execute(
                     "INSERT INTO lobby_tickets (ticket_id, player_id, settings, allow_bots, status)"
                     f" VALUES (%s, %s, %s, %s, 'waiting') RETURNING {_TICKET}",
                     (ticket_id, player_id, Jsonb(settings), allow_bots),
                 ).fetchone()
-            )
+
+        try:
+            row = self._run(create)
         except psycopg.errors.UniqueViolation:
             # Named, so that a client that lost the first answer can poll or cancel it.
             waiting = self._run(
@@ -301,13 +403,21 @@ class TableStore:
         )
 
     @staticmethod
-    def claim(conn: psycopg.Connection, settings: dict[str, Any]) -> list[Ticket]:
-        """The four longest waiting tickets with these settings that no other matcher holds,
+    def claim(
+        conn: psycopg.Connection,
+        settings: dict[str, Any],
+        seats: int = 4,
+        bots: bool = False,
+        besides: Sequence[str] = (),
+    ) -> list[Ticket]:
+        """The ``seats`` longest waiting tickets with these settings that no other matcher
+        holds (with ``bots``, only those that allow bots; none of the players ``besides``),
         locked until the caller's transaction ends."""
         rows = conn.execute(
             f"SELECT {_TICKET} FROM lobby_tickets WHERE status = 'waiting' AND settings = %s"
-            " ORDER BY created_at, ticket_id LIMIT 4 FOR UPDATE SKIP LOCKED",
-            (Jsonb(settings),),
+            " AND (allow_bots OR NOT %s) AND player_id::text <> ALL(%s)"
+            " ORDER BY created_at, ticket_id LIMIT %s FOR UPDATE SKIP LOCKED",
+            (Jsonb(settings), bots, list(besides), seats),
         ).fetchall()
         return [Ticket(*row) for row in rows]
 
