@@ -39,21 +39,26 @@ ROOT = Path(__file__).resolve().parents[1]
 SMOKE_NOTE = "smoke run: tiny sizes, to show that the code runs; the figures mean nothing"
 #: A rate far above any benchmark's load.
 UNLIMITED = "1000000/second"
+#: Far more streams than any benchmark holds open.
+UNBOUNDED = 1_000_000
 
 
-def unlimited() -> dict[str, str]:
+def unlimited() -> dict[str, Any]:
     """Every rate limit of the service (the settings ``rate_limit_*`` that are rates) at
-    :data:`UNLIMITED`: for a benchmark that keeps the limits on, so that their cost is
-    measured, but out of its load's way."""
+    :data:`UNLIMITED`, and every bound on the streams one caller holds open
+    (``max_streams_per_*``) at :data:`UNBOUNDED`: for a benchmark that keeps the limits
+    on, so that their cost is measured, but out of its load's way."""
     from dataclasses import fields
 
     from service.config import Config
 
-    return {
-        field.name: UNLIMITED
-        for field in fields(Config)
-        if field.name.startswith("rate_limit_") and isinstance(field.default, str)
-    }
+    limits: dict[str, Any] = {}
+    for field in fields(Config):
+        if field.name.startswith("rate_limit_") and isinstance(field.default, str):
+            limits[field.name] = UNLIMITED
+        elif field.name.startswith("max_streams_per_"):
+            limits[field.name] = UNBOUNDED
+    return limits
 
 
 def unlimited_environment() -> dict[str, str]:
@@ -62,8 +67,8 @@ def unlimited_environment() -> dict[str, str]:
     from service.config import Config
 
     return {
-        Config._ENV[name]: os.environ.get(Config._ENV[name], rate)
-        for name, rate in unlimited().items()
+        Config._ENV[name]: os.environ.get(Config._ENV[name], str(value))
+        for name, value in unlimited().items()
     }
 
 

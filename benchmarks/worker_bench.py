@@ -97,14 +97,15 @@ def run(
 ) -> None:
     with scratch_database(admin_url) as (_, url), flushed(redis_url):
         env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url}
-        # The bench creates its matches faster than a person may: no rate limits.
-        app = create_app(Config(database_url=url, redis_url=redis_url, rate_limits=False))
+        # The bench creates its matches faster than a person may: no rate limits. Matches
+        # of bots alone are an operator's.
+        token = "worker-bench-operator"
+        app = create_app(
+            Config(database_url=url, redis_url=redis_url, rate_limits=False, operator_token=token)
+        )
         procs = []
         try:
             client = app.test_client()
-            player = client.post("/v1/players", json={"name": "bench"}).json
-            assert player is not None
-            token = player["token"]
 
             procs = start_workers(1, env)
             time.sleep(1.5)

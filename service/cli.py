@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
@@ -511,7 +512,7 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
 
     from .serve import NoDatabase, database_of
     from .store import open_pool
-    from .store.operators import OperatorExists, Operators, check_name
+    from .store.operators import OperatorExists, OperatorRevoked, Operators, check_name
 
     password = ""
     if args.action == "add":
@@ -536,7 +537,7 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
             pool = open_pool(url, 1, "ddz-cli")
             try:
                 return _operate(args, Operators(pool), password, stdout)
-            except OperatorExists as exc:
+            except (OperatorExists, OperatorRevoked) as exc:
                 print(f"ddz operator: {exc}", file=sys.stderr)
                 return 2
             finally:
@@ -549,10 +550,12 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
 def _operate(args: argparse.Namespace, operators: Operators, password: str, stdout: TextIO) -> int:
     if args.action == "list":
         for found, created_at in operators.all():
-            stdout.write(f"{found.name}\t{found.role}\t{created_at:%Y-%m-%d %H:%M}\n")
+            revoked = "\trevoked" if found.revoked else ""
+            stdout.write(f"{found.name}\t{found.role}\t{created_at:%Y-%m-%d %H:%M}{revoked}\n")
         return 0
     if args.action == "add":
         operators.add(args.name, args.role, password)
+        _audit_cli(operators, "add", args.name)
         stdout.write(f"operator {args.name} added ({args.role})\n")
         return 0
     named = next((o for o, _ in operators.all() if o.name == args.name), None)
@@ -560,16 +563,32 @@ def _operate(args: argparse.Namespace, operators: Operators, password: str, stdo
         print(f"ddz operator: no operator named {args.name!r}", file=sys.stderr)
         return 2
     if args.action == "revoke":
-        stdout.write(
-            f"{operators.revoke(args.name)} token(s) of {args.name} revoked, sessions ended\n"
-        )
+        count = operators.revoke(args.name)
+        _audit_cli(operators, "revoke", args.name)
+        stdout.write(f"{count} token(s) of {args.name} revoked, sessions ended, password refused\n")
     elif args.action == "remove":
         operators.remove(args.name)
+        _audit_cli(operators, "remove", args.name)
         stdout.write(f"operator {args.name} removed, with their tokens\n")
     else:
+        token = operators.issue(named.operator_id, args.label)
+        _audit_cli(operators, "token", args.name)
         # The token is shown once: only its hash is kept.
-        stdout.write(operators.issue(named.operator_id, args.label) + "\n")
+        stdout.write(token + "\n")
     return 0
+
+
+def _audit_cli(operators: Operators, action: str, name: str) -> None:
+    """What the CLI did to an operator, to the audit trail: by ``cli:<the system user>``,
+    from this host."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no user name in the environment or the password database
+        user = str(os.getuid())
+    operators.audit(f"cli:{user}", action, "cli", subject=name, address=socket.gethostname())
 
 
 def run_openapi(stdout: TextIO) -> int:
@@ -844,7 +863,11 @@ def build_parser() -> argparse.ArgumentParser:
     token_parser.add_argument("--label", default=None)
     operator_actions.add_parser("list", help="list the operators and their roles")
     for action, what in (
-        ("revoke", "revoke every API token of the operator and end their console sessions"),
+        (
+            "revoke",
+            "revoke the operator: every API token and console session ends, and the password"
+            " is refused (remove and add them again to let them back)",
+        ),
         ("remove", "remove the operator (and their tokens; the audit trail keeps the name)"),
     ):
         operator_actions.add_parser(action, help=what).add_argument("name")

@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from decimal import Decimal
 from typing import Any, ClassVar
 
-#: Connections a gunicorn worker keeps for everything but event streams (commands, reads, long
-#: polls) when its streams are at their bound (``max_streams``): without this room, 3,000
-#: streams on 1,000 connections left a command unanswered for 30 s.
+#: Connections a gunicorn worker keeps for commands and reads when its event streams and long
+#: polls are at their bound (``max_streams``): without this room, 3,000 streams on 1,000
+#: connections left a command unanswered for 30 s.
 COMMAND_CONNECTIONS = 100
 
 
@@ -26,6 +27,11 @@ class Config:
     operator_token: str | None = None
     #: Largest request body in bytes: DDZ_MAX_BODY_BYTES.
     max_body_bytes: int = 16 * 1024
+    #: Seconds a request's body may take to arrive, counted from its headers; one still
+    #: arriving then is answered 408 ``body_timeout`` and its connection closed:
+    #: DDZ_BODY_SECONDS. The largest body (16 KiB) takes under 7 s at 20 kbit/s, a poor
+    #: mobile link; a client that trickles its body holds a connection no longer.
+    body_seconds: float = 10.0
     #: How long one event stream stays open before the client reconnects: DDZ_STREAM_SECONDS.
     stream_seconds: float = 300.0
     #: Seconds between keep-alive comments on a quiet stream: DDZ_KEEPALIVE_SECONDS.
@@ -63,7 +69,8 @@ class Config:
     #: ... up to this many seconds, and a worker that lost Redis tries it again as often:
     #: DDZ_MAX_BACKOFF_SECONDS.
     max_backoff_seconds: float = 8.0
-    #: Rate limits on or off (``off``, ``false`` or ``0``): DDZ_RATE_LIMITS. Each limit below
+    #: Rate limits, and the bounds on what one caller holds open (``max_streams_per_*``),
+    #: on or off (``off``, ``false`` or ``0``): DDZ_RATE_LIMITS. Each limit below
     #: is one or more of ``N/second``, ``N/minute``, ``N/hour`` joined by ``;``.
     rate_limits: bool = True
     #: Commands (POST commands, seats, leave; new matches and tokens, revocations) per
@@ -78,11 +85,22 @@ class Config:
     #: DDZ_RATE_LIMIT_STREAMS_PER_ADDRESS.
     rate_limit_streams: str = "10/second;300/minute"
     rate_limit_streams_per_address: str = "100/second;3000/minute"
-    #: New players per address: DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS.
+    #: New players per address (a moving window): DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS.
     rate_limit_signups_per_address: str = "10/minute;100/hour"
-    #: Console sign-in attempts (POSTs of the form), counted per client address and,
-    #: separately, per operator name tried: DDZ_RATE_LIMIT_SIGN_INS.
+    #: New matches, tables and lobby tickets (moving windows; each is a command too), per
+    #: token: DDZ_RATE_LIMIT_CREATIONS, and per address:
+    #: DDZ_RATE_LIMIT_CREATIONS_PER_ADDRESS. A hand takes a minute or more: a player, or a
+    #: bot account playing several matches at once, starts far fewer than one a second.
+    rate_limit_creations: str = "2/second;30/minute"
+    rate_limit_creations_per_address: str = "20/second;300/minute"
+    #: Console sign-in attempts (POSTs of the form; a moving window), counted per client
+    #: address and, separately, per operator name from that address (so that nobody locks
+    #: an operator out from elsewhere): DDZ_RATE_LIMIT_SIGN_INS.
     rate_limit_sign_ins: str = "10/minute"
+    #: Failed console sign-ins per operator name, from every address (a moving window):
+    #: guesses spread over many addresses go no faster; a browser where the operator has
+    #: signed in before is not held to it: DDZ_RATE_LIMIT_SIGN_IN_FAILURES_PER_NAME.
+    rate_limit_sign_in_failures_per_name: str = "20/hour"
     #: A caller refused again while it is known to be over a limit gets its 429 after this
     #: many seconds (at most until its window ends): a client that ignores Retry-After
     #: then sends a request per connection per hold, not thousands a second, and others
@@ -96,11 +114,23 @@ class Config:
     #: gunicorn worker processes for the API: WEB_CONCURRENCY (the usual name on platforms
     #: that set it). 0: one per core, since a gevent worker runs on one.
     web_concurrency: int = 0
-    #: Open event streams per API process; one more is answered 503 ``too_many_streams``
-    #: with Retry-After, so that streams cannot take the connections commands need:
-    #: DDZ_MAX_STREAMS. Keep it below ``worker_connections`` (gunicorn refuses to start
-    #: with less than ``COMMAND_CONNECTIONS`` between them).
+    #: Open event streams and long polls (``wait``) per API process; one more is answered
+    #: 503 ``too_many_streams`` with Retry-After, so that they cannot take the connections
+    #: commands and reads need: DDZ_MAX_STREAMS. Keep it below ``worker_connections``
+    #: (gunicorn refuses to start with less than ``COMMAND_CONNECTIONS`` between them).
     max_streams: int = 5000
+    #: Open event streams and long polls one caller may hold at once, across every API
+    #: process (counted in Redis), per token: DDZ_MAX_STREAMS_PER_TOKEN; per player (or
+    #: operator), all its tokens together: DDZ_MAX_STREAMS_PER_PLAYER; per client address
+    #: (an IPv6 /64 as one): DDZ_MAX_STREAMS_PER_ADDRESS. One more is answered 429
+    #: ``open_stream_limit`` with Retry-After. 0: no bound. A player at a table holds two
+    #: (its own stream and the match's), a browser at most six per site; a token gets
+    #: room for a few tabs, a player for a few devices. An address is shared by everyone
+    #: behind one NAT, so its bound is high, but a tenth of one process's streams: no
+    #: single address can fill a process. Off with DDZ_RATE_LIMITS.
+    max_streams_per_token: int = 8
+    max_streams_per_player: int = 16
+    max_streams_per_address: int = 500
     #: Open connections per gunicorn worker (streams included): DDZ_WORKER_CONNECTIONS.
     worker_connections: int = 6000
     #: Requests one client connection carries before the API closes it (as nginx's
@@ -136,6 +166,14 @@ class Config:
     bot_account_tables: int = 4
     #: Milliseconds the ``hard`` bot level searches per decision: DDZ_BOT_SEARCH_MS.
     bot_search_ms: float = 50.0
+    #: The largest base stake (底分) a match, table or lobby ticket may have: DDZ_MAX_UNIT.
+    #: Ten thousand times the default stake; the ledger holds the worst hand at any stake
+    #: the contract allows (migrations/0012_ledger_amounts.sql), so this bound is the
+    #: operators' choice of what a hand may move, not the database's.
+    max_unit: Decimal = Decimal("10000.00")
+    #: The largest system cut (系统得分) a match or table may have, as a share of each
+    #: winner's gain: DDZ_MAX_RAKE.
+    max_rake: Decimal = Decimal("0.10")
     #: Days an Idempotency-Key (of a command or of a creation) is kept: a retry within them
     #: gets the first answer, a request after them is a new one: DDZ_KEEP_KEYS_DAYS.
     keep_keys_days: float = 7.0
@@ -154,6 +192,7 @@ class Config:
         "redis_url": "REDIS_URL",
         "operator_token": "DDZ_OPERATOR_TOKEN",
         "max_body_bytes": "DDZ_MAX_BODY_BYTES",
+        "body_seconds": "DDZ_BODY_SECONDS",
         "stream_seconds": "DDZ_STREAM_SECONDS",
         "keepalive_seconds": "DDZ_KEEPALIVE_SECONDS",
         "db_pool_size": "DDZ_DB_POOL_SIZE",
@@ -174,11 +213,17 @@ class Config:
         "rate_limit_streams": "DDZ_RATE_LIMIT_STREAMS",
         "rate_limit_streams_per_address": "DDZ_RATE_LIMIT_STREAMS_PER_ADDRESS",
         "rate_limit_signups_per_address": "DDZ_RATE_LIMIT_SIGNUPS_PER_ADDRESS",
+        "rate_limit_creations": "DDZ_RATE_LIMIT_CREATIONS",
+        "rate_limit_creations_per_address": "DDZ_RATE_LIMIT_CREATIONS_PER_ADDRESS",
         "rate_limit_sign_ins": "DDZ_RATE_LIMIT_SIGN_INS",
+        "rate_limit_sign_in_failures_per_name": "DDZ_RATE_LIMIT_SIGN_IN_FAILURES_PER_NAME",
         "rate_limit_hold_seconds": "DDZ_RATE_LIMIT_HOLD_SECONDS",
         "rate_limit_local_share": "DDZ_RATE_LIMIT_LOCAL_SHARE",
         "web_concurrency": "WEB_CONCURRENCY",
         "max_streams": "DDZ_MAX_STREAMS",
+        "max_streams_per_token": "DDZ_MAX_STREAMS_PER_TOKEN",
+        "max_streams_per_player": "DDZ_MAX_STREAMS_PER_PLAYER",
+        "max_streams_per_address": "DDZ_MAX_STREAMS_PER_ADDRESS",
         "worker_connections": "DDZ_WORKER_CONNECTIONS",
         "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
         "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",
@@ -191,6 +236,8 @@ class Config:
         "table_close_seconds": "DDZ_TABLE_CLOSE_SECONDS",
         "bot_account_tables": "DDZ_BOT_ACCOUNT_TABLES",
         "bot_search_ms": "DDZ_BOT_SEARCH_MS",
+        "max_unit": "DDZ_MAX_UNIT",
+        "max_rake": "DDZ_MAX_RAKE",
         "keep_keys_days": "DDZ_KEEP_KEYS_DAYS",
         "keep_expired_days": "DDZ_KEEP_EXPIRED_DAYS",
         "prune_seconds": "DDZ_PRUNE_SECONDS",

@@ -158,6 +158,7 @@ PASSWORDS = {
     "busy": "signed in all day long",
     "ok.name-1@team": "an ordinary passphrase",
     "managed": "managed by an admin",
+    "traced": "every step of mine is traced",
 }
 
 

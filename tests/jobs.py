@@ -30,7 +30,13 @@ import redis as redis_lib
 from api_support import OP, bearer, choice
 from rq import SimpleWorker
 from rq.job import Job
-from servers import OPERATOR_TOKEN, claimed_redis_db, embedded_redis, fresh_database
+from servers import (
+    OPERATOR_TOKEN,
+    UNLIMITED_RATES,
+    claimed_redis_db,
+    embedded_redis,
+    fresh_database,
+)
 
 import workers.context
 from service.api import create_app
@@ -77,7 +83,12 @@ def worker_app(database_url: str, redis_url: str, **overrides):
             database_url=database_url,
             redis_url=redis_url,
             operator_token=OPERATOR_TOKEN,
-            **{"stream_seconds": 3.0, "keepalive_seconds": 0.5, **overrides},
+            **{
+                "stream_seconds": 3.0,
+                "keepalive_seconds": 0.5,
+                **{f"rate_limit_{name}": "100000/second" for name in UNLIMITED_RATES},
+                **overrides,
+            },
         )
     )
 
@@ -146,11 +157,14 @@ def take_seat(api, match_id: str, token: str, bot: bool = False, seat: int | Non
 
 
 def bot_match(api, **options) -> str:
-    """A match of four bot seats, dealt (its first bot turn enqueued by the API)."""
-    _, token = new_player(api, "host")
-    match_id = new_match(api, token, **options)
+    """A match of four bot seats, dealt (its first bot turn enqueued by the API): an
+    operator's, as only an operator seats bots at a match without a player."""
+    r = api.post("/v1/matches", json=options, headers=OP)
+    assert r.status_code == 201, r.json
+    match_id = r.json["match_id"]
     for _ in range(4):
-        take_seat(api, match_id, token, bot=True)
+        r = api.post(f"/v1/matches/{match_id}/seats", json={"bot": True}, headers=OP)
+        assert r.status_code == 201, r.json
     return match_id
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from servers import OPERATOR_TOKEN, ROOT, UNLIMITED_RATES, wait_until_ready
+from servers import OPERATOR_TOKEN, ROOT, STREAM_BOUNDS, UNLIMITED_RATES, wait_until_ready
 
 
 @contextmanager
@@ -22,7 +22,7 @@ def gunicorn(
     """``gunicorn -c python:service.gunicorn_conf service.api.wsgi:app`` on a free port,
     up: its base URL and process (stopped at the end if still running). It runs no worker,
     so ``/readyz`` would answer 503; ``/healthz`` says the app is loaded. ``settings`` are
-    more environment variables."""
+    more environment variables (or other values of those set here)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -36,9 +36,10 @@ def gunicorn(
         DDZ_REQUESTS_PER_CONNECTION="3",
         # Hundreds of streams from one token in a moment: far above the limits for a person.
         **{f"DDZ_RATE_LIMIT_{name.upper()}": "100000/second" for name in UNLIMITED_RATES},
+        **{f"DDZ_MAX_STREAMS_PER_{per.upper()}": "100000" for per in STREAM_BOUNDS},
         PYTHONUNBUFFERED="1",
-        **settings,
     )
+    env.update(settings)  # a setting given overrides the ones above
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [

@@ -57,7 +57,11 @@ UNLIMITED_RATES = [
     "streams",
     "streams_per_address",
     "signups_per_address",
+    "creations",
+    "creations_per_address",
 ]
+#: What the bounds on the streams one caller holds open count (``max_streams_per_*``).
+STREAM_BOUNDS = ["token", "player", "address"]
 
 
 def _postgres_reachable(url: str) -> bool:
@@ -286,6 +290,7 @@ def config(database_url, redis_url):
         # The suite plays many hands fast from one address: limits on, far above its pace
         # (tests/test_rate_limits.py makes apps with low ones).
         **{f"rate_limit_{name}": "100000/second" for name in UNLIMITED_RATES},
+        **{f"max_streams_per_{per}": 100_000 for per in STREAM_BOUNDS},
     )
 
 

@@ -20,6 +20,7 @@ from api_support import (
     seated_match,
     to_act,
     view_of,
+    wait_for,
 )
 
 THREADS = 8
@@ -61,6 +62,8 @@ def test_one_winner_per_version_and_a_gapless_stream(live_server):
     start = view_of(players[0], match_id)["version"]
     watcher = StreamReader(live_server, match_id, players[1], until="never")
     watcher.start()
+    # The stream's events start after its snapshot: race only once it has that.
+    wait_for(lambda: bool(watcher.messages()))
     winners = []
     try:
         for _ in range(14):

@@ -5,9 +5,13 @@ of every hidden-data read, and what the pages and the CSV export say."""
 from __future__ import annotations
 
 import csv
+import getpass
 import io
+import logging
 import re
+import socket
 import sys
+import uuid
 
 from api_support import OP, bearer
 from handplay import PASSWORDS, add_operator, play_hand
@@ -22,17 +26,28 @@ def operator_token(name: str, capsys) -> str:
     return capsys.readouterr().out.strip()
 
 
+def operator_list(capsys) -> str:
+    capsys.readouterr()
+    assert main(["operator", "list"]) == 0
+    return capsys.readouterr().out
+
+
 def csrf_of(page: str) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
 
 
+def sign_in(browser, name: str, password: str | None = None):
+    """The answer to signing in as ``name`` (with their password unless told another)."""
+    token = csrf_of(browser.get("/console/sign-in").get_data(as_text=True))
+    return browser.post(
+        "/console/sign-in",
+        data={"name": name, "password": password or PASSWORDS[name], "csrf_token": token},
+    )
+
+
 def signed_in(app, name: str):
     browser = app.test_client()
-    token = csrf_of(browser.get("/console/sign-in").get_data(as_text=True))
-    r = browser.post(
-        "/console/sign-in",
-        data={"name": name, "password": PASSWORDS[name], "csrf_token": token},
-    )
+    r = sign_in(browser, name)
     assert r.status_code == 302 and r.headers["Location"].endswith("/console/matches")
     return browser
 
@@ -110,7 +125,12 @@ def test_a_player_a_signed_out_browser_and_a_wrong_password_get_nothing(service)
         )
         assert r.status_code == 401 and "Wrong name or password" in r.get_data(as_text=True)
         assert browser.get("/console/matches").status_code == 302
-    assert len(trail(app)) == before
+    # Nothing read; the failed sign-ins are in the trail, with the name tried and whence.
+    assert len(trail(app)) == before + 2
+    assert [(t["operator"], t["action"], t["via"], t["address"]) for t in trail(app)[:2]] == [
+        ("nobody", "sign_in_failed", "console", "127.0.0.1"),
+        ("otto", "sign_in_failed", "console", "127.0.0.1"),
+    ]
 
 
 def test_csrf_is_enforced_on_every_form(service):
@@ -230,12 +250,17 @@ def test_a_revoked_token_and_a_removed_operator_get_nothing(service, capsys):
     token = operator_token("temp", capsys)
     events = f"/v1/admin/matches/{match_id}/events"
     assert client.get(events, headers=bearer(token)).status_code == 200
+    console = signed_in(app, "temp")
     assert main(["operator", "revoke", "temp"]) == 0
     assert client.get(events, headers=bearer(token)).status_code == 401
-    console = signed_in(app, "temp")
-    assert console.get("/console/matches").status_code == 200
-    assert main(["operator", "remove", "temp"]) == 0
     assert console.get("/console/matches").status_code == 302
+    # The password is refused too (a revoked operator used to sign in again), and no new
+    # token is issued: the account is closed until it is removed and added again.
+    r = sign_in(app.test_client(), "temp")
+    assert r.status_code == 401 and "Wrong name or password" in r.text
+    assert main(["operator", "token", "temp"]) == 2
+    assert "temp\tauditor" in operator_list(capsys) and "\trevoked" in operator_list(capsys)
+    assert main(["operator", "remove", "temp"]) == 0
     assert "temp" in [t["operator"] for t in trail(app)]  # the trail keeps the name
 
 
@@ -267,8 +292,8 @@ def test_a_saved_cookie_is_refused_after_signing_out_and_after_revoke(service, c
         assert browser.get("/console/matches").status_code == 302
     events = "/v1/admin/ledger/check"
     assert app.test_client().get(events, headers=bearer(api_token)).status_code == 401
-    # Signing in again opens a new session.
-    assert signed_in(app, "kept").get("/console/matches").status_code == 200
+    # The password is refused too: the account is closed.
+    assert sign_in(app.test_client(), "kept").status_code == 401
 
 
 def test_a_session_ends_its_time_after_signing_in_however_busy(service):
@@ -400,3 +425,78 @@ def test_an_admin_revokes_and_removes_operators_from_the_console(service, capsys
         ("ada", "revoke", "managed", "console"),
     ]
     assert "managed" in admin.get("/console/system").text
+
+
+def test_every_operator_action_is_in_the_trail_with_who_whence_and_when(service, capsys):
+    """The CLI's changes to operators, signing in and out of the console, exports and
+    reads through the API: each with who (``cli:<system user>`` for the CLI), from where
+    (the client's address, the CLI's host) and when."""
+    app, match_id, _ = service
+    cli, host = f"cli:{getpass.getuser()}", socket.gethostname()
+    before = len(trail(app))
+    add_operator("traced", "auditor")
+    token = operator_token("traced", capsys)
+    console = signed_in(app, "traced")
+    days = "since=2026-01-01&until=2026-01-31"
+    assert console.get(f"/console/ledger/settlements.csv?{days}").status_code == 200
+    events = f"/v1/admin/matches/{match_id}/events"
+    assert app.test_client().get(events, headers=bearer(token)).status_code == 200
+    csrf = csrf_of(console.get("/console/system").text)
+    assert console.post("/console/sign-out", data={"csrf_token": csrf}).status_code == 302
+    assert main(["operator", "revoke", "traced"]) == 0
+    assert main(["operator", "remove", "traced"]) == 0
+    entries = trail(app)[: len(trail(app)) - before][::-1]
+    local = "127.0.0.1"
+    assert [
+        (t["operator"], t["action"], t["via"], t["subject"], t["address"]) for t in entries
+    ] == [
+        (cli, "add", "cli", "traced", host),
+        (cli, "token", "cli", "traced", host),
+        ("traced", "sign_in", "console", None, local),
+        ("traced", "export", "console", "settlements 2026-01-01..2026-01-31", local),
+        ("traced", "events", "api", None, local),
+        ("traced", "sign_out", "console", None, local),
+        (cli, "revoke", "cli", "traced", host),
+        (cli, "remove", "cli", "traced", host),
+    ]
+    assert str(entries[4]["match_id"]) == match_id
+    assert all(t["at"] is not None for t in entries)
+
+
+def test_sign_in_log_lines_say_who_and_from_where_never_the_password(service, caplog):
+    app, _, _ = service
+    wrong = "not otto's password at all"
+    with caplog.at_level(logging.INFO, logger="ddz.console"):
+        assert sign_in(app.test_client(), "otto", wrong).status_code == 401
+        signed_in(app, "otto")
+        # A password typed into the name field is not written as a name.
+        assert sign_in(app.test_client(), PASSWORDS["otto"], "x").status_code == 401
+    lines = [r.getMessage() for r in caplog.records if r.name == "ddz.console"]
+    assert len(lines) == 3, lines
+    assert "failed" in lines[0] and "otto" in lines[0] and "127.0.0.1" in lines[0]
+    assert "failed" not in lines[1] and "otto" in lines[1] and "127.0.0.1" in lines[1]
+    assert "not an operator name" in lines[2]
+    assert not any(wrong in line or PASSWORDS["otto"] in line for line in lines)
+
+
+def test_the_audit_page_searches_and_pages_the_trail(service):
+    app, match_id, _ = service
+    operators = app.extensions["ddz"].operators
+    who = f"pager-{uuid.uuid4().hex[:6]}"
+    for n in range(30):
+        operators.audit(
+            who, "replay", "console", match_id=uuid.UUID(match_id), address=f"10.0.0.{n}"
+        )
+    operators.audit(who, "export", "console", subject="settlements 2026-02-01..2026-02-02")
+    auditor = signed_in(app, "otto")  # an auditor reads it, as the system page
+    first = auditor.get(f"/console/audit?operator={who.upper()}&action=replay").text
+    assert "30 entries." in first and "Page 1 of 2" in first and 'id="next"' in first
+    assert first.count(f"<td>{who}</td>") == 25
+    second = auditor.get(f"/console/audit?operator={who}&action=replay&page=2").text
+    assert second.count(f"<td>{who}</td>") == 5 and "10.0.0.0<" in second
+    found = auditor.get(f"/console/audit?operator={who}&about=2026-02-01").text
+    assert "1 entry." in found and "settlements 2026-02-01..2026-02-02" in found
+    assert "1 entry." in auditor.get(f"/console/audit?operator={who}&about=10.0.0.17").text
+    assert "0 entries." in auditor.get(f"/console/audit?operator={who}&via=cli").text
+    assert "0 entries." in auditor.get(f"/console/audit?operator={who}&until=2000-01-01").text
+    assert auditor.get("/console/audit?page=x").status_code == 400

@@ -382,7 +382,16 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
     assert match["status"] == "open" and match["seats"] == [None] * 4
     at = {"match_id": match["match_id"]}
     call("POST", "/v1/matches", json={}, expect=401)
-    call("POST", "/v1/matches", token=OPERATOR_TOKEN, json={}, expect=403)
+    # An operator makes matches (of system bots); an Idempotency-Key is a player's.
+    call("POST", "/v1/matches", token=OPERATOR_TOKEN, json={}, expect=201)
+    call(
+        "POST",
+        "/v1/matches",
+        token=OPERATOR_TOKEN,
+        json={},
+        headers={"Idempotency-Key": "operator"},
+        expect=403,
+    )
     call("POST", "/v1/matches", token=tokens[0], json={"unit": "1.234"}, expect=422)
     listed = call(
         "GET", "/v1/matches", token=tokens[1], params={"status": "open", "limit": 5}, expect=200
@@ -671,6 +680,23 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
 
     # A match with a bot seat
     other_match = call("POST", "/v1/matches", token=tokens[4], json={}, expect=201).json()
+    # Seating a bot takes a seat at the match (or an operator's token).
+    call(
+        "POST",
+        "/v1/matches/{match_id}/seats",
+        token=tokens[3],
+        path_params={"match_id": other_match["match_id"]},
+        json={"seat": 2, "bot": True},
+        expect=403,
+    )
+    call(
+        "POST",
+        "/v1/matches/{match_id}/seats",
+        token=tokens[4],
+        path_params={"match_id": other_match["match_id"]},
+        json={"seat": 0},
+        expect=201,
+    )
     bot = call(
         "POST",
         "/v1/matches/{match_id}/seats",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import re
 import socket
 import time
 import uuid
@@ -27,7 +28,10 @@ LOW = dict(
     rate_limit_streams="2/minute",
     rate_limit_streams_per_address="1000/minute",
     rate_limit_signups_per_address="3/minute",
+    rate_limit_creations="2/minute",
+    rate_limit_creations_per_address="1000/minute",
     rate_limit_sign_ins="3/minute",
+    rate_limit_sign_in_failures_per_name="4/minute",
     rate_limit_hold_seconds=0.0,  # see the test of the hold
 )
 
@@ -41,13 +45,15 @@ def limited(config):
 
 class Address:
     """Requests from one client address of their own (a loopback one, so that no test
-    shares its per-address counts)."""
+    shares its per-address counts; or the one given)."""
 
     last = 10
 
-    def __init__(self, client):
-        Address.last += 1
-        self.client, self.environ = client, {"REMOTE_ADDR": f"127.0.0.{Address.last}"}
+    def __init__(self, client, address: str | None = None):
+        if address is None:
+            Address.last += 1
+            address = f"127.0.0.{Address.last}"
+        self.client, self.environ = client, {"REMOTE_ADDR": address}
 
     def __call__(self, method: str, path: str, token: str | None = None, **kwargs):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -156,7 +162,7 @@ def test_new_players_are_limited_per_address(limited):
     Address(limited).player()
 
 
-def test_console_sign_ins_have_their_own_limit_per_address_and_per_name(limited):
+def test_console_sign_ins_have_their_own_limit_per_address(limited):
     crowd = Address(limited)
     for _ in range(3):
         crowd.player()
@@ -170,14 +176,103 @@ def test_console_sign_ins_have_their_own_limit_per_address_and_per_name(limited)
         assert crowd("POST", "/console/sign-in", data=form).status_code != 429
     form = {"name": "guess 3", "password": "a guess"}
     assert_limited(crowd("POST", "/console/sign-in", data=form), "sign-ins from this address")
-    # Guesses at one name from many addresses are counted for the name.
-    name = f"target-{uuid.uuid4().hex[:8]}"
+
+
+def operator_named(app_client, role: str = "auditor") -> tuple[str, str]:
+    """A new operator of the app's database: (name, password)."""
+    name, password = f"op-{uuid.uuid4().hex[:8]}", f"a passphrase {uuid.uuid4().hex}"
+    app_client.application.extensions["ddz"].operators.add(name, role, password)
+    return name, password
+
+
+def console_sign_in(sender: Address, name: str, password: str):
+    """A sign-in through the form (with its CSRF token), from ``sender``'s address."""
+    page = sender("GET", "/console/sign-in").get_data(as_text=True)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    form = {"name": name, "password": password, "csrf_token": token}
+    return sender("POST", "/console/sign-in", data=form)
+
+
+def browser(limited) -> Address:
+    """A browser of its own (its own cookies), from an address of its own."""
+    return Address(limited.application.test_client())
+
+
+def test_guesses_from_one_address_do_not_lock_the_operator_out_elsewhere(limited):
+    """Sign-ins are counted per name and address together: a flood of wrong passwords at
+    a name from one address gets 429 there, and the right one from another still signs in
+    (it was refused from everywhere until the window ended)."""
+    name, password = operator_named(limited)
+    attacker = Address(limited)
     for _ in range(3):
-        assert Address(limited)("POST", "/console/sign-in", data={"name": name}).status_code != 429
+        assert console_sign_in(attacker, name, "a wrong guess").status_code == 401
     assert_limited(
-        Address(limited)("POST", "/console/sign-in", data={"name": name}), "sign-ins from this name"
+        console_sign_in(attacker, name, "a wrong guess"), "sign-ins from this name and address"
     )
-    assert Address(limited)("POST", "/console/sign-in", data={"name": "other"}).status_code != 429
+    assert console_sign_in(Address(limited), name, password).status_code == 302
+
+
+def test_failed_sign_ins_at_a_name_from_everywhere_are_held_but_not_on_a_known_browser(limited):
+    """Guesses spread over many addresses go no faster than the failures' limit per name
+    (4 a minute here); the operator's own browser, where they signed in before, is not
+    held to it, so nobody else's guesses lock them out there."""
+    name, password = operator_named(limited)
+    known = browser(limited)
+    assert console_sign_in(known, name, password).status_code == 302
+    for _ in range(4):
+        assert console_sign_in(browser(limited), name, "a wrong guess").status_code == 401
+    held = console_sign_in(browser(limited), name, password)
+    assert held.status_code == 429 and 1 <= int(held.headers["Retry-After"]) <= 60
+    assert "Too many failed sign-ins" in held.get_data(as_text=True)
+    assert console_sign_in(known, name, password).status_code == 302
+    # Another name is not held.
+    other, other_password = operator_named(limited)
+    assert console_sign_in(browser(limited), other, other_password).status_code == 302
+
+
+def test_sign_ups_are_counted_in_a_moving_window_not_per_fixed_window(config):
+    """Fixed windows let a limit through at the end of one window and again at the start
+    of the next: 20 sign-ups of a 10/minute limit went through in about a second across a
+    minute's boundary. A moving window counts the last stretch of its length, whenever
+    it starts."""
+    with processes(config, 1, rate_limit_signups_per_address="3/2 second") as (sender,):
+        # Just before a boundary of the fixed 2-second windows, then just after it.
+        time.sleep((1.5 - time.time() % 2) % 2)
+        for _ in range(3):
+            sender.player()
+        time.sleep(2.05 - time.time() % 2)
+        assert_limited(sender("POST", "/v1/players", json={"name": "n"}), "signups")
+
+
+def test_new_matches_tables_and_tickets_are_creations_with_their_own_limit(limited, client):
+    token = Address(client).player()
+    send = Address(limited)
+    assert send("POST", "/v1/matches", token, json={}).status_code == 201
+    assert send("POST", "/v1/tables", token, json={}).status_code == 201
+    assert_limited(send("POST", "/v1/lobby/tickets", token, json={}), "creations from this token")
+    # Other commands are counted apart.
+    assert send("GET", "/v1/me/tokens", token).status_code == 200
+
+
+def test_an_ipv6_slash_64_is_one_address_and_ipv4_the_exact_one(limited):
+    network = f"2001:db8:{uuid.uuid4().int % 65536:x}:{uuid.uuid4().int % 65536:x}"
+    for host in ("::1", ":ffff:ffff:ffff:fffe", "::2"):
+        Address(limited, f"{network}{host}").player()
+    elsewhere = f"{network}:1:2:3:4".replace(network, network + "0", 1)
+    assert_limited(
+        Address(limited, f"{network}::9")("POST", "/v1/players", json={"name": "n"}),
+        "signups from this address",
+    )
+    Address(limited, elsewhere).player()  # another /64
+    # An IPv4 address mapped into IPv6 is that IPv4 address; its neighbours are others.
+    mapped = Address(limited)
+    v4 = mapped.environ["REMOTE_ADDR"]
+    for _ in range(3):
+        mapped.player()
+    assert_limited(
+        Address(limited, f"::ffff:{v4}")("POST", "/v1/players", json={"name": "n"}), "signups"
+    )
+    Address(limited).player()
 
 
 def test_operators_and_health_checks_are_not_limited(limited, live_worker):

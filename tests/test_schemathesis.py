@@ -84,8 +84,8 @@ def world(live_server) -> World:
     open_match = _post(live_server, "/v1/matches", {}, token)["match_id"]
     _post(live_server, f"/v1/matches/{open_match}/seats", {"seat": 0}, token)
     with_bot = _post(live_server, "/v1/matches", {"cap": "20.00"}, token)["match_id"]
-    _post(live_server, f"/v1/matches/{with_bot}/seats", {"seat": 1, "bot": True}, token)
     _post(live_server, f"/v1/matches/{with_bot}/seats", {}, token)
+    _post(live_server, f"/v1/matches/{with_bot}/seats", {"seat": 1, "bot": True}, token)
     dealt, ended = (
         _post(live_server, "/v1/matches", {"ruleset": ruleset}, token)["match_id"]
         for ruleset in ("shanghai-local", "shanghai-platform")

@@ -627,8 +627,8 @@ def test_a_long_poll_is_woken_when_the_player_takes_a_match_seat(api, rconn, job
     deal it completes reaches the player at once, not when the poll runs out."""
     _, token = new_player(api, "late")
     match_id = api.post("/v1/matches", json={}, headers=bearer(token)).json["match_id"]
-    for _ in range(3):
-        r = api.post(f"/v1/matches/{match_id}/seats", json={"bot": True}, headers=bearer(token))
+    for _ in range(3):  # an operator's bots: the player has no seat yet
+        r = api.post(f"/v1/matches/{match_id}/seats", json={"bot": True}, headers=OP)
         assert r.status_code == 201, r.json
     start = feed(api, token)["last_id"]
     waited: list[dict] = []

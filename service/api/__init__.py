@@ -26,7 +26,7 @@ from . import (
 )
 from .encoding import JsonProvider
 from .headers import SecurityHeaders, cors
-from .limits import BodyLimit
+from .limits import RequestBody
 from .problems import Api
 from .rate_limits import install as install_rate_limits
 from .routing import IdConverter, Rule
@@ -93,7 +93,9 @@ def create_app(
         install_rate_limits(app, config)
         observe.install(app)
     # Flask's documented way to wrap the app in WSGI middleware (mypy sees a method).
-    app.wsgi_app = SecurityHeaders(BodyLimit(app.wsgi_app, config.max_body_bytes))  # type: ignore[method-assign]
+    app.wsgi_app = SecurityHeaders(  # type: ignore[method-assign]
+        RequestBody(app.wsgi_app, config.max_body_bytes, config.body_seconds)
+    )
     if config.trusted_proxies:
         # The client's address (its per-address rate limits) is the one the proxies forward.
         app.wsgi_app = ProxyFix(  # type: ignore[method-assign]

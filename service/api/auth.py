@@ -3,14 +3,15 @@ operator token NAME``), or the shared bootstrap operator token (configured)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hmac
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from flask import request
 
 from ..store.operators import BOOTSTRAP, Operator
+from ..store.players import token_hash
 from .problems import ApiError
 from .services import services
 
@@ -24,6 +25,8 @@ class Caller:
     operator: Operator | None = None
     #: The player's token that sent the request.
     token_id: uuid.UUID | None = None
+    #: When that token expires (None: never).
+    expires_at: dt.datetime | None = None
 
     @property
     def player(self) -> str | None:
@@ -37,11 +40,16 @@ class PlayerCaller(Caller):
     player_id: uuid.UUID
 
 
+def bearer_token() -> str:
+    """The request's bearer token ('' without one)."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 def caller() -> Caller:
     """Who sent the request; 401 without a valid token."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
+    token = bearer_token()
+    if not token:
         raise ApiError(401, "unauthorized", "send 'Authorization: Bearer <token>'", CHALLENGE)
     operator_token = services().config.operator_token
     if operator_token and hmac.compare_digest(token.encode(), operator_token.encode()):
@@ -51,31 +59,28 @@ def caller() -> Caller:
         staff = services().operators.by_token(token)
         if staff is not None:
             return Caller(None, operator=staff)
-        raise ApiError(
-            401, "invalid_token", "this token belongs to no player (or was revoked)", CHALLENGE
-        )
+        raise revoked()
     if found.expired():
-        raise ApiError(
-            401,
-            "token_expired",
-            "this token has expired; create another with a valid one",
-            CHALLENGE,
-        )
-    return Caller(found.player_id, token_id=found.token_id)
+        raise expired()
+    return Caller(found.player_id, token_id=found.token_id, expires_at=found.expires_at)
 
 
-def still_valid() -> Callable[[], bool]:
-    """Asks later (a stream, between its messages) whether the player's token of this
-    request is still valid: a revoked or expired token ends what it opened. Revocations
-    reach every process's cache of tokens within a second, so a check is a lookup."""
-    token = request.headers.get("Authorization", "").partition(" ")[2].strip()
-    players = services().players
+def revoked() -> ApiError:
+    return ApiError(
+        401, "invalid_token", "this token belongs to no player (or was revoked)", CHALLENGE
+    )
 
-    def valid() -> bool:
-        found = players.by_token(token)
-        return found is not None and not found.expired()
 
-    return valid
+def expired() -> ApiError:
+    return ApiError(
+        401, "token_expired", "this token has expired; create another with a valid one", CHALLENGE
+    )
+
+
+def credential(who: Caller) -> bytes | None:
+    """What identifies the caller's token wherever it is revoked (its hash); None for the
+    shared operator token, which is never revoked."""
+    return None if who.operator is BOOTSTRAP else token_hash(bearer_token())
 
 
 def player() -> PlayerCaller:
@@ -83,7 +88,7 @@ def player() -> PlayerCaller:
     who = caller()
     if who.player_id is None:
         raise ApiError(403, "player_required", "this needs a player's token")
-    return PlayerCaller(who.player_id, token_id=who.token_id)
+    return PlayerCaller(who.player_id, token_id=who.token_id, expires_at=who.expires_at)
 
 
 def operator() -> Caller:
@@ -95,9 +100,11 @@ def operator() -> Caller:
 
 def audited(who: Caller, action: str, match_id: uuid.UUID) -> None:
     """An operator read the match's hidden data (``action``: what): the audit trail says
-    who, when and what. Nothing for a player reading their own."""
+    who, when, from where and what. Nothing for a player reading their own."""
     if who.operator is not None:
-        services().operators.audit(who.operator, action, match_id, "api")
+        services().operators.audit(
+            who.operator.name, action, "api", match_id=match_id, address=request.remote_addr
+        )
 
 
 #: OpenAPI security requirement of every authenticated operation.

@@ -16,10 +16,11 @@ import csv
 import datetime as dt
 import functools
 import io
+import logging
 import re
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from flask import (
@@ -27,6 +28,7 @@ from flask import (
     Flask,
     Response,
     abort,
+    current_app,
     flash,
     g,
     redirect,
@@ -38,6 +40,7 @@ from flask import (
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError, CSRFProtect
+from itsdangerous import BadData, URLSafeTimedSerializer
 
 from ..app import audit, work
 from ..config import Config
@@ -49,15 +52,23 @@ from ..game.settlement import multiplier
 from ..game.state import evolve
 from ..rules import RULESETS
 from ..store import MatchNotFound, StoredEvent, ledger, reports
-from ..store.operators import ROLES, OperatorExists
+from ..store.operators import ACTIONS, NAME, ROLES, VIAS, OperatorExists
 from .documents import checked_ledger
 from .services import services
 
+log = logging.getLogger("ddz.console")
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates")
 csrf = CSRFProtect()
 PER_PAGE = 25
 CHART_DAYS = 30
 STATUSES = ("open", "playing", "ended")
+#: The newest entries of the audit trail the system page shows (the audit page has all).
+TRAIL_ON_SYSTEM = 20
+#: A browser where an operator signed in is known as theirs for this long (a signed
+#: cookie): its sign-ins as that operator are not held to the limit on failed sign-ins
+#: per name, so that the guesses of others never lock the operator out there.
+KNOWN_COOKIE = "ddz_console_known"
+KNOWN_SECONDS = 90 * 24 * 3600
 
 
 def install(app: Flask, config: Config) -> None:
@@ -175,33 +186,92 @@ def red_filter(code: str) -> bool:
 # Signing in and out
 
 
+def _known_browsers() -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(current_app.secret_key or "", salt="ddz console known browser")
+
+
+def _known_here(name: str) -> bool:
+    """Whether the operator ``name`` signed in from this browser before."""
+    try:
+        known = _known_browsers().loads(
+            request.cookies.get(KNOWN_COOKIE, ""), max_age=KNOWN_SECONDS
+        )
+    except BadData:
+        return False
+    return known == name
+
+
+def _sign_in_page(
+    status: int, failed: bool = False, wait: int | None = None
+) -> ResponseReturnValue:
+    """The form; ``failed``: after a wrong name or password; ``wait``: the seconds before
+    the name may be tried again."""
+    page = render_template("console/sign_in.html", title="Sign in", failed=failed, wait=wait)
+    return page, status, {"Retry-After": str(wait)} if wait else {}
+
+
 @bp.route("/sign-in", methods=["GET", "POST"])
 def sign_in():
     if request.method == "GET":
-        return render_template("console/sign_in.html", title="Sign in", failed=False)
-    found = services().operators.sign_in(
-        request.form.get("name", ""), request.form.get("password", "")
-    )
+        return _sign_in_page(200)
+    ctx = services()
+    name, address = request.form.get("name", ""), request.remote_addr
+    # What the trail and the log say of a name that is none an operator may have (a
+    # password typed in the wrong field, say): not the name itself.
+    said = name if NAME.fullmatch(name) else "(not an operator name)"
+    failures = current_app.extensions.get("ddz_sign_in_failures")
+    if failures is not None and not _known_here(name):
+        wait = failures.wait(name)
+        if wait is not None:
+            log.warning(
+                "console sign-in refused: %s from %s (too many failed sign-ins)", said, address
+            )
+            return _sign_in_page(429, wait=wait)
+    found = ctx.operators.sign_in(name, request.form.get("password", ""))
     if found is None:
-        return render_template("console/sign_in.html", title="Sign in", failed=True), 401
+        if failures is not None:
+            failures.failed(name)
+        ctx.operators.audit(said, "sign_in_failed", "console", address=address)
+        log.warning("console sign-in failed: %s from %s", said, address)
+        return _sign_in_page(401, failed=True)
     assert found.operator_id is not None  # signing in is for operators with a row
+    ctx.operators.audit(found.name, "sign_in", "console", address=address)
+    log.info("console sign-in: %s from %s", found.name, address)
     session.clear()  # a new session (and CSRF token) for the operator signing in
     session.permanent = True
-    session["session_id"] = services().operators.open_session(
-        found.operator_id, services().config.console_session_seconds
+    session["session_id"] = ctx.operators.open_session(
+        found.operator_id, ctx.config.console_session_seconds
     )
     target = request.args.get("next", "")
     # Only a path of the console: never somewhere else.
     if not target.startswith("/console/") or target.startswith("//"):
         target = url_for("console.matches")
-    return redirect(target)
+    response = redirect(target)
+    response.set_cookie(
+        KNOWN_COOKIE,
+        _known_browsers().dumps(found.name),
+        max_age=KNOWN_SECONDS,
+        path="/console",
+        secure=current_app.config["SESSION_COOKIE_SECURE"],
+        httponly=True,
+        samesite="Lax",
+    )
+    return response
 
 
 @bp.route("/sign-out", methods=["POST"])
 def sign_out():
     services().operators.end_session(session["session_id"])
+    _audit("sign_out")
     session.clear()
     return redirect(url_for("console.sign_in"))
+
+
+def _audit(action: str, **what: Any) -> None:
+    """What the operator signed in did, to the audit trail (with the client's address)."""
+    services().operators.audit(
+        g.operator.name, action, "console", address=request.remote_addr, **what
+    )
 
 
 @bp.route("/")
@@ -227,24 +297,48 @@ def _page() -> int:
     return max(1, int(raw))
 
 
+def _chosen(name: str, allowed: Collection[str]) -> str | None:
+    """The query's ``name`` when it is one of ``allowed``; None (any) otherwise."""
+    value = request.args.get(name)
+    return value if value in allowed else None
+
+
+def _found(
+    template: str,
+    title: str,
+    search: Callable[..., tuple[list[dict[str, Any]], int]],
+    query: Any,
+    **context: Any,
+) -> str:
+    """The page asked for of what ``search`` finds for ``query`` (``found`` in the
+    template), newest first."""
+    page = _page()
+    found, total = search(services().pool, query, page, PER_PAGE)
+    return render_template(
+        template,
+        title=title,
+        found=found,
+        total=total,
+        page=page,
+        pages=max(1, -(-total // PER_PAGE)),
+        **context,
+    )
+
+
 @bp.route("/matches")
 def matches():
     query = reports.MatchQuery(
         player=request.args.get("player") or None,
-        status=request.args.get("status") if request.args.get("status") in STATUSES else None,
-        ruleset=request.args.get("ruleset") if request.args.get("ruleset") in RULESETS else None,
+        status=_chosen("status", STATUSES),
+        ruleset=_chosen("ruleset", RULESETS),
         since=_day("since"),
         until=_day("until"),
     )
-    page = _page()
-    found, total = reports.matches(services().pool, query, page, PER_PAGE)
-    return render_template(
+    return _found(
         "console/matches.html",
-        title="Matches",
-        matches=found,
-        total=total,
-        page=page,
-        pages=max(1, -(-total // PER_PAGE)),
+        "Matches",
+        reports.matches,
+        query,
         statuses=STATUSES,
         rulesets=sorted(RULESETS),
     )
@@ -297,7 +391,7 @@ def match(match_id: uuid.UUID):
         # The events and what the ledger books for the match, as the ledger check has them.
         problems = audit.check_match(ctx.pool, ctx.store, match_id)
         verdict = "; ".join(problems) if problems else "ok"
-    ctx.operators.audit(g.operator, "replay", match_id, "console")
+    _audit("replay", match_id=match_id)
     names = reports.player_names(ctx.pool, {s.player for s in state.seats if s and s.player})
     return render_template(
         "console/match.html",
@@ -352,6 +446,7 @@ def settlements_csv():
     since, until = _day("since"), _day("until")
     if since is None or until is None or since > until:
         abort(400, "Give a range of days: since and until, as YYYY-MM-DD, since first.")
+    _audit("export", subject=f"settlements {since}..{until}")
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
@@ -428,7 +523,22 @@ def system():
         depths=work.depths(ctx.redis),
         unsettled=unsettled,
         oldest=oldest,
-        trail=ctx.operators.trail(),
+        trail=ctx.operators.trail(TRAIL_ON_SYSTEM),
+    )
+
+
+@bp.route("/audit")
+def audit_page():
+    query = reports.AuditQuery(
+        operator=request.args.get("operator") or None,
+        action=_chosen("action", ACTIONS),
+        via=_chosen("via", VIAS),
+        about=request.args.get("about") or None,
+        since=_day("since"),
+        until=_day("until"),
+    )
+    return _found(
+        "console/audit.html", "Audit trail", reports.audit_trail, query, actions=ACTIONS, vias=VIAS
     )
 
 
@@ -451,7 +561,7 @@ def operators():
             except (OperatorExists, ValueError) as exc:
                 flash(str(exc))
             else:
-                ctx.operators.audit(g.operator, "add", None, "console", subject=name)
+                _audit("add", subject=name)
                 flash(f"Operator {name} added ({role}).")
         # After a POST, a page to GET: reloading it posts nothing again.
         return redirect(url_for("console.operators"), 303)
@@ -466,16 +576,18 @@ def operators():
 @bp.route("/operators/<any(revoke, remove):action>", methods=["POST"])
 @admin_only
 def manage_operator(action: str):
-    """Revokes an operator's API tokens and console sessions, or removes the operator."""
+    """Revokes an operator (their API tokens, console sessions and password), or removes
+    the operator."""
     ctx, name = services(), request.form.get("name", "")
     if action == "remove" and name == g.operator.name:
         flash("Another admin may remove you; you may not.")
     elif name not in {found.name for found, _ in ctx.operators.all()}:
         flash(f"There is no operator named {name}.")
     else:
-        ctx.operators.audit(g.operator, action, None, "console", subject=name)
+        _audit(action, subject=name)
         if action == "revoke":
-            flash(f"{ctx.operators.revoke(name)} token(s) of {name} revoked, sessions ended.")
+            count = ctx.operators.revoke(name)
+            flash(f"{count} token(s) of {name} revoked, sessions ended, password refused.")
         else:
             ctx.operators.remove(name)
             flash(f"Operator {name} removed, with their tokens and sessions.")

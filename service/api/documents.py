@@ -87,9 +87,10 @@ def game_error(exc: GameError | StoreError) -> ApiError:
 
 
 def table_of(body: dict[str, Any]) -> Table:
-    """The table of a request's ruleset and money options (a match's, or a table's)."""
+    """The table of a request's ruleset and money options (a match's, or a table's),
+    within the server's bounds (:func:`within_bounds`)."""
     try:
-        return Table.build(
+        table = Table.build(
             body["ruleset"],
             body["unit"],
             body["cap"],
@@ -100,6 +101,25 @@ def table_of(body: dict[str, Any]) -> Table:
         )
     except GameError as exc:
         raise game_error(exc) from None
+    return within_bounds(table)
+
+
+def within_bounds(table: Table) -> Table:
+    """The table, when its stake is within the bounds the operators set: ``unit`` at most
+    ``DDZ_MAX_UNIT`` and ``rake`` at most ``DDZ_MAX_RAKE`` (a cap needs none: it only
+    lowers what a hand moves). 422 ``stake_out_of_bounds`` otherwise."""
+    config = services().config
+    for name, value, bound, setting in (
+        ("unit", table.unit, config.max_unit, "DDZ_MAX_UNIT"),
+        ("rake", table.rake, config.max_rake, "DDZ_MAX_RAKE"),
+    ):
+        if value > bound:
+            raise ApiError(
+                422,
+                "stake_out_of_bounds",
+                f"{name} is at most {bound} on this server ({setting}), not {value}",
+            )
+    return table
 
 
 def seat_of(state: State, who: Caller) -> int | None:

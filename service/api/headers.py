@@ -21,8 +21,8 @@ NO_STORE = ("Cache-Control", "no-store")
 
 
 class SecurityHeaders:
-    """WSGI middleware, outermost, so that answers Flask never sees (BodyLimit's 413) get
-    the headers too. A list extended in ``start_response`` costs less than Flask's
+    """WSGI middleware, outermost, so that answers made outside Flask's handlers get the
+    headers too. A list extended in ``start_response`` costs less than Flask's
     ``after_request`` on a ``Headers`` object."""
 
     def __init__(self, app: Callable):

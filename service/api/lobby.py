@@ -13,7 +13,7 @@ from ..store.tables import Ticket, TicketNotFound
 from . import schemas
 from .auth import player
 from .creations import created
-from .documents import documented, game_error
+from .documents import documented, game_error, within_bounds
 from .routing import Blueprint
 from .services import services
 
@@ -95,7 +95,7 @@ def create_ticket(body, key=None):
 
     def create() -> dict:
         try:
-            table = Table.build(body["ruleset"], body["unit"], body["cap"])
+            table = within_bounds(Table.build(body["ruleset"], body["unit"], body["cap"]))
             ticket = services().tables.table_store.create_ticket(
                 who.player_id, table.to_json(), body["allow_bots"]
             )

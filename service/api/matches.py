@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 from flask import Response, request
@@ -43,7 +44,7 @@ from ..store import (
     status,
 )
 from . import encoding, schemas
-from .auth import Caller, audited, caller, player, still_valid
+from .auth import Caller, audited, caller, player
 from .creations import created
 from .documents import (
     documented,
@@ -57,17 +58,22 @@ from .documents import (
     view_document,
     with_bot_accounts,
 )
+from .open_streams import OpenStream
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
 from .streaming import (
+    HELD_OPEN,
     KEEP_ALIVE,
     RETRY,
     TOO_MANY_STREAMS,
     event_stream,
     last_event_id,
+    long_poll,
+    open_stream,
     sse,
     stream_doc,
+    token_ended,
     too_many_streams,
 )
 
@@ -129,9 +135,13 @@ def execute(request: CommandRequest) -> Outcome:
 @bp.response(201, schemas.Match)
 @bp.doc(**documented(401, 403, 409, 422))
 def create_match(body, key=None):
-    """Create a match (a table for one hand) with its ruleset and money options. With an
-    ``Idempotency-Key`` header a retry gets the first answer and creates nothing."""
-    player()
+    """Create a match (a table for one hand) with its ruleset and money options, a stake
+    within the server's bounds (`unit` at most `DDZ_MAX_UNIT`, `rake` at most
+    `DDZ_MAX_RAKE`: 422 `stake_out_of_bounds`). A player creates a match to sit at it; an
+    operator, to fill it with system bots (a match of bots alone is an operator's). With
+    an ``Idempotency-Key`` header (a player's) a retry gets the first answer and creates
+    nothing."""
+    caller()
     table = table_of(body)
 
     def create() -> dict:
@@ -174,11 +184,18 @@ def list_matches(query):
 @bp.response(201, schemas.View)
 @bp.doc(**documented(401, 403, 404, 409, 422))
 def take_seat(body, match_id):
-    """Take a seat (a given one, or any free one), or fill one with a system bot. When the
-    fourth seat is filled the hand is dealt and its commitment published."""
-    who = player()
+    """Take a seat (a given one, or any free one), or fill one with a system bot: only a
+    player seated at the match, or an operator, seats a bot (403 `not_seated`), so that
+    nobody fills another's match with bots and a match of bots alone is an operator's.
+    When the fourth seat is filled the hand is dealt and its commitment published."""
+    who: Caller = caller() if body["bot"] else player()
 
     def command(state: State) -> Command:
+        if body["bot"] and who.operator is None and seat_of(state, who) is None:
+            raise GameError(
+                "only a player seated at this match (or an operator) may seat a system bot",
+                "not_seated",
+            )
         seat = body["seat"]
         if seat is None:
             free = [i for i, s in enumerate(state.seats) if s is None]
@@ -302,11 +319,15 @@ def viewer(state: State, who: Caller):
 @bp.doc(**documented(401, 404, 422))
 def events(query, match_id):
     """The events the caller may see after version ``after``; with ``wait``, waits up to
-    that many seconds for the next one (long-polling)."""
+    that many seconds for the next one (long-polling). A long poll is held as a stream is
+    (see the match's stream): it ends with 401 when its token is revoked or expires, and
+    counts against the same bounds."""
     who = caller()
     notifier = services().notifier
     deadline_at = time.monotonic() + query["wait"]
-    with notifier.watch(match_id) as woken:
+    with long_poll(who, query["wait"]) as opened, notifier.watch(match_id) as woken:
+        if opened is not None:
+            opened.on_revoked(woken.set)
         # A wake may bring nothing (the listener's periodic check or a reconnection): wait
         # on until an event or the deadline rather than answer empty early. Cleared before
         # each read, so that an append during the read wakes the next wait.
@@ -314,9 +335,11 @@ def events(query, match_id):
             woken.clear()
             found, latest = since(match_id, query["after"])
             remaining = deadline_at - time.monotonic()
-            if found or remaining <= 0 or notifier.draining:
+            if found or remaining <= 0 or notifier.draining or not (opened and opened.valid()):
                 break
-            woken.wait(remaining)
+            woken.wait(opened.wait(remaining))
+        if opened is not None and not opened.valid():
+            raise token_ended(opened)  # nothing after the token's end
     audited(who, "events", match_id)
     return {
         "version": latest.state.version,
@@ -351,9 +374,7 @@ def _last_event_id() -> int | None:
         "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "
         "a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an "
         "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.\n\n"
-        "A server process holds a bounded number of open streams (so that they never take the "
-        "connections commands need): beyond it the answer is 503 `too_many_streams` with "
-        "`Retry-After`.",
+        + HELD_OPEN,
         schema=schemas.STREAM_EVENT,
         resume="Resume after this version (the `id` of the last event received)",
         id_pattern="^[0-9]{1,9}$",
@@ -371,8 +392,11 @@ def _last_event_id() -> int | None:
 def stream(match_id):
     who = caller()
     resume_after = _last_event_id()
-    subscription = _subscribe(match_id)
-    try:
+    with ExitStack() as held:
+        opened = open_stream(who)
+        held.callback(opened.close)
+        subscription = _subscribe(match_id)
+        held.callback(subscription.close)
         # Read after subscribing: what this read misses comes in the subscription.
         found, loaded = since(match_id, resume_after)
         if resume_after is not None and resume_after > loaded.state.version:
@@ -381,24 +405,32 @@ def stream(match_id):
                 "invalid_last_event_id",
                 f"this match is at version {loaded.state.version}; it has no event {resume_after}",
             )
-    except BaseException:
-        subscription.close()
-        raise
-    if resume_after == loaded.state.version and loaded.state.settled:
-        subscription.close()
-        return Response(status=204)
-    audited(who, "stream", match_id)
+        if resume_after == loaded.state.version and loaded.state.settled:
+            return Response(status=204)
+        audited(who, "stream", match_id)
+        response = event_stream(_follow(who, opened, subscription, loaded, found, resume_after))
+        # Also when the stream never starts (the client left first).
+        response.call_on_close(held.pop_all().close)
+        return response
+
+
+def _follow(
+    who: Caller,
+    opened: OpenStream,
+    subscription: Subscription,
+    loaded: Loaded,
+    found: list[StoredEvent],
+    resume_after: int | None,
+) -> Iterator[bytes]:
+    """The stream's messages: its start (the snapshot, or what came after
+    ``resume_after``), then each batch of the match's reader, until the match is settled,
+    the stream's time is up, the process stops or the token ends (revoked or expired:
+    nothing is sent after that)."""
     config, notifier = services().config, services().notifier
     seat = viewer(loaded.state, who)
-    # A player's stream ends when its token is revoked or expires (an operator's token is
-    # the configured one, and onlookers have none).
-    valid = still_valid() if who.player_id is not None else lambda: True
-
-    def generate() -> Iterator[bytes]:
-        with OPEN_STREAMS.track_inprogress():
-            yield from follow()
-
-    def follow() -> Iterator[bytes]:
+    with OPEN_STREAMS.track_inprogress():
+        if not opened.valid():
+            return
         yield RETRY.encode()
         if resume_after is None:
             yield sse(
@@ -411,19 +443,25 @@ def stream(match_id):
         direct = DirectStream.of(request.environ, seat, loaded.state.version)
         if direct is not None:
             # Under gunicorn's gevent worker the match's reader writes to the socket itself.
-            direct.run(subscription, config, notifier, valid)
+            direct.run(subscription, config, notifier, opened)
             return  # gunicorn then ends the response (its last chunk)
         after = loaded.state.version
+        woken = threading.Event()
+        opened.on_revoked(woken.set)
+        batches = subscription.listen(lambda _: woken.set())
         started = time.monotonic()
         while True:
             remaining = config.stream_seconds - (time.monotonic() - started)
             if remaining <= 0 or notifier.draining:
                 return  # the client reconnects (to a process that is not stopping)
-            try:
-                batches = subscription.next(min(config.keepalive_seconds, remaining))
-            except ReaderFailed:
-                return  # the client reconnects, and its stream gets a new reader
-            if not valid():
+            if not batches:
+                woken.wait(opened.wait(min(config.keepalive_seconds, remaining)))
+                woken.clear()
+                try:
+                    batches = subscription.next(0)
+                except ReaderFailed:
+                    return  # the client reconnects, and its stream gets a new reader
+            if not opened.valid():
                 return
             sent = False
             for batch in batches:
@@ -433,13 +471,9 @@ def stream(match_id):
                     sent, after = True, batch.latest.state.version
                     if batch.latest.state.settled:
                         return
+            batches = []
             if not sent:
                 yield KEEP_ALIVE_BYTES
-
-    response = event_stream(generate())
-    # Also when the stream never starts (the client left first).
-    response.call_on_close(subscription.close)
-    return response
 
 
 def _subscribe(match_id: uuid.UUID) -> Subscription:
@@ -482,6 +516,7 @@ class DirectStream:
         self.pending = bytearray()
         self.wake = threading.Event()
         self.broken = self.done = False
+        self._opened: OpenStream | None = None
 
     @classmethod
     def of(cls, environ: dict, seat, after: int) -> DirectStream | None:
@@ -519,8 +554,9 @@ class DirectStream:
             self.wake.set()
 
     def on_news(self, batch: Batch | None) -> None:
-        """The reader's call: ``batch`` as just read, or None on other news."""
-        if batch is not None and not self.done:
+        """The reader's call: ``batch`` as just read, or None on other news. Nothing is
+        written once the stream's token has ended."""
+        if batch is not None and not self.done and self._opened and self._opened.valid():
             data = _news(batch, self._seat, self._after)
             if data is not None:
                 shared = data is batch.rendered.get(self._seat)
@@ -536,10 +572,12 @@ class DirectStream:
                 self.done = batch.latest.state.settled
         self.wake.set()
 
-    def run(self, subscription: Subscription, config, notifier, valid: Callable[[], bool]) -> None:
+    def run(self, subscription: Subscription, config, notifier, opened: OpenStream) -> None:
         """Waits while the reader writes; sends keep-alives and what the socket could
-        not take; returns when the stream ends (also when its token is no longer
-        ``valid``)."""
+        not take; returns when the stream ends (also when its token is revoked or
+        expires: ``opened``)."""
+        self._opened = opened
+        opened.on_revoked(self.wake.set)
         for batch in subscription.listen(self.on_news):
             self.on_news(batch)
         started = time.monotonic()
@@ -547,8 +585,8 @@ class DirectStream:
             remaining = config.stream_seconds - (time.monotonic() - started)
             if remaining <= 0:
                 break
-            woken = self.wake.wait(min(config.keepalive_seconds, remaining))
-            if not valid():
+            woken = self.wake.wait(opened.wait(min(config.keepalive_seconds, remaining)))
+            if not opened.valid():
                 break
             if not woken:
                 self.send(KEEP_ALIVE_BYTES)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import marshmallow as ma
@@ -13,9 +14,9 @@ from marshmallow import validate
 
 from ..app.feed import HELD_SECONDS, Cursor
 from ..app.feed_fanout import PlayerSubscription
-from ..store import ReaderFailed, TooManySubscriptions, ledger
+from ..store import ReaderFailed, ledger
 from . import schemas
-from .auth import player, still_valid
+from .auth import player
 from .documents import (
     after_cursor,
     bot_account_of,
@@ -25,18 +26,23 @@ from .documents import (
     profiles,
     seat_of,
 )
+from .open_streams import OpenStream
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
 from .streaming import (
+    HELD_OPEN,
     KEEP_ALIVE,
     RETRY,
     TOO_MANY_STREAMS,
+    admitted,
     event_stream,
     last_event_id,
+    long_poll,
+    open_stream,
     sse,
     stream_doc,
-    too_many_streams,
+    token_ended,
 )
 
 bp = Blueprint("me", __name__, url_prefix="/v1/me", description="The caller's own pages")
@@ -194,13 +200,13 @@ ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"
 class FeedQuery(ma.Schema):
     after = f.String(
         load_default=None,
-        validate=validate.Regexp(ITEM_ID),
+        validate=schemas.Pattern(ITEM_ID),
         metadata={
             "description": "The `id` of the last item received; none: from the first (an id "
             "past anything that exists: 422 `cursor_unknown`)"
         },
     )
-    wait = f.Float(
+    wait = schemas.QueryNumber(
         load_default=0,
         validate=validate.Range(0, 30),
         metadata={"description": "Long-poll up to this many seconds"},
@@ -321,34 +327,45 @@ def _watched(player_id: str) -> list[uuid.UUID]:
     return watched
 
 
-def _read_until(player_id: str, after: Cursor | None, states: dict, seconds: float):
-    """The items after ``after``, waiting up to ``seconds`` for the first; and where the
-    next read may start (past the events already read)."""
+def _read_until(
+    player_id: str, after: Cursor | None, states: dict, seconds: float, opened: OpenStream | None
+):
+    """The items after ``after``, waiting up to ``seconds`` for the first (while the token
+    of ``opened`` is valid); and where the next read may start (past the events already
+    read)."""
     services_ = services()
     deadline_at = time.monotonic() + seconds
     while True:
         with services_.notifier.watch_all(_watched(player_id)) as woken:
+            if opened is not None:
+                opened.on_revoked(woken.set)
             items, more, after = services_.feed.items(player_id, after, states)
             remaining = deadline_at - time.monotonic()
-            if items or remaining <= 0 or services_.notifier.draining:
+            if (
+                items
+                or remaining <= 0
+                or services_.notifier.draining
+                or not (opened and opened.valid())
+            ):
                 return items, after
-            woken.wait(min(HELD_SECONDS, remaining) if more else remaining)
+            woken.wait(opened.wait(min(HELD_SECONDS, remaining) if more else remaining))
 
 
 def _stream_items(
     player_id: str,
     after: Cursor | None,
     subscription: PlayerSubscription,
-    valid: Callable[[], bool],
+    opened: OpenStream,
 ) -> Iterator[str]:
     """The stream's messages after ``after`` (from the present without it): read here up
     to where the subscription starts, then handed over by the process's reader; until the
-    token is no longer ``valid`` (revoked or expired: the stream ends, and the client's
-    reconnection is refused)."""
+    token of ``opened`` ends (revoked or expired: nothing is sent after that, and the
+    client's reconnection is refused)."""
     feed, notifier, config = services().feed, services().notifier, services().config
     start = subscription.start
-    if start is None:
+    if start is None or not opened.valid():
         return  # the reader failed: the client reconnects, and gets a new one
+    opened.on_revoked(subscription.wake)
     if after is None:
         after = feed.now()
         yield sse("ready", {}, str(after))
@@ -358,16 +375,18 @@ def _stream_items(
         assert resume is not None  # it reads on from a cursor
         after = resume
         for item in items:
+            if not opened.valid():
+                return
             yield sse(item["type"], ITEM.dump(item), item["id"])
     ends = time.monotonic() + config.stream_seconds
     while not notifier.draining and time.monotonic() < ends:
         try:
             items = subscription.next(
-                max(0.0, min(config.keepalive_seconds, ends - time.monotonic()))
+                opened.wait(max(0.0, min(config.keepalive_seconds, ends - time.monotonic())))
             )
         except ReaderFailed:
             return  # the client reconnects, and its stream gets a new reader
-        if not valid():
+        if not opened.valid():
             return
         sent = False
         for item in items:
@@ -393,12 +412,17 @@ def my_events(query):
     caller's seat now: resume takes it back), hand_ended, settled; each about a hand with
     the table's ``hand_number``. ``after`` the id
     of the last item received gives what follows, with nothing missed or repeated; with
-    ``wait``, waits up to that many seconds for the next (long-polling)."""
+    ``wait``, waits up to that many seconds for the next (long-polling): held as a stream
+    is, it ends with 401 when its token is revoked or expires, and counts against the same
+    bounds."""
     who = player()
     after = None if query["after"] is None else Cursor.parse(query["after"])
-    items, resume = _read_until(
-        who.player or "", None if after is None else _known(after), {}, query["wait"]
-    )
+    with long_poll(who, query["wait"]) as opened:
+        items, resume = _read_until(
+            who.player or "", None if after is None else _known(after), {}, query["wait"], opened
+        )
+        if opened is not None and not opened.valid():
+            raise token_ended(opened)  # nothing after the token's end
     # Past the events read, with or without items: the next page reads on from there.
     return {"items": items, "last_id": None if resume is None else str(resume)}
 
@@ -413,7 +437,7 @@ def my_events(query):
         "reconnection with `Last-Event-ID` resumes after that id with nothing lost or repeated "
         "(an id past anything that exists is refused: 422 `cursor_unknown`). "
         "Comments keep a quiet connection alive; the server closes the stream after a while (at "
-        "once when the server process is stopping), and the client reconnects.",
+        "once when the server process is stopping), and the client reconnects. " + HELD_OPEN,
         schema=PLAYER_STREAM_EVENT,
         resume="Resume after this item (the `id` of the last event received)",
         id_pattern=ITEM_ID,
@@ -429,23 +453,23 @@ def my_events(query):
 def my_stream():
     who = player()
     player_id = who.player or ""
-    valid = still_valid()
     after = _cursor_of(last_event_id())
-    try:
-        slot = services().fanout.admit()
-    except TooManySubscriptions as exc:
-        raise too_many_streams(exc) from None
+    with ExitStack() as held:
+        slot = admitted()
+        held.callback(slot.close)
+        opened = open_stream(who)
+        held.callback(opened.close)
 
-    def generate() -> Iterator[str]:
-        yield RETRY
-        # The process's reader hands the stream the player's items from where it joins
-        # (service/app/feed_fanout.py); the stream reads those before that itself.
-        subscription = services().feed_fanout.subscribe(player_id)
-        try:
-            yield from _stream_items(player_id, after, subscription, valid)
-        finally:
-            subscription.close()
+        def generate() -> Iterator[str]:
+            yield RETRY
+            # The process's reader hands the stream the player's items from where it joins
+            # (service/app/feed_fanout.py); the stream reads those before that itself.
+            subscription = services().feed_fanout.subscribe(player_id)
+            try:
+                yield from _stream_items(player_id, after, subscription, opened)
+            finally:
+                subscription.close()
 
-    response = event_stream(generate())
-    response.call_on_close(slot.close)  # also when the stream never starts
-    return response
+        response = event_stream(generate())
+        response.call_on_close(held.pop_all().close)  # also when the stream never starts
+        return response

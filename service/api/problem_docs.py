@@ -22,6 +22,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         "unsupported_media_type": "The body is not sent as `Content-Type: application/json` "
         "(a `+json` type is refused too; a charset, if given, must be UTF-8).",
         "body_too_large": "The body is larger than the server accepts (`DDZ_MAX_BODY_BYTES`).",
+        "body_timeout": "The body did not arrive within `DDZ_BODY_SECONDS` of the request's "
+        "headers; the connection is closed.",
         "invalid_request": "The request does not match its schema: `errors` says where, by "
         "location (`json`, `query`, `headers`), then field.",
         "request_line_too_long": "The request line (method, path and query) is longer than "
@@ -52,6 +54,10 @@ MEANINGS: dict[str, dict[str, str]] = {
         "rate_limited": "Too many requests from this token or address: `detail` names the "
         "limit; send again after `Retry-After` seconds.",
         "too_many_requests": "Too many requests: send again after `Retry-After` seconds.",
+        "open_stream_limit": "This token, player or address holds as many event streams and "
+        "long polls open as it may (`DDZ_MAX_STREAMS_PER_TOKEN`, `_PER_PLAYER`, "
+        "`_PER_ADDRESS`; `detail` says which): end one, or open again after `Retry-After` "
+        "seconds.",
     },
     "Matches and commands": {
         "match_not_found": "No match has this id.",
@@ -96,6 +102,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         "unknown_ruleset": "No ruleset has this name (`shanghai-platform`, `shanghai-local`).",
         "invalid_table": "An option of the match or table is not valid (unit, cap, rake, "
         "turn_seconds, bot_level, the waits, the invite code); the detail says which.",
+        "stake_out_of_bounds": "The stake is beyond what this server allows: `unit` above "
+        "`DDZ_MAX_UNIT` or `rake` above `DDZ_MAX_RAKE` (the detail names the bound).",
         "invalid_settlement": "A settlement's amounts are not valid.",
     },
     "Tables and the lobby": {
@@ -122,8 +130,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         "database_unavailable": "PostgreSQL does not answer, after retries on fresh "
         "connections: send again shortly (a command with the same `Idempotency-Key` "
         "applies once).",
-        "too_many_streams": "This API process holds as many event streams as it may "
-        "(`DDZ_MAX_STREAMS`): connect again after `Retry-After` seconds.",
+        "too_many_streams": "This API process holds as many event streams and long polls as "
+        "it may (`DDZ_MAX_STREAMS`): connect again after `Retry-After` seconds.",
         "not_ready": "From `/readyz`: PostgreSQL, Redis or every worker is away; `checks` "
         "says which.",
         "internal_error": "The server failed; the request may not have been applied.",

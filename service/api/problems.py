@@ -149,13 +149,14 @@ ERROR_DESCRIPTIONS = {
     401: "No bearer token, or one that belongs to no one",
     403: "The token may not do this (a player's or the operator's is needed, or a seat at the match)",
     404: "No such resource (`malformed_id`: a path parameter that is not a UUID)",
+    408: "The body did not arrive within `DDZ_BODY_SECONDS` of the request's headers (`body_timeout`); the connection is closed",
     409: "The match is not at `expected_version`, or someone else acted first",
     413: "The body is larger than the server accepts (`DDZ_MAX_BODY_BYTES`)",
     415: "The body is not sent as `Content-Type: application/json` (a `+json` type, or a charset other than UTF-8, is refused too)",
     422: "The request does not match its schema (see `errors`), or the rules refuse it (see `code`)",
-    429: "Too many requests from this token or address (`rate_limited`; `detail` says which limit); retry after `Retry-After` seconds",
+    429: "Too many requests from this token or address (`rate_limited`; `detail` says which limit), or as many event streams and long polls open as it may hold (`open_stream_limit`); retry after `Retry-After` seconds",
     500: "The server failed; the request may not have been applied",
-    503: "PostgreSQL or Redis does not answer (`database_unavailable`: after retries on fresh connections; from /readyz, also: no worker lives, see `checks`)",
+    503: "PostgreSQL or Redis does not answer (`database_unavailable`: after retries on fresh connections; from /readyz, also: no worker lives, see `checks`), or this server holds as many event streams and long polls as it may (`too_many_streams`)",
 }
 #: Headers that come with some error responses.
 ERROR_HEADERS = {
@@ -185,7 +186,8 @@ class ErrorResponses(BasePlugin):
     """Documents, on every operation, the errors that the stack answers for any operation
     like it, whatever its handler does: 500 when the server fails; 404 when a path
     parameter is not a UUID; 400, 413, 415 and 422 for a body that is not JSON, too large,
-    not sent as JSON or invalid; 401 where a token is required; 429 on the rate-limited
+    not sent as JSON or invalid, and 408 for one that does not arrive in time; 401 where
+    a token is required; 429 on the rate-limited
     ones (those under ``/v1/``). flask-smorest adds 422
     for invalid parameters; the handlers' own errors come from their ``@bp.doc``.
 
@@ -204,7 +206,7 @@ class ErrorResponses(BasePlugin):
             if "{" in (path or ""):
                 statuses.add(404)
             if "requestBody" in operation:
-                statuses |= {400, 413, 415, 422}
+                statuses |= {400, 408, 413, 415, 422}
             if operation.get("security"):
                 statuses.add(401)
             if (path or "").startswith("/v1/"):

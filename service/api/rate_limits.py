@@ -1,11 +1,22 @@
 """Rate limits, counted in Redis so that every API process shares the counts: per bearer
-token and, separately, per client address, for four categories of request (commands, reads,
-streams and long polls, new players); and the console's sign-ins per address and per
-operator name. A request over a limit gets 429 ``rate_limited``
-with ``Retry-After``, before its token is looked up or anything is read.
+token and, separately, per client address, for the categories of request (commands, reads,
+streams and long polls, new players, creations of matches, tables and lobby tickets); and
+the console's sign-ins per address and per operator name from that address, with a slower
+limit on failed sign-ins per name from everywhere. A request over a limit gets 429
+``rate_limited`` with ``Retry-After``, before its token is looked up or anything is read.
 
-The limits are fixed windows, written and parsed by the ``limits`` package
-(``10/second;300/minute``). Commands, reads and streams are many: a process counts such a
+A client address is counted as one: an IPv4 address exactly, an IPv6 address by its /64
+(the network one subscriber gets, whose 2**64 addresses a client hops between at will).
+
+The limits are written and parsed by the ``limits`` package (``10/second;300/minute``).
+What guards accounts and money (sign-ups, sign-ins, creations) is counted in moving
+windows, by the ``limits`` package in Redis: at most a limit's number in any stretch of its
+length, whenever it starts (fixed windows let 20 sign-ups of a ``10/minute`` limit through
+in a second across a minute's boundary). A creation counts as a command too.
+
+Commands, reads and streams are many, and counted in fixed windows: at worst a caller gets
+twice a limit in a moment across a window's boundary (the end of one and the start of the
+next), never more in a window's length. A process counts such a
 request in its own memory while every window it counts against is well below its limit
 (the share of it set by ``DDZ_RATE_LIMIT_LOCAL_SHARE``, half by default), and sends what
 it counted to Redis at most :data:`SYNC_SECONDS` later, every window's in one command; a
@@ -15,8 +26,7 @@ an API worker's time under load, for limits that a player at the table never com
 The price: a caller who spreads a burst over ``P`` processes faster than they send their
 counts can get one limit and the share of it from each other process in one window (with
 two processes and half, a limit and a half); one process alone counts exactly. A share of
-0 counts every request in Redis, as a limit shared exactly needs, and as new players and
-console sign-ins always are (few, and their limits keep out floods and password guesses).
+0 counts every request in Redis, as a limit shared exactly needs.
 
 Operator requests and the health checks are not limited. When Redis does not answer, each
 process counts in its own memory only (one warning; Redis is tried again after a while,
@@ -27,8 +37,10 @@ look-up per request, and comes at the pace of one request per connection per hol
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import ipaddress
 import logging
 import math
 import threading
@@ -38,17 +50,29 @@ from dataclasses import dataclass
 import redis
 from flask import Flask, g, request
 from limits import RateLimitItem, parse_many
+from limits.storage import MemoryStorage, RedisStorage
+from limits.strategies import MovingWindowRateLimiter
 
 from ..config import Config
+from .auth import bearer_token
 from .problems import problem
 
 log = logging.getLogger(__name__)
 
 COMMANDS, READS, STREAMS, SIGNUPS = "commands", "reads", "streams", "signups"
-#: Console sign-in attempts, counted per address and per operator name (so that guessing
-#: one operator's password is slow from anywhere), apart from players' sign-ups: a crowd
-#: of new players behind one address must not lock the operators out.
+#: Console sign-in attempts, counted per address and per operator name from that address
+#: (so that nobody locks an operator out from elsewhere), apart from players' sign-ups: a
+#: crowd of new players behind one address must not lock the operators out. Failed ones
+#: are counted per name from everywhere too (see :class:`SignInFailures`).
 SIGN_INS = "sign-ins"
+#: New matches, tables and lobby tickets: each costs the workers a hand or more (and is a
+#: command as well).
+CREATIONS = "creations"
+CREATING = {"matches.create_match", "tables.create_table", "lobby.create_ticket"}
+#: Failed console sign-ins, per operator name from everywhere (see :class:`SignInFailures`).
+FAILED_SIGN_INS = "failed sign-ins"
+#: The categories counted in moving windows.
+MOVING = {SIGNUPS, SIGN_INS, CREATIONS}
 
 #: The category of each endpoint's requests, the limits they count against (every endpoint
 #: has one, or is in UNLIMITED: see :func:`check_categories`); ``matches.events`` is a
@@ -103,6 +127,7 @@ CATEGORY_OF = {
             "settlements_csv",
             "players",
             "system",
+            "audit_page",
             "operators",
             "manage_operator",
         )
@@ -163,28 +188,45 @@ def _waits() -> bool:
         return False  # refused by the schema, as a read
 
 
-def _bearer() -> str:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
-
-
 def token_key() -> str:
     """The token's hash, not the token: Redis keys are no place for secrets."""
     if "ddz_token_key" not in g:
-        g.ddz_token_key = hashlib.sha256(_bearer().encode()).hexdigest()[:32]
+        g.ddz_token_key = hashlib.sha256(bearer_token().encode()).hexdigest()[:32]
     return g.ddz_token_key
 
 
 def address_key() -> str:
-    return request.remote_addr or "unknown"
+    """The client, as the per-address limits count it (see the module's text)."""
+    return client_network(request.remote_addr)
 
 
-def name_key() -> str:
-    """The operator name a sign-in tries, hashed: any string fits in a key that way."""
-    return hashlib.sha256(request.form.get("name", "").encode()).hexdigest()[:32]
+@functools.lru_cache(maxsize=4096)
+def client_network(address: str | None) -> str:
+    """An IPv4 address as it is, an IPv6 address as its /64 (an IPv4 address mapped into
+    IPv6 as the IPv4 address)."""
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return address or "unknown"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
-KEY_OF = {"token": token_key, "address": address_key, "name": name_key}
+def name_key(name: str | None = None) -> str:
+    """An operator name a sign-in tries, hashed: any string fits in a key that way."""
+    if name is None:
+        name = request.form.get("name", "")
+    return hashlib.sha256(name.encode()).hexdigest()[:32]
+
+
+def name_and_address_key() -> str:
+    return f"{name_key()}:{address_key()}"
+
+
+KEY_OF = {"token": token_key, "address": address_key, "name and address": name_and_address_key}
 
 
 @dataclass(frozen=True)
@@ -220,17 +262,90 @@ class _Held:
     pending: int = 0
 
 
-class Counter:
+class _Storage:
+    """When Redis last failed, so that a process counts in its own memory for a while."""
+
+    def __init__(self) -> None:
+        self.redis_back_at = 0.0
+
+    def _unreachable(self, exc: redis.RedisError, now: float) -> None:
+        log.warning(
+            "rate limit storage unreachable (%s): counting in this process for %.0f s",
+            type(exc).__name__,
+            RETRY_REDIS_SECONDS,
+        )
+        self.redis_back_at = now + RETRY_REDIS_SECONDS
+
+
+class Moving(_Storage):
+    """Moving windows, by the ``limits`` package: in Redis, or in this process's memory
+    while Redis does not answer (made on first need: it runs a timer thread)."""
+
+    def __init__(self, redis_url: str):
+        super().__init__()
+        storage = RedisStorage(
+            redis_url,
+            key_prefix=f"{KEY_PREFIX}:moving",
+            socket_timeout=STORAGE_TIMEOUT,
+            socket_connect_timeout=STORAGE_TIMEOUT,
+        )
+        self.shared = MovingWindowRateLimiter(storage)
+        self.local: MovingWindowRateLimiter | None = None
+
+    def hit(self, counted: list[tuple[Limit, str]]) -> Refusal | None:
+        """Counts the request in every window of each limit, up to the first it would go
+        over (which it is not counted in); that one, if any."""
+        now = time.time()
+        if now >= self.redis_back_at:
+            try:
+                return self._hit(self.shared, counted)
+            except redis.RedisError as exc:
+                self._unreachable(exc, now)
+        if self.local is None:
+            self.local = MovingWindowRateLimiter(MemoryStorage())
+        return self._hit(self.local, counted)
+
+    def test(self, counted: list[tuple[Limit, str]]) -> Refusal | None:
+        """The first window of these that is full, if any; counts nothing."""
+        now = time.time()
+        limiter = self.shared if now >= self.redis_back_at or self.local is None else self.local
+        try:
+            for limit, key in counted:
+                for window in limit.windows:
+                    if not limiter.test(window, limit.category, limit.per, key):
+                        return self._refusal(limiter, limit, key, window)
+        except redis.RedisError as exc:
+            self._unreachable(exc, now)
+        return None
+
+    def _hit(
+        self, limiter: MovingWindowRateLimiter, counted: list[tuple[Limit, str]]
+    ) -> Refusal | None:
+        for limit, key in counted:
+            for window in limit.windows:
+                if not limiter.hit(window, limit.category, limit.per, key):
+                    return self._refusal(limiter, limit, key, window)
+        return None
+
+    @staticmethod
+    def _refusal(
+        limiter: MovingWindowRateLimiter, limit: Limit, key: str, window: RateLimitItem
+    ) -> Refusal:
+        stats = limiter.get_window_stats(window, limit.category, limit.per, key)
+        return Refusal(limit, key, window, max(0.0, stats.reset_time - time.time()))
+
+
+class Counter(_Storage):
     """Fixed windows counted in Redis, far below their limits in this process's memory
     first (see the module's text); only in memory while Redis does not answer, and sent
     when it answers again."""
 
     def __init__(self, redis_url: str):
+        super().__init__()
         self.redis = redis.Redis.from_url(
             redis_url, socket_timeout=STORAGE_TIMEOUT, socket_connect_timeout=STORAGE_TIMEOUT
         )
         self.count = self.redis.register_script(COUNT_SCRIPT)
-        self.redis_back_at = 0.0
         #: Redis key -> the window it counts; the ones with counts not yet sent. A
         #: greenlet switches in the Redis call only; the lock is for threads (the test
         #: server's).
@@ -338,14 +453,6 @@ class Counter:
                 return Refusal(held.limit, held.key, held.window, held.ends - now)
         return None
 
-    def _unreachable(self, exc: redis.RedisError, now: float) -> None:
-        log.warning(
-            "rate limit storage unreachable (%s): counting in this process for %.0f s",
-            type(exc).__name__,
-            RETRY_REDIS_SECONDS,
-        )
-        self.redis_back_at = now + RETRY_REDIS_SECONDS
-
 
 def _refusal(limit: Limit, window: RateLimitItem, seconds: float):
     retry = max(1, math.ceil(seconds))
@@ -357,8 +464,29 @@ def _refusal(limit: Limit, window: RateLimitItem, seconds: float):
     )
 
 
+class SignInFailures:
+    """Failed console sign-ins per operator name from everywhere, in a moving window
+    (``DDZ_RATE_LIMIT_SIGN_IN_FAILURES_PER_NAME``): guesses at one name spread over many
+    addresses go no faster than this. Only failures count, and the console asks only for
+    browsers where the operator has not signed in before, so that the guesses of others
+    never lock the operator out there (docs/operations.md)."""
+
+    def __init__(self, moving: Moving, windows: tuple[RateLimitItem, ...]):
+        self.moving, self.limit = moving, Limit(FAILED_SIGN_INS, "name", windows)
+
+    def wait(self, name: str) -> int | None:
+        """While the failed sign-ins as ``name`` are at the limit, the seconds until one
+        more may be tried; None otherwise."""
+        refused = self.moving.test([(self.limit, name_key(name))])
+        return None if refused is None else max(1, math.ceil(refused.seconds))
+
+    def failed(self, name: str) -> None:
+        self.moving.hit([(self.limit, name_key(name))])
+
+
 def install(app: Flask, config: Config) -> Counter | None:
-    """Limits the app's requests as ``config`` says (nothing when switched off)."""
+    """Limits the app's requests as ``config`` says (nothing when switched off); the
+    console finds the failed sign-ins' limit in ``app.extensions["ddz_sign_in_failures"]``."""
     check_categories(app)
     if not config.rate_limits:
         return None
@@ -368,13 +496,12 @@ def install(app: Flask, config: Config) -> Counter | None:
         raise ValueError(f"DDZ_RATE_LIMIT_LOCAL_SHARE must be between 0 and 1, not {share}")
     operator_token = (config.operator_token or "").encode()
     limits: dict[str, list[Limit]] = {}
-    # New players and console sign-ins are few, and their limits keep out floods and
-    # password guesses: always counted in Redis (their Limit's share is 0).
     for category, per_token, per_address, local_share in (
         (COMMANDS, config.rate_limit_commands, config.rate_limit_commands_per_address, share),
         (READS, config.rate_limit_reads, config.rate_limit_reads_per_address, share),
         (STREAMS, config.rate_limit_streams, config.rate_limit_streams_per_address, share),
         (SIGNUPS, None, config.rate_limit_signups_per_address, 0.0),
+        (CREATIONS, config.rate_limit_creations, config.rate_limit_creations_per_address, 0.0),
     ):
         limits[category] = [Limit(category, "address", tuple(parse_many(per_address)), local_share)]
         if per_token:
@@ -383,10 +510,13 @@ def install(app: Flask, config: Config) -> Counter | None:
             )
     limits[SIGN_INS] = [
         Limit(SIGN_INS, per, tuple(parse_many(config.rate_limit_sign_ins)))
-        for per in ("name", "address")
+        for per in ("name and address", "address")
     ]
 
-    counter = Counter(config.redis_url)
+    counter, moving = Counter(config.redis_url), Moving(config.redis_url)
+    app.extensions["ddz_sign_in_failures"] = SignInFailures(
+        moving, tuple(parse_many(config.rate_limit_sign_in_failures_per_name))
+    )
     hold = config.rate_limit_hold_seconds
     #: (category, per, key) -> (when the window ends, the window gone over)
     over: dict[tuple[str, str, str], tuple[float, RateLimitItem]] = {}
@@ -396,27 +526,37 @@ def install(app: Flask, config: Config) -> Counter | None:
         category = request_category()
         if category is None:
             return None
-        bearer = _bearer()
+        bearer = bearer_token()
         if bearer and operator_token and hmac.compare_digest(bearer.encode(), operator_token):
             return None
+        categories = [category, CREATIONS] if request.endpoint in CREATING else [category]
         # A request without a token is counted per address only (it gets its 401 after).
         counted = [
-            (lim, KEY_OF[lim.per]()) for lim in limits[category] if bearer or lim.per != "token"
+            (lim, KEY_OF[lim.per]())
+            for each in categories
+            for lim in limits[each]
+            if bearer or lim.per != "token"
         ]
         now = time.time()
         for lim, key in counted:
-            until, window = over.get((category, lim.per, key), (0.0, None))
+            until, window = over.get((lim.category, lim.per, key), (0.0, None))
             if window is not None and until > now:
                 # Held, then refused: see Config.rate_limit_hold_seconds (a gevent
                 # worker only parks the request meanwhile).
                 time.sleep(min(hold, until - now))
                 return _refusal(lim, window, until - time.time())
-        refused = counter.hit(counted)
+        fixed = [(lim, key) for lim, key in counted if lim.category not in MOVING]
+        refused = counter.hit(fixed) if fixed else None
+        if refused is None:
+            refused = moving.hit([(lim, key) for lim, key in counted if lim.category in MOVING])
         if refused is None:
             return None
         if len(over) >= OVER_SIZE:
             over.clear()
-        over[(category, refused.limit.per, refused.key)] = (now + refused.seconds, refused.window)
+        over[(refused.limit.category, refused.limit.per, refused.key)] = (
+            now + refused.seconds,
+            refused.window,
+        )
         return _refusal(refused.limit, refused.window, refused.seconds)
 
     return counter

@@ -9,11 +9,19 @@ say why: ids in the path are UUIDs, and bodies are JSON sent as JSON.
   any other body is a 415. webargs would ignore it instead, and an optional body ignored
   is a request answered with its defaults: ``curl -d '{"unit": "5.00"}'`` (sent as a form)
   created a match at the default stake.
+- A body must be I-JSON (RFC 7493), read by :func:`parse_json`: no name twice in an
+  object (a proxy that keeps the first and a service that keeps the last would read two
+  requests in one), numbers that an IEEE double holds (no integer past ±(2**53 - 1), as
+  Python's own limit on long integers made a 500 of a 5,000-digit one), no ``NaN`` or
+  ``Infinity`` (not JSON at all). Each is 400 ``invalid_json``.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
+from typing import Any
 
 from flask_smorest import Blueprint as SmorestBlueprint
 from webargs import core
@@ -25,6 +33,83 @@ from werkzeug.routing import UUIDConverter
 from .problems import ApiError
 
 JSON = "application/json"
+#: The largest integer I-JSON allows: an IEEE double holds it exactly.
+LARGEST_INTEGER = 2**53 - 1
+
+
+class NotIJson(ValueError):
+    """A body that JSON reads but I-JSON refuses (see the module's text)."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in found:
+            raise NotIJson(f"the name {json.dumps(name)} appears twice in one object")
+        found[name] = value
+    return found
+
+
+def _integer(text: str) -> int:
+    # Its length first: Python refuses to convert over 4,300 digits, and takes time near it.
+    if len(text) > 17 or abs(value := int(text)) > LARGEST_INTEGER:
+        raise NotIJson(f"the integer {text[:20]}{'…' if len(text) > 20 else ''} is too large")
+    return value
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise NotIJson(f"the number {text[:20]}{'…' if len(text) > 20 else ''} is too large")
+    return value
+
+
+def _constant(name: str) -> Any:
+    raise NotIJson(f"{name} is not a JSON number")
+
+
+#: A ``\u`` escape of a UTF-16 surrogate: only a body with one can hold a string that
+#: is not Unicode text (an unpaired surrogate, which nothing can store or encode).
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def parse_json(body: bytes) -> Any:
+    """The body's JSON value, when the body is I-JSON: else :class:`NotIJson`, or the
+    ``JSONDecodeError`` that webargs answers."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # As webargs says it of a body it reads itself.
+        raise json.JSONDecodeError(
+            f"Bytes decoding error : {exc.reason}", doc=repr(exc.object), pos=exc.start
+        ) from exc
+    value = json.loads(
+        text,
+        object_pairs_hook=_object,
+        parse_int=_integer,
+        parse_float=_number,
+        parse_constant=_constant,
+    )
+    if SURROGATE_ESCAPE.search(body):
+        _check_strings(value)
+    return value
+
+
+def _check_strings(value: Any) -> None:
+    """Raises unless every string in ``value`` (names included) is Unicode text."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise NotIJson("a string holds an unpaired UTF-16 surrogate") from None
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
 
 
 class MalformedId(NotFound):
@@ -33,20 +118,22 @@ class MalformedId(NotFound):
     problem_code = "malformed_id"
 
 
+#: A UUID as the contract writes one (``format: uuid``): Python's own reading also takes
+#: braces, a ``urn:uuid:`` prefix, underscores and other scripts' digits.
+UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I | re.A)
+
+
 class IdConverter(UUIDConverter):
     regex = "[^/]+"
     #: The path variable (``match_id``), set by :class:`Rule`, for the 404's detail.
     variable = "id"
 
     def to_python(self, value: str) -> uuid.UUID:
-        try:
-            return uuid.UUID(value)
-        except ValueError:
+        if UUID_TEXT.fullmatch(value) is None:
             # Not a ValidationError (which means "try the next rule"): routing stops here and
             # Flask answers the exception.
-            raise MalformedId(
-                f"the {self.variable.replace('_', ' ')} in the path is not a UUID"
-            ) from None
+            raise MalformedId(f"the {self.variable.replace('_', ' ')} in the path is not a UUID")
+        return uuid.UUID(value)
 
 
 class Rule(WerkzeugRule):
@@ -61,8 +148,8 @@ class Rule(WerkzeugRule):
 
 class JsonBodies(FlaskParser):
     def _raw_load_json(self, req):
-        # BodyLimit has given a chunked body its Content-Length, so no length means no body.
-        if not req.content_length:
+        # A body sent without a length (chunked) is known to be empty only once read.
+        if not req.content_length and not req.get_data(cache=True):
             return core.missing
         # Only application/json: a +json type (merge-patch+json, problem+json ...) names a
         # format with meanings of its own, which a command is not; and JSON is UTF-8.
@@ -73,7 +160,12 @@ class JsonBodies(FlaskParser):
                 f"the body must be JSON in UTF-8, sent with Content-Type: {JSON}"
                 f" (it came as {req.content_type or 'no type'})",
             )
-        return core.parse_json(req.get_data(cache=True))
+        try:
+            return parse_json(req.get_data(cache=True))
+        except NotIJson as exc:
+            raise ApiError(
+                400, "invalid_json", f"the body is not I-JSON (RFC 7493): {exc}"
+            ) from None
 
 
 class Blueprint(SmorestBlueprint):

@@ -3,6 +3,7 @@ through these schemas, so the OpenAPI document generated from them is what is se
 
 from __future__ import annotations
 
+import re
 from types import UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
@@ -22,19 +23,36 @@ from ..store import STATUSES
 #: The events of a match's stream (a table's are not shown as such).
 MATCH_EVENT_TYPES = [cls.type for cls in MATCH_EVENTS]
 SEAT = validate.Range(0, 3)
-CARD_CODE = validate.Regexp(
+
+
+class Pattern(validate.Regexp):
+    """A string that matches ``regex`` as the contract's ``pattern`` (JSON Schema's,
+    ECMA-262's reading) means it: ``\\d`` an ASCII digit, ``$`` the very end. Python's
+    ``\\d`` takes any script's digits ("٣" and "３" became amounts) and its ``$`` a final
+    newline ("1.00\\n" passed), so the whole string must match, in ASCII."""
+
+    def __init__(self, regex: str, error: str | None = None):
+        super().__init__(regex, re.ASCII, error=error)
+
+    def __call__(self, value: Any) -> Any:
+        if self.regex.fullmatch(value) is None:
+            raise ma.ValidationError(self._format_error(value))
+        return value
+
+
+CARD_CODE = Pattern(
     r"^([SHCD][3-9TJQKA2]|[BR]J)$",
     error="not a card code: a suit letter (S H C D) then a rank (3-9 T J Q K A 2), or a joker (B or R, then J)",
 )
 #: A stake (``unit``) or a cap: more than zero (a hand at stake zero would move nothing, its
 #: penalty neither; service/game/table.py refuses it too).
-POSITIVE = validate.Regexp(
+POSITIVE = Pattern(
     r"^(?!0+(\.0+)?$)\d{1,9}(\.\d{1,2})?$",
     error="a decimal amount above zero with at most two places, as a string",
 )
-SHARE = validate.Regexp(r"^(0(\.\d{1,4})?|1(\.0{1,4})?)$", error="a share from 0 to 1, as a string")
+SHARE = Pattern(r"^(0(\.\d{1,4})?|1(\.0{1,4})?)$", error="a share from 0 to 1, as a string")
 #: Text that PostgreSQL can store: no NUL character, no unpaired UTF-16 surrogate.
-STORABLE_TEXT = validate.Regexp(
+STORABLE_TEXT = Pattern(
     r"^[^\x00\ud800-\udfff]*$", error="may not contain NUL or unpaired surrogates"
 )
 PHASES = list(game_state.PHASES)
@@ -84,6 +102,32 @@ class JsonInteger(f.Integer):
         return super()._deserialize(value, attr, data, **kwargs)
 
 
+#: A number of the query string as the contract writes one: ASCII digits (Python's own
+#: parsing took "٣", " 3" and "1_0").
+QUERY_INTEGER = re.compile(r"-?[0-9]{1,18}", re.ASCII)
+QUERY_NUMBER = re.compile(r"-?[0-9]{1,18}(\.[0-9]{1,18})?([eE][-+]?[0-9]{1,3})?", re.ASCII)
+#: The largest version a match can reach (the store keeps it as PostgreSQL's integer).
+MAX_VERSION = 2**31 - 1
+
+
+class QueryInteger(f.Integer):
+    """An integer in the query string, in ASCII digits."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str) or QUERY_INTEGER.fullmatch(value) is None:
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class QueryNumber(f.Float):
+    """A number in the query string, in ASCII digits (no ``nan``, no ``inf``)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str) or QUERY_NUMBER.fullmatch(value) is None:
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
 class JsonBoolean(f.Boolean):
     """A JSON boolean in a request body: ``true`` or ``false``, not 1, "yes" or "on"."""
 
@@ -128,10 +172,10 @@ class PageQuery(ma.Schema):
 
     cursor = f.String(
         load_default=None,
-        validate=validate.Regexp(r"^[A-Za-z0-9_=-]{1,200}$"),
+        validate=Pattern(r"^[A-Za-z0-9_=-]{1,200}$"),
         metadata={"description": "The `next_cursor` of the previous page; none: the newest"},
     )
-    limit = f.Integer(load_default=20, validate=validate.Range(1, 100))
+    limit = QueryInteger(load_default=20, validate=validate.Range(1, 100))
 
 
 class PlayersQuery(PageQuery):
@@ -166,7 +210,11 @@ class MatchCreate(Strict):
     unit = f.String(
         load_default="1.00",
         validate=POSITIVE,
-        metadata={"description": "Base stake (底分), above zero"},
+        metadata={
+            "description": "Base stake (底分), above zero and at most the server's bound, "
+            "`DDZ_MAX_UNIT` (10000.00 unless the operators set another; above it: 422 "
+            "`stake_out_of_bounds`)"
+        },
     )
     cap = f.String(
         load_default=None,
@@ -177,7 +225,10 @@ class MatchCreate(Strict):
     rake = f.String(
         load_default="0.00",
         validate=SHARE,
-        metadata={"description": "System cut (系统得分) as a share of each winner's gain"},
+        metadata={
+            "description": "System cut (系统得分) as a share of each winner's gain: at most "
+            "the server's bound, `DDZ_MAX_RAKE` (0.10 unless the operators set another)"
+        },
     )
     bombs_double = JsonBoolean(load_default=True)
     turn_seconds = JsonInteger(
@@ -222,7 +273,7 @@ class Match(ma.Schema):
 
 class MatchQuery(ma.Schema):
     status = f.String(validate=validate.OneOf(STATUSES))
-    limit = f.Integer(load_default=50, validate=validate.Range(1, 200))
+    limit = QueryInteger(load_default=50, validate=validate.Range(1, 200))
 
 
 class MatchList(ma.Schema):
@@ -386,7 +437,7 @@ class CommandRequestSchema(Strict):
         metadata={"description": "play: card codes"},
     )
     expected_version = JsonInteger(
-        validate=validate.Range(0),
+        validate=validate.Range(0, MAX_VERSION),
         metadata={"description": "Refuse with 409 unless the match is at this version"},
     )
 
@@ -423,8 +474,8 @@ class CommandResult(ma.Schema):
 
 
 class EventsQuery(ma.Schema):
-    after = f.Integer(load_default=0, validate=validate.Range(0))
-    wait = f.Float(
+    after = QueryInteger(load_default=0, validate=validate.Range(0, MAX_VERSION))
+    wait = QueryNumber(
         load_default=0,
         validate=validate.Range(0, 30),
         metadata={"description": "Long-poll up to this many seconds"},

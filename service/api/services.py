@@ -19,6 +19,7 @@ from ..store.creations import CreationKeys
 from ..store.feed import Feed
 from ..store.operators import Operators
 from ..store.tables import TableStore
+from .open_streams import OpenStreams
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Services:
     feed_fanout: FeedFanout
     creation_keys: CreationKeys
     announcer: Announcer
+    open_streams: OpenStreams
 
     @classmethod
     def open(cls, config: Config) -> Services:
@@ -49,7 +51,13 @@ class Services:
         )
         # After an append, the work the new state calls for (a bot turn) goes on the queue.
         commands = Commands(store, enqueuer(connection))
-        notifier = Notifier(config.database_url, on_event=store.learn, on_revoked=players.forget)
+        open_streams = OpenStreams(config.redis_url, players.issued)
+
+        def revoked(digest_hex: str | None) -> None:
+            players.forget(digest_hex)
+            open_streams.revoked(digest_hex)
+
+        notifier = Notifier(config.database_url, on_event=store.learn, on_revoked=revoked)
         feed = PlayerFeed(store, Feed(pool))
         return cls(
             config=config,
@@ -71,11 +79,13 @@ class Services:
             feed_fanout=FeedFanout(feed, notifier),
             creation_keys=CreationKeys(pool),
             announcer=announcer,
+            open_streams=open_streams,
         )
 
     def close(self) -> None:
         self.announcer.close()
         self.notifier.close()
+        self.open_streams.close()
         self.pool.close()
         self.redis.close()
 

@@ -4,20 +4,32 @@ reconnection sends, and the response."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from flask import Response, request, stream_with_context
 
-from ..store import TooManySubscriptions
+from ..store import Slot, TooManySubscriptions
+from ..store.operators import BOOTSTRAP
 from . import encoding
-from .auth import BEARER
+from .auth import BEARER, Caller, caller, credential, expired, revoked
+from .open_streams import Bound, OpenStream, TooManyOpen
 from .problems import ApiError
+from .rate_limits import address_key, token_key
+from .services import services
 
 #: How long an EventSource waits before it reconnects (ms), sent first on every stream.
 RETRY = "retry: 1000\n\n"
 KEEP_ALIVE = ": keep-alive\n\n"
 
 
+#: What every stream's description says of its end and its bounds (long polls share them).
+HELD_OPEN = (
+    "A stream ends when the token that opened it is revoked or expires. A caller holds at "
+    "most a few event streams and long polls open at once (beyond: 429 `open_stream_limit`), "
+    "and a server process a bounded number, so that they never take the connections commands "
+    "need (beyond: 503 `too_many_streams`); both with `Retry-After`."
+)
 #: Seconds a client refused for too many open streams is asked to wait.
 STREAMS_RETRY_AFTER = 5
 #: The answer beyond the bound on open streams, for every stream's documented errors.
@@ -29,10 +41,78 @@ def too_many_streams(exc: TooManySubscriptions) -> ApiError:
     return ApiError(
         503,
         "too_many_streams",
-        "this server holds as many open event streams as it may; retry later (another "
-        "server may have room)",
+        "this server holds as many open event streams and long polls as it may; retry "
+        "later (another server may have room)",
         headers={"Retry-After": str(STREAMS_RETRY_AFTER)},
     )
+
+
+def open_stream(who: Caller) -> OpenStream:
+    """Admits an event stream or long poll of the caller under the bounds on what one
+    caller holds open (429 ``open_stream_limit`` beyond one), and watches its token: it
+    ends when the token is revoked or expires (service/api/open_streams.py). Close it when
+    the stream ends."""
+    config = services().config
+    bounds = []
+    # As the rate limits: not the shared operator token's, and not with the limits off.
+    if config.rate_limits and who.operator is not BOOTSTRAP:
+        account = who.player_id or (who.operator and who.operator.operator_id)
+        bounds = [
+            Bound("token", token_key(), config.max_streams_per_token),
+            Bound("player", str(account), config.max_streams_per_player),
+            Bound("address", address_key(), config.max_streams_per_address),
+        ]
+    try:
+        opened = services().open_streams.open(credential(who), who.expires_at, bounds)
+    except TooManyOpen as exc:
+        raise ApiError(
+            429,
+            "open_stream_limit",
+            f"this {exc.bound.per} holds {exc.bound.limit} open event streams and long "
+            f"polls, as many as it may: end one, or retry after {STREAMS_RETRY_AFTER} s",
+            headers={"Retry-After": str(STREAMS_RETRY_AFTER)},
+        ) from None
+    try:
+        # Watched from now on: a revocation that came since the token was looked up is
+        # seen by looking it up again.
+        caller()
+    except BaseException:
+        opened.close()
+        raise
+    return opened
+
+
+def admitted() -> Slot:
+    """A place under the process's bound on streams and long polls (503
+    ``too_many_streams`` beyond it), for one that follows no single match. Close it."""
+    try:
+        return services().fanout.admit()
+    except TooManySubscriptions as exc:
+        raise too_many_streams(exc) from None
+
+
+def token_ended(opened: OpenStream) -> ApiError:
+    """The answer of a long poll whose token was revoked, or expired, while it waited."""
+    return expired() if opened.expired else revoked()
+
+
+@contextmanager
+def long_poll(who: Caller, seconds: float) -> Iterator[OpenStream | None]:
+    """A request that waits up to ``seconds`` is held open as a stream is (see
+    :func:`open_stream` and :func:`admitted`) while it waits; one that does not wait is
+    a read (None)."""
+    if seconds <= 0:
+        yield None
+        return
+    slot = admitted()
+    try:
+        opened = open_stream(who)
+        try:
+            yield opened
+        finally:
+            opened.close()
+    finally:
+        slot.close()
 
 
 def sse(event: str, data: Any, event_id: int | str | None = None) -> str:

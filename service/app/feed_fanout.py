@@ -60,6 +60,10 @@ class PlayerSubscription:
             items, self._pending = self._pending, []
         return items
 
+    def wake(self) -> None:
+        """Ends the stream's wait now, with or without items (its token ended)."""
+        self._news.set()
+
     def _hand(self, items: list[dict[str, Any]]) -> None:
         """Called by the reader, holding its lock."""
         self._pending += items

@@ -36,6 +36,10 @@ class OperatorExists(Exception):
     pass
 
 
+class OperatorRevoked(Exception):
+    """The operator is revoked: no sign-in, no new token (remove and add them again)."""
+
+
 #: What an operator's name may be: it shows in pages, logs and the audit trail, so nothing
 #: that could pass for something else there (spaces, markup, control characters).
 NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
@@ -57,6 +61,8 @@ class Operator:
     operator_id: uuid.UUID | None
     name: str
     role: str
+    #: Revoked: every token and session ended, and the password refused from then on.
+    revoked: bool = False
 
     @property
     def admin(self) -> bool:
@@ -92,44 +98,58 @@ class Operators:
         rows = retried(
             self.pool,
             lambda conn: conn.execute(
-                "SELECT operator_id, name, role, created_at FROM operators ORDER BY name"
+                "SELECT operator_id, name, role, revoked_at IS NOT NULL, created_at"
+                " FROM operators ORDER BY name"
             ).fetchall(),
         )
-        return [(Operator(r[0], r[1], r[2]), r[3]) for r in rows]
+        return [(Operator(r[0], r[1], r[2], r[3]), r[4]) for r in rows]
 
     def sign_in(self, name: str, password: str) -> Operator | None:
-        """The operator when the password is theirs; None otherwise (unknown name included)."""
+        """The operator when the password is theirs and they are not revoked; None
+        otherwise (unknown name included)."""
         row = retried(
             self.pool,
             lambda conn: conn.execute(
-                "SELECT operator_id, name, role, password_hash FROM operators WHERE name = %s",
+                "SELECT operator_id, name, role, password_hash, revoked_at IS NOT NULL"
+                " FROM operators WHERE name = %s",
                 (name,),
             ).fetchone(),
         )
         try:
+            # Verified even for a revoked operator: the time tells nothing either way.
             _HASHER.verify(_dummy_hash() if row is None else row[3], password)
         except (VerificationError, InvalidHashError):
             return None
-        return None if row is None else Operator(row[0], row[1], row[2])
+        return None if row is None or row[4] else Operator(row[0], row[1], row[2])
 
     def issue(self, operator_id: uuid.UUID, label: str | None = None) -> str:
-        """A new API token of the operator (shown once; only its hash is kept)."""
+        """A new API token of the operator (shown once; only its hash is kept); refused
+        (:class:`OperatorRevoked`) for a revoked operator."""
         token = secrets.token_urlsafe(32)
-        retried(
+        issued = retried(
             self.pool,
-            lambda conn: conn.execute(
-                "INSERT INTO operator_tokens (token_id, operator_id, token_hash, label)"
-                " VALUES (%s, %s, %s, %s)",
-                (uuid.uuid4(), operator_id, token_hash(token), label),
+            lambda conn: (
+                conn.execute(
+                    "INSERT INTO operator_tokens (token_id, operator_id, token_hash, label)"
+                    " SELECT %s, operator_id, %s, %s FROM operators"
+                    " WHERE operator_id = %s AND revoked_at IS NULL",
+                    (uuid.uuid4(), token_hash(token), label, operator_id),
+                ).rowcount
             ),
         )
+        if not issued:
+            raise OperatorRevoked("the operator is revoked: remove and add them again")
         return token
 
     def revoke(self, name: str) -> int:
-        """Deletes every API token and ends every console session of the operator; how
-        many tokens there were."""
+        """Closes the operator's account: deletes every API token, ends every console
+        session and refuses the password from now on; how many tokens there were."""
 
         def run(conn: Any) -> int:
+            conn.execute(
+                "UPDATE operators SET revoked_at = coalesce(revoked_at, now()) WHERE name = %s",
+                (name,),
+            )
             conn.execute(
                 "DELETE FROM console_sessions WHERE operator_id ="
                 " (SELECT operator_id FROM operators WHERE name = %s)",
@@ -209,20 +229,25 @@ class Operators:
 
     def audit(
         self,
-        who: Operator,
+        who: str,
         action: str,
-        match_id: uuid.UUID | None,
         via: str,
+        *,
+        match_id: uuid.UUID | None = None,
         subject: str | None = None,
+        address: str | None = None,
     ) -> None:
-        """Writes one read of hidden data (or, with ``subject``, what an admin did to that
-        operator) to the audit trail."""
+        """Writes one operator action to the audit trail: ``who`` (an operator's name, the
+        name a failed sign-in tried, or ``cli:<user>``) did ``action`` (see
+        :data:`ACTIONS`) ``via`` the API, the console or the CLI, from ``address`` (the
+        client's, or the CLI's host), to ``match_id`` or ``subject`` (an operator, a range
+        of days exported)."""
         retried(
             self.pool,
             lambda conn: conn.execute(
-                "INSERT INTO audit_trail (operator, action, match_id, via, subject)"
-                " VALUES (%s, %s, %s, %s, %s)",
-                (who.name, action, match_id, via, subject),
+                "INSERT INTO audit_trail (operator, action, match_id, via, subject, address)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (who, action, match_id, via, subject, address),
             ),
         )
 
@@ -231,10 +256,30 @@ class Operators:
         rows = retried(
             self.pool,
             lambda conn: conn.execute(
-                "SELECT at, operator, action, match_id, via, subject FROM audit_trail"
-                " ORDER BY audit_id DESC LIMIT %s",
+                f"SELECT {', '.join(TRAIL_FIELDS)} FROM audit_trail ORDER BY audit_id DESC LIMIT %s",
                 (limit,),
             ).fetchall(),
         )
-        fields = ("at", "operator", "action", "match_id", "via", "subject")
-        return [dict(zip(fields, r)) for r in rows]
+        return [dict(zip(TRAIL_FIELDS, r)) for r in rows]
+
+
+#: What the audit trail records: reads of hidden data (``events``, ``record``, ``stream``,
+#: ``replay``), what is done to operators (``add``, ``token``, ``revoke``, ``remove``),
+#: signing in and out of the console, and exports.
+ACTIONS = (
+    "events",
+    "record",
+    "stream",
+    "replay",
+    "add",
+    "token",
+    "revoke",
+    "remove",
+    "sign_in",
+    "sign_in_failed",
+    "sign_out",
+    "export",
+)
+#: The ways in.
+VIAS = ("api", "console", "cli")
+TRAIL_FIELDS = ("at", "operator", "action", "match_id", "via", "subject", "address")

@@ -16,8 +16,9 @@ from psycopg_pool import ConnectionPool
 
 from .pool import retried
 
-#: The channel on which a revocation names the revoked token's hash (hex), so that every
-#: process forgets it at once.
+#: The channel on which every deletion of a token, a player's or an operator's, names the
+#: token's hash (hex), so that every process forgets it at once: a trigger of each table
+#: (migrations/0020) sends it, whatever deleted the token.
 REVOKED_CHANNEL = "ddz_token_revoked"
 
 
@@ -177,18 +178,31 @@ class Players:
         return [Token(*row) for row in rows]
 
     def revoke(self, player_id: uuid.UUID, token_id: uuid.UUID) -> bool:
-        """Deletes one of the player's tokens and tells every process to forget it, in one
-        statement; False when the player has no such token."""
+        """Deletes one of the player's tokens (which tells every process to forget it: see
+        REVOKED_CHANNEL); False when the player has no such token."""
         with self.pool.connection() as conn:
             row = conn.execute(
-                "WITH gone AS (DELETE FROM tokens WHERE token_id = %s AND player_id = %s RETURNING token_hash)"
-                " SELECT encode(token_hash, 'hex'), pg_notify(%s, encode(token_hash, 'hex')) FROM gone",
-                (token_id, player_id, REVOKED_CHANNEL),
+                "DELETE FROM tokens WHERE token_id = %s AND player_id = %s"
+                " RETURNING encode(token_hash, 'hex')",
+                (token_id, player_id),
             ).fetchone()
         if row is None:
             return False
         self.forget(row[0])  # this process at once; the others when notified
         return True
+
+    def issued(self, digests: list[bytes]) -> set[bytes]:
+        """Which of these token hashes are still issued, to a player or to an operator."""
+        rows = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT token_hash FROM tokens WHERE token_hash = ANY(%(hashes)s)"
+                " UNION ALL SELECT token_hash FROM operator_tokens"
+                " WHERE token_hash = ANY(%(hashes)s)",
+                {"hashes": digests},
+            ).fetchall(),
+        )
+        return {bytes(row[0]) for row in rows}
 
     def by_token(self, token: str) -> Token | None:
         """The token's record (expired or not: the caller says which), or None."""

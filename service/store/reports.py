@@ -1,6 +1,7 @@
 """What the operators' console reads (docs/operations.md): matches searched, players'
-figures, the house's takings by day, settlements for export. Read-only queries of the
-read model and the ledger; none touches the events of a match but for disconnects."""
+figures, the house's takings by day, settlements for export, the audit trail searched.
+Read-only queries of the read model, the ledger and the trail; none touches the events of
+a match but for disconnects."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from .ledger import HOUSE
+from .operators import TRAIL_FIELDS
 from .pool import retried
 
 
@@ -35,12 +37,56 @@ def _uuid(text: str) -> uuid.UUID | None:
         return None
 
 
+def _containing(text: str) -> str:
+    """An ILIKE pattern of any text holding ``text`` (its own ``%`` and ``_`` as such)."""
+    escaped = text.strip().replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
+    return f"%{escaped}%"
+
+
+def _days(column: str, since: dt.date | None, until: dt.date | None) -> tuple[list[str], list[Any]]:
+    """The conditions that ``column`` falls on ``since`` or after, ``until`` or before (UTC)."""
+    where: list[str] = []
+    params: list[Any] = []
+    if since:
+        where.append(f"{column} >= %s::date AT TIME ZONE 'UTC'")
+        params.append(since)
+    if until:
+        where.append(f"{column} < (%s::date + 1) AT TIME ZONE 'UTC'")
+        params.append(until)
+    return where, params
+
+
+def _page(
+    pool: ConnectionPool,
+    select: str,
+    table: str,
+    where: list[str],
+    params: list[Any],
+    order: str,
+    page: int,
+    per_page: int,
+) -> tuple[list[tuple[Any, ...]], int]:
+    """One page of ``select`` from ``table`` under the conditions, in ``order``, and how
+    many rows the conditions find."""
+    condition = (" WHERE " + " AND ".join(where)) if where else ""
+
+    def read(conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], int]:
+        with conn.transaction():
+            total = conn.execute(f"SELECT count(*) FROM {table}{condition}", params).fetchone()
+            rows = conn.execute(
+                f"SELECT {select} FROM {table}{condition} ORDER BY {order} LIMIT %s OFFSET %s",
+                [*params, per_page, (page - 1) * per_page],
+            ).fetchall()
+        return rows, (total[0] if total else 0)
+
+    return retried(pool, read)
+
+
 def matches(
     pool: ConnectionPool, query: MatchQuery, page: int, per_page: int
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of the matches the query finds, newest first, and how many it finds."""
-    where: list[str] = []
-    params: list[Any] = []
+    where, params = _days("m.created_at", query.since, query.until)
     if query.player:
         player_id = _uuid(query.player.strip())
         where.append(
@@ -48,32 +94,22 @@ def matches(
             " LEFT JOIN players p ON p.player_id::text = s->>'player'"
             " WHERE s->>'player' = %s OR p.name ILIKE %s)"
         )
-        pattern = "%" + query.player.strip().replace("\\", "\\\\").replace("%", r"\%") + "%"
-        params += [str(player_id) if player_id else None, pattern]
+        params += [str(player_id) if player_id else None, _containing(query.player)]
     for column, value in (("status", query.status), ("ruleset", query.ruleset)):
         if value:
             where.append(f"m.{column} = %s")
             params.append(value)
-    if query.since:
-        where.append("m.created_at >= %s::date AT TIME ZONE 'UTC'")
-        params.append(query.since)
-    if query.until:
-        where.append("m.created_at < (%s::date + 1) AT TIME ZONE 'UTC'")
-        params.append(query.until)
-    condition = (" WHERE " + " AND ".join(where)) if where else ""
-
-    def read(conn: psycopg.Connection) -> tuple[int, list[tuple[Any, ...]]]:
-        with conn.transaction():
-            total = conn.execute(f"SELECT count(*) FROM matches m{condition}", params).fetchone()
-            rows = conn.execute(
-                "SELECT m.match_id, m.ruleset, m.status, m.phase, m.version, m.seats, m.settled,"
-                f" m.created_at, m.updated_at FROM matches m{condition}"
-                " ORDER BY m.created_at DESC, m.match_id LIMIT %s OFFSET %s",
-                [*params, per_page, (page - 1) * per_page],
-            ).fetchall()
-        return (total[0] if total else 0), rows
-
-    total, rows = retried(pool, read)
+    rows, total = _page(
+        pool,
+        "m.match_id, m.ruleset, m.status, m.phase, m.version, m.seats, m.settled,"
+        " m.created_at, m.updated_at",
+        "matches m",
+        where,
+        params,
+        "m.created_at DESC, m.match_id",
+        page,
+        per_page,
+    )
     keys = (
         "match_id",
         "ruleset",
@@ -226,3 +262,40 @@ def players(
     rows = retried(pool, lambda conn: conn.execute(sql, values).fetchall())
     keys = ("player_id", "name", "bot_account", "balance", "hands", "disconnects", "rate")
     return [dict(zip(keys, row[:7])) for row in rows], (rows[0][7] if rows else 0)
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    #: Part of who acted (an operator's name, or ``cli:`` and a system user), any case.
+    operator: str | None = None
+    #: One of service.store.operators.ACTIONS, and one of its VIAS.
+    action: str | None = None
+    via: str | None = None
+    #: Part of what it was done to (a match's id, an operator, the days exported) or of
+    #: the address it came from.
+    about: str | None = None
+    #: On or after this day, and on or before ``until`` (UTC).
+    since: dt.date | None = None
+    until: dt.date | None = None
+
+
+def audit_trail(
+    pool: ConnectionPool, query: AuditQuery, page: int, per_page: int
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of the audit trail's entries the query finds, newest first, and how many
+    it finds."""
+    where, params = _days("at", query.since, query.until)
+    if query.operator:
+        where.append("operator ILIKE %s")
+        params.append(_containing(query.operator))
+    for column, value in (("action", query.action), ("via", query.via)):
+        if value:
+            where.append(f"{column} = %s")
+            params.append(value)
+    if query.about:
+        where.append("(match_id::text ILIKE %s OR subject ILIKE %s OR address ILIKE %s)")
+        params += [_containing(query.about)] * 3
+    rows, total = _page(
+        pool, ", ".join(TRAIL_FIELDS), "audit_trail", where, params, "audit_id DESC", page, per_page
+    )
+    return [dict(zip(TRAIL_FIELDS, row)) for row in rows], total

@@ -305,7 +305,8 @@ class Client:
     def take_seat(
         self, match_id: str, seat: int | None = None, *, bot: bool = False
     ) -> dict[str, Any]:
-        """Take a seat at a match (``bot``: fill it with a system bot); the caller's view."""
+        """Take a seat at a match (``bot``: fill it with a system bot, which only a player
+        seated at the match may); the caller's view."""
         body: dict[str, Any] = {"bot": bot}
         if seat is not None:
             body["seat"] = seat
