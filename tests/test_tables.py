@@ -406,6 +406,25 @@ def test_the_player_stream_says_your_turn_once_each_and_resumes_without_gaps(api
     assert r.status_code == 400 and r.json["code"] == "invalid_last_event_id"
 
 
+def test_the_id_a_page_gives_while_items_are_held_back_is_taken_back(
+    api, rconn, jobs_env, worker_database_url
+):
+    """A page read while an older transaction still runs holds the items after it back; the
+    ``last_id`` it gives (the place before its first item) is a valid ``after``, and the
+    items come once that transaction ends."""
+    _, token = new_player(api, "held")
+    with psycopg.connect(worker_database_url) as older:
+        older.execute("SELECT txid_current()")  # running, and older than the table's append
+        new_table(api, token)
+        page = feed(api, token)
+        assert page["items"] == []
+        after = page["last_id"]
+        if after is not None:
+            assert feed(api, token, after)["items"] == []
+        older.rollback()
+    assert [i["type"] for i in feed(api, token, after, wait=5)["items"]] == ["seated"]
+
+
 def test_a_cursor_from_the_future_is_refused_not_waited_for(api, rconn, jobs_env):
     _, token = new_player(api, "future")
     new_table(api, token)

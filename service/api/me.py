@@ -194,7 +194,7 @@ ITEM_TYPES = [
     "settled",
 ]
 #: An item's id: ``<xid>-<position>-<n>`` (service.app.feed.Cursor).
-ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"
+ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-(-1|[0-9]{1,3})$"
 
 
 class FeedQuery(ma.Schema):

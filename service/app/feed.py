@@ -36,7 +36,9 @@ BATCH = 200
 #: How long a reader sleeps before reading again when committed events are held back
 #: behind an older transaction that is still running.
 HELD_SECONDS = 0.02
-_ID = re.compile(r"^(\d{1,20})-(\d{1,20})-(\d{1,3})$")
+# The index -1 is the place before an event's first item: where a read that found nothing
+# yet past its start resumes (a page's ``last_id`` may be one).
+_ID = re.compile(r"^(\d{1,20})-(\d{1,20})-(-1|\d{1,3})$")
 
 
 @dataclass(frozen=True, order=True)
