@@ -2,6 +2,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from service.rules import RANKS, RULESETS
@@ -12,6 +13,11 @@ pytest_plugins = ["servers", "jobs", "handplay"]
 #: Support modules whose helpers assert: pytest explains their failed asserts as it does
 #: those of test modules and plugins.
 pytest.register_assert_rewrite("api_support", "bad_network", "contract", "processes")
+
+# Property tests check what the engine does, not how fast (speed is measured by
+# benchmarks/): no deadline per example, which a busy machine would miss.
+settings.register_profile("ddz", deadline=None)
+settings.load_profile("ddz")
 
 DATA = Path(__file__).parent / "data"
 
