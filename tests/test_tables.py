@@ -452,8 +452,7 @@ def test_pages_read_on_past_events_that_hold_nothing_for_the_player(
     run_burst(rconn)
     play_hand(api, table(api, table_id, token)["match_id"], {me: token}, rconn)
     run_burst(rconn)
-    whole = feed(api, token)["items"]
-    assert whole[-1]["type"] == "settled"
+    whole = feed_until(api, token, lambda items: items and items[-1]["type"] == "settled")
     # Two events a read: most reads hold only the bots' moves, no item for the player; the
     # next page must start past them, or the player would wait there for good.
     monkeypatch.setattr(service.app.feed, "BATCH", 2)
