@@ -120,7 +120,7 @@ def test_a_stream_resumes_across_a_restart_of_the_shared_reader(served, rconn, j
     reply = api.post(f"/v1/matches/{turn['match_id']}/commands", json=body, headers=bearer(token))
     assert reply.status_code == 200, reply.json
     run_burst(rconn)
-    missed = feed(api, token, turn["id"])["items"]
+    missed = feed(api, token, turn["id"], wait=5)["items"]
     assert missed, "the hand went on"
 
     conn, response = open_sse(base, "/v1/me/stream", token, turn["id"], timeout=30)
