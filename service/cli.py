@@ -346,6 +346,27 @@ def run_migrate(stdout: TextIO) -> int:
     return 0
 
 
+def run_ratings_rebuild(stdout: TextIO) -> int:
+    """``ddz ratings rebuild``: every rating made again from the events (docs/ratings.md)."""
+    from .app.ratings import rebuild
+    from .config import Config
+    from .store import EventStore, open_pool
+    from .store.ratings import RatingStore
+
+    def progress(hands: int) -> None:
+        stdout.write(f"{hands:,} hands read\n")
+        stdout.flush()
+
+    config = Config.from_env()
+    pool = open_pool(config.database_url, 2, "ddz-ratings", config.db_timeout)
+    try:
+        hands = rebuild(EventStore(pool), RatingStore(pool), progress)
+    finally:
+        pool.close()
+    stdout.write(f"ratings rebuilt from {hands:,} settled hands\n")
+    return 0
+
+
 def run_worker(burst: bool) -> int:
     import logging
     import threading
@@ -700,6 +721,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--data", default=DATA, help=f"where embedded servers keep their data (default {DATA})"
     )
     commands.add_parser("openapi", help="print the OpenAPI document generated from the app")
+    ratings_parser = commands.add_parser(
+        "ratings",
+        help="the players' ratings (docs/ratings.md): rebuild makes them again from the events",
+    )
+    ratings_actions = ratings_parser.add_subparsers(dest="action", required=True)
+    ratings_actions.add_parser(
+        "rebuild",
+        help="every rating made again from the settled hands' events, in the order they were "
+        "settled, on DATABASE_URL (ratings of new hands wait meanwhile)",
+    )
     operator_parser = commands.add_parser(
         "operator",
         help="operators' accounts: add, token, list, revoke, remove",
@@ -777,6 +808,8 @@ def main(argv: list[str] | None = None) -> int:
             return serve(args.host, args.port, args.workers, args.data)
         if args.command == "openapi":
             return run_openapi(sys.stdout)
+        if args.command == "ratings":
+            return run_ratings_rebuild(sys.stdout)
         if args.command == "operator":
             return run_operator(args, sys.stdin, sys.stdout)
         if args.command == "bridge":

@@ -21,6 +21,7 @@ from . import (
     observe,
     players,
     problem_docs,
+    ratings,
     tables,
     tokens,
 )
@@ -83,7 +84,19 @@ def create_app(
     if connect:
         app.extensions["ddz"] = services or Services.open(config)
     api = Api(app)
-    for module in (health, observe, players, tokens, matches, tables, lobby, me, ledger, admin):
+    for module in (
+        health,
+        observe,
+        players,
+        tokens,
+        matches,
+        tables,
+        lobby,
+        me,
+        ledger,
+        admin,
+        ratings,
+    ):
         api.register_blueprint(module.bp)
     console.install(app, config)
     app.register_blueprint(problem_docs.bp)

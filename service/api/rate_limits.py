@@ -105,6 +105,9 @@ CATEGORY_OF = {
     "me.my_tables": READS,
     "me.my_events": READS,
     "me.my_stream": STREAMS,
+    "ratings.leaderboard": READS,
+    "ratings.profile": READS,
+    "ratings.my_ratings": READS,
     # The operators' (operator requests are not limited; others get 403 here, as reads).
     "ledger.check_ledger": READS,
     "admin.all_events": READS,
