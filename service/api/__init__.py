@@ -24,6 +24,7 @@ from . import (
     ratings,
     tables,
     tokens,
+    watching,
 )
 from .encoding import JsonProvider
 from .headers import SecurityHeaders, cors
@@ -96,10 +97,12 @@ def create_app(
         ledger,
         admin,
         ratings,
+        watching,
     ):
         api.register_blueprint(module.bp)
     console.install(app, config)
     app.register_blueprint(problem_docs.bp)
+    app.register_blueprint(watching.pages)
     app.extensions["ddz_api"] = api
     cors(app, config.cors_origins)
     if connect:
