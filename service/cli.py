@@ -376,9 +376,10 @@ def run_bridge(args: argparse.Namespace) -> int:
             engine,
             table_id=args.table,
             invite=args.invite,
-            lobby=Lobby(args.ruleset, args.unit, args.cap),
+            lobby=Lobby(args.ruleset, args.unit, args.cap, ladder=args.ladder),
             hands=args.hands,
             move_ms=args.move_ms,
+            commands_per_second=args.commands_per_second,
         )
         try:
             played = bridge.run()
@@ -388,8 +389,23 @@ def run_bridge(args: argparse.Namespace) -> int:
         except ProblemError as exc:
             print(f"ddz bridge: {exc.status} {exc.code}: {exc.detail}", file=sys.stderr)
             return 2
-    print(f"ddz bridge: {hand_count(played)} played", file=sys.stderr)
-    return 0
+        except KeyboardInterrupt:
+            # The engine was told to quit on the way out; the seat stays the player's.
+            print(
+                f"ddz bridge: stopped after {hand_count(bridge.played)}; the seat is kept "
+                "(started again, the bridge picks up the hand under way)",
+                file=sys.stderr,
+            )
+            return 130
+    failed = (
+        f" (the engine failed in {hand_count(bridge.failed_hands)}: the system played them)"
+        if bridge.failed_hands
+        else ""
+    )
+    print(
+        f"ddz bridge: {hand_count(played)} played, net {bridge.net:+.2f}{failed}", file=sys.stderr
+    )
+    return 1 if args.strict and bridge.failed_hands else 0
 
 
 def run_migrate(stdout: TextIO) -> int:
@@ -765,7 +781,8 @@ def build_parser() -> argparse.ArgumentParser:
         "crashes, answers garbage or something illegal, or runs out of time is logged, the system "
         "plays the seat to the end of that hand, and the engine starts again for the next; after 3 "
         "such hands in a row the bridge leaves the table and exits 1. With --hands N it leaves the "
-        "table after N hands and exits 0. Refusals of the service exit 2.",
+        "table after N hands and exits 0 (1 with --strict if the engine failed in any). Refusals "
+        "of the service exit 2; Ctrl-C stops it quietly (130), keeping the seat.",
     )
     bridge_parser.add_argument(
         "--engine", required=True, metavar="CMD", help="the engine's command line"
@@ -789,6 +806,25 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="leave after N hands (default: play on)",
+    )
+    bridge_parser.add_argument(
+        "--ladder",
+        action="store_true",
+        help="a bot account's ladder: rated tables of bot accounts only, from the lobby with "
+        "--ruleset/--unit/--cap, one after another for as long as it runs",
+    )
+    bridge_parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 if the engine failed in any hand (the system played the seat in it)",
+    )
+    bridge_parser.add_argument(
+        "--commands-per-second",
+        type=float,
+        default=8.0,
+        metavar="N",
+        help="send at most N commands a second (default 8: below the service's default limit "
+        "of 10 a token; bridges of one bot account share that limit)",
     )
     engine_arguments(bridge_parser, 5000, ", at most what is left of the turn")
     commands.add_parser(

@@ -52,7 +52,8 @@ pages = PageBlueprint("replay_page", __name__, url_prefix="/replay", template_fo
 
 #: An item's id (service.app.feed.Cursor, as the player's own stream's).
 ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"
-PUBLIC = {"security": []}
+#: An operation anyone may call, without a token.
+PUBLIC: dict[str, list] = {"security": []}
 
 
 class WatchQuery(ma.Schema):
