@@ -97,7 +97,7 @@ class Bridge:
         self.played = 0  # hands ended at the table since the bridge started
         self.failures = 0  # failing hands in a row
         self.failed_hands = 0  # hands in which the engine failed, in all
-        self.net = Decimal(0)  # the seat's nets, in all
+        self.net = Decimal(0)  # the seat's nets in the hands ended, in all
         self.seats: dict[str, int] = {}  # our seat at each match (from hand_started)
         self.interval = 1 / commands_per_second
         self.last_command = 0.0  # when the last command was sent (monotonic)
@@ -225,12 +225,10 @@ class Bridge:
         elif item.type == "hand_ended":
             self.hand_ended(str(data["match_id"]), data["result"])
         elif item.type == "settled":
-            net = Decimal(str(data["net"]))
-            self.net += net
             log.info(
-                "match %s settled: net %s in the ledger; %s since the bridge started",
+                "match %s settled: net %s in the ledger; %s in the hands since the bridge started",
                 data["match_id"],
-                f"{net:+.2f}",
+                f"{Decimal(str(data['net'])):+.2f}",
                 f"{self.net:+.2f}",
             )
         elif item.type in ("left", "table_closed"):
@@ -339,12 +337,12 @@ class Bridge:
         self.played += 1
         seat = self.seats.get(match_id)
         landlord = result["landlord"]
-        ours = (
-            ""
-            if seat is None
-            else f"; our seat {seat} ({'landlord' if seat == landlord else 'farmer'}):"
-            f" net {Decimal(result['settlement']['net'][seat]):+.2f}"
-        )
+        ours = ""
+        if seat is not None:
+            net = Decimal(result["settlement"]["net"][seat])
+            self.net += net
+            role = "landlord" if seat == landlord else "farmer"
+            ours = f"; our seat {seat} ({role}): net {net:+.2f}"
         log.info(
             "hand %d ended (match %s): the %s won, landlord seat %s, bid %s, multiplier %s%s%s",
             self.played,
