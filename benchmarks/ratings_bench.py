@@ -24,6 +24,8 @@ from service.game.simulate import hand_seed, play_hand
 from service.game.state import State
 
 PLAYERS = ("easy", "normal", "hard", "normal-2")
+#: The orders measured: each (higher, lower).
+PAIRS = (("normal", "easy"), ("hard", "normal"))
 
 
 def rated(state: State, seated: list[str]) -> RatedHand:
@@ -56,7 +58,9 @@ def main() -> None:
     }
     ratings: dict[str, Rating] = {}
     draw = random.Random(args.seed)
-    ordered_since: int | None = None
+    # Since when each pair has been in order (None: not now), and in how many hands.
+    since: dict[tuple[str, str], int | None] = {pair: None for pair in PAIRS}
+    above: dict[tuple[str, str], int] = dict.fromkeys(PAIRS, 0)
     started = time.perf_counter()
     for hand in range(1, args.hands + 1):
         seated = list(PLAYERS)
@@ -65,11 +69,12 @@ def main() -> None:
         for change in rate(rated(state, seated), ratings):
             ratings[change.player] = change.after
         c = {p: ratings[p].conservative for p in PLAYERS}
-        ordered = c["hard"] > c["normal"] > c["easy"]
-        if ordered and ordered_since is None:
-            ordered_since = hand
-        elif not ordered:
-            ordered_since = None
+        for higher, lower in PAIRS:
+            if c[higher] > c[lower]:
+                above[higher, lower] += 1
+                since[higher, lower] = since[higher, lower] or hand
+            else:
+                since[higher, lower] = None
         if hand % 100 == 0 or hand == args.hands:
             print(
                 f"after {hand:5d} hands: "
@@ -82,12 +87,17 @@ def main() -> None:
             )
     seconds = time.perf_counter() - started
     print(f"{args.hands} hands in {seconds:.0f} s, hard searching {args.budget_ms:g} ms a decision")
-    if ordered_since is None:
-        print("hard > normal > easy by conservative rating: not at the end of the run")
-    else:
+    for higher, lower in PAIRS:
+        share = above[higher, lower] / args.hands
+        settled = since[higher, lower]
         print(
-            f"hard > normal > easy by conservative rating from hand {ordered_since} on"
-            f" (to the end of the run, hand {args.hands})"
+            f"{higher} above {lower} by conservative rating: "
+            + (
+                f"from hand {settled} to the end of the run"
+                if settled is not None
+                else "not at the end of the run"
+            )
+            + f"; after {share:.0%} of the hands"
         )
 
 
