@@ -39,7 +39,7 @@ from common import (
 )
 from ddz_client import Client
 
-from service.app.arena import run
+from service.app.arena import Contestant, run
 from service.app.bridge import Bridge
 from service.app.engine import Engine
 from service.game import Table
@@ -53,12 +53,12 @@ SEED = "0" * 63 + "1"
 def arena(deals: int) -> None:
     table = Table.build()
     started = time.perf_counter()
-    result = run([EXAMPLE], deals, SEED, table)
+    result = run([Contestant(engine=EXAMPLE), Contestant(level="normal")], deals, SEED, table)
     engine_seconds = time.perf_counter() - started
     started = time.perf_counter()
     duplicate(deals, SEED, table, policy("normal"), policy("normal"))
     bot_seconds = time.perf_counter() - started
-    hands = result.result.hands
+    hands = result.runs[0].hands
     print(f"arena, {deals} deals ({hands} hands) in duplicate, shanghai-platform:")
     print(
         f"  example engine vs house bot (normal): {hands / engine_seconds:7.1f} hands/s"

@@ -304,18 +304,39 @@ def engine_options(pairs: list[str]) -> dict[str, Any]:
 
 
 def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
-    """``ddz arena``: an engine against the house bot or a second engine, in duplicate."""
+    """``ddz arena``: engines and house bot levels at one table, in a round robin or a
+    gauntlet, each deal at every seating."""
 
-    from .app.arena import run
+    from .app.arena import (
+        DEFAULT_LEVEL,
+        GAUNTLET,
+        ROUND_ROBIN,
+        TABLE,
+        TABLE_MODE,
+        Contestant,
+        StopRule,
+        run,
+    )
     from .app.engine import EngineError
     from .game import Table
 
-    if len(args.engine) > 2:
-        raise RulesError("--engine is given once or twice", "invalid_argument")
-    if len(args.engine) == 2 and args.bot is not None:
+    contestants = [
+        Contestant(engine=value) if kind == "engine" else Contestant(level=value)
+        for kind, value in args.contestants or []
+    ]
+    if len(contestants) == 1 and contestants[0].engine is not None:
+        contestants.append(Contestant(level=DEFAULT_LEVEL))  # an engine against the house bot
+    mode = ROUND_ROBIN if args.round_robin else GAUNTLET if args.gauntlet else TABLE_MODE
+    if len(contestants) < 2:
+        raise RulesError("an arena needs an --engine and another contestant", "invalid_argument")
+    if mode == TABLE_MODE and len(contestants) > TABLE:
         raise RulesError(
-            "--bot is the house bot's level: not with a second --engine", "invalid_argument"
+            f"{TABLE} contestants at one table at most: more play a --round-robin or a --gauntlet",
+            "invalid_argument",
         )
+    stop = None
+    if args.sprt is not None or args.width is not None:
+        stop = StopRule(None if args.sprt is None else tuple(args.sprt), args.width)
     if args.records:
         try:  # before any engine starts: a run that cannot keep its records is refused
             Path(args.records).mkdir(parents=True, exist_ok=True)
@@ -328,23 +349,57 @@ def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         arena = run(
-            args.engine,
+            contestants,
             args.deals,
             seed,
             Table.build(args.ruleset),
-            level=args.bot or "normal",
+            mode=mode,
             move_ms=args.move_ms,
             options=engine_options(args.option),
             records=Path(args.records) if args.records else None,
+            jobs=args.jobs,
+            stop=stop,
         )
-    except EngineError as exc:
+    except EngineError as exc:  # an engine that cannot start: before any play
         print(f"ddz arena: {exc.code}: {exc}", file=sys.stderr)
         return 1
-    lines = arena.lines()
-    if args.records:
-        lines.append(f"records written to {args.records}")
-    stdout.write("\n".join(lines) + "\n")
+    hands = sum(r.hands for r in arena.runs)
+    if args.json:
+        stdout.write(json.dumps(arena.to_json(), indent=1) + "\n")
+    elif arena.failure is None:
+        lines = arena.lines()
+        if args.records:
+            lines.append(f"records written to {args.records}")
+        stdout.write("\n".join(lines) + "\n")
+    if arena.failure is not None:
+        kept = sum(r.records for r in arena.runs)
+        where = f" in {args.records}" if args.records else ""
+        print(
+            f"ddz arena: {arena.failure.line()}; {hands} hands played before it"
+            + (f", their records ({kept}) kept{where}" if args.records else ""),
+            file=sys.stderr,
+        )
+        return 1
+    rate = f" ({hands / arena.seconds:.1f} hands a second)" if arena.seconds else ""
+    print(
+        f"ddz arena: {hands} hands in {arena.seconds:.1f} s{rate}, --jobs {arena.jobs}",
+        file=sys.stderr,
+    )
     return 0
+
+
+class Contestants(argparse.Action):
+    """``--engine`` and ``--bot``: the contestants, in the order given."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        kind = "engine" if option_string == "--engine" else "bot"
+        namespace.contestants = [*(getattr(namespace, "contestants", None) or []), (kind, values)]
 
 
 #: How to install the Python client into the Python running this command (``bin/run``
@@ -378,9 +433,10 @@ def run_bridge(args: argparse.Namespace) -> int:
             engine,
             table_id=args.table,
             invite=args.invite,
-            lobby=Lobby(args.ruleset, args.unit, args.cap),
+            lobby=Lobby(args.ruleset, args.unit, args.cap, ladder=args.ladder),
             hands=args.hands,
             move_ms=args.move_ms,
+            commands_per_second=args.commands_per_second,
         )
         try:
             played = bridge.run()
@@ -390,8 +446,23 @@ def run_bridge(args: argparse.Namespace) -> int:
         except ProblemError as exc:
             print(f"ddz bridge: {exc.status} {exc.code}: {exc.detail}", file=sys.stderr)
             return 2
-    print(f"ddz bridge: {hand_count(played)} played", file=sys.stderr)
-    return 0
+        except KeyboardInterrupt:
+            # The engine was told to quit on the way out; the seat stays the player's.
+            print(
+                f"ddz bridge: stopped after {hand_count(bridge.played)}; the seat is kept "
+                "(started again, the bridge picks up the hand under way)",
+                file=sys.stderr,
+            )
+            return 130
+    failed = (
+        f" (the engine failed in {hand_count(bridge.failed_hands)}: the system played them)"
+        if bridge.failed_hands
+        else ""
+    )
+    print(
+        f"ddz bridge: {hand_count(played)} played, net {bridge.net:+.2f}{failed}", file=sys.stderr
+    )
+    return 1 if args.strict and bridge.failed_hands else 0
 
 
 def run_migrate(stdout: TextIO) -> int:
@@ -451,12 +522,34 @@ def run_rebuild(check: bool, stdout: TextIO, stderr: TextIO) -> int:
         )
     else:
         summary.append(f"{found.written + rebuilt.written:,} rows written")
+        summary.append(f"ratings made again from {rebuilt.rated:,} settled hands")
         for line in found.left:
             stdout.write(f"left: {line}\n")
         if found.left:
             summary.append(f"{len(found.left):,} left differing")
     stderr.write("ddz rebuild: " + "; ".join(summary) + "\n")
     return 0 if rebuilt.ok else 1
+
+
+def run_ratings_rebuild(stdout: TextIO) -> int:
+    """``ddz ratings rebuild``: every rating made again from the events (docs/ratings.md)."""
+    from .app.ratings import rebuild
+    from .config import Config
+    from .store import EventStore, open_pool
+    from .store.ratings import RatingStore
+
+    def progress(hands: int) -> None:
+        stdout.write(f"{hands:,} hands read\n")
+        stdout.flush()
+
+    config = Config.from_env()
+    pool = open_pool(config.database_url, 2, "ddz-ratings", config.db_timeout)
+    try:
+        hands = rebuild(EventStore(pool), RatingStore(pool), progress)
+    finally:
+        pool.close()
+    stdout.write(f"ratings rebuilt from {hands:,} settled hands\n")
+    return 0
 
 
 def run_worker(burst: bool) -> int:
@@ -717,20 +810,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     arena_parser = commands.add_parser(
         "arena",
-        help="measure an engine (docs/bot-protocol.md) against the house bot or another engine",
-        description="Plays --deals deals on the pure engine (no server), each twice with the seats "
-        "swapped (duplicate: the luck of the cards cancels out), the first engine against the second "
-        "or against the house bot at --bot; prints the first engine's points per hand with a 95% "
-        "confidence interval and each side's landlord and farmer win rates. Each seat an engine plays "
-        "is its own process. The same --seed gives the same figures. Exits 1 when an engine crashes, "
-        "answers garbage or something illegal, or runs out of time.",
+        help="measure engines (docs/bot-protocol.md) against each other and the house bot",
+        description="Plays --deals deals on the pure engine (no server), each at every seating "
+        "so that the luck of the cards cancels out: two contestants in duplicate (each deal "
+        "twice, the seats swapped), three or four at one table (every seating), or more in a "
+        "--round-robin or a --gauntlet of duplicate matches. A contestant is an --engine or a "
+        "house bot --bot level, in the order given; one engine alone plays the house bot at "
+        "normal. Prints each one's points per hand with a 95% confidence interval and its "
+        "landlord and farmer win rates (--json: every figure). Each seat an engine plays is "
+        "its own process. The same --seed gives the same figures. Exits 1 when an engine "
+        "crashes, answers garbage or something illegal, or runs out of time, naming the deal, "
+        "hand, seat and decision.",
     )
     arena_parser.add_argument(
         "--engine",
-        action="append",
-        required=True,
+        action=Contestants,
+        dest="contestants",
         metavar="CMD",
-        help="the engine's command line; given twice, the second engine is the opponent",
+        help="an engine's command line (repeatable)",
+    )
+    arena_parser.add_argument(
+        "--bot",
+        action=Contestants,
+        dest="contestants",
+        choices=("easy", "normal", "hard"),
+        help="a house bot level as a contestant (repeatable; one engine alone plays normal)",
     )
     arena_parser.add_argument("--deals", type=int, default=100, metavar="N")
     arena_parser.add_argument(
@@ -742,11 +846,41 @@ def build_parser() -> argparse.ArgumentParser:
     arena_parser.add_argument(
         "--records", default=None, metavar="DIR", help="write each hand's record (.json) here"
     )
+    pairs = arena_parser.add_mutually_exclusive_group()
+    pairs.add_argument(
+        "--round-robin",
+        action="store_true",
+        help="every pair of contestants in a duplicate match, on the same deals",
+    )
+    pairs.add_argument(
+        "--gauntlet",
+        action="store_true",
+        help="the first contestant in a duplicate match against each of the others",
+    )
     arena_parser.add_argument(
-        "--bot",
-        default=None,
-        choices=("easy", "normal", "hard"),
-        help="the house bot's level, without a second --engine (default normal)",
+        "--jobs",
+        type=positive,
+        default=1,
+        metavar="N",
+        help="play deals in N processes at once (each with its own engines); the same figures",
+    )
+    stopping = arena_parser.add_mutually_exclusive_group()
+    stopping.add_argument(
+        "--sprt",
+        nargs=2,
+        type=float,
+        metavar=("M0", "M1"),
+        help="stop once an SPRT (5%% errors) tells whether the first contestant's points per "
+        "hand are at most M0 or at least M1 (from 10 deals on; --deals is the most)",
+    )
+    stopping.add_argument(
+        "--width",
+        type=float,
+        metavar="W",
+        help="stop once the first contestant's 95%% interval is at most W wide (from 10 deals)",
+    )
+    arena_parser.add_argument(
+        "--json", action="store_true", help="print every figure as one JSON document"
     )
     engine_arguments(arena_parser, 2000, "")
     arena_parser.add_argument(
@@ -762,7 +896,8 @@ def build_parser() -> argparse.ArgumentParser:
         "crashes, answers garbage or something illegal, or runs out of time is logged, the system "
         "plays the seat to the end of that hand, and the engine starts again for the next; after 3 "
         "such hands in a row the bridge leaves the table and exits 1. With --hands N it leaves the "
-        "table after N hands and exits 0. Refusals of the service exit 2.",
+        "table after N hands and exits 0 (1 with --strict if the engine failed in any). Refusals "
+        "of the service exit 2; Ctrl-C stops it quietly (130), keeping the seat.",
     )
     bridge_parser.add_argument(
         "--engine", required=True, metavar="CMD", help="the engine's command line"
@@ -786,6 +921,25 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="leave after N hands (default: play on)",
+    )
+    bridge_parser.add_argument(
+        "--ladder",
+        action="store_true",
+        help="a bot account's ladder: rated tables of bot accounts only, from the lobby with "
+        "--ruleset/--unit/--cap, one after another for as long as it runs",
+    )
+    bridge_parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 if the engine failed in any hand (the system played the seat in it)",
+    )
+    bridge_parser.add_argument(
+        "--commands-per-second",
+        type=float,
+        default=8.0,
+        metavar="N",
+        help="send at most N commands a second (default 8: below the service's default limit "
+        "of 10 a token; bridges of one bot account share that limit)",
     )
     engine_arguments(bridge_parser, 5000, ", at most what is left of the turn")
     commands.add_parser(
@@ -839,6 +993,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--data", default=DATA, help=f"where embedded servers keep their data (default {DATA})"
     )
     commands.add_parser("openapi", help="print the OpenAPI document generated from the app")
+    ratings_parser = commands.add_parser(
+        "ratings",
+        help="the players' ratings (docs/ratings.md): rebuild makes them again from the events",
+    )
+    ratings_actions = ratings_parser.add_subparsers(dest="action", required=True)
+    ratings_actions.add_parser(
+        "rebuild",
+        help="every rating made again from the settled hands' events, in the order they were "
+        "settled, on DATABASE_URL (ratings of new hands wait meanwhile)",
+    )
     operator_parser = commands.add_parser(
         "operator",
         help="operators' accounts: add, token, list, revoke, remove",
@@ -920,6 +1084,8 @@ def main(argv: list[str] | None = None) -> int:
             return serve(args.host, args.port, args.workers, args.data)
         if args.command == "openapi":
             return run_openapi(sys.stdout)
+        if args.command == "ratings":
+            return run_ratings_rebuild(sys.stdout)
         if args.command == "operator":
             return run_operator(args, sys.stdin, sys.stdout)
         if args.command == "bridge":

@@ -164,6 +164,10 @@ class Config:
     #: Tables a bot account may sit at at once, its waiting lobby ticket counting as one
     #: (a person sits at one): DDZ_BOT_ACCOUNT_TABLES.
     bot_account_tables: int = 4
+    #: Seconds a public table's watchers are behind the table: each event reaches their
+    #: stream this long after it happened (docs/tables.md, "Watching"):
+    #: DDZ_WATCH_DELAY_SECONDS.
+    watch_delay_seconds: float = 0.0
     #: Milliseconds the ``hard`` bot level searches per decision: DDZ_BOT_SEARCH_MS.
     bot_search_ms: float = 50.0
     #: The largest base stake (底分) a match, table or lobby ticket may have: DDZ_MAX_UNIT.
@@ -190,6 +194,7 @@ class Config:
     _ENV: ClassVar[dict[str, str]] = {
         "database_url": "DATABASE_URL",
         "redis_url": "REDIS_URL",
+        "watch_delay_seconds": "DDZ_WATCH_DELAY_SECONDS",
         "operator_token": "DDZ_OPERATOR_TOKEN",
         "max_body_bytes": "DDZ_MAX_BODY_BYTES",
         "body_seconds": "DDZ_BODY_SECONDS",

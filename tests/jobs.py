@@ -232,6 +232,27 @@ def choose(api, match_id: str, token: str, view: dict) -> dict:
     )
 
 
+def play_hand(api, match_id: str, tokens: dict[str, str], rconn) -> None:
+    """The people at the match play it to its end (bot seats by the workers)."""
+    for _ in range(600):
+        run_burst(rconn)
+        any_token = next(iter(tokens.values()))
+        view = api.get(f"/v1/matches/{match_id}", headers=bearer(any_token)).json
+        if view["phase"] == "ended":
+            return
+        seat = view["seats"][view["turn"]]
+        token = tokens.get(seat["player"]) if seat and not seat["bot"] else None
+        if token is None:
+            continue  # a system seat: its job runs in the next burst
+        view = api.get(f"/v1/matches/{match_id}", headers=bearer(token)).json
+        if not view["actions"]:
+            continue
+        body = {**choose(api, match_id, token, view), "expected_version": view["version"]}
+        r = api.post(f"/v1/matches/{match_id}/commands", json=body, headers=bearer(token))
+        assert r.status_code == 200, (body, r.json)
+    raise AssertionError("the hand did not end")
+
+
 def feed(api, token: str, after: str | None = None, wait: float = 0) -> dict:
     query = {"wait": wait} | ({} if after is None else {"after": after})
     r = api.get("/v1/me/events", query_string=query, headers=bearer(token))

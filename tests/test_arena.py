@@ -5,6 +5,7 @@ answers garbage or an illegal action, or runs out of time is named and stopped."
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -91,7 +92,10 @@ def test_the_engine_sees_only_its_seat_and_may_log(capsys, caplog, tmp_path, mon
         assert SEED not in line
         entry = json.loads(line)
         by_process.setdefault(entry["pid"], []).append(entry["message"])
-    # Each seat its own process: seats 0 and 2 in the first hand, 1 and 3 in the second.
+    # Started once to learn its name (before any play), then each seat its own process.
+    named = [p for p, said in by_process.items() if said[-1]["type"] == "quit" and len(said) == 3]
+    assert len(named) == 1
+    del by_process[named[0]]
     assert len(by_process) == 4
     seats = set()
     for messages in by_process.values():
@@ -186,8 +190,103 @@ def test_one_deal_gives_no_confidence_interval(capsys):
     assert "95% CI n/a (1 deal)" in out and "95% CI [" not in out
 
 
-def test_the_house_bot_level_is_refused_beside_a_second_engine(capsys):
-    """Two engines play each other: a --bot level would be silently ignored."""
-    status, out, err = arena(capsys, "--engine", EXAMPLE, "--engine", EXAMPLE, "--bot", "hard")
+def arena_json(capsys, *args: str) -> dict:
+    code, out, err = arena(capsys, *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_four_copies_of_one_engine_at_one_table_come_out_at_exactly_zero(capsys):
+    """Every seating of each deal: each copy plays each seat as often, so a deterministic
+    engine against itself wins exactly what it loses."""
+    found = arena_json(capsys, *["--engine", EXAMPLE] * 4, "--deals", "2", "--seed", SEED)
+    run = found["runs"][0]
+    assert run["deals"] == 2 and run["hands"] == 2 * 24 and run["failure"] is None
+    assert [r["name"] for r in run["results"]] == [f"lowest-single ({i})" for i in (1, 2, 3, 4)]
+    for result in run["results"]:
+        assert result["points"] == {"mean": 0.0, "low": 0.0, "high": 0.0}
+        assert result["landlord"]["hands"] == 12 and result["farmer"]["seats"] == 36
+
+
+def test_engines_and_levels_at_one_table_give_the_same_figures_in_two_processes(capsys, tmp_path):
+    args = ["--engine", EXAMPLE, "--bot", "easy", "--bot", "normal", "--deals", "3", "--seed", SEED]
+    one = arena_json(capsys, *args, "--records", str(tmp_path / "one"))
+    two = arena_json(capsys, *args, "--jobs", "2", "--records", str(tmp_path / "two"))
+    assert one["runs"] == two["runs"] and two["jobs"] == 2
+    names = [r["name"] for r in one["runs"][0]["results"]]
+    assert names == ["lowest-single", "house bot (easy)", "house bot (normal)"]
+    assert one["runs"][0]["hands"] == 3 * 36
+    records = sorted(p.name for p in (tmp_path / "one").glob("*.json"))
+    assert len(records) == 3 * 36
+    assert records == sorted(p.name for p in (tmp_path / "two").glob("*.json"))
+    for name in records[:3]:
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+        verify(load((tmp_path / "one" / name).read_bytes()))
+    points = [r["points"]["mean"] for r in one["runs"][0]["results"]]
+    assert abs(sum(points)) < 1e-9  # zero-sum: what one wins the others lose
+
+
+def test_a_round_robin_and_a_gauntlet_play_each_pairing(capsys):
+    contestants = ["--engine", EXAMPLE, "--bot", "easy", "--bot", "normal"]
+    robin = arena_json(capsys, *contestants, "--deals", "2", "--seed", SEED, "--round-robin")
+    pairs = [run["contestants"] for run in robin["runs"]]
+    assert pairs == [
+        ["lowest-single", "house bot (easy)"],
+        ["lowest-single", "house bot (normal)"],
+        ["house bot (easy)", "house bot (normal)"],
+    ]
+    assert [o["name"] for o in robin["overall"]][0] == "house bot (normal)"
+    gauntlet = arena_json(capsys, *contestants, "--deals", "2", "--seed", SEED, "--gauntlet")
+    assert [run["contestants"][0] for run in gauntlet["runs"]] == ["lowest-single"] * 2
+    assert gauntlet["runs"] == robin["runs"][:2]
+    code, out, _ = arena(capsys, *contestants, "--deals", "2", "--seed", SEED, "--gauntlet")
+    assert code == 0 and out.startswith("gauntlet of 3: shanghai-platform")
+    assert "lowest-single against house bot (normal): " in out
+
+
+def test_a_stopping_rule_ends_the_run_early(capsys):
+    found = arena_json(
+        capsys,
+        "--bot",
+        "easy",
+        "--bot",
+        "normal",
+        "--deals",
+        "40",
+        "--seed",
+        SEED,
+        "--width",
+        "1000",
+    )
+    run = found["runs"][0]
+    assert run["deals"] == 10 and "wide, within 1000" in run["stopped"]
+
+
+def test_a_failure_names_the_deal_hand_seat_and_decision_and_keeps_the_records(capsys, tmp_path):
+    status, out, err = arena(
+        capsys,
+        "--engine",
+        misbehaving("crash", after=10),
+        "--deals",
+        "3",
+        "--seed",
+        SEED,
+        "--records",
+        str(tmp_path),
+    )
+    assert status == 1 and out == ""
+    said = re.search(
+        r"deal (\d+), hand (\d+), seat (\d), the decision in \w+ at version \d+\); "
+        r"(\d+) hands played before it, their records \((\d+)\) kept",
+        err,
+    )
+    assert err.startswith("ddz arena: engine_crashed: ") and said, err
+    deal, hand, _, played, kept = map(int, said.groups())
+    assert played == 2 * deal and kept == played + hand
+    assert len(list(tmp_path.glob("*.json"))) == kept >= 1
+
+
+def test_more_than_four_at_one_table_are_refused(capsys):
+    status, out, err = arena(capsys, *["--bot", "easy"] * 5, "--deals", "1")
     assert status == 2 and out == ""
-    assert err == "ddz: --bot is the house bot's level: not with a second --engine\n"
+    assert "4 contestants at one table at most" in err

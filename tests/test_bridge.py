@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from api_support import DECISIONS
 from bad_network import BadNetwork
@@ -117,8 +118,13 @@ def test_the_example_engine_plays_hand_after_hand_and_a_restarted_bridge_picks_u
         assert first.poll() is None, log.read_text()
         assert time.monotonic() < deadline, log.read_text()
         time.sleep(0.05)
-    os.killpg(first.pid, signal.SIGKILL)
+    # kill -9 of the bridge alone: its engine (a session of its own) dies with it.
+    engines = psutil.Process(first.pid).children()
+    assert len(engines) == 1
+    first.kill()
     first.wait()
+    gone, alive = psutil.wait_procs(engines, timeout=10)
+    assert not alive, "the engine outlived its bridge"
     # Started again (no table given: it finds the one it sits at), it answers the pending
     # turn and plays on: the hand under way and one more.
     second = bridge(service, player.token, EXAMPLE, "--hands", "2", log=log)
@@ -198,6 +204,7 @@ def test_the_bridge_plays_on_over_a_network_that_drops(service, caplog):
     # after the service applied it, and the service is then down, then busy (503), each for
     # longer than the client's own retries (5 tries): the bridge waits for it.
     caplog.set_level("INFO", "ddz.bridge")
+    caplog.set_level("INFO", "ddz_client")
     network = BadNetwork(stream_chunks=3, outage=8, busy=8)
     with Client.register(service, "dropped-bot", transport=network, backoff=0.01) as player:
         played = Bridge(player, Engine(EXAMPLE), hands=2, retry_seconds=0.01).run()
@@ -206,6 +213,12 @@ def test_the_bridge_plays_on_over_a_network_that_drops(service, caplog):
         assert any(m.startswith("playing as dropped-bot (not a bot account") for m in said)
         assert any(m.startswith("the service does not answer (connection refused") for m in said)
         assert any(m.startswith("the service does not answer (503 unavailable") for m in said)
+        # The client's own retries are told too, each with its reason and its wait.
+        assert any(" 503 unavailable: " in m and "; trying again in " in m for m in said)
+        assert any("ConnectError" in m and "; trying again in " in m for m in said)
+        # Each hand's result, and the seat's net.
+        ended = [m for m in said if m.startswith("hand ") and " ended (match " in m]
+        assert len(ended) == 2 and all(" won, landlord seat " in m and ": net " in m for m in ended)
         assert played == 2
         assert network.stream_connections > 3
         # The lost answer's command was sent again with its key and applied once: every
@@ -268,6 +281,86 @@ def test_a_bridge_gives_up_after_three_failing_hands_and_leaves_the_table(servic
         )
     assert player.my_tables() == []
     player.close()
+
+
+def test_with_strict_an_engine_failure_is_the_exit_status(service, tmp_path):
+    """One hand, in which the engine crashed: played (by the system), but --strict says so
+    in its exit status; without it the last line says so."""
+    for strict, status in ((["--strict"], 1), ([], 0)):
+        player = Client.register(service, "strict-bot")
+        log = tmp_path / f"bridge{status}.log"
+        process = bridge(
+            service,
+            player.token,
+            f"{sys.executable} {MISBEHAVING} crash 1",
+            "--hands",
+            "1",
+            *strict,
+            log=log,
+        )
+        assert finished(process, log) == status, log.read_text()
+        text = log.read_text()
+        assert "ddz bridge: 1 hand played, net " in text
+        assert "(the engine failed in 1 hand: the system played them)" in text
+        assert "(the system played our seat: the engine failed)" in text
+        player.close()
+
+
+def test_ctrl_c_stops_the_bridge_quietly_and_keeps_its_seat(service, tmp_path):
+    player = Client.register(service, "interrupted-bot")
+    log = tmp_path / "bridge.log"
+    process = bridge(service, player.token, EXAMPLE, log=log)
+    deadline = time.monotonic() + 60
+    while "seated at table" not in log.read_text():
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+    engines = psutil.Process(process.pid).children()
+    process.send_signal(signal.SIGINT)  # as Ctrl-C at its terminal, to the bridge alone
+    assert finished(process, log) == 130, log.read_text()
+    text = log.read_text()
+    assert "ddz bridge: stopped after " in text and "the seat is kept" in text
+    assert "Traceback" not in text, text
+    assert not psutil.wait_procs(engines, timeout=10)[1], "the engine outlived its bridge"
+    assert len(player.my_tables()) == 1
+    player.close()
+
+
+def test_two_bridged_bot_accounts_play_rated_hands_on_the_ladder(service, tmp_path):
+    """Two bot accounts ask the lobby for the ladder (a stake of their own, so that they
+    meet each other): they are seated together, system bots in the other seats, play
+    unattended, and their hands are rated."""
+    person = Client.register(service, "not-a-program")
+    with pytest.raises(ProblemError) as refused:
+        person.quick_match(ladder=True)
+    assert refused.value.status == 403 and refused.value.code == "bot_account_required"
+    person.close()
+    accounts = [Client.register(service, f"ladder-{i}", bot_account=True) for i in range(2)]
+    logs = [tmp_path / f"ladder{i}.log" for i in range(2)]
+    bridges = [
+        bridge(service, a.token, EXAMPLE, "--ladder", "--unit", "7.00", "--hands", "2", log=log)
+        for a, log in zip(accounts, logs)
+    ]
+    for process, log in zip(bridges, logs):
+        assert finished(process, log) == 0, log.read_text()
+    first, second = (hands(a, 2) for a in accounts)
+    assert [h["record"]["match_id"] for h in first] == [h["record"]["match_id"] for h in second]
+    for hand in first:
+        seats = hand["record"]["seats"]
+        assert sum(s["bot_account"] for s in seats) == 2 and sum(s["bot"] for s in seats) == 2
+    # Rated by the service's worker once settled: each account's profile, the bots' board.
+    deadline = time.monotonic() + 60
+    for account in accounts:
+        while True:
+            profile = httpx.get(f"{service}/v1/players/{account.player_id}").json()
+            if profile["hands"] >= 2:
+                break
+            assert time.monotonic() < deadline, profile
+            time.sleep(0.2)
+        assert profile["bot_account"] and profile["ratings"][0]["provisional"]
+    board = httpx.get(f"{service}/v1/leaderboards", params={"kind": "bots", "limit": 100}).json()
+    assert {a.player_id for a in accounts} <= {p["player_id"] for p in board["players"]}
+    for account in accounts:
+        account.close()
 
 
 def test_a_refused_token_exits_2_and_says_why(service, tmp_path):

@@ -94,7 +94,7 @@ def test_every_reference_resolves_and_every_component_is_used(spec):
 
 #: The blueprints of HTML pages, which are not the JSON API: the console's
 #: (docs/operations.md) and the page of problem codes.
-PAGES = ("console.", "problem_docs.")
+PAGES = ("console.", "problem_docs.", "replay_page.")
 
 
 def rule_to_path(rule: str) -> str:
@@ -295,6 +295,45 @@ def tables_lobby_and_me(contract: Contract, tokens: list[str]) -> None:
         timeout=30,
     ) as response:
         contract.check(response, "/v1/me/stream", "GET")
+        assert response.status_code == 200
+        for line in response.iter_lines(decode_unicode=True):
+            if line.startswith("data:"):
+                break
+
+
+def ratings_and_watching(contract: Contract, tokens: list[str], ended: dict[str, str]) -> None:
+    """The leaderboards, profiles and the caller's ratings; a public table watched; a
+    finished hand's replay: as the document says, the public ones without a token."""
+    call = contract.call
+    call("GET", "/v1/leaderboards", params={"kind": "bots", "limit": 5}, expect=200)
+    call("GET", "/v1/leaderboards", params={"cursor": "bm90LWl0"}, expect=422)
+    watched = new_player(contract, "watched")
+    who = {"player_id": watched["player_id"]}
+    assert (
+        call("GET", "/v1/players/{player_id}", path_params=who, expect=200).json()["ratings"] == []
+    )
+    call("GET", "/v1/players/{player_id}", path_params={"player_id": str(uuid.uuid4())}, expect=404)
+    call("GET", "/v1/me/ratings", token=tokens[0], params={"limit": 1}, expect=200)
+    call("GET", "/v1/me/ratings", expect=401)
+    replay = call("GET", "/v1/matches/{match_id}/replay", path_params=ended, expect=200).json()
+    assert replay["seed"] and replay["deal"]
+    missing = {"match_id": str(uuid.uuid4())}
+    call("GET", "/v1/matches/{match_id}/replay", path_params=missing, expect=404)
+    table = call("POST", "/v1/tables", token=watched["token"], json={}, expect=201).json()
+    at = {"table_id": table["table_id"]}
+    page = call("GET", "/v1/tables/{table_id}/watch", path_params=at, expect=200).json()
+    assert page["items"][0]["type"] == "table_created"
+    call("GET", "/v1/tables/{table_id}/watch", path_params=at, params={"after": "x"}, expect=422)
+    call(
+        "GET",
+        "/v1/tables/{table_id}/watch",
+        path_params={"table_id": str(uuid.uuid4())},
+        expect=404,
+    )
+    with contract.http.get(
+        contract.base_url + f"/v1/tables/{table['table_id']}/watch/stream", stream=True, timeout=30
+    ) as response:
+        contract.check(response, "/v1/tables/{table_id}/watch/stream", "GET")
         assert response.status_code == 200
         for line in response.iter_lines(decode_unicode=True):
             if line.startswith("data:"):
@@ -760,6 +799,7 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
     )
 
     tables_lobby_and_me(contract, tokens)
+    ratings_and_watching(contract, tokens, at)
 
     # Every operation's success was seen and checked (but a settlement's, which needs the
     # worker)

@@ -156,7 +156,8 @@ def test_an_engine_in_the_arena_then_on_the_service_through_the_bridge(newcomer)
     assert "100 deals, each played twice with the seats swapped (200 hands)" in done.stdout
     assert len(list((newcomer.home / "hands").glob("*.json"))) == 200
     done = newcomer.run(API_FUNCTION[0] + bridge)
-    assert done.stderr.rstrip().endswith("ddz bridge: 1 hand played"), done.stderr
+    last = done.stderr.rstrip().splitlines()[-1]
+    assert re.fullmatch(r"ddz bridge: 1 hand played, net [+-]\d+\.\d\d", last), done.stderr
 
 
 def test_operators_and_the_console(newcomer):

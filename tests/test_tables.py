@@ -15,7 +15,7 @@ import psycopg
 import pytest
 import yaml
 from api_support import OP, bearer
-from jobs import choose, drain, feed, join, new_player, new_table, run_burst, worker_app
+from jobs import choose, drain, feed, join, new_player, new_table, play_hand, run_burst, worker_app
 from servers import ROOT
 
 import service.app.feed
@@ -42,27 +42,6 @@ def table(api, table_id: str, token: str) -> dict:
 
 def people(api, n: int) -> list[tuple[str, str]]:
     return [new_player(api, f"p{i}") for i in range(n)]
-
-
-def play_hand(api, match_id: str, tokens: dict[str, str], rconn) -> None:
-    """The people at the match play it to its end (bot seats by the workers)."""
-    for _ in range(600):
-        run_burst(rconn)
-        any_token = next(iter(tokens.values()))
-        view = api.get(f"/v1/matches/{match_id}", headers=bearer(any_token)).json
-        if view["phase"] == "ended":
-            return
-        seat = view["seats"][view["turn"]]
-        token = tokens.get(seat["player"]) if seat and not seat["bot"] else None
-        if token is None:
-            continue  # a system seat: its job runs in the next burst
-        view = api.get(f"/v1/matches/{match_id}", headers=bearer(token)).json
-        if not view["actions"]:
-            continue
-        body = {**choose(api, match_id, token, view), "expected_version": view["version"]}
-        r = api.post(f"/v1/matches/{match_id}/commands", json=body, headers=bearer(token))
-        assert r.status_code == 200, (body, r.json)
-    raise AssertionError("the hand did not end")
 
 
 def ledger_of(db, player: str, match_ids: list[str]) -> Decimal:

@@ -14,7 +14,8 @@ import psycopg
 
 from service.app.commands import CommandRequest
 from service.app.metrics import JOB_SECONDS, SETTLEMENT_LAG
-from service.app.work import BOT_TURN, SETTLE_MATCH, TURN_TIMEOUT, work_for
+from service.app.ratings import rate_settled
+from service.app.work import BOT_TURN, RATE_HAND, SETTLE_MATCH, TURN_TIMEOUT, rate_later, work_for
 from service.game import Disconnect, GameError, Settle, State, deadline, seat_view
 from service.game.bot.levels import policy, seat_level
 from service.game.commands import SeatCommand
@@ -24,6 +25,7 @@ from service.game.record import export, verify
 from service.game.state import ENDED
 from service.store import MatchNotFound, StoredEvent, VersionConflict
 from service.store.ledger import write_settlement
+from service.store.ratings import RatingStore
 from service.store.tables import TableNotFound
 
 from .context import context
@@ -154,9 +156,19 @@ def settle_match(match_id: str) -> str:
         " ".join(settled.net),
         settled.house,
     )
-    # A table's hand: recorded at the table now (the sweep finds it if this worker dies).
+    # The hand's rating, and a table's hand recorded at the table now (the sweep finds
+    # either if this worker dies).
+    rate_later(ctx.redis, match_id)
     ctx.tables.record_hand(key)
     return "settled"
+
+
+@JOB_SECONDS.labels(RATE_HAND).time()
+def rate_hand(match_id: str) -> str:
+    """Rates the settled hand's players (docs/ratings.md), once: a second run, or two at
+    once, finds it rated."""
+    ctx = context()
+    return rate_settled(ctx.store, RatingStore(ctx.pool), uuid.UUID(match_id))
 
 
 def table_due(table_id: str, version: int) -> str:

@@ -8,7 +8,7 @@ truth and Redis only carries work.
   record) and seats the lobby's waiting tickets.
 - The sweep (at worker start, then every ``sweep_seconds``) finds work lost with Redis (a
   flush, a restart) or with a worker and enqueues it again: a bot or disconnected seat to
-  act with no live job, an ended hand with no settlement.
+  act with no live job, an ended hand with no settlement, a settled hand not rated.
 - The pruning (at worker start, then every ``prune_seconds``) deletes what is kept no
   longer: old idempotency keys, expired tokens and console sessions.
 
@@ -41,6 +41,7 @@ from rq.job import Job, JobStatus
 from service.app.work import (
     BOT_TURN,
     KIND_OF,
+    RATE_HAND,
     SETTLE_MATCH,
     TABLE_DUE,
     TURN_TIMEOUT,
@@ -55,6 +56,7 @@ from service.app.work import (
     worker_is_alive,
 )
 from service.store import DatabaseUnavailable, retention
+from service.store.ratings import RatingStore
 
 from .context import context
 from .jobs import match_tickets
@@ -192,7 +194,7 @@ def rescue_started() -> int:
 def sweep() -> dict[str, int]:
     """Finds lost work and enqueues it; returns how many of each it enqueued."""
     ctx = context()
-    found = {BOT_TURN: 0, SETTLE_MATCH: 0, TURN_TIMEOUT: scan_deadlines()}
+    found = {BOT_TURN: 0, SETTLE_MATCH: 0, RATE_HAND: 0, TURN_TIMEOUT: scan_deadlines()}
     work = []
     for match_id in ctx.store.awaiting_system():
         loaded = ctx.store.load(match_id)
@@ -200,6 +202,11 @@ def sweep() -> dict[str, int]:
         if kind is not None:
             match, version = str(match_id), loaded.state.version
             work.append((id_of_job(kind, match, version), kind, job_args(kind, match, version)))
+    # Settled hands whose rating is still to be done (a job lost, or hands settled before
+    # ratings existed).
+    for match_id in RatingStore(ctx.pool).pending():
+        match = str(match_id)
+        work.append((id_of_job(RATE_HAND, match, 0), RATE_HAND, job_args(RATE_HAND, match, 0)))
     for kind, count in ensure_each(ctx.redis, work).items():
         found[kind] += count
     return found

@@ -21,8 +21,10 @@ from . import (
     observe,
     players,
     problem_docs,
+    ratings,
     tables,
     tokens,
+    watching,
 )
 from .encoding import JsonProvider
 from .headers import SecurityHeaders, cors
@@ -83,10 +85,24 @@ def create_app(
     if connect:
         app.extensions["ddz"] = services or Services.open(config)
     api = Api(app)
-    for module in (health, observe, players, tokens, matches, tables, lobby, me, ledger, admin):
+    for module in (
+        health,
+        observe,
+        players,
+        tokens,
+        matches,
+        tables,
+        lobby,
+        me,
+        ledger,
+        admin,
+        ratings,
+        watching,
+    ):
         api.register_blueprint(module.bp)
     console.install(app, config)
     app.register_blueprint(problem_docs.bp)
+    app.register_blueprint(watching.pages)
     app.extensions["ddz_api"] = api
     cors(app, config.cors_origins)
     if connect:

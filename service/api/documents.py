@@ -28,6 +28,7 @@ from ..store import (
 from ..store.creations import KeyInUse
 from ..store.players import Profile
 from ..store.tables import (
+    BotAccountRequired,
     SeatedElsewhere,
     TableNotFound,
     TicketNotFound,
@@ -50,6 +51,7 @@ STORE_STATUS: dict[type[StoreError], int] = {
     TicketWaiting: 409,
     TicketSeated: 409,
     SeatedElsewhere: 409,
+    BotAccountRequired: 403,
 }
 #: HTTP status of the decider's refusals that are not 422 (the rules refuse the command),
 #: by code.

@@ -39,6 +39,14 @@ class TicketCreate(schemas.MatchCreate):
             "with system bots in the seats no one took"
         },
     )
+    ladder = schemas.JsonBoolean(
+        load_default=False,
+        metadata={
+            "description": "A bot account's ticket for the ladder: a table of bot accounts "
+            "only (four; or, when it allows bots, two or three after the lobby's wait, with "
+            "system bots in the other seats); 403 `bot_account_required` for a person"
+        },
+    )
 
 
 class TicketDocument(ma.Schema):
@@ -47,6 +55,7 @@ class TicketDocument(ma.Schema):
     ruleset = f.String(required=True)
     options = f.Nested(schemas.Options, required=True)
     allow_bots = f.Boolean(required=True)
+    ladder = f.Boolean(required=True, metadata={"description": "A ticket for the ladder"})
     table_id = f.UUID(
         required=True, allow_none=True, metadata={"description": "The table, once seated"}
     )
@@ -59,6 +68,7 @@ def ticket_document(ticket: Ticket) -> dict:
         "status": ticket.status,
         **Table.from_json(ticket.settings).settings(),
         "allow_bots": ticket.allow_bots,
+        "ladder": ticket.ladder,
         "table_id": ticket.table_id,
         "created_at": ticket.created_at,
     }
@@ -97,7 +107,7 @@ def create_ticket(body, key=None):
         try:
             table = within_bounds(Table.build(body["ruleset"], body["unit"], body["cap"]))
             ticket = services().tables.table_store.create_ticket(
-                who.player_id, table.to_json(), body["allow_bots"]
+                who.player_id, table.to_json(), body["allow_bots"], body["ladder"]
             )
         except (GameError, StoreError) as exc:
             raise game_error(exc) from None

@@ -50,6 +50,10 @@ MEANINGS: dict[str, dict[str, str]] = {
         "not_seated": "The caller has no seat at this match or table.",
         "record_not_available": "A hand record is for the match's seated players once the "
         "hand has ended (and for operators).",
+        "replay_not_available": "A hand's public replay is anyone's once the hand has ended, "
+        "but for a private table's hands (their record is their seated players').",
+        "bot_account_required": "The ladder is for bot accounts (authors' programs).",
+        "player_not_found": "No player has this id.",
         "not_your_ledger": "A player reads only their own ledger.",
         "rate_limited": "Too many requests from this token or address: `detail` names the "
         "limit; send again after `Retry-After` seconds.",

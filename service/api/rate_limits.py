@@ -106,6 +106,13 @@ CATEGORY_OF = {
     "me.my_tables": READS,
     "me.my_events": READS,
     "me.my_stream": STREAMS,
+    "ratings.leaderboard": READS,
+    "ratings.profile": READS,
+    "ratings.my_ratings": READS,
+    "watching.watch": READS,
+    "watching.watch_stream": STREAMS,
+    "watching.replay": READS,
+    "replay_page.replay_page": READS,
     # The operators' (operator requests are not limited; others get 403 here, as reads).
     "ledger.check_ledger": READS,
     "admin.all_events": READS,
@@ -163,7 +170,7 @@ return counts
 
 def request_category() -> str | None:
     """The category of the request under way (None: not limited)."""
-    if request.endpoint in ("matches.events", "me.my_events") and _waits():
+    if request.endpoint in ("matches.events", "me.my_events", "watching.watch") and _waits():
         return STREAMS
     if request.endpoint == "console.sign_in" and request.method == "POST":
         return SIGN_INS

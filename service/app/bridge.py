@@ -17,6 +17,12 @@ system plays the seat to the end as for any disconnect (the penalty of docs/rule
 is the same as for a missed deadline, and the other seats need not wait for it). The
 engine is started anew for the next hand; after :data:`MAX_FAILURES` failing hands in a
 row the bridge gives up (:class:`GaveUp`, exit status 1).
+
+It tells its author what happens: each hand's result and the seat's net, each engine
+failure, each wait for the service with its reason (the client logs its own retries),
+and it paces its commands below the service's limit on a token's commands. On a ladder
+(a bot account's rated tables of bot accounts, docs/tables.md) it goes back to the lobby
+whenever its table closes, and plays on.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from ddz_client import Client, FeedItem, ProblemError, TransportError
@@ -42,6 +49,9 @@ MAX_FAILURES = 3
 MAX_RETRY_SECONDS = 10.0
 #: Kept back from a turn's deadline for the command's way to the service.
 MARGIN_MS = 500
+#: Commands a bridge sends per second at most: below the service's default limit of 10 a
+#: token (DDZ_RATE_LIMIT_COMMANDS), which a bridge at full speed would otherwise meet.
+COMMANDS_PER_SECOND = 8.0
 #: Refusals that say the turn moved on before the answer arrived (another seat's timeout,
 #: an answer already applied): nothing the engine did wrong.
 STALE = frozenset({"version_conflict", "idempotency_key_reused", "not_your_turn", "match_ended"})
@@ -58,6 +68,8 @@ class Lobby:
     ruleset: str | None = None
     unit: str | None = None
     cap: str | None = None
+    #: A bot account's ladder: rated tables of bot accounts only, one after the other.
+    ladder: bool = False
 
 
 class Bridge:
@@ -75,6 +87,7 @@ class Bridge:
         hands: int | None = None,
         move_ms: int = 5000,
         retry_seconds: float = 1.0,
+        commands_per_second: float = COMMANDS_PER_SECOND,
     ) -> None:
         self.client, self.engine = client, engine
         self.table_id, self.invite, self.lobby = table_id, invite, lobby
@@ -83,6 +96,11 @@ class Bridge:
         self.ticket_id: str | None = None
         self.played = 0  # hands ended at the table since the bridge started
         self.failures = 0  # failing hands in a row
+        self.failed_hands = 0  # hands in which the engine failed, in all
+        self.net = Decimal(0)  # the seat's nets in the hands ended, in all
+        self.seats: dict[str, int] = {}  # our seat at each match (from hand_started)
+        self.interval = 1 / commands_per_second
+        self.last_command = 0.0  # when the last command was sent (monotonic)
         self.failed: set[str] = set()  # matches the system plays for us: the engine failed
         self.told: str | None = None  # the match the engine was told new_hand of
         self.answered: set[tuple[str, int]] = set()
@@ -171,6 +189,7 @@ class Bridge:
                 ruleset=self.lobby.ruleset,
                 unit=self.lobby.unit,
                 cap=self.lobby.cap,
+                ladder=self.lobby.ladder,
             )
             self.ticket_id = str(ticket["ticket_id"])
             if ticket.get("table_id"):
@@ -194,6 +213,8 @@ class Bridge:
                 log.info("seated at table %s (seat %s)", self.table_id, data["seat"])
         elif data.get("table_id") != self.table_id:
             return  # another table's: not this bridge's to play
+        elif item.type == "hand_started":
+            self.seats[str(data["match_id"])] = int(data["seat"])
         elif item.type == "your_turn":
             self.turn(str(data["match_id"]), time.perf_counter())
         elif item.type == "taken_over":
@@ -202,11 +223,23 @@ class Bridge:
             if match_id not in self.failed:
                 self.turn(match_id, time.perf_counter())  # offers resume: take it back
         elif item.type == "hand_ended":
-            self.hand_ended(str(data["match_id"]))
+            self.hand_ended(str(data["match_id"]), data["result"])
+        elif item.type == "settled":
+            log.info(
+                "match %s settled: net %s in the ledger; %s in the hands since the bridge started",
+                data["match_id"],
+                f"{Decimal(str(data['net'])):+.2f}",
+                f"{self.net:+.2f}",
+            )
         elif item.type in ("left", "table_closed"):
             log.info("our seat at table %s is gone (%s)", self.table_id, item.type)
             self.table_id = None
-            self.hands = self.played  # nothing more to play
+            if self.lobby.ladder and (self.hands is None or self.played < self.hands):
+                log.info("back to the ladder's lobby")
+                self.ticket_id = None
+                self.sit()
+            else:
+                self.hands = self.played  # nothing more to play
 
     # --- a turn ---------------------------------------------------------------------------
 
@@ -249,6 +282,7 @@ class Bridge:
     def send(self, match_id: str, version: int, action: dict[str, Any], arrived: float) -> None:
         """Sends the command; a turn that moved on meanwhile is let go, another refusal
         raised (the engine's doing)."""
+        self.pace()
         try:
             self.call(
                 self.client.command,
@@ -264,6 +298,14 @@ class Bridge:
             return
         self.turn_seconds.append(time.perf_counter() - arrived)
 
+    def pace(self) -> None:
+        """Waits until the next command keeps within :data:`COMMANDS_PER_SECOND`."""
+        wait = self.last_command + self.interval - time.monotonic()
+        if wait > 0:
+            log.debug("pacing: the next command in %.3f s", wait)
+            time.sleep(wait)
+        self.last_command = time.monotonic()
+
     def time_left_ms(self, view: dict[str, Any]) -> int:
         """The engine's time: its limit, or what is left of the turn if less."""
         deadline = view.get("deadline")
@@ -275,6 +317,7 @@ class Bridge:
     def fail(self, match_id: str, error: EngineError) -> None:
         """The engine failed at ``match_id``: said plainly; the system plays the seat."""
         self.failed.add(match_id)
+        self.failed_hands += 1
         self.told = None
         self.engine.kill()
         log.error(
@@ -290,8 +333,27 @@ class Bridge:
         except ProblemError as exc:
             log.info("match %s: leaving: %s", match_id, exc.code)
 
-    def hand_ended(self, match_id: str) -> None:
+    def hand_ended(self, match_id: str, result: dict[str, Any]) -> None:
         self.played += 1
+        seat = self.seats.get(match_id)
+        landlord = result["landlord"]
+        ours = ""
+        if seat is not None:
+            net = Decimal(result["settlement"]["net"][seat])
+            self.net += net
+            role = "landlord" if seat == landlord else "farmer"
+            ours = f"; our seat {seat} ({role}): net {net:+.2f}"
+        log.info(
+            "hand %d ended (match %s): the %s won, landlord seat %s, bid %s, multiplier %s%s%s",
+            self.played,
+            match_id,
+            result["winner"],
+            landlord,
+            result["bid"],
+            result["multiplier"],
+            ours,
+            " (the system played our seat: the engine failed)" if match_id in self.failed else "",
+        )
         if match_id in self.failed:
             self.failures += 1
             if self.failures >= MAX_FAILURES:
@@ -304,7 +366,6 @@ class Bridge:
             except EngineError as exc:
                 log.error("engine %s: %s: %s", self.engine.name, exc.code, exc)
         self.told = None
-        log.info("hand %d ended (match %s)", self.played, match_id)
 
 
 def hand_count(n: int) -> str:

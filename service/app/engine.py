@@ -8,15 +8,19 @@ engines through it.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
 import queue
 import shlex
+import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, ClassVar, NoReturn
 
 #: The protocol version this host speaks (``"protocol"`` in ``hello``).
@@ -27,6 +31,32 @@ HELLO_SECONDS = 10.0
 QUIT_SECONDS = 1.0
 
 log = logging.getLogger("ddz.engine")
+
+
+#: prctl's option that has the kernel signal a process when its parent dies (Linux).
+PR_SET_PDEATHSIG = 1
+
+
+def _orphan_guard() -> Callable[[], None] | None:
+    """What the engine's process runs before the engine, so that it never outlives its
+    host, even one killed with SIGKILL (no ``finally`` of the host's runs then): on Linux,
+    the kernel's SIGKILL when the host dies. None elsewhere, where an engine reading its
+    standard input ends at its end of file (the example engine does)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    host = os.getpid()
+
+    def guard() -> None:
+        # Between the fork and this call: only what is async-signal-safe (no allocation).
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != host:  # the host died before the guard was set
+            os._exit(1)
+
+    return guard
 
 
 class EngineError(Exception):
@@ -109,6 +139,10 @@ class Engine:
                 encoding="utf-8",
                 errors="replace",
                 bufsize=1,
+                # Its own session: Ctrl-C at the host's terminal is the host's to handle
+                # (it says quit to the engine), not a second interrupt in the engine.
+                start_new_session=True,
+                preexec_fn=_orphan_guard(),
             )
         except OSError as exc:
             raise EngineCrashed(f"engine {self.command!r} did not start: {exc}") from None

@@ -2,7 +2,10 @@
 (:mod:`service.store.rebuild`), and the ledger's rows that the events call for but that
 are missing (a settlement, or its entries) written from the hand recomputed through the
 rules, as the settlement job writes them. The ledger's rows that exist are never changed
-(they refuse it): ``--check`` runs the full ledger check over them."""
+(they refuse it): ``--check`` runs the full ledger check over them. A rebuild also makes
+every rating again (:func:`.ratings.rebuild`); ``--check`` leaves them out, since live
+ratings may follow the order in which hands were rated rather than settled
+(docs/ratings.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ from psycopg_pool import ConnectionPool
 from ..game import State
 from ..game.record import export, verify
 from ..store import EventStore, ledger
+from ..store.ratings import RatingStore
 from ..store.rebuild import Found, ReadModels
+from . import ratings
 from .audit import check_ledger
 
 
@@ -29,6 +34,8 @@ class Rebuilt:
     ledger: list[str] = field(default_factory=list)
     written: int = 0
     check: dict[str, Any] | None = None
+    #: The settled hands the ratings were made again from (rebuilding only).
+    rated: int = 0
 
     @property
     def ok(self) -> bool:
@@ -64,7 +71,9 @@ def rebuild(
         if write:
             with store.connection(transaction=True) as conn:
                 rebuilt.written += ledger.write_entries(conn, match_id, state)
-    if not write:
+    if write:
+        rebuilt.rated = ratings.rebuild(store, RatingStore(pool))
+    else:
         rebuilt.check = check_ledger(pool, store)
     return rebuilt
 

@@ -60,6 +60,11 @@ from .commands import RETRIES, CommandRequest, Commands
 log = logging.getLogger(__name__)
 
 
+#: The fewest bot accounts a ladder's table seats together (the other seats system bots',
+#: after the lobby's wait): a ladder's game is against another bot account at least.
+LADDER_TOGETHER = 2
+
+
 @dataclass(frozen=True)
 class TableOptions:
     """What a new table is, beyond its :class:`Table` of ruleset and money options."""
@@ -267,14 +272,14 @@ class Tables:
         different tickets), and seated in the transaction that appends their seats.
         Returns how many tables it seated tickets at."""
         made = 0
-        for table_id, settings in self.table_store.refillable():
-            made += self._refill(table_id, settings)
-        for settings in self.table_store.waiting_settings(bots_after):
-            while self._seat_group(settings, bots_after, next_hand_seconds, close_after):
+        for table_id, settings, ladder in self.table_store.refillable():
+            made += self._refill(table_id, settings, ladder)
+        for settings, ladder in self.table_store.waiting_settings(bots_after):
+            while self._seat_group(settings, ladder, bots_after, next_hand_seconds, close_after):
                 made += 1
         return made
 
-    def _refill(self, table_id: uuid.UUID, settings: dict[str, Any]) -> bool:
+    def _refill(self, table_id: uuid.UUID, settings: dict[str, Any], ladder: bool) -> bool:
         """Seats the longest waiting tickets with the table's settings in its free seats
         (only tickets that allow bots at a table that gives seats to bots)."""
         with self.store.connection(transaction=True) as conn:
@@ -289,6 +294,7 @@ class Tables:
                 len(free),
                 bots=state.bots_after is not None,
                 besides=[s.player for s in state.seats if s is not None and s.player],
+                ladder=ladder,
             )
             if not claimed:
                 return False
@@ -303,13 +309,20 @@ class Tables:
         return True
 
     def _seat_group(
-        self, settings: dict[str, Any], bots_after: float, next_hand_seconds: int, close_after: int
+        self,
+        settings: dict[str, Any],
+        ladder: bool,
+        bots_after: float,
+        next_hand_seconds: int,
+        close_after: int,
     ) -> bool:
+        """Seats tickets with these settings (the ladder's, or the others) at a new table;
+        a ladder's table seats two bot accounts at least (:data:`LADDER_TOGETHER`)."""
         table = Table.from_json(settings)
         table_id = uuid.uuid4()
         with self.store.connection(transaction=True) as conn:
-            claimed = self.table_store.claim(conn, settings)
-            seated = self._who_sits(conn, claimed, bots_after)
+            claimed = self.table_store.claim(conn, settings, ladder=ladder)
+            seated = self._who_sits(conn, claimed, bots_after, LADDER_TOGETHER if ladder else 1)
             if not seated:
                 return False
             bots = len(seated) < 4
@@ -335,6 +348,8 @@ class Tables:
                 commands.append(FillWithBots())
             events, state = decide_all(initial_table, commands)
             _, loaded = self.table_store.append(conn, table_id, None, events, state)
+            if ladder:
+                self.table_store.ladder_table(conn, table_id)
             self._seat_tickets(conn, table_id, state, seated)
         if self.on_table is not None:
             self.on_table(table_id, loaded)
@@ -349,12 +364,14 @@ class Tables:
         )
 
     def _who_sits(
-        self, conn: psycopg.Connection, claimed: list[Ticket], bots_after: float
+        self, conn: psycopg.Connection, claimed: list[Ticket], bots_after: float, least: int
     ) -> list[Ticket]:
+        """Four tickets, or after the lobby's wait those that allow bots (at least
+        ``least`` of them)."""
         if len(claimed) == 4:
             return claimed
         with_bots = [t for t in claimed if t.allow_bots]
-        if not with_bots:
+        if len(with_bots) < least:
             return []
         now = self.table_store.database_now(conn)
         if (now - with_bots[0].created_at).total_seconds() < bots_after:

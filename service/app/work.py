@@ -85,9 +85,11 @@ BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH = "bot_turn", "turn_timeout", "settle_match
 #: A table's wait is over (its next deal, bots for its empty seats, its settled hand to
 #: record); the lobby has tickets to seat.
 TABLE_DUE, MATCH_TICKETS = "table_due", "match_tickets"
+#: A settled hand's rating (docs/ratings.md).
+RATE_HAND = "rate_hand"
 JOBS = {
     kind: f"workers.jobs.{kind}"
-    for kind in (BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH, TABLE_DUE, MATCH_TICKETS)
+    for kind in (BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH, TABLE_DUE, MATCH_TICKETS, RATE_HAND)
 }
 KIND_OF = {function: kind for kind, function in JOBS.items()}
 
@@ -101,6 +103,7 @@ def id_of_job(kind: str, match_id: str, version: int) -> str:
         SETTLE_MATCH: f"settle-{match_id}",
         TABLE_DUE: f"table-{match_id}-{version}",
         MATCH_TICKETS: f"lobby-{match_id}",
+        RATE_HAND: f"rate-{match_id}",
     }[kind]
 
 
@@ -108,7 +111,7 @@ def job_args(kind: str, match_id: str, version: int) -> tuple[()] | tuple[str] |
     """The arguments of the job's function."""
     if kind == MATCH_TICKETS:
         return ()
-    return (match_id,) if kind == SETTLE_MATCH else (match_id, version)
+    return (match_id,) if kind in (SETTLE_MATCH, RATE_HAND) else (match_id, version)
 
 
 def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args: object) -> bool:
@@ -181,6 +184,12 @@ def wake_lobby(connection: redis.Redis, ticket_id: uuid.UUID) -> None:
     """Wakes the matcher for a new ticket. The ticket is in PostgreSQL already: if Redis
     loses this, the workers' scan finds the ticket within a second."""
     _enqueue(connection, MATCH_TICKETS, str(ticket_id), 0)
+
+
+def rate_later(connection: redis.Redis, match_id: str) -> None:
+    """Enqueues the settled hand's rating. Its row in ``rated_hands`` is in PostgreSQL
+    already: if Redis loses this, the workers' sweep finds the hand."""
+    _enqueue(connection, RATE_HAND, match_id, 0)
 
 
 def _enqueue(connection: redis.Redis, kind: str, key: str, version: int) -> None:

@@ -4,6 +4,7 @@ the property tests and the benchmarks."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import random
 import statistics
@@ -189,6 +190,104 @@ def matchup(
 DUPLICATE_SEATS = ((0, 2), (1, 3))
 
 
+def seatings(contestants: int) -> tuple[tuple[int, ...], ...]:
+    """Who sits where in each hand of a deal, as each seat's contestant (0 is the first):
+    so that the luck of the cards cancels out, each contestant plays each seat equally
+    often. Two: the duplicate's two hands (:data:`DUPLICATE_SEATS`, partners across the
+    table). Four: every seating (24 hands). Three: every seating of each, one taking two
+    seats in turn (36 hands)."""
+    if contestants == 2:
+        return tuple(
+            tuple(0 if s in seats else 1 for s in range(SEATS)) for seats in DUPLICATE_SEATS
+        )
+    if contestants == SEATS:
+        return tuple(itertools.permutations(range(SEATS)))
+    if contestants == 3:
+        return tuple(
+            seating
+            for twice in range(3)
+            for seating in sorted(set(itertools.permutations(sorted([0, 1, 2, twice]))))
+        )
+    raise ValueError(f"2 to {SEATS} contestants at one table, not {contestants}")
+
+
+@dataclass(frozen=True)
+class DealPlayed:
+    """One deal played at every seating (:func:`seatings`): each contestant's points per
+    hand (in stakes of the table's unit, from all its seats, exact), and its hands as
+    landlord and seat-hands as a farmer, each with the wins."""
+
+    deal: int
+    points: tuple[Fraction, ...]
+    landlord_hands: tuple[int, ...]
+    landlord_wins: tuple[int, ...]
+    farmer_seats: tuple[int, ...]
+    farmer_wins: tuple[int, ...]
+
+
+#: Told of each hand a deal has played: the deal's index, the hand's index among its
+#: seatings, the seating, the hand's events and its final state.
+HandPlayed = Callable[[int, int, tuple[int, ...], list[Event], State], None]
+
+
+def run_id_of(seed: str) -> str:
+    """The matches' ids name the run without its seed: a Speaker is shown its match's id,
+    and the seed would give it every deal (hand_seed is no secret), all four hands and the
+    bottom."""
+    return hashlib.sha256(f"ddz-duplicate-run:{seed}".encode()).hexdigest()[:16]
+
+
+def play_deal(
+    deal: int,
+    seed: str,
+    table: Table,
+    players: Sequence[Player],
+    *,
+    on_hand: HandPlayed | None = None,
+) -> DealPlayed:
+    """Plays deal ``deal`` of the run ``seed`` once at each seating of ``players``. A
+    :class:`Speaker` sits as a player (named ``name#seat``: one player per seat), a policy
+    as a bot."""
+    count = len(players)
+    points = [Fraction(0)] * count
+    landlord_hands, landlord_wins = [0] * count, [0] * count
+    farmer_seats, farmer_wins = [0] * count, [0] * count
+    hands = seatings(count)
+    run_id = run_id_of(seed)
+    for hand, seating in enumerate(hands):
+        policies = [players[c] for c in seating]
+        events, state = play_hand(
+            table,
+            hand_seed(seed, deal),
+            policies,
+            match_id=f"dup-{run_id}-{deal}-{hand}",
+            players=[
+                f"{p.name}#{s}" if isinstance(p, Speaker) else None for s, p in enumerate(policies)
+            ],
+        )
+        if on_hand is not None:
+            on_hand(deal, hand, seating, events, state)
+        result = state.result
+        assert result is not None and state.landlord is not None
+        landlord_won = result.outcome.winner == LANDLORD
+        for seat, c in enumerate(seating):
+            points[c] += Fraction(result.settlement.net[seat]) / Fraction(table.unit)
+            if seat == state.landlord:
+                landlord_hands[c] += 1
+                landlord_wins[c] += landlord_won
+            else:
+                farmer_seats[c] += 1
+                farmer_wins[c] += not landlord_won
+    return DealPlayed(
+        deal,
+        tuple(p / len(hands) for p in points),
+        tuple(landlord_hands),
+        tuple(landlord_wins),
+        tuple(farmer_seats),
+        tuple(farmer_wins),
+    )
+
+
 @dataclass(frozen=True)
 class Duplicate:
     """What a duplicate match found: the first player's points per hand (in units of the
@@ -202,54 +301,27 @@ class Duplicate:
     high: float
 
 
-#: Told of each hand a duplicate match has played: the deal's index, the first player's
-#: seats, the hand's events and its final state.
-HandPlayed = Callable[[int, tuple[int, ...], list[Event], State], None]
+def interval(per_deal: Sequence[Fraction]) -> tuple[float, float, float]:
+    """The mean of the deals' points and its 95 % confidence interval (a normal
+    approximation; none with one deal, which has no spread to measure)."""
+    if not per_deal:
+        return 0.0, 0.0, 0.0
+    mean = float(sum(per_deal, Fraction(0)) / len(per_deal))
+    spread = (
+        statistics.stdev(map(float, per_deal)) / math.sqrt(len(per_deal))
+        if len(per_deal) > 1
+        else 0.0
+    )
+    return mean, mean - 1.96 * spread, mean + 1.96 * spread
 
 
-def duplicate(
-    deals: int,
-    seed: str,
-    table: Table,
-    first: Player,
-    second: Player,
-    *,
-    on_hand: HandPlayed | None = None,
-) -> Duplicate:
+def duplicate(deals: int, seed: str, table: Table, first: Player, second: Player) -> Duplicate:
     """Plays each of ``deals`` deals twice, the two players swapping seats
     (:data:`DUPLICATE_SEATS`): the luck of the cards cancels out, what is left is play
     and bidding. The hands are zero-sum at a table without rake, so two equal players
-    come out at exactly 0. A :class:`Speaker` sits as a player (named ``name#seat``: one
-    player per seat), a policy as a bot."""
-    per_deal: list[float] = []
-    # The matches' ids name the run without its seed: a Speaker is shown its match's id, and
-    # the seed would give it every deal (hand_seed is no secret), all four hands and the bottom.
-    run_id = hashlib.sha256(f"ddz-duplicate-run:{seed}".encode()).hexdigest()[:16]
-    for i in range(deals):
-        total = 0.0
-        for hand, seats in enumerate(DUPLICATE_SEATS):
-            policies = [first if s in seats else second for s in range(SEATS)]
-            events, state = play_hand(
-                table,
-                hand_seed(seed, i),
-                policies,
-                match_id=f"dup-{run_id}-{i}-{hand}",
-                players=[
-                    f"{p.name}#{s}" if isinstance(p, Speaker) else None
-                    for s, p in enumerate(policies)
-                ],
-            )
-            if on_hand is not None:
-                on_hand(i, seats, events, state)
-            assert state.result is not None
-            net = state.result.settlement.net
-            total += float(sum(net[s] for s in seats) / table.unit)
-        per_deal.append(total / len(DUPLICATE_SEATS))
-    mean = statistics.fmean(per_deal) if per_deal else 0.0
-    spread = statistics.stdev(per_deal) / math.sqrt(deals) if deals > 1 else 0.0
-    return Duplicate(
-        deals, deals * len(DUPLICATE_SEATS), mean, mean - 1.96 * spread, mean + 1.96 * spread
-    )
+    come out at exactly 0."""
+    per_deal = [play_deal(i, seed, table, (first, second)).points[0] for i in range(deals)]
+    return Duplicate(deals, deals * len(DUPLICATE_SEATS), *interval(per_deal))
 
 
 def _random(seed: str, hand: int, seat: int) -> RandomPolicy:

@@ -81,6 +81,18 @@ _READ_ALL = (
 )
 
 
+#: A table's events and its hands', as its watchers follow them (no player's: no ticket).
+_READ_TABLE = (
+    _EVENT
+    + ", e.stream_id = %(table)s, NULL::uuid"
+    + _FROM
+    + _RANGE
+    + " AND e.stream_id IN (SELECT %(table)s::uuid"
+    " UNION ALL SELECT match_id FROM table_hands WHERE table_id = %(table)s)"
+    " ORDER BY e.xid, e.position LIMIT %(limit)s"
+)
+
+
 class Feed:
     def __init__(self, pool: ConnectionPool):
         self.pool = pool
@@ -150,6 +162,28 @@ class Feed:
         }
         rows, held, horizon = self._below_horizon(_READ, params, until)
         return [_feed_event(row) for row in rows], held, horizon
+
+    def read_table(
+        self, table_id: uuid.UUID, xid: int, position: int, limit: int
+    ) -> tuple[list[FeedEvent], bool, int]:
+        """As :meth:`read`, the events of a table and of its hands' matches."""
+        params = {"table": table_id, "xid": str(xid), "position": position, "limit": limit}
+        rows, held, horizon = self._below_horizon(_READ_TABLE, params, None)
+        return [_feed_event(row) for row in rows], held, horizon
+
+    def table_start(self, table_id: uuid.UUID) -> int | None:
+        """Where a watcher of the table starts: the transaction of its latest hand's start
+        (which also created and dealt its match), or of its first event."""
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT xid::text::bigint FROM events WHERE stream_id = %s"
+                " ORDER BY type = 'hand_started' DESC,"
+                " CASE WHEN type = 'hand_started' THEN -version ELSE version END LIMIT 1",
+                (table_id,),
+            ).fetchone(),
+        )
+        return None if row is None else int(row[0])
 
     def read_all(
         self, xid: int, position: int

@@ -46,6 +46,12 @@ class TicketSeated(StoreError):
     code = "ticket_seated"
 
 
+class BotAccountRequired(StoreError):
+    """The ladder is for bot accounts."""
+
+    code = "bot_account_required"
+
+
 class SeatedElsewhere(StoreError):
     """The player sits at as many tables as it may (with its waiting ticket, if any)."""
 
@@ -107,9 +113,11 @@ class Ticket:
     status: str
     table_id: uuid.UUID | None
     created_at: datetime
+    #: A bot account's ticket for the ladder: a table of bot accounts only.
+    ladder: bool = False
 
 
-_TICKET = "ticket_id, player_id, settings, allow_bots, status, table_id, created_at"
+_TICKET = "ticket_id, player_id, settings, allow_bots, status, table_id, created_at, ladder"
 #: How many tables a bot account may sit at at once (a person sits at one): the default of
 #: ``DDZ_BOT_ACCOUNT_TABLES``.
 BOT_ACCOUNT_TABLES = 4
@@ -310,17 +318,20 @@ class TableStore:
             elsewhere.members = {"table_id": str(tables[0])}
             raise elsewhere
 
-    def refillable(self) -> list[tuple[uuid.UUID, dict[str, Any]]]:
-        """(table, settings) of each public table that lost a person between hands (a
-        seat free after a hand, a player still seated) for which a ticket with its
-        settings waits, one that may sit there (a ticket that allows no bots, only at a
-        table of people only), the table waiting longest first."""
+    def refillable(self) -> list[tuple[uuid.UUID, dict[str, Any], bool]]:
+        """(table, settings, whether it is the ladder's) of each public table that lost a
+        person between hands (a seat free after a hand, a player still seated) for which a
+        ticket with its settings waits, one that may sit there (a ticket that allows no
+        bots, only at a table of people only; a ladder's ticket only at a ladder's table,
+        and only there), the table waiting longest first."""
         return self._run(
             lambda conn: conn.execute(
-                "SELECT t.table_id, t.settings FROM tables t"
+                "SELECT t.table_id, t.settings, lt.table_id IS NOT NULL FROM tables t"
+                " LEFT JOIN ladder_tables lt USING (table_id)"
                 " WHERE t.due IN ('bots', 'close') AND NOT t.private AND t.hands > 0"
                 " AND EXISTS (SELECT 1 FROM lobby_tickets l WHERE l.status = 'waiting'"
-                " AND l.settings = t.settings AND (l.allow_bots OR t.due = 'close'))"
+                " AND l.settings = t.settings AND (l.allow_bots OR t.due = 'close')"
+                " AND l.ladder = (lt.table_id IS NOT NULL))"
                 " ORDER BY t.updated_at"
             ).fetchall()
         )
@@ -336,19 +347,29 @@ class TableStore:
     # The lobby's tickets
 
     def create_ticket(
-        self, player_id: uuid.UUID, settings: dict[str, Any], allow_bots: bool
+        self,
+        player_id: uuid.UUID,
+        settings: dict[str, Any],
+        allow_bots: bool,
+        ladder: bool = False,
     ) -> Ticket:
         """A waiting ticket, unless the player sits at as many tables as it may
-        (:meth:`hold_seat`) or has one waiting."""
+        (:meth:`hold_seat`) or has one waiting; a ladder's ticket only for a bot account
+        (:class:`BotAccountRequired`)."""
         ticket_id = uuid.uuid4()
 
         def create(conn: psycopg.Connection) -> Any:
             with conn.transaction():
                 self.hold_seat(conn, str(player_id))
+                if ladder and not conn.execute(
+                    "SELECT bot_account FROM players WHERE player_id = %s", (player_id,)
+                ).fetchone() == (True,):
+                    raise BotAccountRequired("the ladder is for bot accounts (authors' programs)")
                 return conn.execute(
-                    "INSERT INTO lobby_tickets (ticket_id, player_id, settings, allow_bots, status)"
-                    f" VALUES (%s, %s, %s, %s, 'waiting') RETURNING {_TICKET}",
-                    (ticket_id, player_id, Jsonb(settings), allow_bots),
+                    "INSERT INTO lobby_tickets"
+                    " (ticket_id, player_id, settings, allow_bots, status, ladder)"
+                    f" VALUES (%s, %s, %s, %s, 'waiting', %s) RETURNING {_TICKET}",
+                    (ticket_id, player_id, Jsonb(settings), allow_bots, ladder),
                 ).fetchone()
 
         try:
@@ -397,14 +418,16 @@ class TableStore:
             raise TicketNotFound("no such ticket")
         raise TicketSeated("the ticket is seated already: leave the table instead")
 
-    def waiting_settings(self, bots_after: float) -> list[dict[str, Any]]:
-        """The settings whose waiting tickets can be seated now (four of them, or one that
-        allows bots and has waited ``bots_after`` seconds), those waiting longest first."""
+    def waiting_settings(self, bots_after: float) -> list[tuple[dict[str, Any], bool]]:
+        """The settings (and whether the ladder's) whose waiting tickets can be seated now
+        (four of them, or one that allows bots and has waited ``bots_after`` seconds),
+        those waiting longest first."""
         return self._run(
             lambda conn: [
-                row[0]
+                (row[0], row[1])
                 for row in conn.execute(
-                    "SELECT settings FROM lobby_tickets WHERE status = 'waiting' GROUP BY settings"
+                    "SELECT settings, ladder FROM lobby_tickets WHERE status = 'waiting'"
+                    " GROUP BY settings, ladder"
                     " HAVING count(*) >= 4 OR min(created_at) FILTER (WHERE allow_bots)"
                     " <= now() - make_interval(secs => %s) ORDER BY min(created_at)",
                     (bots_after,),
@@ -419,15 +442,16 @@ class TableStore:
         seats: int = 4,
         bots: bool = False,
         besides: Sequence[str] = (),
+        ladder: bool = False,
     ) -> list[Ticket]:
         """The ``seats`` longest waiting tickets with these settings that no other matcher
-        holds (with ``bots``, only those that allow bots; none of the players ``besides``),
-        locked until the caller's transaction ends."""
+        holds (with ``bots``, only those that allow bots; none of the players ``besides``;
+        the ladder's, or the others), locked until the caller's transaction ends."""
         rows = conn.execute(
             f"SELECT {_TICKET} FROM lobby_tickets WHERE status = 'waiting' AND settings = %s"
-            " AND (allow_bots OR NOT %s) AND player_id::text <> ALL(%s)"
+            " AND (allow_bots OR NOT %s) AND player_id::text <> ALL(%s) AND ladder = %s"
             " ORDER BY created_at, ticket_id LIMIT %s FOR UPDATE SKIP LOCKED",
-            (Jsonb(settings), bots, list(besides), seats),
+            (Jsonb(settings), bots, list(besides), ladder, seats),
         ).fetchall()
         return [Ticket(*row) for row in rows]
 
@@ -437,6 +461,11 @@ class TableStore:
         assert row is not None
         now: datetime = row[0]
         return now
+
+    @staticmethod
+    def ladder_table(conn: psycopg.Connection, table_id: uuid.UUID) -> None:
+        """Records the new table as the ladder's, in the caller's transaction."""
+        conn.execute("INSERT INTO ladder_tables (table_id) VALUES (%s)", (table_id,))
 
     @staticmethod
     def seat_tickets(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import email.utils
 import enum
+import logging
 import random
 import time
 import uuid
@@ -20,6 +21,9 @@ from httpx_sse import connect_sse
 from .problems import ProblemError, problem_of
 
 __version__ = "0.1.0"
+#: Each wait before a request is sent again is logged here (WARNING), with its reason: a
+#: program that configures logging tells its user why it waits.
+log = logging.getLogger("ddz_client")
 
 #: Answers that say the service did not act and may another time: the service is busy or
 #: unavailable, or a proxy in front of it could not reach it.
@@ -175,7 +179,7 @@ class Client:
                     retry is Retry.UNSENT and not isinstance(exc, UNSENT_ERRORS)
                 ):
                     raise
-                time.sleep(self._delay(attempt, None))
+                _wait(f"{method} {path}", _reason(exc), self._delay(attempt, None))
             else:
                 if response.is_success:
                     return response
@@ -186,7 +190,11 @@ class Client:
                     or (retry is Retry.UNSENT and status != 429)
                 ):
                     raise problem_of(response)
-                time.sleep(self._delay(attempt, retry_after(response)))
+                _wait(
+                    f"{method} {path}",
+                    str(problem_of(response)),
+                    self._delay(attempt, retry_after(response)),
+                )
             attempt += 1
 
     def _json(self, method: str, path: str, *, retry: Retry = Retry.ALWAYS, **kwargs: Any) -> Any:
@@ -226,11 +234,15 @@ class Client:
         unit: str | None = None,
         cap: str | None = None,
         allow_bots: bool = True,
+        ladder: bool = False,
     ) -> dict[str, Any]:
         """A lobby ticket for a table of four with these settings (the server's defaults
-        where none is given). A player has one waiting ticket at a time: when it has one
+        where none is given); ``ladder``: a bot account's, for a table of bot accounts
+        (two at least, system bots in the other seats after the lobby's wait). A player has one waiting ticket at a time: when it has one
         already (or a retry finds the first attempt's), that ticket is the answer."""
         body: dict[str, Any] = {"allow_bots": allow_bots}
+        if ladder:
+            body["ladder"] = True
         for name, value in (("ruleset", ruleset), ("unit", unit), ("cap", cap)):
             if value is not None:
                 body[name] = value
@@ -439,6 +451,7 @@ class Client:
             if last is not None:
                 headers["Last-Event-ID"] = last
             asked = None
+            reason = "the service closed the stream at once"
             try:
                 with connect_sse(
                     self._http, "GET", "/v1/me/stream", headers=headers, timeout=timeout
@@ -449,6 +462,7 @@ class Client:
                         if response.status_code not in TRANSIENT:
                             raise problem_of(response)
                         asked = retry_after(response)
+                        reason = str(problem_of(response))
                     else:
                         opened = time.monotonic()
                         for event in source.iter_sse():
@@ -463,7 +477,17 @@ class Client:
                         if time.monotonic() - opened >= QUICK_CLOSE_SECONDS:
                             failures = 0
                             continue
-            except httpx.TransportError:
-                pass
-            time.sleep(self._delay(failures, asked))
+            except httpx.TransportError as exc:
+                reason = _reason(exc)
+            _wait("the player's stream", reason, self._delay(failures, asked))
             failures += 1
+
+
+def _reason(exc: httpx.TransportError) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _wait(what: str, reason: str, seconds: float) -> None:
+    """Waits before sending again, saying why."""
+    log.warning("%s: %s; trying again in %.1f s", what, reason, seconds)
+    time.sleep(seconds)

@@ -1,0 +1,205 @@
+"""Watching a public table (docs/tables.md, "Watching"): over whole hands with 头撂, 摊打
+and 报到, every item a watcher receives — the page and the stream, without a token — is
+checked against what the operator's events say an onlooker may know at that version, and
+the stream carries what the pages do; a private table is not watched; a finished hand's
+replay is public (in the API and on a page), but not before its end or for a private
+table's hand. Real RQ workers in burst mode, in this process (the fixtures of ``jobs.py``)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from api_support import Knowledge, Observer, bearer, choice, leaks, seed_where
+from jobs import events, join, new_player, new_table, run_burst, worker_app
+
+import service.app.tables
+from service.rules import counts_of, report_units
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def wapp(worker_database_url, worker_redis_url):
+    """As the jobs plugin's app, without rate limits (the seats poll as fast as they can)."""
+    app = worker_app(worker_database_url, worker_redis_url, rate_limits=False)
+    yield app
+    app.extensions["ddz"].close()
+
+
+def first_bidder_reports(d, ruleset) -> bool:
+    """The first bidder (the marked card's holder) with the bottom holds a 报到 unit."""
+    return bool(report_units(counts_of(d.hands[d.marked_seat] + d.bottom), ruleset))
+
+
+def play_showing_and_reporting(api, match_id: str, tokens: dict[str, str], report: str) -> None:
+    """The four people play the hand: the first bid is 3 (头撂), the landlord shows its
+    hand (摊打) and declares 报到 (``report``: ``play`` or ``no_play``)."""
+    for _ in range(800):
+        any_token = next(iter(tokens.values()))
+        view = api.get(f"/v1/matches/{match_id}", headers=bearer(any_token)).json
+        if view["phase"] == "ended":
+            return
+        token = tokens[view["seats"][view["turn"]]["player"]]
+        view = api.get(f"/v1/matches/{match_id}", headers=bearer(token)).json
+        kinds = {a["action"]: a for a in view["actions"]}
+        if "bid" in kinds:
+            body = {"action": "bid", "value": 3}
+        elif "show_hand" in kinds:
+            body = {"action": "show_hand", "value": True}
+        elif "report" in kinds:
+            body = {"action": "report", "value": report}
+        else:
+            legal = api.get(f"/v1/matches/{match_id}/legal", headers=bearer(token)).json
+            body = choice(view["actions"], lambda legal=legal: legal)
+        body["expected_version"] = view["version"]
+        r = api.post(f"/v1/matches/{match_id}/commands", json=body, headers=bearer(token))
+        assert r.status_code == 200, (body, r.json)
+    raise AssertionError("the hand did not end")
+
+
+def watch_page(api, table_id: str, after: str | None) -> dict:
+    """A page of the watcher's items, waiting a moment for the first (the feed may lag the
+    commit under load)."""
+    query = {"wait": 2} | ({} if after is None else {"after": after})
+    r = api.get(f"/v1/tables/{table_id}/watch", query_string=query)
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def stream_items(api, table_id: str) -> list[dict]:
+    """A watcher stream's items, until the server ends it (after its stream_seconds)."""
+    response = api.get(f"/v1/tables/{table_id}/watch/stream", buffered=True)
+    assert response.status_code == 200 and response.mimetype == "text/event-stream"
+    items = []
+    for block in response.get_data(as_text=True).split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "data" in fields:
+            item = json.loads(fields["data"])
+            assert fields["id"] == item["id"] and fields["event"] == item["type"]
+            items.append(item)
+    return items
+
+
+def test_a_watcher_sees_whole_hands_with_show_hand_and_report_as_onlookers_do(
+    api, rconn, jobs_env, monkeypatch
+):
+    seeds = iter(
+        [
+            seed_where(first_bidder_reports, "shanghai-platform"),
+            seed_where(lambda d, r: first_bidder_reports(d, r) and d.marked_seat == 2),
+        ]
+    )
+    monkeypatch.setattr(service.app.tables, "new_seed", lambda: next(seeds))
+    four = [new_player(api, f"w{i}") for i in range(4)]
+    tokens = dict(four)
+    table_id = new_table(api, four[0][1], next_hand_seconds=0, turn_seconds=60)["table_id"]
+    # Watched from its start: the table's first items, and where to read on.
+    start = watch_page(api, table_id, None)
+    assert [i["type"] for i in start["items"]] == ["table_created", "player_joined"]
+    assert "invite" not in start["items"][0]["payload"]
+    for _, token in four[1:]:
+        assert join(api, table_id, token).status_code == 201
+    matches = []
+    for report in ("play", "no_play"):
+        run_burst(rconn)
+        match_id = api.get(f"/v1/tables/{table_id}", headers=bearer(four[0][1])).json["match_id"]
+        assert match_id not in matches
+        matches.append(match_id)
+        r = api.get(f"/v1/matches/{match_id}/replay")
+        assert r.status_code == 403 and r.json["code"] == "replay_not_available"
+        play_showing_and_reporting(api, match_id, tokens, report)
+        run_burst(rconn)  # settled, and recorded at the table
+    stream = stream_items(api, table_id)
+
+    watched, after = list(start["items"]), start["last_id"]
+    while True:
+        page = watch_page(api, table_id, after)
+        if not page["items"]:
+            break
+        watched += page["items"]
+        after = page["last_id"]
+    ids = [i["id"] for i in watched]
+    assert len(set(ids)) == len(ids), "an item twice"
+    # The stream starts at the latest hand's start (the transaction that appended
+    # hand_started, and created and dealt its match) and carries what the pages do.
+    latest = [i for i in watched if i["type"] == "hand_started"][-1]
+    xid = latest["id"].split("-")[0]
+    started = next(n for n, i in enumerate(watched) if i["id"].split("-")[0] == xid)
+    assert watched[started]["type"] == "match_created"
+    assert stream == watched[started:]
+
+    for match_id in matches:
+        operator = events(api, match_id)
+        knowledge = Knowledge(operator)
+        seen = [i for i in watched if i["match_id"] == match_id]
+        # Every event of the hand, in order, each once.
+        assert [i["version"] for i in seen] == [e["version"] for e in operator]
+        types = {i["type"] for i in seen}
+        assert {"hand_dealt", "show_hand", "report", "hand_ended", "settled"} <= types
+        watcher = Observer(None, "", "", "watcher", seat=None)
+        for i in seen:
+            watcher.record(f"watch {i['type']}", i["version"], i)
+        found = leaks(watcher, knowledge)
+        assert not found, "\n".join(found[:20])
+        dealt = next(i for i in seen if i["type"] == "hand_dealt")["payload"]
+        assert dealt["hand"] is None and dealt["cards"] == [25, 25, 25, 25]
+        assert "hands" not in dealt and "bottom" not in dealt and "seed" not in dealt
+        chosen = next(i for i in seen if i["type"] == "landlord_chosen")["payload"]
+        assert chosen["bottom"] is None
+        # Once it has ended the replay is anyone's: every card, every action, the result.
+        r = api.get(f"/v1/matches/{match_id}/replay")
+        assert r.status_code == 200, r.json
+        replay = r.json
+        assert replay["seed"] == knowledge.seed and replay["deal"]["bottom"]
+        assert len(replay["actions"]) == sum(i["type"] in DECISIONS for i in seen)
+        page = api.get(f"/replay/{match_id}")
+        assert page.status_code == 200 and page.mimetype == "text/html"
+        assert replay["deal"]["hands"][0][0] in page.get_data(as_text=True)
+    table_events = [i["type"] for i in watched if i["match_id"] is None]
+    assert table_events.count("hand_started") == table_events.count("hand_settled") == 2
+
+
+#: The events that are a seat's decision (one each in the hand record's actions).
+DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
+
+
+def test_a_private_table_is_not_watched_and_a_hand_is_replayed_only_once_ended(
+    api, rconn, jobs_env
+):
+    owner = new_player(api, "private")
+    private = new_table(api, owner[1], private=True)["table_id"]
+    r = api.get(f"/v1/tables/{private}/watch")
+    assert r.status_code == 404 and r.json["code"] == "table_not_found"
+    assert api.get(f"/v1/tables/{private}/watch/stream").status_code == 404
+    four = [new_player(api, f"r{i}") for i in range(4)]
+    table_id = new_table(api, four[0][1], turn_seconds=60, private=True, next_hand_seconds=0)
+    for _, token in four[1:]:
+        join(api, table_id["table_id"], token, invite=table_id["invite"])
+    run_burst(rconn)
+    match_id = api.get(f"/v1/tables/{table_id['table_id']}", headers=bearer(four[0][1])).json[
+        "match_id"
+    ]
+    r = api.get(f"/v1/matches/{match_id}/replay")
+    assert r.status_code == 403 and r.json["code"] == "replay_not_available"
+
+
+def test_a_watcher_is_as_far_behind_the_table_as_the_server_says(
+    worker_database_url, worker_redis_url
+):
+    delayed = worker_app(worker_database_url, worker_redis_url, watch_delay_seconds=1.5)
+    try:
+        api = delayed.test_client()
+        owner = new_player(api, "watched")
+        table_id = new_table(api, owner[1])["table_id"]
+        r = api.get(f"/v1/tables/{table_id}/watch")
+        assert r.status_code == 200 and r.json["items"] == []
+        # A long poll waits for the first item to be due.
+        r = api.get(f"/v1/tables/{table_id}/watch", query_string={"wait": 5})
+        items = r.json["items"]
+        assert [i["type"] for i in items] == ["table_created", "player_joined"]
+        due = datetime.fromisoformat(items[0]["at"]) + timedelta(seconds=1.5)
+        assert datetime.now(UTC) >= due
+    finally:
+        delayed.extensions["ddz"].close()
