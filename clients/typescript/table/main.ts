@@ -660,7 +660,7 @@ class Table {
         table?.invite && this.inviteBox(table),
         h("button", { id: "leave", class: "quiet", onclick: () => void this.leaveTable() }, this.t("leaveTable")),
       ),
-      h("div", { class: "felt" }, ...seats, this.centre(shown)),
+      h("div", { class: "felt" }, ...seats, this.centre(shown), shown && this.shownCards(view)),
       playing ? this.controls(view) : this.between(),
       playing && this.handBox(view),
       this.ended && this.settlement(this.ended),
@@ -720,24 +720,36 @@ class Table {
         acting && h("span", { class: "clock", "data-deadline": view?.deadline ?? "", "aria-label": this.t("toAct") }),
       ),
       info?.disconnected && h("div", { class: "badge system" }, this.t("systemPlays")),
-      landlord && view?.landlord_hand && view.landlord_hand.length > 0 && seat !== view.seat && h(
-        "div",
-        { class: "shown", "aria-label": this.t("shownHand") },
-        h("span", { class: "what" }, this.t("shownHand")),
-        ...view.landlord_hand.map((c) => this.card(c, "mini")),
-      ),
-      landlord && view && view.reported_cards.length > 0 && h(
-        "div",
-        { class: "shown reported", "aria-label": this.t("reported") },
-        h("span", { class: "what" }, this.t("reported")),
-        ...view.reported_cards.map((c) => this.card(c, "mini")),
-      ),
       turn && h(
         "div",
         { class: "played", "data-played": seat },
         turn.action === "pass"
           ? h("span", { class: "pass" }, this.t("passed"))
           : h("span", { class: "cards" }, ...turn.cards.map((c) => this.card(c, "small"))),
+      ),
+    );
+  }
+
+  /** What the landlord showed every seat: its hand after 摊打, its units after 报到. */
+  shownCards(view: View): HTMLElement | null {
+    const landlord = view.landlord;
+    if (landlord === null || landlord === view.seat) return null;
+    const rows: [Word, string[]][] = [
+      ["shownHand", view.landlord_hand ?? []],
+      ["reported", view.reported_cards],
+    ];
+    const shown = rows.filter(([, cards]) => cards.length > 0);
+    if (!shown.length) return null;
+    return h(
+      "section",
+      { class: "shown", id: "shown" },
+      ...shown.map(([word, cards]) =>
+        h(
+          "div",
+          { class: "row", "aria-label": `${this.seatName(landlord)}: ${this.t(word)}` },
+          h("span", { class: "what" }, `${this.seatName(landlord)} · ${this.t(word)}`),
+          h("span", { class: "cards" }, ...cards.map((c) => this.card(c, "mini"))),
+        ),
       ),
     );
   }

@@ -95,6 +95,19 @@ test("the README's bot plays a hand from the lobby over a bad network", async ()
   const ended = seen.find((i) => i.type === "hand_ended");
   assert.ok(ended && ended.type === "hand_ended");
   assert.ok(["landlord", "farmers"].includes(ended.result.winner));
+  // The match's own stream: a settled match gives its caller's view, then ends; from the
+  // start, every event to `settled`, each payload typed by its event's type.
+  const watched = [];
+  for await (const message of client.watch(matchId)) watched.push(message);
+  assert.deepEqual(
+    watched.map((m) => m.type),
+    ["snapshot"],
+  );
+  const all = [];
+  for await (const message of client.watch(matchId, 0)) all.push(message);
+  assert.equal(all.at(-1)?.type, "settled");
+  const dealt = all.find((m) => m.type === "hand_dealt");
+  assert.ok(dealt?.type === "hand_dealt" && dealt.payload.hand?.length === 25);
   const record = await client.record(matchId);
   assert.deepEqual(
     record.seats.map((s) => s?.bot_account),
