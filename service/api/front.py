@@ -8,6 +8,8 @@ needs no Node). Plain Flask: pages and files, not in ``openapi.yaml``."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -42,6 +44,21 @@ def service_version() -> str:
         return version("ddz-server")
     except PackageNotFoundError:  # a checkout run without installing
         return "unknown"
+
+
+@functools.cache
+def asset_url(folder: str, name: str) -> str:
+    """A page's file by a URL that changes with its content: browsers keep each for an
+    hour, and a new version of the service is still seen at once."""
+    directory = SWAGGER_UI if folder == "docs" else STATIC / folder
+    digest = hashlib.sha256((directory / name).read_bytes()).hexdigest()[:12]
+    where = "/docs/assets" if folder == "docs" else f"/static/{folder}"
+    return f"{where}/{name}?v={digest}"
+
+
+@bp.context_processor
+def _asset_urls() -> dict:
+    return {"asset": asset_url}
 
 
 def _contract() -> dict:

@@ -274,7 +274,9 @@ export class Client {
    */
   async quickMatch(options: TicketOptions = {}): Promise<TicketDocument> {
     try {
-      return await this.ask(this.api.POST("/v1/lobby/tickets", { body: options, ...this.created() }));
+      return await this.ask(
+        this.api.POST("/v1/lobby/tickets", { body: options, ...this.created() }),
+      );
     } catch (error) {
       const waiting = error instanceof ProblemError ? error.body.ticket_id : undefined;
       if (!(error instanceof ProblemError) || error.code !== "ticket_waiting" || !waiting) {

@@ -64,7 +64,11 @@ function store(key: string, value: unknown): void {
 type Child = Node | string | null | undefined | false;
 
 /** An element with attributes (`on…` are listeners) and children. */
-function h(tag: string, attributes: Record<string, unknown> = {}, ...children: Child[]): HTMLElement {
+function h(
+  tag: string,
+  attributes: Record<string, unknown> = {},
+  ...children: Child[]
+): HTMLElement {
   const element = document.createElement(tag);
   for (const [name, value] of Object.entries(attributes)) {
     if (value === undefined || value === null || value === false) continue;
@@ -406,9 +410,9 @@ class Table {
    * with its key: applied once whether or not the first attempt reached the service. */
   async sendPending(): Promise<void> {
     const pending = load<Pending>(PENDING_KEY);
-    if (pending !== null && pending.matchId === this.view?.match_id && !this.busy) {
-      await this.send(pending);
-    }
+    if (pending === null || this.busy) return;
+    if (pending.matchId === this.view?.match_id) await this.send(pending);
+    else store(PENDING_KEY, null); // a hand that is over: nothing to decide in it
   }
 
   async send(pending: Pending): Promise<void> {
@@ -485,7 +489,10 @@ class Table {
   /** The countdowns, each second. */
   tick(): void {
     for (const element of this.root.querySelectorAll<HTMLElement>("[data-deadline]")) {
-      const left = Math.max(0, Math.ceil((Date.parse(element.dataset.deadline ?? "") - Date.now()) / 1000));
+      const left = Math.max(
+        0,
+        Math.ceil((Date.parse(element.dataset.deadline ?? "") - Date.now()) / 1000),
+      );
       element.textContent = `${left}${this.t("secondsLeft")}`;
     }
   }
@@ -517,7 +524,8 @@ class Table {
       "header",
       { class: "top" },
       h("h1", {}, this.t("title")),
-      this.saved && h("span", { class: "who", id: "who" }, `${this.t("signedInAs")} ${this.saved.name}`),
+      this.saved &&
+        h("span", { class: "who", id: "who" }, `${this.t("signedInAs")} ${this.saved.name}`),
       h(
         "button",
         {
@@ -584,7 +592,9 @@ class Table {
     const bots = h(
       "select",
       { id: "bots", "data-focus": "bots" },
-      ...[10, 30, 120].map((s) => h("option", { value: s, selected: s === 30 }, this.t("afterSeconds", { n: s }))),
+      ...[10, 30, 120].map((s) =>
+        h("option", { value: s, selected: s === 30 }, this.t("afterSeconds", { n: s })),
+      ),
       h("option", { value: "" }, this.t("never")),
     ) as HTMLSelectElement;
     return h(
@@ -594,13 +604,25 @@ class Table {
       h(
         "section",
         {},
-        h("button", { id: "quick", class: "primary", onclick: () => void this.quickMatch(unit.value) }, this.t("quickMatch")),
+        h(
+          "button",
+          { id: "quick", class: "primary", onclick: () => void this.quickMatch(unit.value) },
+          this.t("quickMatch"),
+        ),
         h("p", {}, this.t("quickMatchSaid")),
       ),
       h(
         "section",
         {},
-        h("button", { id: "private", onclick: () => void this.createPrivate(unit.value, bots.value ? Number(bots.value) : null) }, this.t("privateTable")),
+        h(
+          "button",
+          {
+            id: "private",
+            onclick: () =>
+              void this.createPrivate(unit.value, bots.value ? Number(bots.value) : null),
+          },
+          this.t("privateTable"),
+        ),
         h("p", {}, this.t("privateTableSaid")),
         h("p", {}, h("label", { for: "bots" }, this.t("botsFill")), " ", bots),
       ),
@@ -637,7 +659,8 @@ class Table {
   }
 
   mySeat(): number {
-    const seat = this.view?.seat ?? this.table?.seats.findIndex((s) => s?.player === this.saved?.playerId);
+    const seat =
+      this.view?.seat ?? this.table?.seats.findIndex((s) => s?.player === this.saved?.playerId);
     return seat === undefined || seat === null || seat < 0 ? 0 : seat;
   }
 
@@ -649,16 +672,27 @@ class Table {
     const shown = view !== null && (view.match_id === table?.match_id || !table?.match_id);
     const playing = shown && view.phase !== "ended";
     const places = ["bottom", "right", "top", "left"];
-    const seats = [0, 1, 2, 3].map((offset) => this.seatBox((me + offset) % 4, places[offset] ?? "", shown));
+    const seats = [0, 1, 2, 3].map((offset) =>
+      this.seatBox((me + offset) % 4, places[offset] ?? "", shown),
+    );
     return h(
       "main",
       { class: "table", id: "table" },
       h(
         "div",
         { class: "tablebar" },
-        table && h("span", { id: "hand-number" }, this.t("hand", { n: (table.hands ?? 0) + (table.match_id ? 1 : 0) })),
+        table &&
+          h(
+            "span",
+            { id: "hand-number" },
+            this.t("hand", { n: (table.hands ?? 0) + (table.match_id ? 1 : 0) }),
+          ),
         table?.invite && this.inviteBox(table),
-        h("button", { id: "leave", class: "quiet", onclick: () => void this.leaveTable() }, this.t("leaveTable")),
+        h(
+          "button",
+          { id: "leave", class: "quiet", onclick: () => void this.leaveTable() },
+          this.t("leaveTable"),
+        ),
       ),
       h("div", { class: "felt" }, ...seats, this.centre(shown), shown && this.shownCards(view)),
       playing ? this.controls(view) : this.between(),
@@ -686,7 +720,11 @@ class Table {
     const landlord = view?.landlord === seat;
     const bid = view?.bids[seat];
     const name = this.seatName(seat);
-    const label = [name, landlord ? this.t("landlord") : "", info ? `${info.cards} ${this.t("cards")}` : ""]
+    const label = [
+      name,
+      landlord ? this.t("landlord") : "",
+      info ? `${info.cards} ${this.t("cards")}` : "",
+    ]
       .filter(Boolean)
       .join(", ");
     return h(
@@ -703,30 +741,44 @@ class Table {
         { class: "facts" },
         landlord && h("span", { class: "badge role" }, this.t("landlord")),
         info && h("span", { class: "count" }, `${info.cards} ${this.t("cards")}`),
-        info && view?.landlord !== null && h(
-          "span",
-          { class: "bombs" },
-          `${this.t("bombsLeft")} ${info.bombs_left === null ? this.t("noLimit") : info.bombs_left}`,
-        ),
-        view?.marked_seat === seat && view.marked_card && h(
-          "span",
-          { class: "badge marked", title: this.t("markedCard") },
-          `${this.t("markedCard")} `,
-          this.card(view.marked_card, "mini"),
-        ),
+        info &&
+          view?.landlord !== null &&
+          h(
+            "span",
+            { class: "bombs" },
+            `${this.t("bombsLeft")} ${info.bombs_left === null ? this.t("noLimit") : info.bombs_left}`,
+          ),
+        view?.marked_seat === seat &&
+          view.marked_card &&
+          h(
+            "span",
+            { class: "badge marked", title: this.t("markedCard") },
+            `${this.t("markedCard")} `,
+            this.card(view.marked_card, "mini"),
+          ),
         view !== null && (bid ?? null) !== null
-          ? h("span", { class: "bid" }, bid === 0 ? this.t("bidPass") : this.t("bidValue", { n: bid ?? 0 }))
+          ? h(
+              "span",
+              { class: "bid" },
+              bid === 0 ? this.t("bidPass") : this.t("bidValue", { n: bid ?? 0 }),
+            )
           : view?.phase === "bidding" && h("span", { class: "bid" }, this.t("noBidYet")),
-        acting && h("span", { class: "clock", "data-deadline": view?.deadline ?? "", "aria-label": this.t("toAct") }),
+        acting &&
+          h("span", {
+            class: "clock",
+            "data-deadline": view?.deadline ?? "",
+            "aria-label": this.t("toAct"),
+          }),
       ),
       info?.disconnected && h("div", { class: "badge system" }, this.t("systemPlays")),
-      turn && h(
-        "div",
-        { class: "played", "data-played": seat },
-        turn.action === "pass"
-          ? h("span", { class: "pass" }, this.t("passed"))
-          : h("span", { class: "cards" }, ...turn.cards.map((c) => this.card(c, "small"))),
-      ),
+      turn &&
+        h(
+          "div",
+          { class: "played", "data-played": seat },
+          turn.action === "pass"
+            ? h("span", { class: "pass" }, this.t("passed"))
+            : h("span", { class: "cards" }, ...turn.cards.map((c) => this.card(c, "small"))),
+        ),
     );
   }
 
@@ -759,7 +811,13 @@ class Table {
     return h(
       "section",
       { class: "centre", "aria-label": this.t("title") },
-      view?.bottom && h("div", { class: "bottom" }, `${this.t("bottom")}: `, ...view.bottom.map((c) => this.card(c, "mini"))),
+      view?.bottom &&
+        h(
+          "div",
+          { class: "bottom" },
+          `${this.t("bottom")}: `,
+          ...view.bottom.map((c) => this.card(c, "mini")),
+        ),
       view && view.bid !== null && h("div", { class: "stake" }, `${this.t("bid")} ${view.bid}`),
     );
   }
@@ -769,7 +827,11 @@ class Table {
     return h(
       "div",
       { class: "controls" },
-      h("p", { id: "between" }, table?.waiting?.what === "deal" ? this.t("nextHandAt") : this.t("waitingPlayers")),
+      h(
+        "p",
+        { id: "between" },
+        table?.waiting?.what === "deal" ? this.t("nextHandAt") : this.t("waitingPlayers"),
+      ),
     );
   }
 
@@ -781,44 +843,125 @@ class Table {
     if (bid) {
       for (const value of bid.choices ?? []) {
         const n = Number(value) as 0 | 1 | 2 | 3;
-        buttons.push(h("button", { class: n === 0 ? "" : "primary", "data-bid": n, disabled: busy, onclick: () => void this.act({ action: "bid", value: n }) }, n === 0 ? this.t("bidPass") : this.t("bidValue", { n })));
+        buttons.push(
+          h(
+            "button",
+            {
+              class: n === 0 ? "" : "primary",
+              "data-bid": n,
+              disabled: busy,
+              onclick: () => void this.act({ action: "bid", value: n }),
+            },
+            n === 0 ? this.t("bidPass") : this.t("bidValue", { n }),
+          ),
+        );
       }
     }
     const show = offered.get("show_hand");
     if (show) {
       buttons.push(h("p", { class: "question" }, this.t("showHandQuestion")));
       for (const value of show.choices ?? []) {
-        buttons.push(h("button", { "data-show-hand": String(value), class: value ? "primary" : "", disabled: busy, onclick: () => void this.act({ action: "show_hand", value: value === true }) }, value ? this.t("showHandYes") : this.t("showHandNo")));
+        buttons.push(
+          h(
+            "button",
+            {
+              "data-show-hand": String(value),
+              class: value ? "primary" : "",
+              disabled: busy,
+              onclick: () => void this.act({ action: "show_hand", value: value === true }),
+            },
+            value ? this.t("showHandYes") : this.t("showHandNo"),
+          ),
+        );
       }
     }
     const report = offered.get("report");
     if (report) {
       buttons.push(h("p", { class: "question" }, this.t("reportQuestion")));
-      const said: Record<string, Word> = { play: "reportPlay", no_play: "reportNoPlay", decline: "reportDecline" };
+      const said: Record<string, Word> = {
+        play: "reportPlay",
+        no_play: "reportNoPlay",
+        decline: "reportDecline",
+      };
       for (const value of report.choices ?? []) {
         const choice = String(value) as "play" | "no_play" | "decline";
-        buttons.push(h("button", { "data-report": choice, disabled: busy, onclick: () => void this.act({ action: "report", value: choice }) }, this.t(said[choice] ?? "reportDecline")));
+        buttons.push(
+          h(
+            "button",
+            {
+              "data-report": choice,
+              disabled: busy,
+              onclick: () => void this.act({ action: "report", value: choice }),
+            },
+            this.t(said[choice] ?? "reportDecline"),
+          ),
+        );
       }
     }
     if (offered.has("play")) {
       const cards = [...this.selected].map((i) => view.hand[i] ?? "");
       const legal = this.legal !== null && legalPlay(this.legal.plays, cards) !== undefined;
-      buttons.push(h("button", { id: "play", class: "primary", disabled: busy || !legal, "aria-keyshortcuts": "Enter", onclick: () => this.playSelected() }, this.t("play")));
-      buttons.push(h("button", { id: "hint", disabled: busy, onclick: () => this.nextHint() }, this.t("hint")));
+      buttons.push(
+        h(
+          "button",
+          {
+            id: "play",
+            class: "primary",
+            disabled: busy || !legal,
+            "aria-keyshortcuts": "Enter",
+            onclick: () => this.playSelected(),
+          },
+          this.t("play"),
+        ),
+      );
+      buttons.push(
+        h("button", { id: "hint", disabled: busy, onclick: () => this.nextHint() }, this.t("hint")),
+      );
     } else if (offered.has("pass")) {
       buttons.push(h("p", { class: "question" }, this.t("canOnlyPass")));
     }
     if (offered.has("pass")) {
-      buttons.push(h("button", { id: "pass", disabled: busy, onclick: () => void this.act({ action: "pass" }) }, this.t("pass")));
+      buttons.push(
+        h(
+          "button",
+          { id: "pass", disabled: busy, onclick: () => void this.act({ action: "pass" }) },
+          this.t("pass"),
+        ),
+      );
     }
     if (offered.has("resume")) {
-      buttons.push(h("button", { id: "resume", class: "primary", disabled: busy, onclick: () => void this.act({ action: "resume" }) }, this.t("takeBack")));
+      buttons.push(
+        h(
+          "button",
+          {
+            id: "resume",
+            class: "primary",
+            disabled: busy,
+            onclick: () => void this.act({ action: "resume" }),
+          },
+          this.t("takeBack"),
+        ),
+      );
     }
     const mine = view.turn === view.seat && view.actions.length > 0;
     return h(
       "div",
-      { class: `controls${mine ? " mine" : ""}`, id: "controls", "data-version": view.version, role: "group", "aria-label": mine ? this.t("yourTurn") : this.t("waitingForOthers") },
-      h("p", { class: "whose" }, mine ? this.t("yourTurn") : view.phase === "bidding" ? this.t("bidding") : this.t("waitingForOthers")),
+      {
+        class: `controls${mine ? " mine" : ""}`,
+        id: "controls",
+        "data-version": view.version,
+        role: "group",
+        "aria-label": mine ? this.t("yourTurn") : this.t("waitingForOthers"),
+      },
+      h(
+        "p",
+        { class: "whose" },
+        mine
+          ? this.t("yourTurn")
+          : view.phase === "bidding"
+            ? this.t("bidding")
+            : this.t("waitingForOthers"),
+      ),
       ...buttons,
     );
   }
@@ -845,19 +988,30 @@ class Table {
     });
     return h(
       "section",
-      { class: "hand", id: "hand", role: "toolbar", "aria-label": `${this.t("yourHand")}: ${view.hand.length} ${this.t("cards")}, ${this.selected.size} ${this.t("selected")}` },
+      {
+        class: "hand",
+        id: "hand",
+        role: "toolbar",
+        "aria-label": `${this.t("yourHand")}: ${view.hand.length} ${this.t("cards")}, ${this.selected.size} ${this.t("selected")}`,
+      },
       ...cards,
     );
   }
 
   cardKey(event: KeyboardEvent, index: number, count: number): void {
-    const moves: Record<string, number> = { ArrowRight: 1, ArrowLeft: -1, Home: -index, End: count - 1 - index };
+    const moves: Record<string, number> = {
+      ArrowRight: 1,
+      ArrowLeft: -1,
+      Home: -index,
+      End: count - 1 - index,
+    };
     if (event.key in moves) {
       event.preventDefault();
       const next = Math.min(count - 1, Math.max(0, index + (moves[event.key] ?? 0)));
       const target = this.root.querySelector<HTMLElement>(`[data-card="${next}"]`);
       if (target) {
-        for (const card of this.root.querySelectorAll<HTMLElement>("[data-card]")) card.tabIndex = -1;
+        for (const card of this.root.querySelectorAll<HTMLElement>("[data-card]"))
+          card.tabIndex = -1;
         target.tabIndex = 0;
         target.focus();
       }
@@ -869,7 +1023,13 @@ class Table {
 
   face(code: string): Node[] {
     if (code === "BJ" || code === "RJ") {
-      return [h("span", { class: "rank joker", "aria-hidden": "true" }, this.lang === "zh" ? (code === "RJ" ? "大王" : "小王") : "JOKER")];
+      return [
+        h(
+          "span",
+          { class: "rank joker", "aria-hidden": "true" },
+          this.lang === "zh" ? (code === "RJ" ? "大王" : "小王") : "JOKER",
+        ),
+      ];
     }
     const suit = { S: "♠", H: "♥", C: "♣", D: "♦" }[code[0] ?? "S"] ?? "";
     return [
@@ -879,7 +1039,16 @@ class Table {
   }
 
   card(code: string, size: "mini" | "small"): HTMLElement {
-    return h("span", { class: `card ${size}${isRed(code) ? " red" : ""}`, role: "img", "aria-label": cardName(this.lang, code), "data-code": code }, ...this.face(code));
+    return h(
+      "span",
+      {
+        class: `card ${size}${isRed(code) ? " red" : ""}`,
+        role: "img",
+        "aria-label": cardName(this.lang, code),
+        "data-code": code,
+      },
+      ...this.face(code),
+    );
   }
 
   settlement(view: View): HTMLElement {
@@ -890,15 +1059,23 @@ class Table {
     if (factors.first_bid_three) said.push(this.t("factorFirstBidThree"));
     if (factors.show_hand) said.push(this.t("factorShowHand"));
     if (factors.report === "play") said.push(this.t("factorReportPlay"));
-    if (factors.report === "no_play") said.push(this.t("factorReportNoPlay", { n: factors.report_units }));
-    if (factors.bombs) said.push(this.t("factorBombs", { n: factors.bombs, m: 2 ** factors.bombs }));
+    if (factors.report === "no_play")
+      said.push(this.t("factorReportNoPlay", { n: factors.report_units }));
+    if (factors.bombs)
+      said.push(this.t("factorBombs", { n: factors.bombs, m: 2 ** factors.bombs }));
     const money = result.settlement;
     const cell = (values: string[], seat: number) => h("td", {}, values[seat] ?? "");
     const rows = [0, 1, 2, 3].map((seat) =>
       h(
         "tr",
         { class: seat === view.seat ? "me" : "" },
-        h("th", { scope: "row" }, this.seatName(seat), " ", h("small", {}, seat === result.landlord ? this.t("landlord") : this.t("farmer"))),
+        h(
+          "th",
+          { scope: "row" },
+          this.seatName(seat),
+          " ",
+          h("small", {}, seat === result.landlord ? this.t("landlord") : this.t("farmer")),
+        ),
         h("td", { class: "net" }, money.net[seat] ?? ""),
         cell(money.gross, seat),
         cell(money.after_cap, seat),
@@ -908,17 +1085,44 @@ class Table {
     );
     return h(
       "section",
-      { class: "settlement", id: "settlement", role: "dialog", "aria-modal": "false", "aria-labelledby": "settlement-title" },
+      {
+        class: "settlement",
+        id: "settlement",
+        role: "dialog",
+        "aria-modal": "false",
+        "aria-labelledby": "settlement-title",
+      },
       h("h2", { id: "settlement-title" }, this.t("handEnded")),
-      h("p", { class: "winner", id: "winner" }, result.winner === "landlord" ? this.t("landlordWins") : this.t("farmersWin")),
-      h("p", { id: "multiplier" }, `${this.t("bid")} ${result.bid} · ${this.t("multiplier")} ×${result.multiplier}`, h("br"), said.length ? said.join(" · ") : this.t("noFactors")),
+      h(
+        "p",
+        { class: "winner", id: "winner" },
+        result.winner === "landlord" ? this.t("landlordWins") : this.t("farmersWin"),
+      ),
+      h(
+        "p",
+        { id: "multiplier" },
+        `${this.t("bid")} ${result.bid} · ${this.t("multiplier")} ×${result.multiplier}`,
+        h("br"),
+        said.length ? said.join(" · ") : this.t("noFactors"),
+      ),
       h(
         "div",
         { class: "scroll" },
         h(
           "table",
           { id: "nets" },
-          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, this.t("player")), ...(["net", "gross", "afterCap", "cut", "penalty"] as Word[]).map((w) => h("th", { scope: "col" }, this.t(w))))),
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              h("th", { scope: "col" }, this.t("player")),
+              ...(["net", "gross", "afterCap", "cut", "penalty"] as Word[]).map((w) =>
+                h("th", { scope: "col" }, this.t(w)),
+              ),
+            ),
+          ),
           h("tbody", {}, ...rows),
         ),
       ),
@@ -926,8 +1130,21 @@ class Table {
       h(
         "div",
         { class: "buttons" },
-        h("button", { id: "next-hand", class: "primary", "data-focus": "next-hand", onclick: () => this.dismiss() }, this.t("nextHand")),
-        h("button", { id: "leave-after", onclick: () => void this.leaveTable() }, this.t("leaveTable")),
+        h(
+          "button",
+          {
+            id: "next-hand",
+            class: "primary",
+            "data-focus": "next-hand",
+            onclick: () => this.dismiss(),
+          },
+          this.t("nextHand"),
+        ),
+        h(
+          "button",
+          { id: "leave-after", onclick: () => void this.leaveTable() },
+          this.t("leaveTable"),
+        ),
       ),
     );
   }
@@ -939,7 +1156,11 @@ class Table {
       "section",
       { class: "scoreboard", id: "scoreboard" },
       h("h2", {}, this.t("scoreboard")),
-      h("ul", {}, ...board.map((score) => h("li", {}, `${score.name ?? this.t("bot")}: ${score.net}`))),
+      h(
+        "ul",
+        {},
+        ...board.map((score) => h("li", {}, `${score.name ?? this.t("bot")}: ${score.net}`)),
+      ),
     );
   }
 }

@@ -74,7 +74,9 @@ test("a seat is asked again only when the service surely did not take it", async
 });
 
 test("a passing failure that lasts is thrown after the retries", async () => {
-  const { fetch, requests } = answering(...Array.from({ length: 5 }, () => problem(503, "draining")));
+  const { fetch, requests } = answering(
+    ...Array.from({ length: 5 }, () => problem(503, "draining")),
+  );
   await assert.rejects(client(fetch).table("t"), (error: unknown) => {
     assert.ok(error instanceof ProblemError);
     assert.equal(error.code, "draining");
