@@ -257,6 +257,7 @@ def _run(
         )
     )
     say(f"ddz is serving on http://{host}:{port}  (Ctrl-C stops it)")
+    say(f"play in your browser: http://{host}:{port}/play/")
     children = servers + apps
     while not stopping.wait(0.2):
         for child in children:

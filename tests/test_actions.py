@@ -55,8 +55,11 @@ def test_a_decision_is_known_everywhere(cls):
     assert COMMANDS[cls.name] is cls and cls.name in PLAYER_ACTIONS
     assert cls in CANDIDATES, "the actions offered to a seat do not ask the decider about it"
     assert cls in decider._DECIDE and cls in decider._VERIFY
-    for schema in (schemas.CommandRequestSchema(), schemas.Action()):
-        assert cls.name in schema.fields["action"].validate.choices
+    assert cls.name in schemas.Action().fields["action"].validate.choices
+    # A command body of its own, and a hand record's entry of its own, in the contract.
+    for kinds in (schemas.CommandRequestSchema, schemas.ActionEntry):
+        own = kinds.type_schemas[cls.name]
+        assert own.fields["action"].validate.choices == [cls.name]
     # The record's action entry and the command, both ways; the event it causes names it.
     entry = {"seat": 1, "action": cls.name, **SAMPLES[cls.name], "by": "bot"}
     command = command_of(entry, 1, "bot")

@@ -93,8 +93,9 @@ def test_every_reference_resolves_and_every_component_is_used(spec):
 
 
 #: The blueprints of HTML pages, which are not the JSON API: the console's
-#: (docs/operations.md) and the page of problem codes.
-PAGES = ("console.", "problem_docs.", "replay_page.")
+#: (docs/operations.md), the page of problem codes, the public replays' page, and the front
+#: door's (the API reference, the contract itself, the web table).
+PAGES = ("console.", "problem_docs.", "replay_page.", "front.")
 
 
 def rule_to_path(rule: str) -> str:
@@ -177,7 +178,7 @@ def test_request_bodies_and_response_objects_refuse_unknown_members(spec):
 
     def closed(schema, where):
         schema = resolve(spec, schema)
-        for branch in schema.get("anyOf", []):
+        for branch in (*schema.get("anyOf", []), *schema.get("oneOf", [])):
             closed(branch, where)
         if (
             "object"
@@ -207,6 +208,8 @@ def test_request_bodies_and_response_objects_refuse_unknown_members(spec):
 def minimal(spec: dict, schema: dict) -> Any:
     """The smallest instance of ``schema`` (required members only, first enum values)."""
     schema = resolve(spec, schema)
+    if "oneOf" in schema:
+        return minimal(spec, schema["oneOf"][0])
     if "enum" in schema:
         return schema["enum"][0]
     kind = schema.get("type")

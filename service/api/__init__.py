@@ -13,6 +13,7 @@ from ..config import Config
 from . import (
     admin,
     console,
+    front,
     health,
     ledger,
     lobby,
@@ -103,6 +104,7 @@ def create_app(
     console.install(app, config)
     app.register_blueprint(problem_docs.bp)
     app.register_blueprint(watching.pages)
+    app.register_blueprint(front.bp)
     app.extensions["ddz_api"] = api
     cors(app, config.cors_origins)
     if connect:

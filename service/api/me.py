@@ -182,17 +182,6 @@ def my_tables():
 
 # The player's own stream
 
-ITEM_TYPES = [
-    "seated",
-    "leaving",
-    "left",
-    "table_closed",
-    "hand_started",
-    "your_turn",
-    "taken_over",
-    "hand_ended",
-    "settled",
-]
 #: An item's id: ``<xid>-<position>-<n>`` (service.app.feed.Cursor).
 ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-(-1|[0-9]{1,3})$"
 
@@ -213,57 +202,8 @@ class FeedQuery(ma.Schema):
     )
 
 
-class Item(ma.Schema):
-    id = f.String(
-        required=True, metadata={"description": "Its place in the player's stream: resume after it"}
-    )
-    at = f.DateTime(required=True, metadata={"description": "When its event was recorded"})
-    type = f.String(
-        required=True,
-        validate=validate.OneOf(ITEM_TYPES),
-    )
-    table_id = f.String(allow_none=True)
-    hand_number = f.Integer(
-        allow_none=True,
-        metadata={
-            "description": "Items about a hand (leaving, left at a hand's end, hand_started, "
-            "your_turn, taken_over, hand_ended, settled): which hand of its table (1, 2, ...); "
-            "null for a match that is no table's hand"
-        },
-    )
-    match_id = f.String()
-    version = f.Integer(metadata={"description": "The match's version the item comes from"})
-    seat = f.Integer()
-    ticket_id = f.String(
-        allow_none=True, metadata={"description": "seated: the lobby ticket it seated"}
-    )
-    at_hand_end = f.Boolean(
-        metadata={
-            "description": "left: the seat was freed with the hand's settlement (the player "
-            "left during the hand, or did nothing in it)"
-        }
-    )
-    hands = f.Integer(metadata={"description": "table_closed: the hands the table played"})
-    hand = f.List(f.String(), metadata={"description": "hand_started: the player's own cards"})
-    phase = f.String(metadata={"description": "your_turn: the match's phase"})
-    deadline = f.DateTime(
-        allow_none=True, metadata={"description": "your_turn: when the system takes the seat"}
-    )
-    actions = f.List(
-        f.Nested(schemas.Action), metadata={"description": "your_turn: the actions allowed now"}
-    )
-    reason = f.String(
-        metadata={
-            "description": "taken_over: why the system plays the seat now, `deadline` or `left`; "
-            "`POST /v1/matches/{id}/commands` with `resume` takes it back"
-        }
-    )
-    result = f.Dict(metadata={"description": "hand_ended: the hand's result (docs/hand-record.md)"})
-    net = f.String(metadata={"description": "settled: the player's net in the ledger"})
-
-
 class Items(ma.Schema):
-    items = f.List(f.Nested(Item), required=True)
+    items = f.List(f.Nested(schemas.Item), required=True)
     last_id = f.String(
         required=True,
         allow_none=True,
@@ -274,7 +214,7 @@ class Items(ma.Schema):
     )
 
 
-ITEM = Item()
+ITEM = schemas.Item()
 #: One event of ``GET /v1/me/stream``, as its fields parse (as the match stream's).
 PLAYER_STREAM_EVENT = {
     "description": "Each event of the stream: `ready` (unless resumed), then the items",
@@ -287,7 +227,7 @@ PLAYER_STREAM_EVENT = {
             "Where the stream starts (send it back as `Last-Event-ID`)",
         ),
         schemas.stream_event(
-            {"type": "string", "enum": ITEM_TYPES},
+            {"type": "string", "enum": schemas.ITEM_TYPES},
             "Item",
             "An item of the caller's stream",
             ITEM_ID,

@@ -9,6 +9,7 @@ from typing import Any
 
 import marshmallow as ma
 from apispec import BasePlugin
+from apispec_oneofschema import MarshmallowPlugin as OneOfPlugin
 from flask import Response, current_app, has_request_context, request
 from flask_smorest import Api as SmorestApi
 from flask_smorest.utils import prepare_response
@@ -224,9 +225,14 @@ class ErrorResponses(BasePlugin):
 
 
 class Api(SmorestApi):
-    """flask-smorest's Api, answering every error as a problem and documenting it so."""
+    """flask-smorest's Api, answering every error as a problem and documenting it so; a
+    document of several kinds (``schemas.Kinds``) documented as ``oneOf`` its kinds."""
 
     ERROR_SCHEMA = ProblemSchema
+
+    def __init__(self, app=None, **kwargs):
+        kwargs.setdefault("spec_kwargs", {"marshmallow_plugin": OneOfPlugin()})
+        super().__init__(app, **kwargs)
 
     def _register_error_handlers(self):
         self._app.register_error_handler(HTTPException, self.handle_http_exception)

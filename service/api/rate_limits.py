@@ -120,6 +120,11 @@ CATEGORY_OF = {
     "admin.players": READS,
     # The page of problem codes, as the console's pages are.
     "problem_docs.index": READS,
+    # The front door, the API reference and the web table: pages and their files.
+    **{
+        f"front.{page}": READS
+        for page in ("index", "docs", "docs_asset", "openapi_json", "openapi_yaml", "asset", "play")
+    },
     # The console: its pages as reads of the address (they take no bearer token); signing
     # in (a POST of the form) is its own category, see request_category().
     **{

@@ -3,19 +3,31 @@ through these schemas, so the OpenAPI document generated from them is what is se
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+import enum
 import re
 from types import UnionType
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import marshmallow as ma
 from marshmallow import fields as f
 from marshmallow import validate
+from marshmallow_oneofschema.one_of_schema import OneOfSchema
 
+from ..app.feed import ITEMS
 from ..game import state as game_state
-from ..game.actions import PLAYER_ACTIONS, VALUES
-from ..game.events import MATCH_EVENTS
-from ..game.settlement import Factors
-from ..game.table import BOT_LEVELS, DEFAULT_BOT_LEVEL, DEFAULT_TURN_SECONDS, MAX_TURN_SECONDS
+from ..game import views
+from ..game.actions import CANDIDATES, COMMANDS, PLAYER_ACTIONS, VALUES
+from ..game.events import BOT, MATCH_EVENTS, PLAYER, Event
+from ..game.settlement import Factors, HandResult
+from ..game.table import (
+    BOT_LEVELS,
+    DEFAULT_BOT_LEVEL,
+    DEFAULT_TURN_SECONDS,
+    MAX_TURN_SECONDS,
+    Table,
+)
 from ..game.views import SHOWN_BY_TYPE
 from ..rules import DEFAULT_RULESET, RULESETS, Card, CombinationType
 from ..store import STATUSES
@@ -65,13 +77,24 @@ VALUE_TYPES = sorted({JSON_TYPES[kind] for kind, _ in VALUES.values()})
 
 def shown_by_type(hint: Any, **options: Any) -> f.Field:
     """The schema of a value the game shows by its type alone (a card by its code, cards
-    by theirs, a tuple as a list; see ``SHOWN_BY_TYPE`` of :mod:`service.game.views`)."""
+    by theirs, a tuple as a list, an enumeration or a literal by its values; see
+    ``SHOWN_BY_TYPE`` of :mod:`service.game.views`)."""
     inner = [arg for arg in get_args(hint) if arg is not type(None)]
     if get_origin(hint) in (Union, UnionType) and len(inner) == 1:
-        return shown_by_type(inner[0], allow_none=True, **options)
-    if get_origin(hint) is tuple:
+        return shown_by_type(inner[0], **{**options, "allow_none": True})
+    if get_origin(hint) in (tuple, list):
         return f.List(shown_by_type(get_args(hint)[0]), **options)
-    field = {Card: f.String, bool: f.Boolean, int: f.Integer, str: f.String}[hint]
+    if get_origin(hint) is Literal:
+        return f.String(validate=validate.OneOf(get_args(hint)), **options)
+    if isinstance(hint, type) and issubclass(hint, enum.StrEnum):
+        return f.String(validate=validate.OneOf([member.value for member in hint]), **options)
+    field = {
+        Card: f.String,
+        bool: f.Boolean,
+        int: f.Integer,
+        str: f.String,
+        dt.datetime: f.DateTime,
+    }[hint]
     return field(**options)
 
 
@@ -87,6 +110,47 @@ def by_type(hints: dict[str, Any]) -> type[ma.Schema]:
 class Strict(ma.Schema):
     class Meta:
         unknown = ma.RAISE
+
+
+class Kinds(OneOfSchema):
+    """A document of one of several kinds, told apart by its ``type_field``, which each
+    kind's schema has with its one value: in the contract, ``oneOf`` the kinds' schemas
+    with a ``discriminator`` (the apispec-oneofschema plugin, see ``Api``), so that a
+    generated client knows each kind's fields; a request is loaded, and an answer dumped,
+    by its kind's schema."""
+
+    type_field_remove = False
+
+    def get_obj_type(self, obj):
+        return obj[self.type_field]
+
+
+def kinds(name: str, key: str, schemas: dict[str, type[ma.Schema]]) -> type[Kinds]:
+    """The schema of the documents told apart by ``key``, of these kinds."""
+    return type(
+        name, (Kinds,), {"type_field": key, "type_schemas": {k: v() for k, v in schemas.items()}}
+    )
+
+
+def kind(key: str, value: str, fields: dict[str, f.Field], name: str, base=ma.Schema):
+    """The schema of one kind of document: ``key`` with its one ``value``, then ``fields``."""
+    own = {key: f.String(required=True, validate=validate.OneOf([value]))}
+    return base.from_dict({**own, **fields}, name=name)
+
+
+class AsShaped(f.Nested):
+    """A document the game writes in its schema's shape already (the contract tests hold
+    it there): documented by the schema, dumped as it is, at no cost (the streams dump
+    every event they send)."""
+
+    # marshmallow's Field and Nested name the value differently: no name pleases both.
+    def _serialize(self, nested_obj, attr, obj, **kwargs):  # type: ignore[override]
+        return nested_obj
+
+
+def camel(name: str) -> str:
+    """``show_hand`` → ``ShowHand``: a kind's name in the names of its schemas."""
+    return "".join(part.capitalize() for part in name.split("_"))
 
 
 class JsonInteger(f.Integer):
@@ -423,23 +487,50 @@ class Legal(ma.Schema):
 # Commands and events
 
 
-class CommandRequestSchema(Strict):
-    action = f.String(required=True, validate=validate.OneOf(PLAYER_ACTIONS))
-    value = f.Raw(
-        metadata={
-            "description": "; ".join(f"{cls.name}: {said}" for cls, (_, said) in VALUES.items()),
-            "oneOf": [{"type": kind} for kind in VALUE_TYPES],
-        }
+EXPECTED_VERSION = {
+    "description": "Refuse with 409 unless the match is at this version",
+}
+#: How a command body gives each of its command's fields (the seat is the caller's, and
+#: ``by`` is the player).
+JSON_FIELDS = {bool: JsonBoolean, int: JsonInteger, str: f.String}
+
+
+def command_fields(action: str) -> dict[str, f.Field]:
+    """The fields of the body of ``action`` (an action of ``PLAYER_ACTIONS``), from its
+    command's: its ``value`` as ``VALUES`` says, with the values it may take, or its
+    ``cards``."""
+    cls = COMMANDS[action]
+    fields: dict[str, f.Field] = {}
+    for field in dataclasses.fields(cls):
+        if field.name == "value":
+            kind, said = VALUES[cls]
+            fields["value"] = JSON_FIELDS[kind](
+                required=True,
+                validate=validate.OneOf(CANDIDATES[cls][1] or ()),
+                metadata={"description": said},
+            )
+        elif field.name == "cards":
+            fields["cards"] = f.List(
+                f.String(validate=CARD_CODE),
+                required=True,
+                validate=validate.Length(1, 33),
+                metadata={"description": "Card codes"},
+            )
+    fields["expected_version"] = JsonInteger(
+        validate=validate.Range(0, MAX_VERSION), metadata=EXPECTED_VERSION
     )
-    cards = f.List(
-        f.String(validate=CARD_CODE),
-        validate=validate.Length(1, 33),
-        metadata={"description": "play: card codes"},
-    )
-    expected_version = JsonInteger(
-        validate=validate.Range(0, MAX_VERSION),
-        metadata={"description": "Refuse with 409 unless the match is at this version"},
-    )
+    return fields
+
+
+#: A command's body, by its ``action``: each action's own fields.
+CommandRequestSchema = kinds(
+    "CommandRequestSchema",
+    "action",
+    {
+        action: kind("action", action, command_fields(action), f"{camel(action)}Command", Strict)
+        for action in PLAYER_ACTIONS
+    },
+)
 
 
 class IdempotencyHeader(ma.Schema):
@@ -449,22 +540,72 @@ class IdempotencyHeader(ma.Schema):
     key = f.String(data_key="Idempotency-Key", validate=[validate.Length(1, 200), STORABLE_TEXT])
 
 
-class EventDocument(ma.Schema):
-    type = f.String(required=True, validate=validate.OneOf(sorted(MATCH_EVENT_TYPES)))
-    version = f.Integer(
-        required=True, metadata={"description": "The event's version in the match stream"}
-    )
-    schema_version = f.Integer(required=True)
-    recorded_at = f.DateTime(required=True)
-    payload = f.Dict(required=True, metadata={"description": "What the seat may see of the event"})
-    deadline = f.DateTime(
-        required=True,
-        allow_none=True,
-        metadata={
-            "description": "On the match's latest event: when the seat to act loses its turn to the "
-            "system (null when nobody is to act); null on earlier events"
-        },
-    )
+class TableSettings(Options):
+    ruleset = f.String(required=True)
+
+
+#: What an event's field of these types holds (the others are shown by type alone).
+EVENT_DOCUMENTS = {Table: TableSettings, HandResult: Result}
+#: The values of event fields that take a few (by name).
+EVENT_VALUES = {"by": [PLAYER, BOT], "combination": COMBINATION_TYPES}
+
+
+def payload_fields(cls: type[Event]) -> dict[str, f.Field]:
+    """What a seat may see of an event of ``cls`` (``views.visible``): its fields, but
+    those hidden from the seats (only operators see them) and with those shown instead."""
+    hints = get_type_hints(cls)
+    hidden = views.HIDDEN.get(cls, ())
+    own = views.OWN.get(cls, ())
+    fields: dict[str, f.Field] = {}
+    for field in dataclasses.fields(cls):
+        name, hint = field.name, hints[field.name]
+        options: dict[str, Any] = {"required": name not in hidden}
+        if name in hidden:
+            options["metadata"] = {"description": "Operators only"}
+        if name in own:
+            options.update(allow_none=True, metadata={"description": "Null but to its seat"})
+        if hint in EVENT_DOCUMENTS:
+            fields[name] = f.Nested(EVENT_DOCUMENTS[hint], **options)
+        else:
+            if name in EVENT_VALUES:
+                options["validate"] = validate.OneOf(EVENT_VALUES[name])
+            fields[name] = shown_by_type(hint, **options)
+    for name, hint in views.SHOWN_INSTEAD.get(cls, {}).items():
+        fields[name] = shown_by_type(hint, metadata={"description": "Seats only"})
+    return fields
+
+
+def event_fields(cls: type[Event]) -> dict[str, f.Field]:
+    payload = ma.Schema.from_dict(payload_fields(cls), name=f"{cls.__name__}Payload")
+    return {
+        "version": f.Integer(
+            required=True, metadata={"description": "The event's version in the match stream"}
+        ),
+        "schema_version": f.Integer(required=True),
+        "recorded_at": f.DateTime(required=True),
+        "payload": AsShaped(
+            payload, required=True, metadata={"description": "What the seat may see of the event"}
+        ),
+        "deadline": f.DateTime(
+            required=True,
+            allow_none=True,
+            metadata={
+                "description": "On the match's latest event: when the seat to act loses its "
+                "turn to the system (null when nobody is to act); null on earlier events"
+            },
+        ),
+    }
+
+
+#: An event as a seat sees it, by its ``type``: each type's payload its own.
+EventDocument = kinds(
+    "EventDocument",
+    "type",
+    {
+        cls.type: kind("type", cls.type, event_fields(cls), f"{cls.__name__}Event")
+        for cls in MATCH_EVENTS
+    },
+)
 
 
 class CommandResult(ma.Schema):
@@ -547,6 +688,28 @@ class DealSchema(ma.Schema):
     marked_seat = f.Integer(required=True)
 
 
+def entry_fields(name: str) -> dict[str, f.Field]:
+    """A hand record's entry of a seat's action: the seat, then its command's fields."""
+    cls = COMMANDS[name]
+    hints = get_type_hints(cls)
+    fields: dict[str, f.Field] = {"seat": f.Integer(required=True)}
+    for field in dataclasses.fields(cls):
+        if field.name != "seat":
+            options: dict[str, Any] = {"required": True}
+            if field.name in EVENT_VALUES:
+                options["validate"] = validate.OneOf(EVENT_VALUES[field.name])
+            fields[field.name] = shown_by_type(hints[field.name], **options)
+    return fields
+
+
+#: An action of a hand record, by its ``action``: each its own fields.
+ActionEntry = kinds(
+    "ActionEntry",
+    "action",
+    {name: kind("action", name, entry_fields(name), f"{camel(name)}Entry") for name in COMMANDS},
+)
+
+
 class HandRecord(ma.Schema):
     format = f.String(required=True)
     match_id = f.String(required=True)
@@ -556,7 +719,7 @@ class HandRecord(ma.Schema):
     commitment = f.String(required=True, allow_none=True)
     seed = f.String(required=True, allow_none=True)
     deal = f.Nested(DealSchema, required=True, allow_none=True)
-    actions = f.List(f.Dict(), required=True)
+    actions = f.List(f.Nested(ActionEntry), required=True)
     result = f.Nested(Result, required=True, allow_none=True)
 
 
@@ -569,3 +732,70 @@ class Audit(ma.Schema):
 class Health(ma.Schema):
     status = f.String(required=True)
     checks = f.Dict(keys=f.String(), values=f.String())
+
+
+# The player's own stream
+
+
+#: What an item's fields say, by name (the kinds and their fields are the feed's: ITEMS).
+ITEM_SAID = {
+    "id": "Its place in the player's stream: resume after it",
+    "at": "When its event was recorded",
+    "hand_number": "Which hand of its table (1, 2, ...); null for a match that is no table's hand",
+    "version": "The match's version the item comes from",
+    "ticket_id": "The lobby ticket it seated",
+    "at_hand_end": "The seat was freed with the hand's settlement (the player left during the "
+    "hand, or did nothing in it)",
+    "hands": "The hands the table played",
+    "hand": "The player's own cards",
+    "phase": "The match's phase",
+    "deadline": "When the system takes the seat",
+    "actions": "The actions allowed now",
+    "reason": "Why the system plays the seat now, `deadline` or `left`; "
+    "`POST /v1/matches/{id}/commands` with `resume` takes it back",
+    "result": "The hand's result (docs/hand-record.md)",
+    "net": "The player's net in the ledger",
+}
+#: What an item's field of these names holds (the others are shown by their type alone).
+ITEM_DOCUMENTS = {
+    "actions": lambda **o: f.List(f.Nested(Action), **o),
+    "result": lambda **o: AsShaped(Result, **o),
+}
+
+
+def item_fields(item: type) -> dict[str, f.Field]:
+    """The fields of a kind of item (a TypedDict of ``service.app.feed``), its ``type``
+    aside, with the ``id`` and ``at`` of every item."""
+    hints = {"id": str, "at": dt.datetime, **get_type_hints(item)}
+    required = {"id", "at", *item.__required_keys__}  # type: ignore[attr-defined]
+    fields = {}
+    for name, hint in hints.items():
+        if name == "type":
+            continue
+        options: dict[str, Any] = {"required": name in required}
+        if name in ITEM_SAID:
+            options["metadata"] = {"description": ITEM_SAID[name]}
+        if name in ITEM_DOCUMENTS:
+            fields[name] = ITEM_DOCUMENTS[name](**options)
+        else:
+            fields[name] = shown_by_type(hint, **options)
+    return fields
+
+
+def item_type(item: type) -> str:
+    (value,) = get_args(get_type_hints(item)["type"])
+    return value
+
+
+ITEM_TYPES = [item_type(item) for item in ITEMS]
+#: An item of the player's own stream, by its ``type``: each its own fields.
+Item = kinds(
+    "Item",
+    "type",
+    {
+        item_type(item): kind(
+            "type", item_type(item), item_fields(item), f"{camel(item_type(item))}Item"
+        )
+        for item in ITEMS
+    },
+)

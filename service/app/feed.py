@@ -15,7 +15,8 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from datetime import datetime
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from ..game import State, deadline, decision, evolve, offered, replay, visible
 from ..game.events import (
@@ -39,6 +40,96 @@ HELD_SECONDS = 0.02
 # The index -1 is the place before an event's first item: where a read that found nothing
 # yet past its start resumes (a page's ``last_id`` may be one).
 _ID = re.compile(r"^(\d{1,20})-(\d{1,20})-(-1|\d{1,3})$")
+
+
+# The items, each kind with its fields: the one declaration of them, from which the API's
+# schemas of the player's stream are derived (service/api/schemas.py). Each item also has
+# its ``id`` and the ``at`` of its event (:meth:`PlayerFeed.items_of`).
+
+
+class OfTable(TypedDict):
+    table_id: str
+    seat: int
+
+
+class Seated(OfTable):
+    type: Literal["seated"]
+    ticket_id: str | None
+
+
+class Leaving(OfTable):
+    type: Literal["leaving"]
+    hand_number: int | None
+
+
+class LeftAnyTime(OfTable):
+    type: Literal["left"]
+    at_hand_end: bool
+
+
+class Left(LeftAnyTime, total=False):
+    """A seat left between hands, or freed at a hand's end (with its ``hand_number``;
+    ``total=False`` rather than ``NotRequired``, which this module's string annotations
+    hide from Python 3.11's TypedDict)."""
+
+    hand_number: int
+
+
+class Closed(OfTable):
+    type: Literal["table_closed"]
+    hands: int
+
+
+class OfHand(TypedDict):
+    match_id: str
+    table_id: str | None
+    hand_number: int | None
+    version: int
+
+
+class Dealt(OfHand):
+    type: Literal["hand_started"]
+    seat: int
+    hand: list[str]
+
+
+class YourTurn(OfHand):
+    type: Literal["your_turn"]
+    seat: int
+    phase: str
+    deadline: datetime | None
+    actions: list[dict[str, Any]]
+
+
+class TakenOver(OfHand):
+    type: Literal["taken_over"]
+    seat: int
+    reason: str
+
+
+class Ended(OfHand):
+    type: Literal["hand_ended"]
+    result: dict[str, Any]
+
+
+class SettledItem(OfHand):
+    type: Literal["settled"]
+    net: str
+
+
+Item = Seated | Leaving | Left | Closed | Dealt | YourTurn | TakenOver | Ended | SettledItem
+#: Every kind of item, in the order a hand brings them.
+ITEMS: tuple[type, ...] = (
+    Seated,
+    Dealt,
+    YourTurn,
+    TakenOver,
+    Ended,
+    SettledItem,
+    Leaving,
+    Left,
+    Closed,
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -136,13 +227,12 @@ class PlayerFeed:
     def items_of(self, player: str, fe: FeedEvent, step: Step | None) -> list[dict[str, Any]]:
         """The player's items from the event, with their ids; ``step``: the match's states
         around it (:meth:`step_at`)."""
-        items = list(self._items_of(player, fe, step))
-        for n, item in enumerate(items):
-            item["id"] = str(Cursor(fe.xid, fe.stored.position, n))
-            item["at"] = fe.stored.recorded_at
-        return items
+        return [
+            {**item, "id": str(Cursor(fe.xid, fe.stored.position, n)), "at": fe.stored.recorded_at}
+            for n, item in enumerate(self._items_of(player, fe, step))
+        ]
 
-    def _items_of(self, player: str, fe: FeedEvent, step: Step | None) -> Iterator[dict[str, Any]]:
+    def _items_of(self, player: str, fe: FeedEvent, step: Step | None) -> Iterator[Item]:
         event = fe.stored.event
         if fe.of_table:
             yield from _table_items(player, str(fe.stream_id), event, fe.ticket_id)
@@ -155,7 +245,7 @@ class PlayerFeed:
         )
         if seat is None:
             return
-        where = {
+        where: OfHand = {
             "match_id": str(match_id),
             "table_id": None if fe.table_id is None else str(fe.table_id),
             "hand_number": fe.hand_number,
@@ -192,26 +282,30 @@ class PlayerFeed:
 
 def _table_items(
     player: str, table_id: str, event: object, ticket_id: uuid.UUID | None
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[Item]:
     """The player's items from an event of its table."""
-    table = {"table_id": table_id}
     if isinstance(event, PlayerJoined) and event.player == player:
         ticket = None if ticket_id is None else str(ticket_id)
-        yield {"type": "seated", **table, "seat": event.seat, "ticket_id": ticket}
+        yield {"type": "seated", "table_id": table_id, "seat": event.seat, "ticket_id": ticket}
     elif isinstance(event, PlayerLeft) and event.player == player:
         if event.at_hand_end:
             # The seat is the player's until the hand is settled: "left" comes then.
-            yield {"type": "leaving", **table, "seat": event.seat, "hand_number": event.number}
+            yield {
+                "type": "leaving",
+                "table_id": table_id,
+                "seat": event.seat,
+                "hand_number": event.number,
+            }
         else:
-            yield {"type": "left", **table, "seat": event.seat, "at_hand_end": False}
+            yield {"type": "left", "table_id": table_id, "seat": event.seat, "at_hand_end": False}
     elif isinstance(event, SeatFreed) and event.player == player:
         yield {
             "type": "left",
-            **table,
+            "table_id": table_id,
             "seat": event.seat,
             "at_hand_end": True,
             "hand_number": event.number,
         }
     elif isinstance(event, TableClosed) and player in event.players:
         seat = event.players.index(player)
-        yield {"type": "table_closed", **table, "seat": seat, "hands": event.hands}
+        yield {"type": "table_closed", "table_id": table_id, "seat": seat, "hands": event.hands}

@@ -410,15 +410,30 @@ def view(state: State, seat: int | str | None) -> dict[str, Any]:
     return document
 
 
+#: What a seat sees of an event in place of what it may not see (an operator sees every
+#: event whole), by event: the fields taken out, and those put in with their types. The
+#: API's schema of each event's payload is derived from the event's fields and these.
+HIDDEN: dict[type[Event], tuple[str, ...]] = {HandDealt: ("seed", "hands", "bottom")}
+SHOWN_INSTEAD: dict[type[Event], dict[str, Any]] = {
+    # The seat's own hand (None for an onlooker), and every seat's count of cards.
+    HandDealt: {"hand": tuple[Card, ...] | None, "cards": tuple[int, ...]},
+}
+#: Fields that only the seat the event names sees; the other seats see them as None.
+OWN: dict[type[Event], tuple[str, ...]] = {LandlordChosen: ("bottom",)}
+
+
 def visible(event: Event, seat: int | str | None) -> dict[str, Any]:
     """The event as ``seat`` may see it, with its envelope (``type``, ``version``)."""
     document = event.to_json()
     if seat == OPERATOR:
         return document
+    kind = type(event)
+    for name in HIDDEN.get(kind, ()):
+        del document[name]
     if isinstance(event, HandDealt):
-        del document["seed"], document["hands"], document["bottom"]
         document["hand"] = [c.code for c in event.hands[seat]] if isinstance(seat, int) else None
         document["cards"] = [len(hand) for hand in event.hands]
-    elif isinstance(event, LandlordChosen) and seat != event.seat:
-        document["bottom"] = None
+    if seat != getattr(event, "seat", None):
+        for name in OWN.get(kind, ()):
+            document[name] = None
     return document

@@ -1,0 +1,425 @@
+"""The web table (``/play/``) and the API reference (``/docs``) in a real headless
+Chromium, against the service as ``ddz serve`` runs it (its lobby seats bots at once; a
+table rests 30 s between hands, so that the settlement stays on screen):
+
+- a person plays a whole hand against bots by clicking, at a phone's size, to the
+  settlement screen, whose numbers are the ledger's;
+- a reload mid-hand comes back to the same seat, and a decision clicked while the
+  connection was down is sent once, after the reload, neither lost nor made twice;
+- two browsers at one private table see each other's plays and never each other's cards;
+- the Chinese page shows the bidding and the settlement in Chinese (at a desktop's size);
+- /docs draws the contract with no request leaving the machine.
+
+Screenshots go to DDZ_TEST_SCREENSHOTS when it is set."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from browsers import DESKTOP, PHONE, chromium, requested, screenshots
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from servers import OPERATOR_TOKEN, lobby_service
+
+# Slow: starts a service and browsers.
+pytestmark = pytest.mark.slow
+
+DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
+
+
+@pytest.fixture(scope="module")
+def base_url(postgres_admin_url, redis_server, tmp_path_factory):
+    with lobby_service(
+        postgres_admin_url,
+        redis_server,
+        tmp_path_factory.mktemp("play"),
+        "play",
+        DDZ_TABLE_NEXT_HAND_SECONDS="30",
+    ) as base:
+        yield base
+
+
+def api(base_url: str, path: str, token: str) -> Any:
+    request = urllib.request.Request(base_url + path, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def until(what: Callable[[], Any], seconds: float = 60, said: str = "") -> Any:
+    """What ``what`` gives once it is truthy (the page draws as answers come)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            found = what()
+        except WebDriverException:  # an element redrawn while it was read
+            found = None
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"waited {seconds} s for {said or what}"
+        time.sleep(0.1)
+
+
+def shot(driver, name: str) -> None:
+    where = screenshots()
+    if where is not None:
+        driver.save_screenshot(str(where / f"play-{name}.png"))
+
+
+def player(driver) -> dict:
+    """The player the page signed up (its token is in the browser's storage)."""
+    return json.loads(driver.execute_script("return localStorage.getItem('ddz.player')"))
+
+
+def sign_up(driver, base_url: str, name: str, lang: str = "en", path: str = "/play/") -> None:
+    separator = "&" if "?" in path else "?"
+    driver.get(f"{base_url}{path}{separator}lang={lang}")
+    until(lambda: driver.find_elements(By.ID, "name"), said="the sign-up form")
+    driver.find_element(By.ID, "name").send_keys(name)
+    driver.find_element(By.ID, "start").click()
+
+
+def enabled(driver, selector: str) -> list:
+    return [b for b in driver.find_elements(By.CSS_SELECTOR, selector) if b.is_enabled()]
+
+
+def my_turn(driver) -> bool:
+    try:
+        return bool(driver.find_elements(By.CSS_SELECTOR, "#controls.mine button:enabled"))
+    except WebDriverException:
+        return False
+
+
+def decide(driver, by_keyboard: bool = False, bids: list[str] | None = None) -> str | None:
+    """One decision, as a person makes it by clicking: no bid (the first value offered),
+    the hand kept hidden, no 报到, a legal play (the first hint; from the keyboard, its
+    cards chosen again one by one and played with Enter), or a pass. ``bids`` collects the
+    bid buttons' words. None when the page was redrawn meanwhile (decide again)."""
+    try:
+        take_back = enabled(driver, "#resume")
+        if take_back:
+            take_back[0].click()
+            return "resume"
+        offered = enabled(driver, "[data-bid]")
+        if offered:
+            if bids is not None:
+                bids += [b.text for b in offered]
+            offered[0].click()
+            return "bid"
+        for selector, action in (
+            ('[data-show-hand="false"]', "show_hand"),
+            ('[data-report="decline"]', "report"),
+        ):
+            buttons = enabled(driver, selector)
+            if buttons:
+                buttons[0].click()
+                return action
+        if enabled(driver, "#hint"):
+            driver.find_element(By.ID, "hint").click()
+            until(lambda: enabled(driver, "#play"), 10, "a legal play chosen")
+            if by_keyboard:
+                chosen = [
+                    c.get_attribute("data-card")
+                    for c in driver.find_elements(By.CSS_SELECTOR, ".hand .card.selected")
+                ]
+                for index in chosen:
+                    card = f'[data-card="{index}"]'
+                    driver.find_element(By.CSS_SELECTOR, card).send_keys(Keys.SPACE)
+                    until(
+                        lambda c=card: (
+                            driver.find_element(By.CSS_SELECTOR, c).get_attribute("aria-pressed")
+                            == "false"
+                        )
+                    )
+                    driver.find_element(By.CSS_SELECTOR, card).send_keys(Keys.SPACE)
+                until(lambda: enabled(driver, "#play"), 10, "the play chosen again")
+                driver.find_element(By.CSS_SELECTOR, f'[data-card="{chosen[0]}"]').send_keys(
+                    Keys.ENTER
+                )
+            else:
+                driver.find_element(By.ID, "play").click()
+            return "play"
+        driver.find_element(By.ID, "pass").click()
+        return "pass"
+    except WebDriverException:  # redrawn as it was read: the next look decides
+        return None
+
+
+def play_to_the_end(driver, seconds: float = 240, **options) -> list[str]:
+    """Decides each time the page says it is the player's turn, until the settlement."""
+    deadline = time.monotonic() + seconds
+    made: list[str] = []
+    while not driver.find_elements(By.ID, "settlement"):
+        assert time.monotonic() < deadline, f"no settlement after {made}"
+        try:
+            version = my_turn(driver) and driver.find_element(By.ID, "controls").get_attribute(
+                "data-version"
+            )
+        except WebDriverException:
+            continue
+        if not version:
+            time.sleep(0.1)
+            continue
+        decided = decide(driver, **options)
+        if decided is None:
+            continue
+        made.append(decided)
+        # The page redraws once the answer came (the next decision is another version).
+        until(
+            lambda v=version: (
+                not my_turn(driver)
+                or driver.find_element(By.ID, "controls").get_attribute("data-version") != v
+            ),
+            30,
+            "the answer",
+        )
+    return made
+
+
+def texts(driver, selector: str) -> list[str]:
+    """The words of the elements ``selector`` finds, read at once (the page redraws as
+    the service's answers come, so elements found one call earlier may be gone)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.innerText.trim())",
+        selector,
+    )
+
+
+def codes(driver, selector: str) -> list[str]:
+    """The codes of the cards ``selector`` finds, read at once."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.dataset.code)", selector
+    )
+
+
+def text(driver, selector: str) -> str:
+    (found,) = texts(driver, selector)
+    return found
+
+
+def fits(driver) -> bool:
+    return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_a_person_plays_a_whole_hand_against_bots_at_phone_size(base_url):
+    with chromium(PHONE) as driver:
+        sign_up(driver, base_url, "pat")
+        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby").pop().click()
+        until(lambda: driver.find_elements(By.CSS_SELECTOR, "#hand .card"), said="a hand dealt")
+        assert len(driver.find_elements(By.CSS_SELECTOR, ".seat")) == 4
+        assert fits(driver), "the table scrolls sideways on a phone"
+        shot(driver, "phone-dealt")
+
+        made = play_to_the_end(driver)
+        assert made, "the player decided nothing"
+        shot(driver, "phone-settlement")
+        assert fits(driver)
+        assert text(driver, "#winner") in ("The landlord wins", "The farmers win")
+        assert "Multiplier ×" in text(driver, "#multiplier")
+        rows = texts(driver, "#nets tbody tr th")
+        nets = [Decimal(n) for n in texts(driver, "#nets tbody .net")]
+        assert len(rows) == len(nets) == 4
+        # The nets shown are the ledger's: the player's is its balance, and the house's cut
+        # closes the sum.
+        me = api(base_url, "/v1/me", player(driver)["token"])
+        (mine,) = [n for row, n in zip(rows, nets) if "You" in row]
+        assert mine == Decimal(me["balance"])
+        house = Decimal(text(driver, "#house").split(": ")[1])
+        assert sum(nets) + house == 0
+
+        # Leaving between hands: back to the lobby.
+        driver.find_element(By.ID, "leave-after").click()
+        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby after leaving")
+        assert text(driver, "#message") == "You left the table."
+
+
+def decisions_of(base_url: str, match_id: str, seat: int) -> list[int]:
+    """The versions at which the seat's decisions were taken (each event's version − 1)."""
+    events = api(base_url, f"/v1/admin/matches/{match_id}/events", OPERATOR_TOKEN)["events"]
+    return [
+        e["version"] - 1
+        for e in events
+        if e["type"] in DECISIONS
+        and e["payload"].get("seat") == seat
+        and e["payload"].get("by") == "player"
+    ]
+
+
+def test_a_reload_mid_hand_returns_to_the_seat_and_a_decision_is_sent_once(base_url):
+    with chromium(PHONE) as driver:
+        sign_up(driver, base_url, "rey")
+        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby").pop().click()
+        until(lambda: my_turn(driver), 120, "the player's turn")
+        token = player(driver)["token"]
+        (table,) = api(base_url, "/v1/me/tables", token)["tables"]
+        match_id = api(base_url, table["path"], token)["match_id"]
+        view = api(base_url, f"/v1/matches/{match_id}", token)
+        seat, version = view["seat"], view["version"]
+        assert codes(driver, "#hand .card") == view["hand"]
+
+        # The connection drops; the decision is clicked; the page is reloaded once the
+        # connection is back, before the page sent the decision again itself.
+        driver.execute_cdp_cmd("Network.enable", {})
+        offline = {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", offline)
+        decide(driver)
+        assert driver.execute_script("return localStorage.getItem('ddz.pending')")
+        assert decisions_of(base_url, match_id, seat) == []
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {**offline, "offline": False})
+        driver.refresh()
+
+        # The same seat, the same hand, and the decision taken, once.
+        until(lambda: decisions_of(base_url, match_id, seat) == [version], 30, "the decision")
+        until(lambda: driver.find_elements(By.CSS_SELECTOR, "#hand .card"), said="the hand again")
+        bottom = driver.execute_script("return document.querySelector('.seat.bottom').dataset.seat")
+        assert bottom == str(seat)
+        assert text(driver, ".seat.bottom .name") == "You (rey)"
+        after = api(base_url, f"/v1/matches/{match_id}", token)
+        until(
+            lambda: (
+                codes(driver, "#hand .card")
+                == api(base_url, f"/v1/matches/{match_id}", token)["hand"]
+            ),
+            10,
+            "the hand as the service has it",
+        )
+        assert driver.execute_script("return localStorage.getItem('ddz.pending')") is None
+        shot(driver, "phone-after-reload")
+
+        # Reloaded again: nothing is sent twice.
+        driver.refresh()
+        until(lambda: driver.find_elements(By.CSS_SELECTOR, "#hand .card"), said="the hand again")
+        time.sleep(1)
+        assert decisions_of(base_url, match_id, seat)[0] == version
+        assert decisions_of(base_url, match_id, seat).count(version) == 1
+        assert after["version"] > version
+
+
+def cards_outside_the_hand(driver) -> list[str]:
+    return driver.execute_script(
+        "return [...document.querySelectorAll('.card[data-code]')]"
+        ".filter(e => !e.closest('#hand')).map(e => e.dataset.code)"
+    )
+
+
+def test_two_browsers_at_a_private_table_see_each_other_s_plays_never_their_cards(base_url):
+    with chromium(DESKTOP) as ann, chromium(PHONE) as ben:
+        sign_up(ann, base_url, "ann")
+        until(lambda: ann.find_elements(By.ID, "bots"), said="the lobby")
+        ann.find_element(By.CSS_SELECTOR, '#bots option[value="10"]').click()
+        ann.find_element(By.ID, "private").click()
+        until(lambda: ann.find_elements(By.ID, "invite-link"), said="the invite")
+        link = ann.execute_script("return document.getElementById('invite-link').value")
+        assert "invite=" in link and link.startswith(base_url + "/play/?table=")
+        sign_up(ben, base_url, "ben", path=link.removeprefix(base_url))
+        for driver in (ann, ben):
+            until(
+                lambda d=driver: d.find_elements(By.CSS_SELECTOR, "#hand .card"), 60, "a hand dealt"
+            )
+        names = {d: text(d, ".felt") for d in (ann, ben)}
+        assert "ben" in names[ann] and "ann" in names[ben]
+        shot(ann, "desktop-private")
+
+        seats = {
+            d: d.execute_script(
+                "return Number(document.querySelector('.seat.bottom').dataset.seat)"
+            )
+            for d in (ann, ben)
+        }
+        other = {ann: ben, ben: ann}
+        deadline = time.monotonic() + 300
+        played = 0
+        while not (
+            ann.find_elements(By.ID, "settlement") and ben.find_elements(By.ID, "settlement")
+        ):
+            assert time.monotonic() < deadline
+            for driver in (ann, ben):
+                if not my_turn(driver) or driver.find_elements(By.ID, "settlement"):
+                    continue
+                try:
+                    plays = enabled(driver, "#hint")
+                    if plays:
+                        plays[0].click()
+                        until(lambda d=driver: enabled(d, "#play"), 10, "a play chosen")
+                        cards = codes(driver, "#hand .card.selected")
+                        driver.find_element(By.ID, "play").click()
+                except WebDriverException:  # redrawn as it was read: look again
+                    continue
+                if plays:
+                    # The other browser shows the play on this seat (at the latest when
+                    # the other player is to act, before the round can be over).
+                    box = f'[data-played="{seats[driver]}"] .card'
+                    until(
+                        lambda o=other[driver], b=box, c=cards: (
+                            sorted(codes(o, b)) == sorted(c) or o.find_elements(By.ID, "settlement")
+                        ),
+                        30,
+                        "the play on the other page",
+                    )
+                    played += 1
+                else:
+                    decide(driver)
+                time.sleep(0.3)
+            # Never the other's cards: outside its own hand, a page shows only cards every
+            # seat may see (played, the marked card, the bottom to its landlord).
+            for driver in (ann, ben):
+                token = player(driver)["token"]
+                view_path = api(base_url, "/v1/me/matches?limit=1", token)["matches"][0]["match_id"]
+                view = api(base_url, f"/v1/matches/{view_path}", token)
+                public = [c for turn in view["history"] for c in turn["cards"]]
+                public += [
+                    view["marked_card"],
+                    *(view["bottom"] or []),
+                    *(view["landlord_hand"] or []),
+                ]
+                public += view["reported_cards"]
+                for code in cards_outside_the_hand(driver):
+                    assert code in public, f"{code} shown outside the hand"
+        assert played >= 1
+        shot(ben, "phone-private-settlement")
+
+
+def test_the_chinese_page_shows_bidding_and_settlement_in_chinese(base_url):
+    with chromium(DESKTOP) as driver:
+        sign_up(driver, base_url, "李雷", lang="zh")
+        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby").pop().click()
+        assert driver.find_element(By.TAG_NAME, "html").get_attribute("lang") == "zh-CN"
+        until(lambda: driver.find_elements(By.CSS_SELECTOR, ".seat .bid"), 120, "the bids")
+        shot(driver, "desktop-zh-bidding")
+        bids: list[str] = []
+        play_to_the_end(driver, by_keyboard=True, bids=bids)
+        # The bids on the seats, and the player's bid buttons when it had a turn to bid.
+        shown = texts(driver, ".seat .bid")
+        assert shown and set(shown + bids) <= {"不叫", "1 分", "2 分", "3 分"}, (shown, bids)
+        shot(driver, "desktop-zh-settlement")
+        assert text(driver, "#settlement h2") == "本局结束"
+        assert text(driver, "#winner") in ("地主胜", "农民胜")
+        assert "倍数" in text(driver, "#multiplier")
+        headers = texts(driver, "#settlement thead th")
+        assert headers == ["玩家", "净得", "输赢", "封顶后", "系统得分", "掉线罚分"]
+
+
+def test_the_api_reference_loads_with_no_request_leaving_the_machine(base_url):
+    with chromium(DESKTOP) as driver:
+        driver.get(base_url + "/docs")
+        until(
+            lambda: len(driver.find_elements(By.CSS_SELECTOR, ".opblock")) > 20,
+            30,
+            "the operations",
+        )
+        driver.find_elements(By.CSS_SELECTOR, ".opblock-summary")[0].click()
+        time.sleep(0.5)
+        urls = requested(driver)
+        assert base_url + "/openapi.json" in urls
+        assert all(u.startswith((base_url + "/", "data:")) for u in urls), urls
+        refused = [
+            e for e in driver.get_log("browser") if "Content Security Policy" in e["message"]
+        ]
+        assert refused == []
+        shot(driver, "desktop-docs")
