@@ -77,7 +77,12 @@ class _Deadline:
 
     def _timed_out(self) -> BodyTimeout:
         # Nothing more is read from the connection: the server closes it after the answer
-        # rather than wait for the rest of the body.
+        # rather than wait for the rest of the body. gunicorn closes a connection whose
+        # body failed to read, but sees only an Exception as a failure, never gevent's
+        # Timeout: without the flag, chunks it had already buffered were parsed as the
+        # next request and answered 400 on the same connection.
+        if hasattr(self._stream, "failed"):
+            self._stream.failed = True
         try:
             self._sock.shutdown(socket.SHUT_RD)
         except OSError:
