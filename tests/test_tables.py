@@ -128,7 +128,8 @@ def test_bots_fill_the_empty_seats_after_bots_after_and_a_leaver_is_freed_at_han
     view = api.get(f"/v1/matches/{match_id}", headers=bearer(other)).json
     assert view["seats"][1]["disconnected"] is True
     # Its own stream says so, for an app that offers to take the seat back.
-    taken = [i for i in feed(api, other)["items"] if i["type"] == "taken_over"]
+    items = feed_until(api, other, lambda items: any(i["type"] == "taken_over" for i in items))
+    taken = [i for i in items if i["type"] == "taken_over"]
     assert [(i["match_id"], i["seat"], i["reason"]) for i in taken] == [(match_id, 1, "left")]
     r = api.post(f"/v1/tables/{table_id}/leave", headers=bearer(other))
     assert r.status_code == 403 and r.json["code"] == "not_seated"
@@ -268,7 +269,7 @@ def test_a_lone_ticket_that_allows_bots_gets_them_after_the_wait(api, rconn, job
     assert [s["bot"] for s in now["seats"]] == [False, True, True, True]
     assert now["match_id"] is not None
     # The player's own stream says so: seated by that ticket, then the hand started.
-    items = feed(api, lone)["items"]
+    items = feed_until(api, lone, lambda items: len(items) >= 2)
     assert items[0]["type"] == "seated" and items[0]["ticket_id"] == mine["ticket_id"]
     assert items[0]["table_id"] == seated["table_id"] and items[1]["type"] == "hand_started"
 
