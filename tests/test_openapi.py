@@ -324,7 +324,11 @@ def ratings_and_watching(contract: Contract, tokens: list[str], ended: dict[str,
     call("GET", "/v1/matches/{match_id}/replay", path_params=missing, expect=404)
     table = call("POST", "/v1/tables", token=watched["token"], json={}, expect=201).json()
     at = {"table_id": table["table_id"]}
-    page = call("GET", "/v1/tables/{table_id}/watch", path_params=at, expect=200).json()
+    # A long poll: the item may follow the table's creation by a moment (the page serves
+    # only what no running transaction can come before).
+    page = call(
+        "GET", "/v1/tables/{table_id}/watch", path_params=at, params={"wait": 5}, expect=200
+    ).json()
     assert page["items"][0]["type"] == "table_created"
     call("GET", "/v1/tables/{table_id}/watch", path_params=at, params={"after": "x"}, expect=422)
     call(
