@@ -670,6 +670,20 @@ class ReadResult:
         return self.cpu["gunicorn"] / max(1, len(self.latencies)) * 1e3
 
 
+def run_until(
+    threads: list[threading.Thread], go: threading.Event, deadline: list[float], seconds: float
+) -> float:
+    """Lets the started ``threads`` go (``go``) until ``seconds`` from now (their
+    ``deadline``), waits for them to end, and returns the wall time they took."""
+    started = time.perf_counter()
+    deadline[0] = started + seconds
+    go.set()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    return time.perf_counter() - started
+
+
 def view_reads(game: Game, http: Http) -> list[tuple[str, str]]:
     """The view of the client's match, each seat's in turn."""
     return [(game.path, token) for token in game.tokens]
@@ -731,13 +745,7 @@ def run_reads(
     for t in threads:
         t.start()
     cpu.start()
-    started = time.perf_counter()
-    deadline[0] = started + seconds
-    go.set()
-    for t in threads:
-        while t.is_alive():
-            t.join(0.2)
-    elapsed = time.perf_counter() - started
+    elapsed = run_until(threads, go, deadline, seconds)
     usage = cpu.stop()
     if failures:
         raise RuntimeError(f"{name} reads failed: {failures[0]!r}") from failures[0]
@@ -794,13 +802,7 @@ def commit_loop(
         ready.wait()
     except threading.BrokenBarrierError:
         pass
-    started = time.perf_counter()
-    deadline[0] = started + seconds
-    go.set()
-    for t in threads:
-        while t.is_alive():
-            t.join(0.2)
-    elapsed = time.perf_counter() - started
+    elapsed = run_until(threads, go, deadline, seconds)
     if failures:
         raise RuntimeError(f"commit loop failed: {failures[0]!r}") from failures[0]
     flat = [x for mine in latencies for x in mine]
