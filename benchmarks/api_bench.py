@@ -27,6 +27,16 @@ reach several workers and a worker often has not seen the match's last event (by
 one connection serves the four seats); ``--app`` serves another
 WSGI entry point (a variant to compare; PYTHONPATH reaches gunicorn).
 
+First (unless ``--no-floor``), before the API's server starts, the floor: what gunicorn and
+Flask cost per request doing nothing of ours (``floor_bench.py``'s ``flask`` route, driven
+by as many clients as the most of ``--clients``). After the commands, two reads are
+measured with as many clients, each client with a connection of its own reading for its
+match's four players in turn: the view (``GET /v1/matches/{id}``) and the player's feed
+(``GET /v1/me/events`` after the id of its fifth item from the end, found untimed: a poll
+that finds news). The command's gunicorn CPU per command and each read's per request are
+printed over the floor's (issue 29's target: at most twice it), and the commands' p99 over
+their p50 (at most 4).
+
 Targets (issue 17): command p50 <= 2 ms with one client; with 32 clients, p99 <= 50 ms
 and commands/s at least a quarter of the bare commit rate on as many connections, both
 measured in this run (the ratio is printed: the machine's load moves both).
@@ -82,6 +92,12 @@ TARGET_P50_ONE_MS = 2.0
 #: Commands/s with 32 clients over INSERT+COMMIT/s on 32 connections, from the same run.
 TARGET_SHARE = 0.25
 TARGET_P99_MS = 50.0
+#: The reads measured after the commands: their names, and the request each sends.
+READS = {"view": "GET /v1/matches/{id}", "feed": "GET /v1/me/events"}
+#: Issue 29: a command's (and a read's) gunicorn CPU over the empty Flask route's, one run.
+TARGET_FLOOR_RATIO = 2.0
+#: Issue 29: p99 over p50 of the commands with the most clients.
+TARGET_TAIL_RATIO = 4.0
 BOMBS = ("bomb", "joker_bomb")
 #: A JSON object, as the API sends and takes them.
 Json = dict[str, Any]
@@ -566,10 +582,16 @@ class RunResult:
     untimed: int
     dropped: int
     cpu: dict[str, float] | None
+    #: Each client's game as the phase left it (its match and players: the reads' subjects).
+    games: list[Game] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
         return len(self.latencies) / self.seconds
+
+    def gunicorn_ms(self) -> float:
+        """gunicorn's CPU per timed command, ms."""
+        return self.cpu["gunicorn"] / len(self.latencies) * 1e3 if self.cpu else float("nan")
 
 
 def run_clients(
@@ -625,7 +647,109 @@ def run_clients(
         untimed=sum(c.stats.untimed_requests for c in clients) - untimed_before,
         dropped=sum(c.stats.dropped for c in clients),
         cpu=usage,
+        games=[c.game for c in clients],
     )
+
+
+# ---------------------------------------------------------------------------------------
+# Reads: the caller's view of a match and the player's own feed
+
+
+@dataclass
+class ReadResult:
+    name: str
+    seconds: float
+    latencies: list[float]
+    cpu: dict[str, float]
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.seconds
+
+    def gunicorn_ms(self) -> float:
+        return self.cpu["gunicorn"] / max(1, len(self.latencies)) * 1e3
+
+
+def run_until(
+    threads: list[threading.Thread], go: threading.Event, deadline: list[float], seconds: float
+) -> float:
+    """Lets the started ``threads`` go (``go``) until ``seconds`` from now (their
+    ``deadline``), waits for them to end, and returns the wall time they took."""
+    started = time.perf_counter()
+    deadline[0] = started + seconds
+    go.set()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    return time.perf_counter() - started
+
+
+def view_reads(game: Game, http: Http) -> list[tuple[str, str]]:
+    """The view of the client's match, each seat's in turn."""
+    return [(game.path, token) for token in game.tokens]
+
+
+def feed_reads(game: Game, http: Http) -> list[tuple[str, str]]:
+    """Each seat's feed after the id of its fifth item from the end (what a poll that
+    finds news reads), found by reading the feed through once (untimed)."""
+    reads = []
+    for token in game.tokens:
+        ids: list[str] = []
+        after = ""
+        while True:
+            page = http.call("GET", f"/v1/me/events{after}", token)
+            ids += [item["id"] for item in page["items"]]
+            if not page["items"]:
+                break
+            after = f"?after={page['last_id']}"
+        query = f"?after={ids[-5]}" if len(ids) >= 5 else ""
+        reads.append((f"/v1/me/events{query}", token))
+    return reads
+
+
+def run_reads(
+    env: Environment,
+    name: str,
+    games: list[Game],
+    reads_of: Callable[[Game, Http], list[tuple[str, str]]],
+    seconds: float,
+    stop: threading.Event,
+    cpu: CpuMeter,
+) -> ReadResult:
+    """One client thread per game (its own connection) sending the GETs ``reads_of``
+    gives, round and round, for ``seconds``; each timed as a command is."""
+    connections = [Http(env.port) for _ in games]
+    plans = [reads_of(game, http) for game, http in zip(games, connections, strict=True)]
+    latencies: list[list[float]] = [[] for _ in games]
+    failures: list[BaseException] = []
+    deadline = [0.0]
+    go = threading.Event()
+
+    def client(i: int) -> None:
+        http, mine = connections[i], latencies[i]
+        try:
+            go.wait()
+            for path, token in itertools.cycle(plans[i]):
+                if stop.is_set() or time.perf_counter() >= deadline[0]:
+                    break
+                status, raw, elapsed = http.send("GET", path, token)
+                if status != 200:
+                    raise RuntimeError(f"GET {path} -> {status}: {raw[:300]!r}")
+                mine.append(elapsed)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            failures.append(exc)
+        finally:
+            http.close()
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(len(games))]
+    for t in threads:
+        t.start()
+    cpu.start()
+    elapsed = run_until(threads, go, deadline, seconds)
+    usage = cpu.stop()
+    if failures:
+        raise RuntimeError(f"{name} reads failed: {failures[0]!r}") from failures[0]
+    return ReadResult(name, elapsed, [x for mine in latencies for x in mine], usage)
 
 
 # ---------------------------------------------------------------------------------------
@@ -678,13 +802,7 @@ def commit_loop(
         ready.wait()
     except threading.BrokenBarrierError:
         pass
-    started = time.perf_counter()
-    deadline[0] = started + seconds
-    go.set()
-    for t in threads:
-        while t.is_alive():
-            t.join(0.2)
-    elapsed = time.perf_counter() - started
+    elapsed = run_until(threads, go, deadline, seconds)
     if failures:
         raise RuntimeError(f"commit loop failed: {failures[0]!r}") from failures[0]
     flat = [x for mine in latencies for x in mine]
@@ -704,10 +822,45 @@ def report(
     commits: list[tuple[int, int, float, list[float]]],
     settings: dict[str, str],
     notifying: list[tuple[int, int, float, list[float]]] | None = None,
+    floor: tuple[int, float, float] | None = None,
+    reads: list[ReadResult] | None = None,
 ) -> None:
     print()
     print(f"{'figure':<44} {'measured':>14}   {'target':<12} ")
     print("-" * 80)
+    if floor is not None:
+        # Our own work against the framework's: CPU per request over the floor's, one run.
+        clients, floor_rate, floor_ms = floor
+        print(
+            f"{f'floor: empty Flask route, {clients} clients':<44} {floor_ms:>11.3f} ms   "
+            f"gunicorn CPU per request ({floor_rate:,.0f} requests/s)"
+        )
+        for run in runs:
+            if run.clients == clients and run.latencies:
+                ratio = run.gunicorn_ms() / floor_ms
+                print(
+                    f"{f'command: gunicorn CPU, {clients} clients':<44} {run.gunicorn_ms():>11.3f} ms"
+                )
+                print(
+                    f"{'command CPU over the floor':<44} {ratio:>13.2f}x   "
+                    f"<= {TARGET_FLOOR_RATIO:g}x        {verdict(ratio <= TARGET_FLOOR_RATIO)}"
+                )
+                p50, p99 = percentile(run.latencies, 0.5), percentile(run.latencies, 0.99)
+                print(
+                    f"{f'command p99 over p50, {clients} clients':<44} {p99 / p50:>13.2f}x   "
+                    f"<= {TARGET_TAIL_RATIO:g}x        {verdict(p99 <= TARGET_TAIL_RATIO * p50)}"
+                )
+        for read in reads or []:
+            ratio = read.gunicorn_ms() / floor_ms
+            print(
+                f"{read.name + ': gunicorn CPU per ' + READS[read.name]:<44} {read.gunicorn_ms():>11.3f} ms"
+                f"   ({read.rate:,.0f}/s, p50 {ms(percentile(read.latencies, 0.5))}, "
+                f"p99 {ms(percentile(read.latencies, 0.99))})"
+            )
+            print(
+                f"{read.name + ' CPU over the floor':<44} {ratio:>13.2f}x   "
+                f"<= {TARGET_FLOOR_RATIO:g}x        {verdict(ratio <= TARGET_FLOOR_RATIO)}"
+            )
     for run in runs:
         label = f"{run.clients} client{'s' if run.clients != 1 else ''}"
         p50, p99 = percentile(run.latencies, 0.5), percentile(run.latencies, 0.99)
@@ -833,6 +986,11 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
+    parser.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="measure neither the floor (floor_bench's flask route) nor the reads",
+    )
     args = parse(
         parser, seconds=0.5, clients="1,2", commit_connections="1,2", warmup=0.3, notifying=True
     )
@@ -842,6 +1000,18 @@ def main() -> int:
     # The limits stay on, so that their cost is measured, but far above this load: 128
     # players from one address, each seat at many times a person's pace.
     server_env = unlimited_environment()
+
+    floor = None
+    if not args.no_floor and counts:
+        # First, before the API's server starts: the same machine, minutes apart at most.
+        from floor_bench import measure as floor_measure
+
+        clients = max(counts)
+        print(f"measuring: the floor, floor_bench's flask route, {clients} clients", flush=True)
+        rate, cpu_ms = floor_measure(
+            "floor_bench:flask", clients, args.seconds, args.workers or os.cpu_count() or 2
+        )
+        floor = (clients, rate, cpu_ms)
 
     def measure(env: Environment, stop: threading.Event) -> int:
         cpu = CpuMeter(env)
@@ -863,6 +1033,18 @@ def main() -> int:
         for count in counts:
             print(f"measuring: {count} client(s) for {args.seconds:g} s", flush=True)
             runs.append(run_clients(env, count, args.seconds, args.seed + count, args, stop, cpu))
+        reads = []
+        if floor is not None:
+            games = max(runs, key=lambda run: run.clients).games
+            for name, reads_of in (
+                ("view", view_reads),
+                ("feed", feed_reads),
+            ):
+                print(
+                    f"measuring: {name}, {READS[name]}, {len(games)} clients for {args.seconds:g} s",
+                    flush=True,
+                )
+                reads.append(run_reads(env, name, games, reads_of, args.seconds, stop, cpu))
         commits = []
         for connections in commit_connections:
             print(
@@ -880,7 +1062,7 @@ def main() -> int:
             )
             done, elapsed, lat = commit_loop(env.dsn, connections, args.seconds, stop, notify=True)
             notifying.append((connections, done, elapsed, lat))
-        report(runs, commits, settings, notifying)
+        report(runs, commits, settings, notifying, floor, reads)
         return 0
 
     return serve(args, server_env, measure)

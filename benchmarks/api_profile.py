@@ -6,7 +6,9 @@ logic, under cProfile.
                                                [--smoke]
 
 A fresh migrated database on ``--admin-url`` and the Redis database of ``--redis-url``,
-dropped and flushed at the end. Prints the CPU per command (all
+dropped and flushed at the end. With ``--read view`` (or ``feed``) it profiles
+api_bench's reads of that kind instead, after the warm-up's commands. Prints the CPU per
+command (all
 requests of the run, the untimed setup ones included, over the timed commands, as the
 bench counts) and the profile's top entries; the access log goes to a null stream
 (formatted and written all the same), metrics to a scratch multiprocess directory.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import cProfile
 import io
+import itertools
 import json
 import os
 import pstats
@@ -30,9 +33,11 @@ from argparse import Namespace
 from typing import cast
 from wsgiref.types import StartResponse
 
-from api_bench import ClientStats, Game, Http, Json
+from api_bench import ClientStats, Game, Http, Json, feed_reads, view_reads
 from common import command_line, flushed, parse, percentile, scratch_database, unlimited
 from flask import Flask
+
+READS = {"view": view_reads, "feed": feed_reads}
 
 
 class WsgiHttp(Http):
@@ -51,10 +56,11 @@ class WsgiHttp(Http):
         extra: dict[str, str] | None = None,
     ) -> tuple[int, bytes, float]:
         raw = b"" if body is None else json.dumps(body).encode()
+        path, _, query = path.partition("?")
         environ: dict[str, object] = {
             "REQUEST_METHOD": method,
             "PATH_INFO": path,
-            "QUERY_STRING": "",
+            "QUERY_STRING": query,
             "SERVER_NAME": "127.0.0.1",
             "SERVER_PORT": "8000",
             "SERVER_PROTOCOL": "HTTP/1.1",
@@ -96,6 +102,12 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=45)
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--dump", help="write the raw profile here")
+    parser.add_argument(
+        "--read",
+        choices=("view", "feed"),
+        help="profile this read instead of commands (the reads of api_bench, for the match "
+        "and the players the commands left)",
+    )
     args = parse(parser, commands=50, warmup=20, top=10)
     # prometheus_client chooses its multiprocess mode, as under gunicorn, when imported.
     with tempfile.TemporaryDirectory(prefix="ddz-prof-metrics-") as metrics:
@@ -130,18 +142,25 @@ def run(args: Namespace) -> None:
             for _ in range(args.warmup):
                 game.step(timed=True)
             stats.latencies.clear()
+            reads = READS[args.read](game, http) if args.read else []
             profile = cProfile.Profile(time.process_time)
             cpu0 = time.process_time()
             if not args.no_profile:
                 profile.enable()
+            if args.read:
+                for path, token in itertools.islice(itertools.cycle(reads), args.commands):
+                    status, _, elapsed = http.send("GET", path, token)
+                    assert status == 200, status
+                    stats.latencies.append(elapsed)
             while len(stats.latencies) < args.commands:
                 game.step(timed=True)
             profile.disable()
             cpu = time.process_time() - cpu0
             n = len(stats.latencies)
+            what = f"{args.read} reads" if args.read else "commands"
             print(
-                f"{n} commands, {stats.hands} hands, rejected {dict(stats.rejected)}: "
-                f"{cpu / n * 1e3:.3f} ms CPU per command (client included"
+                f"{n} {what}, {stats.hands} hands, rejected {dict(stats.rejected)}: "
+                f"{cpu / n * 1e3:.3f} ms CPU per {what[:-1]} (client included"
                 f"{'' if args.no_profile else ', profiled'}); "
                 f"p50 {percentile(stats.latencies, 0.5) * 1e3:.3f} ms"
             )

@@ -353,3 +353,41 @@ def test_hostile_requests_get_a_4xx_and_change_nothing(world, method, template, 
     finally:
         reply.close()  # a stream, refused or not, ends here
     assert fingerprint() == before
+
+
+# A value of a command body's fields, valid or not.
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 2**31),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["H3", "D3", "BJ", "x", "", "decline", "pass", "play", "bid"]),
+    st.lists(st.sampled_from(["H3", "D3", "S4", "BJ", "x", 3]), max_size=4),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    action=st.sampled_from(["play", "pass", "bid", "show_hand", "report", "resume", "nope", 3]),
+    fields=st.dictionaries(
+        st.sampled_from(["cards", "value", "expected_version", "extra"]), _VALUES, max_size=3
+    ),
+)
+def test_a_command_body_is_read_as_its_schema_reads_it(action, fields):
+    """The compiled loader of a body (the hot path's) reads what marshmallow takes as
+    marshmallow reads it, and leaves the rest to marshmallow, whose errors are answered."""
+    from marshmallow import ValidationError
+
+    from service.api.routing import compiled
+    from service.api.schemas import CommandRequestSchema
+
+    schema = CommandRequestSchema()
+    load = compiled(schema)
+    assert load is not None
+    body = {"action": action, **fields}
+    try:
+        expected = schema.load(body)
+    except ValidationError:
+        assert load(body, None) is None
+    else:
+        assert load(body, None) == expected

@@ -12,7 +12,9 @@ An item's id is ``<xid>-<position>-<n>``: its event's place in the feed's order
 from __future__ import annotations
 
 import re
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -158,10 +160,20 @@ class Step(NamedTuple):
     after: State
 
 
+#: States after recent feed events kept by a process, for the next reads of those matches.
+RECENT_STATES = 4096
+
+
 class PlayerFeed:
     def __init__(self, store: EventStore, feed: Feed):
         self.store = store
         self.feed = feed
+        #: (match, version) -> the match's state at that version, as :meth:`step_at` made
+        #: it, the least recently used first: a poll reads on from where the last one
+        #: stopped (its own or another seat's), and a match read from its start and
+        #: replayed for each poll was most of what a read of the feed cost.
+        self._recent: OrderedDict[tuple[uuid.UUID, int], State] = OrderedDict()
+        self._lock = threading.Lock()
 
     def from_future(self, cursor: Cursor) -> bool:
         """Whether the cursor is past anything that exists (no stream gave it): read after
@@ -218,11 +230,28 @@ class PlayerFeed:
         known = states.get(match_id)
         version = fe.stored.version
         if known is None or known.version != version - 1:
+            known = self._remembered(match_id, version - 1)
+        if known is None:
             stored = self.store.read(match_id, 0)
             known = replay(s.event for s in stored if s.version < version)
+            self._remember(match_id, known)
         state = evolve(known, fe.stored.event)
         states[match_id] = state
+        self._remember(match_id, state)
         return Step(known, state)
+
+    def _remember(self, match_id: uuid.UUID, state: State) -> None:
+        with self._lock:
+            self._recent[(match_id, state.version)] = state
+            while len(self._recent) > RECENT_STATES:
+                self._recent.popitem(last=False)
+
+    def _remembered(self, match_id: uuid.UUID, version: int) -> State | None:
+        with self._lock:
+            state = self._recent.get((match_id, version))
+            if state is not None:
+                self._recent.move_to_end((match_id, version))
+            return state
 
     def items_of(self, player: str, fe: FeedEvent, step: Step | None) -> list[dict[str, Any]]:
         """The player's items from the event, with their ids; ``step``: the match's states

@@ -427,7 +427,7 @@ class EventStore:
                 " FROM jsonb_to_recordset(%(events)s)"
                 " AS e(version integer, type text, schema_version integer, payload jsonb)"
                 " WHERE (SELECT version FROM current) = %(base)s ORDER BY e.version"
-                f" RETURNING {_COLUMNS}),"
+                " RETURNING version, position, recorded_at),"
                 " projected AS ("
                 " INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats,"
                 " turn_seat, system_to_act, deadline, settled, created_at, updated_at)"
@@ -446,7 +446,10 @@ class EventStore:
                 " INSERT INTO idempotency_keys (player_id, key, match_id, request_hash, first_version, last_version)"
                 " SELECT %(key_player)s, %(key)s, %(stream)s, %(key_hash)s, min(version), max(version)"
                 " FROM inserted HAVING %(key)s::text IS NOT NULL AND count(*) > 0)"
-                f" SELECT true AS appended, {_COLUMNS} FROM inserted"
+                # The events appended are the caller's: only what PostgreSQL gave them
+                # comes back (their payloads read back cost more than the rest of it).
+                " SELECT true AS appended, version, position, NULL, NULL, NULL, recorded_at"
+                " FROM inserted"
                 f" UNION ALL SELECT false, {_COLUMNS} FROM events"
                 " WHERE stream_id = %(stream)s AND version > %(base)s AND (SELECT version FROM current) <> %(base)s"
                 " ORDER BY version",
@@ -485,7 +488,10 @@ class EventStore:
         for event in events:
             if isinstance(event, SeatTaken) and event.player is not None:
                 wake_player(conn, event.player)
-        return [_decode(row[1:]) for row in rows]
+        return [
+            StoredEvent(row[1], row[2], event, row[6])
+            for row, event in zip(rows, events, strict=True)
+        ]
 
     @staticmethod
     def announce(conn: psycopg.Connection, appends: Sequence[Appended]) -> None:
