@@ -1,6 +1,7 @@
 """The build's one addition to pyproject.toml: with ``DDZ_COMPILE=1`` the rules' hot modules
-(``[tool.ddz] compiled``) are compiled to C extensions by mypyc, from the same sources, for
-a faster engine (docs/bot.md, "The engine"). That build needs mypy and a C compiler:
+and the workers' search (``[tool.ddz] compiled``) are compiled to C extensions by mypyc, from
+the same sources, for a faster engine and more play-outs per decision (docs/bot.md, "The
+engine"). That build needs mypy and a C compiler:
 ``bin/compiled`` and deploy/Dockerfile run ``setup.py build_ext --inplace`` on a copy of the
 sources. Without it, the package is pure Python, as the development install must be (a
 compiled module beside its source would shadow every edit of it)."""

@@ -1,11 +1,23 @@
 """Worker benchmark: bot-turn latency (from the append that hands a bot its turn to the
-bot's own append), all-bot hands completed per minute with many concurrent matches and
+bot's own append), one worker's throughput (bot turns and settlements per CPU-second of
+the worker process), all-bot hands completed per minute with many concurrent matches and
 two worker processes, and the settlement job's time.
 
     python benchmarks/worker_bench.py [--matches 100] [--workers 2] [--bot-level normal]
                                       [--smoke]
 
-Uses a fresh database on --admin-url and the Redis database --redis-url (flushed).
+Uses a fresh database on --admin-url and the Redis database --redis-url (flushed). The
+workers run the interpreter and PYTHONPATH of this script: ``PYTHONPATH=$(bin/compiled)``
+measures them with the compiled modules, as deployed.
+
+One worker's throughput: ``--matches`` all-bot matches at once on one worker, its CPU
+time (user and system) over the whole run: bot turns per CPU-second counts everything the
+worker did meanwhile, the hands' settlements too; then as many hands played by players
+(their commands decided in this process), so that the worker has only their settlements
+to do (with the rating and the table's record each settlement calls for): settlements per
+CPU-second. Bot turns per CPU-second net of settling are the first CPU time less the
+second's share per settlement.
+
 Targets: bot-turn p50 <= 50 ms with one worker; at ``--bot-level hard`` (a 50 ms search),
 <= 100 ms.
 """
@@ -17,6 +29,7 @@ import statistics
 import time
 import uuid
 
+import psutil
 import psycopg
 from common import (
     command_line,
@@ -27,10 +40,15 @@ from common import (
     start_workers,
     terminate,
 )
+from flask import Flask
 from flask.testing import FlaskClient
 
 from service.api import create_app
+from service.app.commands import CommandRequest
 from service.config import Config
+from service.game import seat_view
+from service.game.bot.levels import policy
+from service.game.state import ENDED
 
 
 def create_bot_matches(client: FlaskClient, token: str, count: int, level: str) -> list[str]:
@@ -46,6 +64,46 @@ def create_bot_matches(client: FlaskClient, token: str, count: int, level: str) 
             )
         ids.append(match)
     return ids
+
+
+def play_player_matches(app: Flask, client: FlaskClient, count: int) -> list[str]:
+    """``count`` matches of four players, each played to its end by ``normal`` deciding
+    every seat's command in this process: the worker's only work is their settlements."""
+    tokens = []
+    for seat in range(4):
+        answer = client.post("/v1/players", json={"name": f"worker-bench-{seat}"}).json
+        assert answer is not None
+        tokens.append(answer["token"])
+    commands = app.extensions["ddz"].commands
+    bot = policy("normal")
+    ids = []
+    for _ in range(count):
+        auth = {"Authorization": f"Bearer {tokens[0]}"}
+        answer = client.post("/v1/matches", json={"turn_seconds": 3600}, headers=auth).json
+        assert answer is not None
+        match: str = answer["match_id"]
+        for seat, token in enumerate(tokens):
+            client.post(
+                f"/v1/matches/{match}/seats",
+                json={"seat": seat},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+        while True:
+            outcome = commands.execute(
+                CommandRequest(
+                    uuid.UUID(match),
+                    lambda state: bot.act(seat_view(state, state.turn)),
+                )
+            )
+            if outcome.state.phase == ENDED:
+                break
+        ids.append(match)
+    return ids
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 def wait_settled(url: str, ids: list[str], timeout: float) -> float:
@@ -119,6 +177,32 @@ def run(
             )
             print(
                 f"{'settlement, 1 worker (hand_ended to settled)':<44} p50 {statistics.median(settle_one) * 1e3:7.1f} ms   max {max(settle_one) * 1e3:7.1f} ms   ({len(settle_one)} hands)"
+            )
+
+            # One worker's throughput, in its own CPU time.
+            worker = psutil.Process(procs[0].pid)
+            cpu = cpu_seconds(worker)
+            started = time.perf_counter()
+            busy = create_bot_matches(client, token, matches, level)
+            wait_settled(url, busy, timeout)
+            total = time.perf_counter() - started
+            cpu = cpu_seconds(worker) - cpu
+            turns = len(latencies(url, busy)[0])
+            cpu_settle = cpu_seconds(worker)
+            played = play_player_matches(app, client, matches)
+            wait_settled(url, played, timeout)
+            cpu_settle = cpu_seconds(worker) - cpu_settle
+            per_settlement = cpu_settle / len(played)
+            print(
+                f"{f'1 worker, {matches} all-bot matches at once':<44} {turns / total:9,.1f} bot turns/s"
+                f"   {turns / cpu:9,.1f} per CPU-second ({turns} turns, {cpu:.1f} CPU-s)"
+            )
+            print(
+                f"{'1 worker, settlements alone':<44} {len(played) / cpu_settle:9,.1f} per CPU-second"
+                f"   ({per_settlement * 1e3:.1f} ms each, {len(played)} hands)"
+            )
+            print(
+                f"{'1 worker, bot turns net of settling':<44} {turns / (cpu - per_settlement * len(busy)):9,.1f} per CPU-second"
             )
 
             procs += start_workers(workers - 1, env)

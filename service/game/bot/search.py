@@ -396,6 +396,7 @@ class SearchPolicy:
         self.samples = samples
         self.base = base or BotPolicy()
         self.rounds = 0  # the deals weighed at the last searched decision
+        self.played = 0  # the play-outs of those deals (every candidate's, counted)
 
     def act(self, view: SeatView) -> SeatCommand:
         if view.phase != PLAYING:
@@ -405,7 +406,7 @@ class SearchPolicy:
         seat = SeatPlan(view)
         chosen = self.base.lead(seat) if view.lead is None else self.base.follow(seat)
         candidates = self.candidates(seat, chosen)
-        self.rounds = 0
+        self.rounds = self.played = 0
         if len(candidates) > 1 and sum(seat.cards) <= self.endgame:
             deadline = None if self.budget is None else started + self.budget
             chosen = self.search(view, candidates, deadline)
@@ -452,7 +453,7 @@ class SearchPolicy:
         # Per candidate: deals, sum and sum of squares of its gain.
         gains = [[0, 0.0, 0.0] for _ in candidates]
         alive = set(range(1, len(candidates)))
-        rounds = 0
+        rounds = self.played = 0
         started = self.clock()
         while rounds < self.samples and alive:
             if deadline is not None and rounds:
@@ -473,6 +474,7 @@ class SearchPolicy:
                 if result is None:
                     break  # out of time: this round is left unfinished, and uncounted
                 results.append(result)
+            self.played += len(results)
             if len(results) < len(weighed):
                 break
             rounds += 1
