@@ -147,9 +147,14 @@ class Engine:
         except OSError as exc:
             raise EngineCrashed(f"engine {self.command!r} did not start: {exc}") from None
         self._process, self._lines, self._pending = process, queue.Queue(), deque()
-        # A reader thread, so that waiting for a line can time out on every platform.
+        # A reader thread, so that waiting for a line can time out on every platform. It
+        # reads a descriptor of its own: when kill() closes the engine's output, the
+        # number could be reused by the next engine's pipe while the thread still reads
+        # it, and the two threads would each take a part of the next engine's lines.
+        assert process.stdout is not None
+        output = os.dup(process.stdout.fileno())
         threading.Thread(
-            target=_read_lines, args=(process, self._lines), daemon=True, name="ddz-engine"
+            target=_read_lines, args=(output, self._lines), daemon=True, name="ddz-engine"
         ).start()
         hello = self.ask({"type": "hello", "protocol": PROTOCOL, "host": self.host}, HELLO_SECONDS)
         if hello.get("type") != "hello":
@@ -304,12 +309,11 @@ class Engine:
         self.close()
 
 
-def _read_lines(process: subprocess.Popen[str], lines: queue.Queue[object]) -> None:
-    """Queues the engine's lines, a batch per read of its output: lines written together
-    arrive together, so that an answer written twice is seen with the first one."""
-    assert process.stdout is not None
+def _read_lines(output: int, lines: queue.Queue[object]) -> None:
+    """Queues the engine's lines, a batch per read of its output (the descriptor, closed
+    at its end): lines written together arrive together, so that an answer written twice
+    is seen with the first one."""
     # The bytes as they come (nothing else reads this pipe); each line decoded on its own.
-    output = process.stdout.fileno()
     pending = b""
     try:
         while chunk := os.read(output, 1 << 16):
@@ -321,6 +325,8 @@ def _read_lines(process: subprocess.Popen[str], lines: queue.Queue[object]) -> N
                 lines.put([line.decode("utf-8", "replace") for line in complete])
     except (OSError, ValueError):
         pass
+    finally:
+        os.close(output)
     if pending:
         lines.put([pending.decode("utf-8", "replace")])
     lines.put(_EOF)
