@@ -14,7 +14,7 @@ import sys
 import uuid
 
 from api_support import OP, bearer
-from handplay import PASSWORDS, add_operator, play_hand
+from handplay import PASSWORDS, add_operator, play_hand, run_jobs
 from jobs import new_player
 
 from service.cli import main
@@ -334,6 +334,19 @@ def test_an_operator_may_not_be_named_bootstrap_or_anything_unprintable(service,
     add_operator("ok.name-1@team", "auditor")
 
 
+def book_wrong_movement(conn, match_id: str) -> None:
+    """Ten moved from seat 1 to seat 0 of the match: the movement adds to zero, the
+    ledger's total too; only the recomputation of the hand finds it."""
+    conn.execute(
+        "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount)"
+        " SELECT match_id, max(movement) + 1, min(account) FILTER (WHERE seat = s),"
+        "  s, 'stake', CASE s WHEN 0 THEN 10 ELSE -10 END"
+        " FROM ledger_entries, (VALUES (0), (1)) AS seats (s)"
+        " WHERE match_id = %s GROUP BY match_id, s",
+        (match_id,),
+    )
+
+
 def test_the_match_page_finds_a_balanced_but_wrong_movement_in_the_ledger(service):
     app, _, _ = service
     ops_connection = app.extensions["ddz"].redis
@@ -341,20 +354,70 @@ def test_the_match_page_finds_a_balanced_but_wrong_movement_in_the_ledger(servic
     console = signed_in(app, "otto")
     assert 'id="verdict">Verified' in console.get(f"/console/matches/{match_id}").text
     with app.extensions["ddz"].pool.connection() as conn:
-        # Ten moved from seat 1 to seat 0: the movement adds to zero, the total too.
-        conn.execute(
-            "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount)"
-            " SELECT match_id, max(movement) + 1, min(account) FILTER (WHERE seat = s),"
-            "  s, 'stake', CASE s WHEN 0 THEN 10 ELSE -10 END"
-            " FROM ledger_entries, (VALUES (0), (1)) AS seats (s)"
-            " WHERE match_id = %s GROUP BY match_id, s",
-            (match_id,),
-        )
+        book_wrong_movement(conn, match_id)
     page = console.get(f"/console/matches/{match_id}").text
     assert 'id="verdict">Verified' not in page
     verdict = re.search(r'id="verdict">Discrepancy: ([^<]*)<', page).group(1)
     assert "seat 0: ledger" in verdict and "seat 1: ledger" in verdict
     assert "movement" not in verdict  # it balances: only the recomputation finds it
+
+
+def ledger_metrics(client) -> dict[str, float]:
+    text = client.get("/metrics").get_data(as_text=True)
+    return {
+        name: float(value)
+        for name, value in re.findall(r"^(ddz_ledger_\w+) (\S+)$", text, re.MULTILINE)
+    }
+
+
+def test_the_ledger_page_reads_stored_verdicts_and_a_full_check_renews_them(service):
+    app, played, _ = service
+    connection = app.extensions["ddz"].redis
+    console = signed_in(app, "otto")
+    page = console.get("/console/ledger").text
+    # Each hand was checked when it was settled: the page reads the verdicts.
+    assert "The ledger checks out" in page or "do not check out" in page
+    assert 'id="ledger-unchecked"' not in page
+    match_id = play_hand(app.test_client(), connection, "checked later")
+    with app.extensions["ddz"].pool.connection() as conn:
+        assert conn.execute(
+            "SELECT problems FROM ledger_verdicts WHERE match_id = %s", (match_id,)
+        ).fetchone() == ([],)
+        # A hand settled before verdicts were kept has none; then a wrong movement that
+        # balances is booked for it.
+        conn.execute("DELETE FROM ledger_verdicts WHERE match_id = %s", (match_id,))
+        book_wrong_movement(conn, match_id)
+    page = console.get("/console/ledger").text
+    assert re.search(r'id="ledger-unchecked">1 settled hand', page)
+    assert match_id not in page  # no verdict yet: the page reads, it does not recompute
+    assert ledger_metrics(app.test_client())["ddz_ledger_unchecked_hands"] == 1
+    # The full check, in the background: asked for, then run by a worker.
+    r = console.post("/console/ledger/check", data={"csrf_token": csrf_of(page)})
+    assert r.status_code == 303
+    page = console.get("/console/ledger").text
+    assert "started" in page and "waiting for a worker" in page
+    assert 'http-equiv="refresh"' in page  # the page follows the check's progress
+    assert trail(app)[0]["action"] == "ledger_check" and trail(app)[0]["operator"] == "otto"
+    again = console.post("/console/ledger/check", data={"csrf_token": csrf_of(page)})
+    assert "running already" in console.get(again.headers["Location"]).text
+    run_jobs(connection)
+    page = console.get("/console/ledger").text
+    assert 'id="ledger-unchecked"' not in page and 'http-equiv="refresh"' not in page
+    check = re.search(
+        r'id="full-check">Full check \d+, asked by otto .*?finished at .*? (\d+) hands checked,'
+        r" (\d+) failing",
+        page,
+        re.S,
+    )
+    assert check and int(check.group(1)) >= 3 and int(check.group(2)) >= 1
+    assert 'id="ledger-verdict">The ledger check found' in page
+    failing = page.split('id="ledger-problems"')[1].split("</ul>")[0]
+    assert f"/console/matches/{match_id}" in failing
+    assert f"match {match_id} seat 0: ledger" in failing
+    assert played not in failing
+    metrics = ledger_metrics(app.test_client())
+    assert metrics["ddz_ledger_check_ok"] == 0 and metrics["ddz_ledger_check_problems"] >= 1
+    assert metrics["ddz_ledger_unchecked_hands"] == 0
 
 
 def test_bad_pages_and_nul_characters_get_400_not_500(service):

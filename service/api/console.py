@@ -20,7 +20,7 @@ import logging
 import re
 import secrets
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from flask import (
@@ -53,7 +53,6 @@ from ..game.state import evolve
 from ..rules import RULESETS
 from ..store import MatchNotFound, StoredEvent, ledger, reports
 from ..store.operators import ACTIONS, NAME, ROLES, VIAS, OperatorExists
-from .documents import checked_ledger
 from .services import services
 
 log = logging.getLogger("ddz.console")
@@ -414,18 +413,39 @@ def match(match_id: uuid.UUID):
 
 @bp.route("/ledger")
 def ledger_page():
+    ctx = services()
     today = dt.datetime.now(dt.UTC).date()
-    days = reports.house_by_day(services().pool, CHART_DAYS, today)
+    days = reports.house_by_day(ctx.pool, CHART_DAYS, today)
     top = max((d["rake"] + d["penalty"] for d in days), default=0) or 1
+    check = ledger.verdicts(ctx.pool)
+    last = check["last_check"]
     return render_template(
         "console/ledger.html",
         title="Ledger",
-        check=checked_ledger(),
+        check=check,
+        unchecked=check["settled"] - check["checked"],
+        whole_problems=last["problems"] if last else [],
+        running=last is not None and last["running"],
         days=days,
         top=top,
         since=(today - dt.timedelta(days=CHART_DAYS - 1)).isoformat(),
         until=today.isoformat(),
     )
+
+
+@bp.route("/ledger/check", methods=["POST"])
+def check_ledger():
+    """Starts the full check of the ledger in the background (any operator may: it reads
+    and stores verdicts, it changes no amount)."""
+    ctx = services()
+    check_id = ledger.start_check(ctx.pool, g.operator.name)
+    if check_id is None:
+        flash("A full check is running already: its progress is below.")
+    else:
+        _audit("ledger_check", subject=f"full check {check_id}")
+        work.check_ledger_later(ctx.redis, check_id)
+        flash(f"Full check {check_id} started: every settled hand is checked again.")
+    return redirect(url_for("console.ledger_page"), 303)
 
 
 CSV_COLUMNS = (
@@ -447,26 +467,38 @@ def settlements_csv():
     if since is None or until is None or since > until:
         abort(400, "Give a range of days: since and until, as YYYY-MM-DD, since first.")
     _audit("export", subject=f"settlements {since}..{until}")
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
-    for row in reports.settlements(services().pool, since, until):
-        result = row["result"]
-        writer.writerow(
-            [
-                row["match_id"],
-                row["settled_at"].isoformat(),
-                row["ruleset"],
-                result["landlord"],
-                result["bid"],
-                result["winner"],
-                result["multiplier"],
-                *result["settlement"]["net"],
-                result["settlement"]["house"],
-            ]
-        )
+    rows = reports.settlements(services().pool, since, until)
+
+    def lines() -> Iterator[str]:
+        # Written a row at a time as the rows come from the database's cursor.
+        out = io.StringIO()
+        writer = csv.writer(out)
+        try:
+            writer.writerow(CSV_COLUMNS)
+            for row in rows:
+                result = row["result"]
+                writer.writerow(
+                    [
+                        row["match_id"],
+                        row["settled_at"].isoformat(),
+                        row["ruleset"],
+                        result["landlord"],
+                        result["bid"],
+                        result["winner"],
+                        result["multiplier"],
+                        *result["settlement"]["net"],
+                        result["settlement"]["house"],
+                    ]
+                )
+                yield out.getvalue()
+                out.seek(0)
+                out.truncate()
+            yield out.getvalue()
+        finally:
+            rows.close()  # the cursor and its connection back, however the download ends
+
     return Response(
-        out.getvalue(),
+        lines(),
         mimetype="text/csv",
         headers={"Content-Disposition": f'attachment; filename="settlements-{since}-{until}.csv"'},
     )

@@ -136,6 +136,7 @@ CATEGORY_OF = {
             "matches",
             "match",
             "ledger_page",
+            "check_ledger",
             "settlements_csv",
             "players",
             "system",

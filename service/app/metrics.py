@@ -68,16 +68,6 @@ SETTLEMENT_LAG = Histogram(
     "From a hand's end to its settlement in the ledger",
     buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
 )
-LEDGER_OK = Gauge(
-    "ddz_ledger_check_ok",
-    "The ledger check's last verdict: 1 when everything adds up, 0 when it found problems",
-    multiprocess_mode="mostrecent",
-)
-LEDGER_PROBLEMS = Gauge(
-    "ddz_ledger_check_problems",
-    "Problems the last ledger check found",
-    multiprocess_mode="mostrecent",
-)
 
 
 class Sampled(Collector):

@@ -265,7 +265,7 @@ class Operators:
 
 #: What the audit trail records: reads of hidden data (``events``, ``record``, ``stream``,
 #: ``replay``), what is done to operators (``add``, ``token``, ``revoke``, ``remove``),
-#: signing in and out of the console, and exports.
+#: signing in and out of the console, exports and full checks of the ledger.
 ACTIONS = (
     "events",
     "record",
@@ -279,6 +279,7 @@ ACTIONS = (
     "sign_in_failed",
     "sign_out",
     "export",
+    "ledger_check",
 )
 #: The ways in.
 VIAS = ("api", "console", "cli")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Generator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -192,22 +193,34 @@ def house_by_day(pool: ConnectionPool, days: int, today: dt.date) -> list[dict[s
     ]
 
 
-def settlements(pool: ConnectionPool, since: dt.date, until: dt.date) -> list[dict[str, Any]]:
+#: The settlements a streamed export reads from the database at a time.
+EXPORT_BATCH = 500
+
+
+def settlements(
+    pool: ConnectionPool, since: dt.date, until: dt.date
+) -> Generator[dict[str, Any], None, None]:
     """The settlements made from ``since`` to ``until`` (UTC days, both included), oldest
-    first, with the match's ruleset and seats."""
-    rows = retried(
-        pool,
-        lambda conn: conn.execute(
+    first, with the match's ruleset and seats: read as they are wanted, a batch at a time
+    through a server-side cursor (a month of a busy service is never held in memory). A
+    connection of the pool is held until the last is read or the iterator is closed."""
+    with (
+        pool.connection() as conn,
+        conn.transaction(),
+        conn.cursor(name="settlements_export") as cursor,
+    ):
+        cursor.itersize = EXPORT_BATCH
+        cursor.execute(
             "SELECT s.match_id, s.settled_at, m.ruleset, m.seats, s.result FROM settlements s"
             " JOIN matches m USING (match_id)"
             " WHERE s.settled_at >= %s::date AT TIME ZONE 'UTC'"
             " AND s.settled_at < (%s::date + 1) AT TIME ZONE 'UTC'"
             " ORDER BY s.settled_at, s.match_id",
             (since, until),
-        ).fetchall(),
-    )
-    keys = ("match_id", "settled_at", "ruleset", "seats", "result")
-    return [dict(zip(keys, row)) for row in rows]
+        )
+        keys = ("match_id", "settled_at", "ruleset", "seats", "result")
+        for row in cursor:
+            yield dict(zip(keys, row))
 
 
 #: The players table's columns that it may be sorted by, and their SQL.
