@@ -12,6 +12,7 @@ import re
 import socket
 import sys
 import uuid
+from decimal import Decimal
 
 from api_support import OP, bearer
 from handplay import PASSWORDS, add_operator, play_hand, run_jobs
@@ -184,15 +185,106 @@ def test_the_match_page_shows_the_hand_the_settlement_and_the_replay(service):
     assert f'multiplier <strong class="multiplier">{settlement["multiplier"]}</strong>' in page
 
 
-def test_the_csv_export_has_the_settlements_of_the_range(service):
+def test_the_match_page_explains_the_settlement_with_names_and_rules(service):
+    app, _, left = service
+    client = app.test_client()
+    console = signed_in(app, "otto")
+    settlement = client.get(f"/v1/matches/{left}/settlement", headers=OP).json
+    page = console.get(f"/console/matches/{left}").text
+    seats = page.split('id="seats"')[1].split("</dl>")[0]
+    # dave left: his seat is named, with his id at hand, and taken over by the system.
+    dave = seats.split("<dt>Seat 2</dt>")[1].split("</dd>")[0]
+    assert (
+        ">dave</a>" in dave
+        and "person" in dave
+        and "系统代打 taken over" in dave
+        and "left" in dave
+    )
+    assert seats.count("system bot (系统机器人)") == 3
+    explained = page.split('id="explained"')[1].split("</ol>")[0]
+    assert f"= {settlement['multiplier']}</span>" in explained  # 倍数, as its factors
+    assert "<strong>倍数</strong> multiplier" in explained
+    stake = re.search(r'data-key="stake">.*?class="formula">([^<]*)<', explained).group(1)
+    assert stake.startswith("1.00 × ") and f"× {settlement['multiplier']} = " in stake
+    penalty = re.search(r'data-key="penalty">.*?class="formula">([^<]*)<', explained).group(1)
+    assert penalty.startswith("seat 2: 3 × 1.00 × ") and penalty.endswith(settlement["penalty"][2])
+    assert 'id="penalised">掉线 penalty on seat 2' in page
+    # Each ledger entry names its account and links to its rule.
+    entries = page.split('id="entries"')[1].split("</table>")[0]
+    assert "player:" not in entries.replace('title="player:', "")
+    assert ">dave</td>" in entries and ">house</td>" in entries
+    assert "/console/rules#56-the-disconnect-penalty-会员掉线" in entries
+    assert "/console/rules#52-stakes-gross" in entries
+    rules = console.get("/console/rules")
+    assert rules.status_code == 200
+    assert 'id="56-the-disconnect-penalty-会员掉线"' in rules.text
+    assert 'id="52-stakes-gross"' in rules.text
+
+
+def test_a_capped_hand_says_what_the_cap_took(service):
+    app, _, _ = service
+    match_id = play_hand(
+        app.test_client(), app.extensions["ddz"].redis, "capped", cap="1.00", rake="0.05"
+    )
+    settlement = app.test_client().get(f"/v1/matches/{match_id}/settlement", headers=OP).json
+    page = signed_in(app, "otto").get(f"/console/matches/{match_id}").text
+    gained = sum(Decimal(a) for a in settlement["gross"] if Decimal(a) > 0)
+    kept = sum(Decimal(a) for a in settlement["after_cap"] if Decimal(a) > 0)
+    assert gained > kept
+    assert f'id="capped">封顶 capped: the cap took {gained - kept}' in page
+    cap = re.search(r'data-key="cap">.*?class="formula">([^<]*)<', page).group(1)
+    assert cap.startswith(f"the winners&#39; {gained} over the cap 1.00")
+    assert "<strong>系统得分</strong> system cut" in page
+
+
+def test_the_csv_export_has_a_row_per_seat_and_reconciles_with_the_ledger(service):
     app, played, left = service
     console = signed_in(app, "otto")
     r = console.get("/console/ledger/settlements.csv?since=2000-01-01&until=2999-12-31")
     assert r.status_code == 200 and r.mimetype == "text/csv"
-    rows = {row["match_id"]: row for row in csv.DictReader(io.StringIO(r.text))}
-    assert {played, left} <= rows.keys()
-    net = app.test_client().get(f"/v1/matches/{played}/settlement", headers=OP).json["net"]
-    assert [rows[played][f"net_seat_{n}"] for n in range(4)] == net
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    by_hand: dict[str, list[dict]] = {}
+    for row in rows:
+        by_hand.setdefault(row["match_id"], []).append(row)
+    assert {played, left} <= by_hand.keys()
+    assert all([row["seat"] for row in seats] == ["0", "1", "2", "3"] for seats in by_hand.values())
+    client = app.test_client()
+    settlement = client.get(f"/v1/matches/{left}/settlement", headers=OP).json
+    hand = by_hand[left]
+    for key, column in (("gross", "gross"), ("after_cap", "after_cap"), ("rake", "cut")):
+        assert [row[column] for row in hand] == settlement[key]
+    assert [row["penalty"] for row in hand] == settlement["penalty"]
+    assert [row["net"] for row in hand] == settlement["net"]
+    dave = hand[2]
+    assert (dave["player_name"], dave["seat_kind"], dave["taken_over"]) == ("dave", "person", "yes")
+    assert {row["seat_kind"] for row in hand[:2] + hand[3:]} == {"system bot"}
+    assert hand[0]["unit"] == "1.00" and hand[0]["ruleset"] and hand[0]["rake"]
+    assert [row["role"] for row in hand].count("landlord") == 1
+    # The multiplier as a decimal, and as text no spreadsheet takes for a date.
+    text = settlement["multiplier"]
+    assert all(row["multiplier_text"] == f"×{text}" for row in hand)
+    numerator, _, denominator = text.partition("/")
+    exact = Decimal(numerator) / Decimal(denominator or 1)
+    assert abs(Decimal(hand[0]["multiplier"]) - exact) < Decimal("0.000001")
+    # The totals are the ledger's: each account's nets, and the house's cut and penalties
+    # (over the module's own hands: another test books a wrong movement on purpose).
+    net: dict[str, Decimal] = {}
+    house = Decimal(0)
+    for row in by_hand[played] + by_hand[left]:
+        account = f"player:{row['player_id']}" if row["player_id"] else "bots"
+        net[account] = net.get(account, Decimal(0)) + Decimal(row["net"])
+        house += Decimal(row["cut"]) + Decimal(row["penalty"])
+    with app.extensions["ddz"].pool.connection() as conn:
+        booked = dict(
+            conn.execute(
+                "SELECT account, sum(amount) FROM ledger_entries WHERE match_id = ANY(%s)"
+                " GROUP BY account",
+                ([played, left],),
+            ).fetchall()
+        )
+    assert booked.pop("house") == house
+    assert {a: v for a, v in net.items() if v} == {a: v for a, v in booked.items() if v}
+    assert sum(net.values()) + house == 0
     empty = console.get("/console/ledger/settlements.csv?since=2000-01-01&until=2000-01-02")
     assert empty.text.strip() == ",".join(next(csv.reader(io.StringIO(r.text))))
     assert console.get("/console/ledger/settlements.csv?since=2001-01-01").status_code == 400

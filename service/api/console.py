@@ -21,6 +21,7 @@ import re
 import secrets
 import uuid
 from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
 from typing import Any
 
 from flask import (
@@ -41,14 +42,16 @@ from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from itsdangerous import BadData, URLSafeTimedSerializer
+from markdown_it import MarkdownIt
+from markupsafe import Markup
 
 from ..app import audit, work
 from ..config import Config
-from ..game import initial_state
+from ..game import State, explain, initial_state
 from ..game.decider import outcome
-from ..game.events import BOT, Played
+from ..game.events import BOT, Disconnected, Played
 from ..game.record import export
-from ..game.settlement import multiplier
+from ..game.settlement import HandResult, multiplier
 from ..game.state import evolve
 from ..rules import RULESETS
 from ..store import MatchNotFound, StoredEvent, ledger, reports
@@ -376,6 +379,63 @@ def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
     return steps
 
 
+#: The table's options as the match page names them (Chinese where the players have a
+#: word for it, docs/rules.md §5).
+OPTION_NAMES = {
+    "unit": "底分 base stake (unit)",
+    "cap": "封顶 cap per hand",
+    "rake": "系统得分 system cut (rake)",
+    "bombs_double": "炸弹 bombs double the score",
+    "turn_seconds": "seconds per turn (then 系统代打)",
+    "bot_level": "system bots' level",
+}
+
+
+def seat_details(
+    state: State, stored: list[StoredEvent], names: dict[str, tuple[str, bool]]
+) -> list[dict[str, Any]]:
+    """Each seat as an auditor needs it: its player's name and id, what it is (person,
+    bot account, system bot) and, when the system took it over (系统代打), since which
+    version and why, and whether the player took it back."""
+    taken_over: dict[int, StoredEvent] = {}
+    for item in stored:
+        if isinstance(item.event, Disconnected):
+            taken_over.setdefault(item.event.seat, item)
+    details = []
+    for seat, taken in enumerate(state.seats):
+        found: dict[str, Any] = {"seat": seat, "label": reports.seat_label(None, names)}
+        if taken is not None:
+            found["label"] = reports.seat_label(taken._asdict(), names)
+            found["player_id"] = taken.player
+            if taken.player is None:
+                found["kind"] = reports.SYSTEM_BOT
+            else:
+                found["name"], bot_account = names.get(taken.player, (taken.player, False))
+                found["kind"] = "bot account" if bot_account else "person"
+            over = taken_over.get(seat)
+            if over is not None:
+                assert isinstance(over.event, Disconnected)
+                found["taken_over"] = {
+                    "version": over.version,
+                    "at": over.recorded_at,
+                    "reason": over.event.reason,
+                    "still": state.disconnected[seat],
+                }
+        details.append(found)
+    return details
+
+
+def account_name(account: str, names: dict[str, tuple[str, bool]]) -> str:
+    """A ledger account as the console names it: the player's name, the system's bots
+    or the house."""
+    if account == ledger.BOTS:
+        return "system bots"
+    if account.startswith("player:"):
+        name, bot_account = names.get(account.removeprefix("player:"), ("(unknown)", False))
+        return f"{name} (bot account)" if bot_account else name
+    return account
+
+
 @bp.route("/matches/<uuid:match_id>")
 def match(match_id: uuid.UUID):
     ctx = services()
@@ -392,20 +452,62 @@ def match(match_id: uuid.UUID):
         verdict = "; ".join(problems) if problems else "ok"
     _audit("replay", match_id=match_id)
     names = reports.player_names(ctx.pool, {s.player for s in state.seats if s and s.player})
+    entries = reports.entries(ctx.pool, match_id)
+    for entry in entries:
+        entry["name"] = account_name(entry["account"], names)
+        entry["rule"] = explain.RULE_OF_KIND.get(entry["kind"])
     return render_template(
         "console/match.html",
         title=f"Match {str(match_id)[:8]}",
         match_id=match_id,
         state=state,
-        seats=[reports.seat_label(s and s._asdict(), names) for s in state.seats],
+        seats=seat_details(state, stored, names),
         options=document.get("options", {}),
+        option_names=OPTION_NAMES,
         ruleset=document.get("ruleset"),
         result=document.get("result"),
+        explained=(
+            explain.explain(state.result, state.table)
+            if state.result is not None and state.table is not None
+            else None
+        ),
+        factor_names=explain.NAMES,
         settlement=ledger.settlement(ctx.pool, match_id),
-        entries=reports.entries(ctx.pool, match_id),
+        entries=entries,
         verdict=verdict,
         steps=replay(stored),
     )
+
+
+# The rules, which the settlements and the ledger entries cite
+
+RULES_FILE = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+
+
+@functools.cache
+def _rules_html() -> str | None:
+    """docs/rules.md as HTML, each heading with the anchor GitHub gives it; None when the
+    service runs without its documents (installed as a package)."""
+    try:
+        text = RULES_FILE.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    html = MarkdownIt("commonmark").enable("table").render(text)
+
+    def anchored(found: re.Match[str]) -> str:
+        title = re.sub(r"<[^>]+>", "", found.group(2))
+        slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+        return f'<h{found.group(1)} id="{slug}">{found.group(2)}</h{found.group(1)}>'
+
+    return re.sub(r"<h([1-6])>(.*?)</h\1>", anchored, html)
+
+
+@bp.route("/rules")
+def rules():
+    html = _rules_html()
+    if html is None:
+        abort(404)
+    return render_template("console/rules.html", title="Rules (docs/rules.md)", html=Markup(html))
 
 
 # The ledger
@@ -448,17 +550,68 @@ def check_ledger():
     return redirect(url_for("console.ledger_page"), 303)
 
 
+#: The settlements CSV's columns: one row per seat per hand (docs/operations.md).
 CSV_COLUMNS = (
     "match_id",
     "settled_at",
     "ruleset",
-    "landlord",
-    "bid",
+    "unit",
+    "cap",
+    "rake",
+    "bombs_double",
+    "seat",
+    "player_id",
+    "player_name",
+    "seat_kind",
+    "taken_over",
+    "role",
     "winner",
+    "bid",
     "multiplier",
-    *(f"net_seat_{n}" for n in range(4)),
-    "house",
+    "multiplier_text",
+    "factors",
+    "gross",
+    "after_cap",
+    "cut",
+    "penalty",
+    "net",
 )
+
+
+def csv_row(row: dict[str, Any]) -> list[Any]:
+    """A seat's row of the settlements CSV."""
+    result, table, seat = HandResult.from_json(row["result"]), row["table"], row["seat"]
+    amounts = row["result"]["settlement"]
+    kind = reports.SYSTEM_BOT if row["player_id"] is None else "person"
+    if row["bot_account"]:
+        kind = "bot account"
+    m = result.settlement.multiplier
+    return [
+        row["match_id"],
+        row["settled_at"].isoformat(),
+        row["ruleset"],
+        table["unit"],
+        table["cap"] or "",
+        table["rake"],
+        "yes" if table["bombs_double"] else "no",
+        seat,
+        row["player_id"] or "",
+        row["name"] or "",
+        kind,
+        "yes" if row["taken_over"] else "no",
+        "landlord" if seat == result.outcome.landlord else "farmer",
+        result.outcome.winner,
+        result.outcome.bid,
+        explain.multiplier_decimal(m),
+        # As text a spreadsheet keeps: "8/3" alone is read as a date.
+        f"×{explain.fraction_text(m)}",
+        " × ".join(
+            f"{explain.NAMES[key][1]} {text}"
+            for key, text in explain.factors_named(result, bool(table["bombs_double"]))
+        )
+        or "none",
+        *(amounts[key][seat] for key in ("gross", "after_cap", "rake", "penalty", "net")),
+    ]
 
 
 @bp.route("/ledger/settlements.csv")
@@ -476,20 +629,7 @@ def settlements_csv():
         try:
             writer.writerow(CSV_COLUMNS)
             for row in rows:
-                result = row["result"]
-                writer.writerow(
-                    [
-                        row["match_id"],
-                        row["settled_at"].isoformat(),
-                        row["ruleset"],
-                        result["landlord"],
-                        result["bid"],
-                        result["winner"],
-                        result["multiplier"],
-                        *result["settlement"]["net"],
-                        result["settlement"]["house"],
-                    ]
-                )
+                writer.writerow(csv_row(row))
                 yield out.getvalue()
                 out.seek(0)
                 out.truncate()

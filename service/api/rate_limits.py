@@ -135,6 +135,7 @@ CATEGORY_OF = {
             "home",
             "matches",
             "match",
+            "rules",
             "ledger_page",
             "check_ledger",
             "settlements_csv",

@@ -131,28 +131,35 @@ def matches(
     return found, total
 
 
-def player_names(pool: ConnectionPool, player_ids: set[str]) -> dict[str, str]:
-    """How the console names each player: its name, marked when it is a bot account."""
+def player_names(pool: ConnectionPool, player_ids: set[str]) -> dict[str, tuple[str, bool]]:
+    """Each player's name and whether it is a bot account (an author's program)."""
     if not player_ids:
         return {}
     rows = retried(
         pool,
         lambda conn: conn.execute(
-            "SELECT player_id::text,"
-            " name || CASE WHEN bot_account THEN ' (bot account)' ELSE '' END"
-            " FROM players WHERE player_id = ANY(%s::uuid[])",
+            "SELECT player_id::text, name, bot_account FROM players"
+            " WHERE player_id = ANY(%s::uuid[])",
             (list(player_ids),),
         ).fetchall(),
     )
-    return dict(rows)
+    return {player_id: (name, bot_account) for player_id, name, bot_account in rows}
 
 
-def seat_label(seat: dict[str, Any] | None, names: dict[str, str]) -> str:
-    """How the console names a seat: its player's name, "bot", or "empty"."""
+#: How the console calls a seat that nobody took, and one the system's bots play.
+EMPTY, SYSTEM_BOT = "empty", "system bot"
+
+
+def seat_label(seat: dict[str, Any] | None, names: dict[str, tuple[str, bool]]) -> str:
+    """How the console names a seat: its player's name (marked when a bot account),
+    "system bot", or "empty"."""
     if seat is None:
-        return "empty"
+        return EMPTY
     player: str | None = seat.get("player")
-    return "bot" if player is None else names.get(player, player)
+    if player is None:
+        return SYSTEM_BOT
+    name, bot_account = names.get(player, (player, False))
+    return f"{name} (bot account)" if bot_account else name
 
 
 def entries(pool: ConnectionPool, match_id: uuid.UUID) -> list[dict[str, Any]]:
@@ -200,10 +207,12 @@ EXPORT_BATCH = 500
 def settlements(
     pool: ConnectionPool, since: dt.date, until: dt.date
 ) -> Generator[dict[str, Any], None, None]:
-    """The settlements made from ``since`` to ``until`` (UTC days, both included), oldest
-    first, with the match's ruleset and seats: read as they are wanted, a batch at a time
-    through a server-side cursor (a month of a busy service is never held in memory). A
-    connection of the pool is held until the last is read or the iterator is closed."""
+    """Each seat of each settlement made from ``since`` to ``until`` (UTC days, both
+    included), oldest first, a row per seat: the match's ruleset and table, the result,
+    the seat's player (id, name, bot account or not) and whether the system took the seat
+    over (系统代打). Read as they are wanted, a batch at a time through a server-side
+    cursor (a month of a busy service is never held in memory); a connection of the pool
+    is held until the last is read or the iterator is closed."""
     with (
         pool.connection() as conn,
         conn.transaction(),
@@ -211,14 +220,31 @@ def settlements(
     ):
         cursor.itersize = EXPORT_BATCH
         cursor.execute(
-            "SELECT s.match_id, s.settled_at, m.ruleset, m.seats, s.result FROM settlements s"
-            " JOIN matches m USING (match_id)"
+            "SELECT s.match_id, s.settled_at, m.ruleset, created.payload->'table', s.result,"
+            " (seat.ord - 1)::int, seat.value->>'player', p.name, coalesce(p.bot_account, false),"
+            " EXISTS (SELECT 1 FROM events d WHERE d.stream_id = s.match_id"
+            "  AND d.type = 'disconnect' AND (d.payload->>'seat')::int = seat.ord - 1)"
+            " FROM settlements s JOIN matches m USING (match_id)"
+            " JOIN events created ON created.stream_id = s.match_id AND created.version = 1"
+            " CROSS JOIN LATERAL jsonb_array_elements(m.seats) WITH ORDINALITY AS seat (value, ord)"
+            " LEFT JOIN players p ON p.player_id = (seat.value->>'player')::uuid"
             " WHERE s.settled_at >= %s::date AT TIME ZONE 'UTC'"
             " AND s.settled_at < (%s::date + 1) AT TIME ZONE 'UTC'"
-            " ORDER BY s.settled_at, s.match_id",
+            " ORDER BY s.settled_at, s.match_id, seat.ord",
             (since, until),
         )
-        keys = ("match_id", "settled_at", "ruleset", "seats", "result")
+        keys = (
+            "match_id",
+            "settled_at",
+            "ruleset",
+            "table",
+            "result",
+            "seat",
+            "player_id",
+            "name",
+            "bot_account",
+            "taken_over",
+        )
         for row in cursor:
             yield dict(zip(keys, row))
 
