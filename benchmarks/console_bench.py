@@ -33,6 +33,7 @@ PAGES = (
     ("Ledger page", "/console/ledger"),
     ("match list", "/console/matches"),
     ("match list, page 40", "/console/matches?page=40"),
+    ("match list, ended, by player", "/console/matches?status=ended&player=player-7"),
 )
 
 

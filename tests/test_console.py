@@ -15,7 +15,7 @@ import uuid
 from decimal import Decimal
 
 from api_support import OP, bearer
-from handplay import PASSWORDS, add_operator, play_hand, run_jobs
+from handplay import PASSWORDS, add_operator, play_hand, run_jobs, seated_hand
 from jobs import new_player
 
 from service.cli import main
@@ -655,3 +655,134 @@ def test_the_audit_page_searches_and_pages_the_trail(service):
     assert "0 entries." in auditor.get(f"/console/audit?operator={who}&via=cli").text
     assert "0 entries." in auditor.get(f"/console/audit?operator={who}&until=2000-01-01").text
     assert auditor.get("/console/audit?page=x").status_code == 400
+
+
+def ledger_total(app) -> Decimal:
+    with app.extensions["ddz"].pool.connection() as conn:
+        return conn.execute("SELECT coalesce(sum(amount), 0) FROM ledger_entries").fetchone()[0]
+
+
+def admin_post(console, page_path: str, path: str, **form):
+    """Posts the form of an admin's page (with its CSRF token) and follows it back."""
+    token = csrf_of(console.get(page_path).text)
+    return console.post(path, data={"csrf_token": token, **form}, follow_redirects=True)
+
+
+def test_a_suspended_player_is_refused_and_the_system_takes_their_seat(service):
+    app, _, _ = service
+    client = app.test_client()
+    me, path = seated_hand(client, "suspect")
+    match_id = path.rsplit("/", 1)[1]
+    player_id = client.get("/v1/me", headers=me).json["player_id"]
+    page_path = f"/console/players/{player_id}"
+    # An auditor reads the page but may not act.
+    otto = signed_in(app, "otto")
+    page = otto.get(page_path).text
+    assert 'id="standing" class="ok">active' in page and 'id="suspend"' not in page
+    refused = otto.post(
+        f"{page_path}/suspend", data={"csrf_token": csrf_of(page), "reason": "sneaky"}
+    )
+    assert refused.status_code == 403
+    assert client.get(path, headers=me).status_code == 200
+    ada = signed_in(app, "ada")
+    # No reason, no act.
+    page = admin_post(ada, page_path, f"{page_path}/suspend", reason=" ").text
+    assert "Say why" in page and 'id="standing" class="ok">active' in page
+    page = admin_post(ada, page_path, f"{page_path}/suspend", reason="collusion report 17").text
+    assert 'id="standing" class="bad">suspended' in page
+    assert "the system took over 1 seat(s)" in page
+    # The player's next command, and the lobby, are refused with a problem that says why.
+    r = client.post(f"{path}/commands", json={"action": "pass"}, headers=me)
+    assert r.status_code == 403 and r.json["code"] == "player_suspended"
+    r = client.post("/v1/lobby/tickets", headers=me)
+    assert r.status_code == 403 and r.json["code"] == "player_suspended"
+    # The system plays the seat (系统代打), as when a player leaves.
+    events = client.get(f"/v1/admin/matches/{match_id}/events", headers=OP).json["events"]
+    left = [e for e in events if e["type"] == "disconnect"]
+    assert [(e["payload"]["seat"], e["payload"]["reason"]) for e in left] == [(2, "left")]
+    newest = next(t for t in trail(app) if t["action"] == "suspend")
+    assert (newest["operator"], newest["action"], newest["reason"]) == (
+        "ada",
+        "suspend",
+        "collusion report 17",
+    )
+    assert "collusion report 17" in ada.get("/console/audit").text
+    page = admin_post(ada, page_path, f"{page_path}/reinstate", reason="cleared").text
+    assert 'id="standing" class="ok">active' in page
+    assert client.get(path, headers=me).status_code == 200
+    page = admin_post(ada, page_path, f"{page_path}/ban", reason="confirmed").text
+    r = client.get("/v1/me", headers=me)
+    assert r.status_code == 403 and r.json["code"] == "player_banned"
+
+
+def test_a_correction_is_two_entries_and_the_ledger_still_adds_to_zero(service):
+    app, played, _ = service
+    client = app.test_client()
+    player_id = next(
+        s["player"]
+        for s in client.get(f"/v1/matches/{played}", headers=OP).json["seats"]
+        if s and s["player"]
+    )
+    page_path = f"/console/players/{player_id}"
+    before = Decimal(client.get(f"/v1/players/{player_id}/ledger", headers=OP).json["balance"])
+    total = ledger_total(app)
+    ada = signed_in(app, "ada")
+    for amount, reason in (("0", "nothing"), ("1.234", "too fine"), ("abc", "no"), ("5", "")):
+        page = admin_post(ada, page_path, f"{page_path}/correct", amount=amount, reason=reason)
+        assert "A correction needs an amount" in page.text
+    page = admin_post(ada, page_path, f"{page_path}/correct", amount="-7.5", reason="refund")
+    assert "-7.50 to the player, +7.50 to the house" in page.text
+    ledger = client.get(f"/v1/players/{player_id}/ledger", headers=OP).json
+    assert Decimal(ledger["balance"]) == before - Decimal("7.50")
+    assert ledger["entries"][0]["kind"] == "correction" and ledger["entries"][0]["match_id"] is None
+    assert ledger_total(app) == total  # double entry: the house took the other side
+    assert 'class="reason">refund (ada)' in ada.get(page_path).text
+    assert trail(app)[0]["action"] == "correct" and trail(app)[0]["reason"] == "refund"
+    with app.extensions["ddz"].pool.connection() as conn:
+        # Never an edit: the entries refuse it.
+        try:
+            conn.execute("UPDATE ledger_entries SET amount = 0 WHERE kind = 'correction'")
+        except Exception as exc:  # the trigger's refusal
+            assert "never updated" in str(exc)
+        else:
+            raise AssertionError("a correction's entry was edited")
+
+
+def test_voiding_a_hand_moves_back_every_amount_it_moved(service):
+    app, _, _ = service
+    client = app.test_client()
+    match_id = play_hand(client, app.extensions["ddz"].redis, "voided")
+    seat = client.get(f"/v1/matches/{match_id}", headers=OP).json["seats"][2]
+    net = Decimal(client.get(f"/v1/matches/{match_id}/settlement", headers=OP).json["net"][2])
+    before = Decimal(client.get(f"/v1/players/{seat['player']}/ledger", headers=OP).json["balance"])
+    assert before == net
+    total = ledger_total(app)
+    ada = signed_in(app, "ada")
+    match_path = f"/console/matches/{match_id}"
+    page = admin_post(ada, match_path, f"{match_path}/void", reason="dealt by a broken build")
+    assert 'id="voided">Voided by ada' in page.text and 'id="void"' not in page.text
+    balance = client.get(f"/v1/players/{seat['player']}/ledger", headers=OP).json["balance"]
+    assert Decimal(balance) == 0 and ledger_total(app) == total
+    void = next(t for t in trail(app) if t["action"] == "void")
+    assert (void["operator"], str(void["match_id"]), void["reason"]) == (
+        "ada",
+        match_id,
+        "dealt by a broken build",
+    )
+    # The hand's own entries stay: its check still holds; a second void changes nothing.
+    assert 'id="verdict">Verified' in page.text
+    again = ada.post(
+        f"{match_path}/void",
+        data={"csrf_token": csrf_of(page.text), "reason": "twice"},
+        follow_redirects=True,
+    )
+    assert "voided already" in again.text
+    assert ledger_total(app) == total
+
+
+def test_matches_are_found_by_a_pasted_match_or_table_id(service):
+    app, played, _ = service
+    console = signed_in(app, "otto")
+    page = console.get(f"/console/matches?player={played}").text
+    assert "1 match." in page and played[:8] in page
+    assert "0 matches." in console.get(f"/console/matches?player={uuid.uuid4()}").text

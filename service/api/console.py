@@ -21,6 +21,7 @@ import re
 import secrets
 import uuid
 from collections.abc import Callable, Collection, Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from itsdangerous import BadData, URLSafeTimedSerializer
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
-from ..app import audit, work
+from ..app import audit, standing, work
 from ..config import Config
 from ..game import State, explain, initial_state
 from ..game.decider import outcome
@@ -473,6 +474,7 @@ def match(match_id: uuid.UUID):
         ),
         factor_names=explain.NAMES,
         settlement=ledger.settlement(ctx.pool, match_id),
+        voided=ledger.voided(ctx.pool, match_id),
         entries=entries,
         verdict=verdict,
         steps=replay(stored),
@@ -679,6 +681,99 @@ def players():
             ("rate", "Disconnect rate"),
         ),
     )
+
+
+#: What an admin may do to a player, and the standing each sets.
+STANDING_OF = {"suspend": "suspended", "ban": "banned", "reinstate": "active"}
+#: An amount of a correction: up to nine digits, two decimals at most, not zero.
+CORRECTION = re.compile(r"-?[0-9]{1,9}(\.[0-9]{1,2})?")
+
+
+@bp.route("/players/<uuid:player_id>")
+def player(player_id: uuid.UUID):
+    """A player: profile and standing, balance and ledger history (adjustments with their
+    reason), newest hands with the player's net, and their tokens."""
+    ctx = services()
+    found = reports.player(ctx.pool, player_id)
+    if found is None:
+        abort(404)
+    return render_template(
+        "console/player.html",
+        title=f"Player {found['name']}",
+        found=found,
+        ledger=ledger.player_ledger(ctx.pool, player_id, limit=100),
+        tokens=ctx.players.tokens(player_id),
+        rule_of_kind=explain.RULE_OF_KIND,
+    )
+
+
+def _reason() -> str | None:
+    """The reason the form gives (every act on a player or the ledger needs one)."""
+    reason = request.form.get("reason", "").strip()
+    return reason[:500] or None
+
+
+@bp.route("/players/<uuid:player_id>/<any(suspend, ban, reinstate):action>", methods=["POST"])
+@admin_only
+def player_standing(player_id: uuid.UUID, action: str):
+    """Suspends, bans or reinstates the player (admins only), with a reason."""
+    ctx, reason = services(), _reason()
+    if reason is None:
+        flash("Say why: the reason goes to the audit trail.")
+        return redirect(url_for("console.player", player_id=player_id), 303)
+    taken = standing.set_standing(
+        ctx.pool, ctx.players, ctx.commands, player_id, STANDING_OF[action]
+    )
+    if taken is None:
+        abort(404)
+    _audit(action, subject=f"player {player_id}", reason=reason)
+    if action == "reinstate":
+        flash("Reinstated: the player's tokens work again.")
+    else:
+        flash(
+            f"The player is {STANDING_OF[action]}: their tokens are refused, their lobby tickets"
+            f" cancelled and the system took over {len(taken)} seat(s) of hands under way."
+        )
+    return redirect(url_for("console.player", player_id=player_id), 303)
+
+
+@bp.route("/players/<uuid:player_id>/correct", methods=["POST"])
+@admin_only
+def correct_balance(player_id: uuid.UUID):
+    """Corrects the player's balance (admins only): two entries, the player's and the
+    house's, with the reason; never an edit of an entry."""
+    ctx, reason = services(), _reason()
+    amount = request.form.get("amount", "").strip()
+    if reports.player(ctx.pool, player_id) is None:
+        abort(404)
+    if reason is None or not CORRECTION.fullmatch(amount) or Decimal(amount) == 0:
+        flash("A correction needs an amount (not zero, two decimals at most) and a reason.")
+        return redirect(url_for("console.player", player_id=player_id), 303)
+    value = Decimal(amount).quantize(Decimal("0.01"))
+    adjustment = ledger.correct(ctx.pool, player_id, value, g.operator.name, reason)
+    _audit("correct", subject=f"player {player_id}: {value:+.2f}", reason=reason)
+    flash(
+        f"Correction {adjustment} booked: {value:+.2f} to the player, {-value:+.2f} to the house."
+    )
+    return redirect(url_for("console.player", player_id=player_id), 303)
+
+
+@bp.route("/matches/<uuid:match_id>/void", methods=["POST"])
+@admin_only
+def void_hand(match_id: uuid.UUID):
+    """Voids a settled hand (admins only): entries that undo each of its entries, with
+    the reason; the hand's own entries stay."""
+    ctx, reason = services(), _reason()
+    if ledger.settlement(ctx.pool, match_id) is None:
+        abort(404)
+    if reason is None:
+        flash("Say why: the reason goes to the audit trail.")
+    elif ledger.void(ctx.pool, match_id, g.operator.name, reason) is None:
+        flash("This hand was voided already.")
+    else:
+        _audit("void", match_id=match_id, reason=reason)
+        flash("The hand is voided: every amount it moved is moved back.")
+    return redirect(url_for("console.match", match_id=match_id), 303)
 
 
 # The system

@@ -47,9 +47,19 @@ class SettlementSchema(ma.Schema):
 
 class Entry(ma.Schema):
     entry_id = f.Integer(required=True)
-    match_id = f.UUID(required=True)
+    match_id = f.UUID(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The hand (the one voided, for a void); null for a correction"},
+    )
     seat = f.Integer(required=True, allow_none=True)
-    kind = f.String(required=True, metadata={"description": "stake, rake or penalty"})
+    kind = f.String(
+        required=True,
+        metadata={
+            "description": "stake, rake or penalty (a settlement's); correction or void (an "
+            "operator's adjustment, docs/operations.md)"
+        },
+    )
     amount = f.String(required=True)
     created_at = f.DateTime(required=True)
 

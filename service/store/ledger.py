@@ -131,6 +131,63 @@ def settlement(pool: ConnectionPool, match_id: uuid.UUID) -> dict[str, Any] | No
     }
 
 
+def correct(
+    pool: ConnectionPool, player_id: uuid.UUID, amount: Decimal, operator: str, reason: str
+) -> int:
+    """Corrects the player's balance by ``amount`` (a credit when positive), the house
+    taking the other side: an adjustment of its own with the operator and their reason,
+    its two entries balancing. Its id."""
+    with pool.connection() as conn, conn.transaction():
+        row = conn.execute(
+            "INSERT INTO ledger_adjustments (kind, operator, reason) VALUES ('correction', %s, %s)"
+            " RETURNING adjustment_id",
+            (operator, reason),
+        ).fetchone()
+        assert row is not None
+        conn.execute(
+            "INSERT INTO ledger_entries (adjustment_id, movement, account, seat, kind, amount)"
+            " VALUES (%s, 0, %s, NULL, 'correction', %s), (%s, 0, %s, NULL, 'correction', %s)",
+            (row[0], f"player:{player_id}", amount, row[0], HOUSE, -amount),
+        )
+    return int(row[0])
+
+
+def void(pool: ConnectionPool, match_id: uuid.UUID, operator: str, reason: str) -> int | None:
+    """Voids the settled hand: an adjustment whose entries undo each of the hand's, movement
+    by movement (the hand's own entries stay as they were). Its id; None when the hand was
+    voided already."""
+    with pool.connection() as conn, conn.transaction():
+        row = conn.execute(
+            "INSERT INTO ledger_adjustments (kind, match_id, operator, reason)"
+            " VALUES ('void', %s, %s, %s)"
+            " ON CONFLICT (match_id) WHERE kind = 'void' DO NOTHING RETURNING adjustment_id",
+            (match_id, operator, reason),
+        ).fetchone()
+        if row is None:
+            return None
+        conn.execute(
+            "INSERT INTO ledger_entries (adjustment_id, movement, account, seat, kind, amount)"
+            " SELECT %s, movement, account, seat, 'void', -amount FROM ledger_entries"
+            " WHERE match_id = %s",
+            (row[0], match_id),
+        )
+    return int(row[0])
+
+
+def voided(pool: ConnectionPool, match_id: uuid.UUID) -> dict[str, Any] | None:
+    """The hand's void (who, why, when), if it was voided."""
+    row = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT adjustment_id, operator, reason, at FROM ledger_adjustments"
+            " WHERE match_id = %s AND kind = 'void'",
+            (match_id,),
+        ).fetchone(),
+    )
+    keys = ("adjustment_id", "operator", "reason", "at")
+    return None if row is None else dict(zip(keys, row))
+
+
 def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) -> dict[str, Any]:
     acct = f"player:{player_id}"
 
@@ -142,8 +199,10 @@ def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) 
             assert total is not None  # an aggregate has its row
             balance: Decimal = total[0]
             rows = conn.execute(
-                "SELECT entry_id, match_id, seat, kind, amount, created_at FROM ledger_entries"
-                " WHERE account = %s ORDER BY entry_id DESC LIMIT %s",
+                "SELECT e.entry_id, coalesce(e.match_id, a.match_id), e.seat, e.kind, e.amount,"
+                " e.created_at, a.reason, a.operator FROM ledger_entries e"
+                " LEFT JOIN ledger_adjustments a USING (adjustment_id)"
+                " WHERE e.account = %s ORDER BY e.entry_id DESC LIMIT %s",
                 (acct, limit),
             ).fetchall()
         return balance, rows
@@ -157,6 +216,8 @@ def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) 
             "kind": r[3],
             "amount": f"{r[4]:.2f}",
             "created_at": r[5],
+            "reason": r[6],
+            "operator": r[7],
         }
         for r in rows
     ]

@@ -236,18 +236,20 @@ class Operators:
         match_id: uuid.UUID | None = None,
         subject: str | None = None,
         address: str | None = None,
+        reason: str | None = None,
     ) -> None:
         """Writes one operator action to the audit trail: ``who`` (an operator's name, the
         name a failed sign-in tried, or ``cli:<user>``) did ``action`` (see
         :data:`ACTIONS`) ``via`` the API, the console or the CLI, from ``address`` (the
         client's, or the CLI's host), to ``match_id`` or ``subject`` (an operator, a range
-        of days exported)."""
+        of days exported, a player), for ``reason`` (what an act on a player or the ledger
+        gives)."""
         retried(
             self.pool,
             lambda conn: conn.execute(
-                "INSERT INTO audit_trail (operator, action, match_id, via, subject, address)"
-                " VALUES (%s, %s, %s, %s, %s, %s)",
-                (who, action, match_id, via, subject, address),
+                "INSERT INTO audit_trail (operator, action, match_id, via, subject, address,"
+                " reason) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (who, action, match_id, via, subject, address, reason),
             ),
         )
 
@@ -265,7 +267,9 @@ class Operators:
 
 #: What the audit trail records: reads of hidden data (``events``, ``record``, ``stream``,
 #: ``replay``), what is done to operators (``add``, ``token``, ``revoke``, ``remove``),
-#: signing in and out of the console, exports and full checks of the ledger.
+#: signing in and out of the console, exports, full checks of the ledger, and what is
+#: done to players (``suspend``, ``ban``, ``reinstate``) and to the ledger (``correct``
+#: a balance, ``void`` a hand), each with its reason.
 ACTIONS = (
     "events",
     "record",
@@ -280,7 +284,12 @@ ACTIONS = (
     "sign_out",
     "export",
     "ledger_check",
+    "suspend",
+    "ban",
+    "reinstate",
+    "correct",
+    "void",
 )
 #: The ways in.
 VIAS = ("api", "console", "cli")
-TRAIL_FIELDS = ("at", "operator", "action", "match_id", "via", "subject", "address")
+TRAIL_FIELDS = ("at", "operator", "action", "match_id", "via", "subject", "address", "reason")

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from .ledger import HOUSE
@@ -22,7 +23,7 @@ from .pool import retried
 
 @dataclass(frozen=True)
 class MatchQuery:
-    #: A player's id, or part of a name (any case).
+    #: A match's, a table's or a player's id, or part of a player's name (any case).
     player: str | None = None
     status: str | None = None
     ruleset: str | None = None
@@ -83,19 +84,41 @@ def _page(
     return retried(pool, read)
 
 
+#: The players whose names a search by name looks for in the seats, at most.
+NAMED_AT_MOST = 200
+
+
+def _finding(pool: ConnectionPool, text: str, params: list[Any]) -> str:
+    """The condition that a match is the one ``text`` names, one of the table's it names,
+    or one where the player it names (by id, or by part of their name) has a seat; its
+    values added to ``params``. Each seat's player is found by the seats' index."""
+    ident = _uuid(text.strip())
+    if ident is not None:
+        params += [ident, ident, Jsonb([{"player": str(ident)}])]
+        return (
+            "(m.match_id = %s OR m.match_id IN (SELECT match_id FROM table_hands"
+            " WHERE table_id = %s) OR m.seats @> %s)"
+        )
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT player_id FROM players WHERE name ILIKE %s ORDER BY player_id LIMIT %s",
+            (_containing(text), NAMED_AT_MOST),
+        ).fetchall(),
+    )
+    if not rows:
+        return "false"
+    params += [Jsonb([{"player": str(row[0])}]) for row in rows]
+    return "(" + " OR ".join(["m.seats @> %s"] * len(rows)) + ")"
+
+
 def matches(
     pool: ConnectionPool, query: MatchQuery, page: int, per_page: int
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of the matches the query finds, newest first, and how many it finds."""
     where, params = _days("m.created_at", query.since, query.until)
     if query.player:
-        player_id = _uuid(query.player.strip())
-        where.append(
-            "EXISTS (SELECT 1 FROM jsonb_array_elements(m.seats) s"
-            " LEFT JOIN players p ON p.player_id::text = s->>'player'"
-            " WHERE s->>'player' = %s OR p.name ILIKE %s)"
-        )
-        params += [str(player_id) if player_id else None, _containing(query.player)]
+        where.append(_finding(pool, query.player, params))
     for column, value in (("status", query.status), ("ruleset", query.ruleset)):
         if value:
             where.append(f"m.{column} = %s")
@@ -129,6 +152,58 @@ def matches(
     for match in found:
         match["seats"] = [seat_label(seat, names) for seat in match["seats"]]
     return found, total
+
+
+def playing_seats(pool: ConnectionPool, player_id: uuid.UUID) -> list[tuple[uuid.UUID, int]]:
+    """The matches under way where the player has a seat: (match, seat)."""
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT m.match_id, (s.ord - 1)::int FROM matches m,"
+            " jsonb_array_elements(m.seats) WITH ORDINALITY AS s (value, ord)"
+            " WHERE m.status = 'playing' AND m.seats @> %s AND s.value->>'player' = %s",
+            (Jsonb([{"player": str(player_id)}]), str(player_id)),
+        ).fetchall(),
+    )
+    return [(match_id, seat) for match_id, seat in rows]
+
+
+#: The hands a player page lists (the newest).
+PLAYER_HANDS = 50
+
+
+def player(pool: ConnectionPool, player_id: uuid.UUID) -> dict[str, Any] | None:
+    """What the player page shows of a player: profile, standing, and their newest hands
+    (each with the seat, the status and the player's net in it)."""
+
+    def read(conn: psycopg.Connection) -> dict[str, Any] | None:
+        with conn.transaction():
+            row = conn.execute(
+                "SELECT player_id, name, bot_account, created_at, standing FROM players"
+                " WHERE player_id = %s",
+                (player_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            hands = conn.execute(
+                "SELECT m.match_id, m.created_at, m.status, m.ruleset, (s.ord - 1)::int,"
+                " (SELECT sum(amount) FROM ledger_entries e"
+                "  WHERE e.match_id = m.match_id AND e.account = %s)"
+                " FROM matches m, jsonb_array_elements(m.seats) WITH ORDINALITY AS s (value, ord)"
+                " WHERE m.seats @> %s AND s.value->>'player' = %s"
+                " ORDER BY m.created_at DESC LIMIT %s",
+                (
+                    f"player:{player_id}",
+                    Jsonb([{"player": str(player_id)}]),
+                    str(player_id),
+                    PLAYER_HANDS,
+                ),
+            ).fetchall()
+        keys = ("player_id", "name", "bot_account", "created_at", "standing")
+        hand_keys = ("match_id", "created_at", "status", "ruleset", "seat", "net")
+        return {**dict(zip(keys, row)), "hands": [dict(zip(hand_keys, h)) for h in hands]}
+
+    return retried(pool, read)
 
 
 def player_names(pool: ConnectionPool, player_ids: set[str]) -> dict[str, tuple[str, bool]]:

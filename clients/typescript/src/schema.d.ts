@@ -3303,10 +3303,13 @@ export interface components {
         };
         Entry: {
             entry_id: number;
-            /** Format: uuid */
-            match_id: string;
+            /**
+             * Format: uuid
+             * @description The hand (the one voided, for a void); null for a correction
+             */
+            match_id: string | null;
             seat: number | null;
-            /** @description stake, rake or penalty */
+            /** @description stake, rake or penalty (a settlement's); correction or void (an operator's adjustment, docs/operations.md) */
             kind: string;
             amount: string;
             /** Format: date-time */
