@@ -126,6 +126,12 @@ def test_a_player_a_signed_out_browser_and_a_wrong_password_get_nothing(service)
         )
         assert r.status_code == 401 and "Wrong name or password" in r.get_data(as_text=True)
         assert browser.get("/console/matches").status_code == 302
+    assert (
+        samples(client, "ddz_console_sign_ins_failed")[
+            'ddz_console_sign_ins_failed_total{reason="wrong"}'
+        ]
+        >= 2
+    )
     # Nothing read; the failed sign-ins are in the trail, with the name tried and whence.
     assert len(trail(app)) == before + 2
     assert [(t["operator"], t["action"], t["via"], t["address"]) for t in trail(app)[:2]] == [
@@ -454,11 +460,14 @@ def test_the_match_page_finds_a_balanced_but_wrong_movement_in_the_ledger(servic
     assert "movement" not in verdict  # it balances: only the recomputation finds it
 
 
-def ledger_metrics(client) -> dict[str, float]:
+def samples(client, prefix: str = "ddz_ledger_") -> dict[str, float]:
+    """The samples of ``/metrics`` whose names start with ``prefix``, by name and labels."""
     text = client.get("/metrics").get_data(as_text=True)
     return {
         name: float(value)
-        for name, value in re.findall(r"^(ddz_ledger_\w+) (\S+)$", text, re.MULTILINE)
+        for name, value in re.findall(
+            rf"^({re.escape(prefix)}\w*(?:{{[^}}]*}})?) (\S+)$", text, re.MULTILINE
+        )
     }
 
 
@@ -482,7 +491,7 @@ def test_the_ledger_page_reads_stored_verdicts_and_a_full_check_renews_them(serv
     page = console.get("/console/ledger").text
     assert re.search(r'id="ledger-unchecked">1 settled hand', page)
     assert match_id not in page  # no verdict yet: the page reads, it does not recompute
-    assert ledger_metrics(app.test_client())["ddz_ledger_unchecked_hands"] == 1
+    assert samples(app.test_client())["ddz_ledger_unchecked_hands"] == 1
     # The full check, in the background: asked for, then run by a worker.
     r = console.post("/console/ledger/check", data={"csrf_token": csrf_of(page)})
     assert r.status_code == 303
@@ -507,7 +516,7 @@ def test_the_ledger_page_reads_stored_verdicts_and_a_full_check_renews_them(serv
     assert f"/console/matches/{match_id}" in failing
     assert f"match {match_id} seat 0: ledger" in failing
     assert played not in failing
-    metrics = ledger_metrics(app.test_client())
+    metrics = samples(app.test_client())
     assert metrics["ddz_ledger_check_ok"] == 0 and metrics["ddz_ledger_check_problems"] >= 1
     assert metrics["ddz_ledger_unchecked_hands"] == 0
 

@@ -14,7 +14,13 @@ import psycopg
 
 from service.app import audit
 from service.app.commands import CommandRequest
-from service.app.metrics import JOB_SECONDS, SETTLEMENT_LAG
+from service.app.metrics import (
+    HOUSE_TAKINGS,
+    JOB_SECONDS,
+    PENALTIES,
+    SETTLEMENT_LAG,
+    SETTLEMENTS,
+)
 from service.app.ratings import rate_settled
 from service.app.work import (
     BOT_TURN,
@@ -162,6 +168,13 @@ def settle_match(match_id: str) -> str:
     # Unsettled, the match's last event is hand_ended; both were recorded.
     assert outcome.last_recorded_at is not None and loaded.last_recorded_at is not None
     SETTLEMENT_LAG.observe((outcome.last_recorded_at - loaded.last_recorded_at).total_seconds())
+    assert recomputed.result is not None  # a verified record is of an ended hand
+    amounts = recomputed.result.settlement
+    SETTLEMENTS.inc()
+    HOUSE_TAKINGS.labels("rake").inc(float(sum(amounts.rake)))
+    HOUSE_TAKINGS.labels("penalty").inc(float(sum(amounts.penalty)))
+    if any(amounts.penalty):
+        PENALTIES.inc()
     log.info(
         "settled: match %s v%s net %s house %s",
         match_id,

@@ -47,6 +47,7 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 from ..app import audit, standing, work
+from ..app.metrics import SIGN_INS_FAILED
 from ..config import Config
 from ..game import State, explain, initial_state
 from ..game.decider import outcome
@@ -229,9 +230,11 @@ def sign_in():
             log.warning(
                 "console sign-in refused: %s from %s (too many failed sign-ins)", said, address
             )
+            SIGN_INS_FAILED.labels("limited").inc()
             return _sign_in_page(429, wait=wait)
     found = ctx.operators.sign_in(name, request.form.get("password", ""))
     if found is None:
+        SIGN_INS_FAILED.labels("wrong").inc()
         if failures is not None:
             failures.failed(name)
         ctx.operators.audit(said, "sign_in_failed", "console", address=address)

@@ -70,6 +70,27 @@ SETTLEMENT_LAG = Histogram(
 )
 
 
+SETTLEMENTS = Counter(
+    "ddz_settlements_total",
+    "Hands settled in the ledger (each once, by the settlement job)",
+)
+HOUSE_TAKINGS = Counter(
+    "ddz_house_takings_total",
+    "Points the house took at settlements, by kind: the system cut (rake) and the disconnect"
+    " penalties",
+    ["kind"],
+)
+PENALTIES = Counter(
+    "ddz_penalties_total",
+    "Disconnect penalties charged at settlements (one per hand with a first disconnect)",
+)
+SIGN_INS_FAILED = Counter(
+    "ddz_console_sign_ins_failed_total",
+    "Console sign-ins refused: a wrong name or password (wrong), or past the limit (limited)",
+    ["reason"],
+)
+
+
 class Sampled(Collector):
     """Gauges read at scrape time (queue depths, the oldest unsettled hand, workers alive):
     ``sample`` returns (name, help, labels, value) rows."""
