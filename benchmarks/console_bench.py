@@ -33,7 +33,8 @@ PAGES = (
     ("Ledger page", "/console/ledger"),
     ("match list", "/console/matches"),
     ("match list, page 40", "/console/matches?page=40"),
-    ("match list, ended, by player", "/console/matches?status=ended&player=player-7"),
+    ("match list, by a player's name", "/console/matches?player=player-777"),
+    ("match list, ended, by 111 players' names", "/console/matches?status=ended&player=player-7"),
 )
 
 

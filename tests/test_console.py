@@ -19,6 +19,10 @@ from handplay import PASSWORDS, add_operator, play_hand, run_jobs, seated_hand
 from jobs import new_player
 
 from service.cli import main
+from service.game import explain
+from service.game.views import codes_in_order
+from service.rules import parse_cards
+from service.rules.combinations import CombinationType
 
 
 def operator_token(name: str, capsys) -> str:
@@ -189,6 +193,15 @@ def test_the_match_page_shows_the_hand_the_settlement_and_the_replay(service):
     assert first_step.count("cards</div>") == 4 and "25 cards" in first_step
     assert all(f'title="{code}"' in first_step for code in hands[0])
     assert f'multiplier <strong class="multiplier">{settlement["multiplier"]}</strong>' in page
+    # Each hand in the order the seats see theirs; jokers and the marked card drawn as
+    # cards; every combination has its names.
+    seat = first_step.split('class="seat')[1]
+    assert re.findall(r'title="([^"]+)"', seat) == codes_in_order(parse_cards(hands[0]))
+    assert not re.search(r">\s*[Jj]oker\s*<", page)
+    marked = next(e for e in events if e["type"] == "hand_dealt")["payload"]["marked_card"]
+    shown = first_step.split('class="marked-card"')[1].split("</span></span>")[0]
+    assert f'title="{marked}"' in shown and "C5" not in shown.split(">", 3)[-1]
+    assert set(explain.PLAY_NAMES) == {kind.value for kind in CombinationType}
 
 
 def test_the_match_page_explains_the_settlement_with_names_and_rules(service):

@@ -18,8 +18,11 @@ from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 from servers import serving
+
+from service.game.explain import PLAY_NAMES
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
@@ -131,12 +134,23 @@ def test_sign_in_find_a_match_step_through_its_replay_and_export_the_csv(
         step += 1
         assert position.text == f"Step {step} of {total}"
     shown = visible_step(browser)
-    assert "played" in shown.find_element(By.CLASS_NAME, "said").text
+    said = shown.find_element(By.CLASS_NAME, "said").text
+    assert "played" in said
+    # The play by the name the players give it, in both languages.
+    assert any(f"{zh} {en}" in said for zh, en in PLAY_NAMES.values()), said
     assert shown.find_element(By.CLASS_NAME, "multiplier").text[0].isdigit()
     assert shown.find_elements(By.CSS_SELECTOR, ".seat.acting")
     browser.save_screenshot(str(shots / "3-replay-first-play.png"))
     browser.find_element(By.ID, "replay-previous").click()
     assert position.text == f"Step {step - 1} of {total}"
+    # The keyboard steps too: Home and End, and the arrows.
+    body = browser.find_element(By.TAG_NAME, "body")
+    body.send_keys(Keys.END)
+    assert position.text == f"Step {total} of {total}"
+    body.send_keys(Keys.HOME)
+    assert position.text == f"Step 1 of {total}"
+    body.send_keys(Keys.ARROW_RIGHT)
+    assert position.text == f"Step 2 of {total}"
     browser.find_element(By.CSS_SELECTOR, "[data-go=last]").click()
     assert position.text == f"Step {total} of {total}"
     assert visible_step(browser).find_element(By.CLASS_NAME, "said").text == "settled in the ledger"

@@ -51,10 +51,11 @@ from ..app.metrics import SIGN_INS_FAILED
 from ..config import Config
 from ..game import State, explain, initial_state
 from ..game.decider import outcome
-from ..game.events import BOT, Disconnected, Played
+from ..game.events import BOT, Disconnected, HandDealt, Played
 from ..game.record import export
 from ..game.settlement import HandResult, multiplier
 from ..game.state import evolve
+from ..game.views import codes_in_order
 from ..rules import RULESETS
 from ..store import MatchNotFound, StoredEvent, ledger, reports
 from ..store.operators import ACTIONS, NAME, ROLES, VIAS, OperatorExists
@@ -173,11 +174,16 @@ def admin_only(view: Callable[..., Any]) -> Callable[..., Any]:
     return check
 
 
+#: The jokers as the console draws them: as the players call them (小王, 大王).
+JOKERS = {"BJ": "小王", "RJ": "大王"}
+
+
 @bp.app_template_filter("card")
 def card_filter(code: str) -> str:
-    """A card code as the console shows it: the suit's sign and the rank (10 for T)."""
-    if code in ("BJ", "RJ"):
-        return "Joker" if code == "RJ" else "joker"
+    """A card code as the console shows it: the suit's sign and the rank (10 for T); a
+    joker as the players call it."""
+    if code in JOKERS:
+        return JOKERS[code]
     suit, rank = code[0], code[1]
     return {"S": "♠", "H": "♥", "C": "♣", "D": "♦"}[suit] + ("10" if rank == "T" else rank)
 
@@ -350,16 +356,34 @@ def matches():
     )
 
 
+def said(event: Any, state: State) -> str:
+    """What the replay says of an event: a play by the name the players give it, in both
+    languages, and who played it (the player, 系统代打 for the system in a player's seat,
+    or a system bot); any other event by its summary (the deal's marked card is drawn
+    apart, as a card)."""
+    if isinstance(event, HandDealt):
+        return f"dealt; the marked card is with seat {event.marked_seat}:"
+    if not isinstance(event, Played):
+        return event.summary()
+    zh, en = explain.PLAY_NAMES.get(event.combination, (event.combination, event.combination))
+    count = len(event.cards)
+    taken = state.seats[event.seat]
+    by = ""
+    if event.by == BOT:
+        by = " by a system bot" if taken is None or taken.bot else " (系统代打, by the system)"
+    return f"seat {event.seat} played {zh} {en} ({count} card{'s' if count > 1 else ''}){by}"
+
+
 def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
-    """The hand step by step from its deal: at each event, every seat's hand, the bottom,
-    the cards played (if any) and the multiplier as it stands once there is a landlord."""
+    """The hand step by step from its deal: at each event, every seat's hand (in the order
+    the seats see theirs), the bottom, the cards played (if any) and the multiplier as it
+    stands once there is a landlord."""
     state, steps = initial_state, []
     for item in stored:
         state = evolve(state, item.event)
         if state.marked_card is None:
             continue  # seating: nothing to show yet
         event = item.event
-        played = [c.code for c in event.cards] if isinstance(event, Played) else []
         factor = None
         if state.landlord is not None and state.table is not None:
             factor = multiplier(
@@ -369,11 +393,11 @@ def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
             {
                 "version": item.version,
                 "seat": getattr(event, "seat", None),
-                "said": event.summary()
-                + (" (system)" if getattr(event, "by", None) == BOT else ""),
-                "played": played,
-                "hands": [[c.code for c in hand] for hand in state.hands],
-                "bottom": [c.code for c in state.bottom],
+                "said": said(event, state),
+                "marked": state.marked_card.code if isinstance(event, HandDealt) else None,
+                "played": codes_in_order(event.cards) if isinstance(event, Played) else [],
+                "hands": [codes_in_order(hand) for hand in state.hands],
+                "bottom": codes_in_order(state.bottom),
                 "landlord": state.landlord,
                 "turn": state.turn,
                 "multiplier": None if factor is None else str(factor),

@@ -58,6 +58,19 @@ NAMES: dict[str, tuple[str, str]] = {
     "report_play": ("报到 打", "report, then play"),
     "bombs": ("炸弹", "bombs"),
 }
+#: Each combination as the players name it, and in English (docs/rules.md §2).
+PLAY_NAMES: dict[str, tuple[str, str]] = {
+    "single": ("单张", "single"),
+    "pair": ("对子", "pair"),
+    "triple": ("三张", "triple"),
+    "straight": ("单顺", "straight"),
+    "pair_chain": ("双顺", "pair chain"),
+    "plane": ("飞机", "plane"),
+    "full_house": ("三带二", "full house"),
+    "plane_with_pairs": ("飞机带翅膀", "plane with pairs"),
+    "bomb": ("炸弹", "bomb"),
+    "joker_bomb": ("天王炸弹", "joker bomb"),
+}
 #: The section of docs/rules.md each step follows, by its heading's anchor.
 RULES = {
     "multiplier": "51-the-multiplier-m",
