@@ -171,6 +171,8 @@ def test_an_auditor_reads_every_page_but_the_admins(service):
         assert auditor.get(path, follow_redirects=True).status_code == 200, path
     r = auditor.get("/console/operators")
     assert r.status_code == 403 and "for admins" in r.text
+    assert ">Operators</a>" not in auditor.get("/console/matches").text
+    assert ">Operators</a>" in signed_in(app, "ada").get("/console/matches").text
     token = csrf_of(auditor.get("/console/system").text)
     form = {"name": "mole", "role": "admin", "password": "a sneaky passphrase", "csrf_token": token}
     assert auditor.post("/console/operators", data=form).status_code == 403
@@ -590,9 +592,18 @@ def test_an_admin_revokes_and_removes_operators_from_the_console(service, capsys
         )
         assert r.status_code == 200 and said in r.text
     assert "ada" in [o.name for o, _ in app.extensions["ddz"].operators.all()]
+    page = admin.get("/console/operators").text
+    assert 'id="remove-ada"' not in page and 'id="remove-managed"' in page
+    # Removing asks to be sure.
     r = admin.post(
         "/console/operators/remove",
         data={"name": "managed", "csrf_token": token},
+        follow_redirects=True,
+    )
+    assert "Tick &#39;sure&#39; to remove managed" in r.text
+    r = admin.post(
+        "/console/operators/remove",
+        data={"name": "managed", "csrf_token": token, "confirm": "yes"},
         follow_redirects=True,
     )
     assert "Operator managed removed" in r.text
@@ -808,3 +819,15 @@ def test_matches_are_found_by_a_pasted_match_or_table_id(service):
     page = console.get(f"/console/matches?player={played}").text
     assert "1 match." in page and played[:8] in page
     assert "0 matches." in console.get(f"/console/matches?player={uuid.uuid4()}").text
+
+
+def test_a_malformed_id_and_the_sign_in_limit_are_pages_in_a_browser(service):
+    app, _, _ = service
+    console = signed_in(app, "otto")
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    r = console.get("/console/matches/not-a-match", headers=html)
+    assert r.status_code == 404 and r.mimetype == "text/html"
+    assert 'id="message">' in r.text and "not a UUID" in r.text.replace("not a uuid", "not a UUID")
+    assert "nonce-" in r.headers["Content-Security-Policy"]
+    # Without a browser's Accept, the problem stays a problem.
+    assert console.get("/console/matches/not-a-match").mimetype == "application/problem+json"

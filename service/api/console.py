@@ -94,6 +94,38 @@ def install(app: Flask, config: Config) -> None:
     csrf.init_app(app)
     app.session_interface = ConsoleSessions()
     app.register_blueprint(bp)
+    app.after_request(_problem_as_page)
+
+
+#: The headers of a problem that its page keeps.
+KEPT_HEADERS = ("Retry-After", "Allow")
+
+
+def _problem_as_page(response: Response) -> Response:
+    """A problem answered under /console/ to a browser (the limit on sign-ins of an
+    address, an id in the path that is none, which the API's handlers answer before any
+    page is reached) as the console's error page, not raw JSON."""
+    if (
+        response.mimetype != "application/problem+json"
+        or not request.path.startswith("/console/")
+        or not request.accept_mimetypes.accept_html
+    ):
+        return response
+    problem = response.get_json(silent=True) or {}
+    g.csp_nonce = g.get("csp_nonce") or secrets.token_urlsafe(16)
+    page = Response(
+        render_template(
+            "console/error.html",
+            title=problem.get("title") or "Error",
+            message=problem.get("detail") or "",
+        ),
+        status=response.status_code,
+        mimetype="text/html",
+    )
+    for name in KEPT_HEADERS:
+        if name in response.headers:
+            page.headers[name] = response.headers[name]
+    return _policy(page)
 
 
 class ConsoleSessions(SecureCookieSessionInterface):
@@ -873,10 +905,12 @@ def manage_operator(action: str):
     """Revokes an operator (their API tokens, console sessions and password), or removes
     the operator."""
     ctx, name = services(), request.form.get("name", "")
-    if action == "remove" and name == g.operator.name:
-        flash("Another admin may remove you; you may not.")
+    if name == g.operator.name:
+        flash(f"Another admin may {action} you; you may not.")
     elif name not in {found.name for found, _ in ctx.operators.all()}:
         flash(f"There is no operator named {name}.")
+    elif action == "remove" and request.form.get("confirm") != "yes":
+        flash(f"Tick 'sure' to remove {name}: removing cannot be undone.")
     else:
         _audit(action, subject=name)
         if action == "revoke":
