@@ -831,3 +831,26 @@ def test_a_malformed_id_and_the_sign_in_limit_are_pages_in_a_browser(service):
     assert "nonce-" in r.headers["Content-Security-Policy"]
     # Without a browser's Accept, the problem stays a problem.
     assert console.get("/console/matches/not-a-match").mimetype == "application/problem+json"
+
+
+def test_the_takings_chart_has_a_scale_a_period_total_and_a_choice_of_period(service):
+    app, _, _ = service
+    console = signed_in(app, "otto")
+    with app.extensions["ddz"].pool.connection() as conn:
+        taken = dict(
+            conn.execute(
+                "SELECT kind, sum(amount) FROM ledger_entries WHERE account = 'house'"
+                " AND kind IN ('rake', 'penalty') AND created_at > now() - interval '6 days'"
+                " GROUP BY kind"
+            ).fetchall()
+        )
+    page = console.get("/console/ledger?days=7").text
+    chart = page.split('id="takings"')[1].split("</svg>")[0]
+    assert chart.count("<rect") == 14 and chart.count('class="scale"') == 3
+    total = re.search(
+        r'id="period-total">Over these 7 days: system cut ([\d.]+), penalties ([\d.]+)', page
+    )
+    rake, penalty = (Decimal(total.group(n)) for n in (1, 2))
+    assert (rake, penalty) == (taken.get("rake", 0), taken.get("penalty", 0))
+    # A period not offered is the default one.
+    assert console.get("/console/ledger?days=12").text.count("<rect") == 60

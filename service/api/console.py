@@ -66,6 +66,8 @@ bp = Blueprint("console", __name__, url_prefix="/console", template_folder="temp
 csrf = CSRFProtect()
 PER_PAGE = 25
 CHART_DAYS = 30
+#: The periods the takings chart may show, in days.
+PERIODS = (7, 30, 90, 365)
 STATUSES = ("open", "playing", "ended")
 #: The newest entries of the audit trail the system page shows (the audit page has all).
 TRAIL_ON_SYSTEM = 20
@@ -578,7 +580,9 @@ def rules():
 def ledger_page():
     ctx = services()
     today = dt.datetime.now(dt.UTC).date()
-    days = reports.house_by_day(ctx.pool, CHART_DAYS, today)
+    period = request.args.get("days", str(CHART_DAYS))
+    period_days = int(period) if period in {str(n) for n in PERIODS} else CHART_DAYS
+    days = reports.house_by_day(ctx.pool, period_days, today)
     top = max((d["rake"] + d["penalty"] for d in days), default=0) or 1
     check = ledger.verdicts(ctx.pool)
     last = check["last_check"]
@@ -591,6 +595,8 @@ def ledger_page():
         running=last is not None and last["running"],
         days=days,
         top=top,
+        periods=PERIODS,
+        totals={kind: sum((d[kind] for d in days), Decimal(0)) for kind in ("rake", "penalty")},
         since=(today - dt.timedelta(days=CHART_DAYS - 1)).isoformat(),
         until=today.isoformat(),
     )
