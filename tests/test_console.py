@@ -854,3 +854,38 @@ def test_the_takings_chart_has_a_scale_a_period_total_and_a_choice_of_period(ser
     assert (rake, penalty) == (taken.get("rake", 0), taken.get("penalty", 0))
     # A period not offered is the default one.
     assert console.get("/console/ledger?days=12").text.count("<rect") == 60
+
+
+def test_an_admin_changes_a_role_and_resets_a_password(service):
+    app, _, _ = service
+    add_operator("promoted", "auditor")
+    promoted = signed_in(app, "promoted")
+    assert promoted.get("/console/operators").status_code == 403
+    ada = signed_in(app, "ada")
+    page = ada.get("/console/operators").text
+    assert 'id="role-promoted"' in page and 'id="role-ada"' not in page
+    token = csrf_of(page)
+    r = ada.post(
+        "/console/operators/set_role",
+        data={"name": "promoted", "role": "admin", "csrf_token": token},
+        follow_redirects=True,
+    )
+    assert "promoted is now admin" in r.text
+    assert promoted.get("/console/operators").status_code == 200  # at the next request
+    short = ada.post(
+        "/console/operators/reset_password",
+        data={"name": "promoted", "password": "short", "csrf_token": token},
+        follow_redirects=True,
+    )
+    assert "at least 12 characters" in short.text
+    r = ada.post(
+        "/console/operators/reset_password",
+        data={"name": "promoted", "password": "a brand new passphrase", "csrf_token": token},
+        follow_redirects=True,
+    )
+    assert "password is reset" in r.text
+    assert promoted.get("/console/matches").status_code == 302  # the session ended
+    assert sign_in(app.test_client(), "promoted").status_code == 401
+    assert sign_in(app.test_client(), "promoted", "a brand new passphrase").status_code == 302
+    acts = [(t["action"], t["subject"]) for t in trail(app) if t["operator"] == "ada"]
+    assert acts[:2] == [("reset_password", "promoted"), ("set_role", "promoted: admin")]

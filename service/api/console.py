@@ -841,6 +841,31 @@ def void_hand(match_id: uuid.UUID):
     return redirect(url_for("console.match", match_id=match_id), 303)
 
 
+@bp.route("/operators/<any(set_role, reset_password):action>", methods=["POST"])
+@admin_only
+def change_operator(action: str):
+    """Gives another operator a role, or a new password (which ends their sessions)."""
+    ctx, name = services(), request.form.get("name", "")
+    role, password = request.form.get("role", ""), request.form.get("password", "")
+    if name == g.operator.name:
+        flash("Another admin may change your account; you may not.")
+    elif name not in {found.name for found, _ in ctx.operators.all()}:
+        flash(f"There is no operator named {name}.")
+    elif action == "set_role" and role not in ROLES:
+        flash(f"A role is one of {', '.join(ROLES)}.")
+    elif action == "reset_password" and len(password) < 12:
+        flash("A password of at least 12 characters, please.")
+    elif action == "set_role":
+        ctx.operators.set_role(name, role)
+        _audit(action, subject=f"{name}: {role}")
+        flash(f"{name} is now {role}.")
+    else:
+        ctx.operators.reset_password(name, password)
+        _audit(action, subject=name)
+        flash(f"{name}'s password is reset and their console sessions ended.")
+    return redirect(url_for("console.operators"), 303)
+
+
 # The system
 
 

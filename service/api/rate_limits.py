@@ -148,6 +148,7 @@ CATEGORY_OF = {
             "audit_page",
             "operators",
             "manage_operator",
+            "change_operator",
         )
     },
 }

@@ -165,6 +165,41 @@ class Operators:
 
         return retried(self.pool, run)
 
+    def set_role(self, name: str, role: str) -> bool:
+        """Gives the operator ``role`` (their sessions and tokens carry it from their next
+        request on); False when there is no such operator."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}")
+        return bool(
+            retried(
+                self.pool,
+                lambda conn: (
+                    conn.execute(
+                        "UPDATE operators SET role = %s WHERE name = %s", (role, name)
+                    ).rowcount
+                ),
+            )
+        )
+
+    def reset_password(self, name: str, password: str) -> bool:
+        """Sets the operator's password and ends their console sessions (a revoked
+        operator stays revoked); False when there is no such operator."""
+        hashed = _HASHER.hash(password)
+
+        def run(conn: Any) -> int:
+            conn.execute(
+                "DELETE FROM console_sessions WHERE operator_id ="
+                " (SELECT operator_id FROM operators WHERE name = %s)",
+                (name,),
+            )
+            return int(
+                conn.execute(
+                    "UPDATE operators SET password_hash = %s WHERE name = %s", (hashed, name)
+                ).rowcount
+            )
+
+        return bool(retried(self.pool, run))
+
     def remove(self, name: str) -> bool:
         """Removes the operator, their tokens and their console sessions; the audit trail
         keeps their name."""
@@ -284,6 +319,8 @@ ACTIONS = (
     "sign_out",
     "export",
     "ledger_check",
+    "set_role",
+    "reset_password",
     "suspend",
     "ban",
     "reinstate",
