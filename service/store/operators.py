@@ -73,6 +73,15 @@ class Operator:
 BOOTSTRAP = Operator(None, "bootstrap", ADMIN)
 
 
+def _end_sessions(conn: Any, name: str) -> None:
+    """Ends every console session of the operator ``name``."""
+    conn.execute(
+        "DELETE FROM console_sessions WHERE operator_id ="
+        " (SELECT operator_id FROM operators WHERE name = %s)",
+        (name,),
+    )
+
+
 class Operators:
     def __init__(self, pool: ConnectionPool):
         self.pool = pool
@@ -150,11 +159,7 @@ class Operators:
                 "UPDATE operators SET revoked_at = coalesce(revoked_at, now()) WHERE name = %s",
                 (name,),
             )
-            conn.execute(
-                "DELETE FROM console_sessions WHERE operator_id ="
-                " (SELECT operator_id FROM operators WHERE name = %s)",
-                (name,),
-            )
+            _end_sessions(conn, name)
             return int(
                 conn.execute(
                     "DELETE FROM operator_tokens WHERE operator_id ="
@@ -187,11 +192,7 @@ class Operators:
         hashed = _HASHER.hash(password)
 
         def run(conn: Any) -> int:
-            conn.execute(
-                "DELETE FROM console_sessions WHERE operator_id ="
-                " (SELECT operator_id FROM operators WHERE name = %s)",
-                (name,),
-            )
+            _end_sessions(conn, name)
             return int(
                 conn.execute(
                     "UPDATE operators SET password_hash = %s WHERE name = %s", (hashed, name)
