@@ -889,3 +889,19 @@ def test_an_admin_changes_a_role_and_resets_a_password(service):
     assert sign_in(app.test_client(), "promoted", "a brand new passphrase").status_code == 302
     acts = [(t["action"], t["subject"]) for t in trail(app) if t["operator"] == "ada"]
     assert acts[:2] == [("reset_password", "promoted"), ("set_role", "promoted: admin")]
+
+
+def test_the_match_list_shows_winner_nets_and_flags_and_sorts_by_the_house(service):
+    app, _, left = service
+    console = signed_in(app, "otto")
+    settlement = app.test_client().get(f"/v1/matches/{left}/settlement", headers=OP).json
+    row = console.get(f"/console/matches?player={left}").text.split("<tbody>")[1]
+    assert " / ".join(settlement["net"]) in row and "掉线 penalty" in row
+    assert ("地主 landlord" if settlement["winner"] == "landlord" else "农民 farmers") in row
+    page = console.get("/console/matches?status=ended&sort=house&order=desc").text
+    houses = [
+        Decimal(h) for h in re.findall(r'<td class="num">([\d.]+)</td>\s*<td class="flags">', page)
+    ]
+    assert len(houses) >= 2 and houses == sorted(houses, reverse=True)
+    ascending = console.get("/console/matches?status=ended&sort=house&order=asc").text
+    assert "House ▲" in ascending

@@ -379,6 +379,8 @@ def matches():
         ruleset=_chosen("ruleset", RULESETS),
         since=_day("since"),
         until=_day("until"),
+        sort=_chosen("sort", reports.MATCH_SORTS) or "created",
+        descending=request.args.get("order", "desc") != "asc",
     )
     return _found(
         "console/matches.html",

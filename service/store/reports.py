@@ -20,6 +20,12 @@ from .ledger import HOUSE
 from .operators import TRAIL_FIELDS
 from .pool import retried
 
+#: The match list's columns it may be sorted by, and their SQL.
+MATCH_SORTS = {
+    "created": "m.created_at",
+    "house": "(s.result->'settlement'->>'house')::numeric",
+}
+
 
 @dataclass(frozen=True)
 class MatchQuery:
@@ -30,6 +36,9 @@ class MatchQuery:
     #: Created on or after this day, and on or before ``until`` (UTC).
     since: dt.date | None = None
     until: dt.date | None = None
+    #: One of :data:`MATCH_SORTS`; newest (or highest) first unless not ``descending``.
+    sort: str = "created"
+    descending: bool = True
 
 
 def _uuid(text: str) -> uuid.UUID | None:
@@ -133,11 +142,14 @@ def matches(
     rows, total = _page(
         pool,
         "m.match_id, m.ruleset, m.status, m.phase, m.version, m.seats, m.settled,"
-        " m.created_at, m.updated_at",
-        "matches m",
+        " m.created_at, m.updated_at, s.result->>'winner', (s.result->>'landlord')::int,"
+        " (s.result->'settlement'->>'house')::numeric,"
+        " s.result->'settlement'->'gross' <> s.result->'settlement'->'after_cap',"
+        " s.result->'first_disconnect' <> 'null'::jsonb, s.result->'settlement'->'net'",
+        "matches m LEFT JOIN settlements s ON s.match_id = m.match_id",
         where,
         params,
-        "m.created_at DESC, m.match_id",
+        f"{MATCH_SORTS[query.sort]} {'DESC' if query.descending else 'ASC'} NULLS LAST, m.match_id",
         page,
         per_page,
     )
@@ -151,6 +163,12 @@ def matches(
         "settled",
         "created_at",
         "updated_at",
+        "winner",
+        "landlord",
+        "house",
+        "capped",
+        "penalty",
+        "net",
     )
     found = [dict(zip(keys, row)) for row in rows]
     names = player_names(
