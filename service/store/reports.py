@@ -76,14 +76,18 @@ def _page(
     order: str,
     page: int,
     per_page: int,
+    counted: str | None = None,
 ) -> tuple[list[tuple[Any, ...]], int]:
     """One page of ``select`` from ``table`` under the conditions, in ``order``, and how
-    many rows the conditions find."""
+    many rows the conditions find (counted in ``counted`` when given: the table alone,
+    when what ``table`` joins to it neither adds rows nor takes part in the conditions)."""
     condition = (" WHERE " + " AND ".join(where)) if where else ""
 
     def read(conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], int]:
         with conn.transaction():
-            total = conn.execute(f"SELECT count(*) FROM {table}{condition}", params).fetchone()
+            total = conn.execute(
+                f"SELECT count(*) FROM {counted or table}{condition}", params
+            ).fetchone()
             rows = conn.execute(
                 f"SELECT {select} FROM {table}{condition} ORDER BY {order} LIMIT %s OFFSET %s",
                 [*params, per_page, (page - 1) * per_page],
@@ -152,6 +156,8 @@ def matches(
         f"{MATCH_SORTS[query.sort]} {'DESC' if query.descending else 'ASC'} NULLS LAST, m.match_id",
         page,
         per_page,
+        # A match has one settlement at most, and no condition reads it.
+        counted="matches m",
     )
     keys = (
         "match_id",
