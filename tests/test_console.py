@@ -16,7 +16,7 @@ from decimal import Decimal
 
 from api_support import OP, bearer
 from handplay import PASSWORDS, add_operator, play_hand, run_jobs, seated_hand
-from jobs import new_player
+from jobs import new_player, new_table
 
 from service.cli import main
 from service.game import explain
@@ -905,3 +905,18 @@ def test_the_match_list_shows_winner_nets_and_flags_and_sorts_by_the_house(servi
     assert len(houses) >= 2 and houses == sorted(houses, reverse=True)
     ascending = console.get("/console/matches?status=ended&sort=house&order=asc").text
     assert "House ▲" in ascending
+
+
+def test_the_player_page_lists_the_tables_where_they_sit(service):
+    app, _, _ = service
+    client = app.test_client()
+    player_id, token = new_player(client, "tabled")
+    table = new_table(client, token, private=True)  # its creator sits at it
+    page = signed_in(app, "otto").get(f"/console/players/{player_id}").text
+    tables = page.split('id="tables"')[1].split("</table>")[0]
+    assert table["table_id"][:8] in tables and "private" in tables
+    # A pasted table id finds the table's hands (none dealt yet).
+    assert (
+        "0 matches."
+        in signed_in(app, "otto").get(f"/console/matches?player={table['table_id']}").text
+    )

@@ -204,8 +204,9 @@ PLAYER_HANDS = 50
 
 
 def player(pool: ConnectionPool, player_id: uuid.UUID) -> dict[str, Any] | None:
-    """What the player page shows of a player: profile, standing, and their newest hands
-    (each with the seat, the status and the player's net in it)."""
+    """What the player page shows of a player: profile, standing, the tables where they
+    sit now, and their newest hands (each with the seat, the status, the player's net in
+    it and its table, if a table dealt it)."""
 
     def read(conn: psycopg.Connection) -> dict[str, Any] | None:
         with conn.transaction():
@@ -216,23 +217,31 @@ def player(pool: ConnectionPool, player_id: uuid.UUID) -> dict[str, Any] | None:
             ).fetchone()
             if row is None:
                 return None
+            seated = Jsonb([{"player": str(player_id)}])
             hands = conn.execute(
                 "SELECT m.match_id, m.created_at, m.status, m.ruleset, (s.ord - 1)::int,"
                 " (SELECT sum(amount) FROM ledger_entries e"
-                "  WHERE e.match_id = m.match_id AND e.account = %s)"
-                " FROM matches m, jsonb_array_elements(m.seats) WITH ORDINALITY AS s (value, ord)"
+                "  WHERE e.match_id = m.match_id AND e.account = %s), h.table_id"
+                " FROM matches m CROSS JOIN LATERAL jsonb_array_elements(m.seats)"
+                "  WITH ORDINALITY AS s (value, ord)"
+                " LEFT JOIN table_hands h ON h.match_id = m.match_id"
                 " WHERE m.seats @> %s AND s.value->>'player' = %s"
                 " ORDER BY m.created_at DESC LIMIT %s",
-                (
-                    f"player:{player_id}",
-                    Jsonb([{"player": str(player_id)}]),
-                    str(player_id),
-                    PLAYER_HANDS,
-                ),
+                (f"player:{player_id}", seated, str(player_id), PLAYER_HANDS),
+            ).fetchall()
+            tables = conn.execute(
+                "SELECT table_id, private, hands, match_id, created_at FROM tables"
+                " WHERE seats @> %s ORDER BY created_at DESC",
+                (seated,),
             ).fetchall()
         keys = ("player_id", "name", "bot_account", "created_at", "standing")
-        hand_keys = ("match_id", "created_at", "status", "ruleset", "seat", "net")
-        return {**dict(zip(keys, row)), "hands": [dict(zip(hand_keys, h)) for h in hands]}
+        hand_keys = ("match_id", "created_at", "status", "ruleset", "seat", "net", "table_id")
+        table_keys = ("table_id", "private", "hands", "match_id", "created_at")
+        return {
+            **dict(zip(keys, row)),
+            "hands": [dict(zip(hand_keys, h)) for h in hands],
+            "tables": [dict(zip(table_keys, t)) for t in tables],
+        }
 
     return retried(pool, read)
 
