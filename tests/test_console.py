@@ -230,6 +230,11 @@ def test_the_match_page_explains_the_settlement_with_names_and_rules(service):
     penalty = re.search(r'data-key="penalty">.*?class="formula">([^<]*)<', explained).group(1)
     assert penalty.startswith("seat 2: 3 × 1.00 × ") and penalty.endswith(settlement["penalty"][2])
     assert 'id="penalised">掉线 penalty on seat 2' in page
+    # The API's settlement explains it the same way, step by step.
+    steps = settlement["explained"]["steps"]
+    assert [step["key"] for step in steps][:2] == ["multiplier", "stake"]
+    assert all(step["formula"] in explained.replace("&#39;", "'") for step in steps)
+    assert settlement["explained"]["penalty_seat"] == 2
     # Each ledger entry names its account and links to its rule.
     entries = page.split('id="entries"')[1].split("</table>")[0]
     assert "player:" not in entries.replace('title="player:', "")
