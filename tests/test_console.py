@@ -12,12 +12,17 @@ import re
 import socket
 import sys
 import uuid
+from decimal import Decimal
 
 from api_support import OP, bearer
-from handplay import PASSWORDS, add_operator, play_hand
-from jobs import new_player
+from handplay import PASSWORDS, add_operator, play_hand, run_jobs, seated_hand
+from jobs import new_player, new_table
 
 from service.cli import main
+from service.game import explain
+from service.game.views import codes_in_order
+from service.rules import parse_cards
+from service.rules.combinations import CombinationType
 
 
 def operator_token(name: str, capsys) -> str:
@@ -125,6 +130,12 @@ def test_a_player_a_signed_out_browser_and_a_wrong_password_get_nothing(service)
         )
         assert r.status_code == 401 and "Wrong name or password" in r.get_data(as_text=True)
         assert browser.get("/console/matches").status_code == 302
+    assert (
+        samples(client, "ddz_console_sign_ins_failed")[
+            'ddz_console_sign_ins_failed_total{reason="wrong"}'
+        ]
+        >= 2
+    )
     # Nothing read; the failed sign-ins are in the trail, with the name tried and whence.
     assert len(trail(app)) == before + 2
     assert [(t["operator"], t["action"], t["via"], t["address"]) for t in trail(app)[:2]] == [
@@ -160,6 +171,8 @@ def test_an_auditor_reads_every_page_but_the_admins(service):
         assert auditor.get(path, follow_redirects=True).status_code == 200, path
     r = auditor.get("/console/operators")
     assert r.status_code == 403 and "for admins" in r.text
+    assert ">Operators</a>" not in auditor.get("/console/matches").text
+    assert ">Operators</a>" in signed_in(app, "ada").get("/console/matches").text
     token = csrf_of(auditor.get("/console/system").text)
     form = {"name": "mole", "role": "admin", "password": "a sneaky passphrase", "csrf_token": token}
     assert auditor.post("/console/operators", data=form).status_code == 403
@@ -182,17 +195,122 @@ def test_the_match_page_shows_the_hand_the_settlement_and_the_replay(service):
     assert first_step.count("cards</div>") == 4 and "25 cards" in first_step
     assert all(f'title="{code}"' in first_step for code in hands[0])
     assert f'multiplier <strong class="multiplier">{settlement["multiplier"]}</strong>' in page
+    # Each hand in the order the seats see theirs; jokers and the marked card drawn as
+    # cards; every combination has its names.
+    seat = first_step.split('class="seat')[1]
+    assert re.findall(r'title="([^"]+)"', seat) == codes_in_order(parse_cards(hands[0]))
+    assert not re.search(r">\s*[Jj]oker\s*<", page)
+    marked = next(e for e in events if e["type"] == "hand_dealt")["payload"]["marked_card"]
+    shown = first_step.split('class="marked-card"')[1].split("</span></span>")[0]
+    assert f'title="{marked}"' in shown and "C5" not in shown.split(">", 3)[-1]
+    assert set(explain.PLAY_NAMES) == {kind.value for kind in CombinationType}
 
 
-def test_the_csv_export_has_the_settlements_of_the_range(service):
+def test_the_match_page_explains_the_settlement_with_names_and_rules(service):
+    app, _, left = service
+    client = app.test_client()
+    console = signed_in(app, "otto")
+    settlement = client.get(f"/v1/matches/{left}/settlement", headers=OP).json
+    page = console.get(f"/console/matches/{left}").text
+    seats = page.split('id="seats"')[1].split("</dl>")[0]
+    # dave left: his seat is named, with his id at hand, and taken over by the system.
+    dave = seats.split("<dt>Seat 2</dt>")[1].split("</dd>")[0]
+    assert (
+        ">dave</a>" in dave
+        and "person" in dave
+        and "系统代打 taken over" in dave
+        and "left" in dave
+    )
+    assert seats.count("system bot (系统机器人)") == 3
+    explained = page.split('id="explained"')[1].split("</ol>")[0]
+    assert f"= {settlement['multiplier']}</span>" in explained  # 倍数, as its factors
+    assert "<strong>倍数</strong> multiplier" in explained
+    stake = re.search(r'data-key="stake">.*?class="formula">([^<]*)<', explained).group(1)
+    assert stake.startswith("1.00 × ") and f"× {settlement['multiplier']} = " in stake
+    penalty = re.search(r'data-key="penalty">.*?class="formula">([^<]*)<', explained).group(1)
+    assert penalty.startswith("seat 2: 3 × 1.00 × ") and penalty.endswith(settlement["penalty"][2])
+    assert 'id="penalised">掉线 penalty on seat 2' in page
+    # The API's settlement explains it the same way, step by step.
+    steps = settlement["explained"]["steps"]
+    assert [step["key"] for step in steps][:2] == ["multiplier", "stake"]
+    assert all(step["formula"] in explained.replace("&#39;", "'") for step in steps)
+    assert settlement["explained"]["penalty_seat"] == 2
+    # Each ledger entry names its account and links to its rule.
+    entries = page.split('id="entries"')[1].split("</table>")[0]
+    assert "player:" not in entries.replace('title="player:', "")
+    assert ">dave</td>" in entries and ">house</td>" in entries
+    assert "/console/rules#56-the-disconnect-penalty-会员掉线" in entries
+    assert "/console/rules#52-stakes-gross" in entries
+    rules = console.get("/console/rules")
+    assert rules.status_code == 200
+    assert 'id="56-the-disconnect-penalty-会员掉线"' in rules.text
+    assert 'id="52-stakes-gross"' in rules.text
+
+
+def test_a_capped_hand_says_what_the_cap_took(service):
+    app, _, _ = service
+    match_id = play_hand(
+        app.test_client(), app.extensions["ddz"].redis, "capped", cap="1.00", rake="0.05"
+    )
+    settlement = app.test_client().get(f"/v1/matches/{match_id}/settlement", headers=OP).json
+    page = signed_in(app, "otto").get(f"/console/matches/{match_id}").text
+    gained = sum(Decimal(a) for a in settlement["gross"] if Decimal(a) > 0)
+    kept = sum(Decimal(a) for a in settlement["after_cap"] if Decimal(a) > 0)
+    assert gained > kept
+    assert f'id="capped">封顶 capped: the cap took {gained - kept}' in page
+    cap = re.search(r'data-key="cap">.*?class="formula">([^<]*)<', page).group(1)
+    assert cap.startswith(f"the winners&#39; {gained} over the cap 1.00")
+    assert "<strong>系统得分</strong> system cut" in page
+
+
+def test_the_csv_export_has_a_row_per_seat_and_reconciles_with_the_ledger(service):
     app, played, left = service
     console = signed_in(app, "otto")
     r = console.get("/console/ledger/settlements.csv?since=2000-01-01&until=2999-12-31")
     assert r.status_code == 200 and r.mimetype == "text/csv"
-    rows = {row["match_id"]: row for row in csv.DictReader(io.StringIO(r.text))}
-    assert {played, left} <= rows.keys()
-    net = app.test_client().get(f"/v1/matches/{played}/settlement", headers=OP).json["net"]
-    assert [rows[played][f"net_seat_{n}"] for n in range(4)] == net
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    by_hand: dict[str, list[dict]] = {}
+    for row in rows:
+        by_hand.setdefault(row["match_id"], []).append(row)
+    assert {played, left} <= by_hand.keys()
+    assert all([row["seat"] for row in seats] == ["0", "1", "2", "3"] for seats in by_hand.values())
+    client = app.test_client()
+    settlement = client.get(f"/v1/matches/{left}/settlement", headers=OP).json
+    hand = by_hand[left]
+    for key, column in (("gross", "gross"), ("after_cap", "after_cap"), ("rake", "cut")):
+        assert [row[column] for row in hand] == settlement[key]
+    assert [row["penalty"] for row in hand] == settlement["penalty"]
+    assert [row["net"] for row in hand] == settlement["net"]
+    dave = hand[2]
+    assert (dave["player_name"], dave["seat_kind"], dave["taken_over"]) == ("dave", "person", "yes")
+    assert {row["seat_kind"] for row in hand[:2] + hand[3:]} == {"system bot"}
+    assert hand[0]["unit"] == "1.00" and hand[0]["ruleset"] and hand[0]["rake"]
+    assert [row["role"] for row in hand].count("landlord") == 1
+    # The multiplier as a decimal, and as text no spreadsheet takes for a date.
+    text = settlement["multiplier"]
+    assert all(row["multiplier_text"] == f"×{text}" for row in hand)
+    numerator, _, denominator = text.partition("/")
+    exact = Decimal(numerator) / Decimal(denominator or 1)
+    assert abs(Decimal(hand[0]["multiplier"]) - exact) < Decimal("0.000001")
+    # The totals are the ledger's: each account's nets, and the house's cut and penalties
+    # (over the module's own hands: another test books a wrong movement on purpose).
+    net: dict[str, Decimal] = {}
+    house = Decimal(0)
+    for row in by_hand[played] + by_hand[left]:
+        account = f"player:{row['player_id']}" if row["player_id"] else "bots"
+        net[account] = net.get(account, Decimal(0)) + Decimal(row["net"])
+        house += Decimal(row["cut"]) + Decimal(row["penalty"])
+    with app.extensions["ddz"].pool.connection() as conn:
+        booked = dict(
+            conn.execute(
+                "SELECT account, sum(amount) FROM ledger_entries WHERE match_id = ANY(%s)"
+                " GROUP BY account",
+                ([played, left],),
+            ).fetchall()
+        )
+    assert booked.pop("house") == house
+    assert {a: v for a, v in net.items() if v} == {a: v for a, v in booked.items() if v}
+    assert sum(net.values()) + house == 0
     empty = console.get("/console/ledger/settlements.csv?since=2000-01-01&until=2000-01-02")
     assert empty.text.strip() == ",".join(next(csv.reader(io.StringIO(r.text))))
     assert console.get("/console/ledger/settlements.csv?since=2001-01-01").status_code == 400
@@ -334,6 +452,19 @@ def test_an_operator_may_not_be_named_bootstrap_or_anything_unprintable(service,
     add_operator("ok.name-1@team", "auditor")
 
 
+def book_wrong_movement(conn, match_id: str) -> None:
+    """Ten moved from seat 1 to seat 0 of the match: the movement adds to zero, the
+    ledger's total too; only the recomputation of the hand finds it."""
+    conn.execute(
+        "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount)"
+        " SELECT match_id, max(movement) + 1, min(account) FILTER (WHERE seat = s),"
+        "  s, 'stake', CASE s WHEN 0 THEN 10 ELSE -10 END"
+        " FROM ledger_entries, (VALUES (0), (1)) AS seats (s)"
+        " WHERE match_id = %s GROUP BY match_id, s",
+        (match_id,),
+    )
+
+
 def test_the_match_page_finds_a_balanced_but_wrong_movement_in_the_ledger(service):
     app, _, _ = service
     ops_connection = app.extensions["ddz"].redis
@@ -341,20 +472,73 @@ def test_the_match_page_finds_a_balanced_but_wrong_movement_in_the_ledger(servic
     console = signed_in(app, "otto")
     assert 'id="verdict">Verified' in console.get(f"/console/matches/{match_id}").text
     with app.extensions["ddz"].pool.connection() as conn:
-        # Ten moved from seat 1 to seat 0: the movement adds to zero, the total too.
-        conn.execute(
-            "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount)"
-            " SELECT match_id, max(movement) + 1, min(account) FILTER (WHERE seat = s),"
-            "  s, 'stake', CASE s WHEN 0 THEN 10 ELSE -10 END"
-            " FROM ledger_entries, (VALUES (0), (1)) AS seats (s)"
-            " WHERE match_id = %s GROUP BY match_id, s",
-            (match_id,),
-        )
+        book_wrong_movement(conn, match_id)
     page = console.get(f"/console/matches/{match_id}").text
     assert 'id="verdict">Verified' not in page
     verdict = re.search(r'id="verdict">Discrepancy: ([^<]*)<', page).group(1)
     assert "seat 0: ledger" in verdict and "seat 1: ledger" in verdict
     assert "movement" not in verdict  # it balances: only the recomputation finds it
+
+
+def samples(client, prefix: str = "ddz_ledger_") -> dict[str, float]:
+    """The samples of ``/metrics`` whose names start with ``prefix``, by name and labels."""
+    text = client.get("/metrics").get_data(as_text=True)
+    return {
+        name: float(value)
+        for name, value in re.findall(
+            rf"^({re.escape(prefix)}\w*(?:{{[^}}]*}})?) (\S+)$", text, re.MULTILINE
+        )
+    }
+
+
+def test_the_ledger_page_reads_stored_verdicts_and_a_full_check_renews_them(service):
+    app, played, _ = service
+    connection = app.extensions["ddz"].redis
+    console = signed_in(app, "otto")
+    page = console.get("/console/ledger").text
+    # Each hand was checked when it was settled: the page reads the verdicts.
+    assert "The ledger checks out" in page or "do not check out" in page
+    assert 'id="ledger-unchecked"' not in page
+    match_id = play_hand(app.test_client(), connection, "checked later")
+    with app.extensions["ddz"].pool.connection() as conn:
+        assert conn.execute(
+            "SELECT problems FROM ledger_verdicts WHERE match_id = %s", (match_id,)
+        ).fetchone() == ([],)
+        # A hand settled before verdicts were kept has none; then a wrong movement that
+        # balances is booked for it.
+        conn.execute("DELETE FROM ledger_verdicts WHERE match_id = %s", (match_id,))
+        book_wrong_movement(conn, match_id)
+    page = console.get("/console/ledger").text
+    assert re.search(r'id="ledger-unchecked">1 settled hand', page)
+    assert match_id not in page  # no verdict yet: the page reads, it does not recompute
+    assert samples(app.test_client())["ddz_ledger_unchecked_hands"] == 1
+    # The full check, in the background: asked for, then run by a worker.
+    r = console.post("/console/ledger/check", data={"csrf_token": csrf_of(page)})
+    assert r.status_code == 303
+    page = console.get("/console/ledger").text
+    assert "started" in page and "waiting for a worker" in page
+    assert 'http-equiv="refresh"' in page  # the page follows the check's progress
+    assert trail(app)[0]["action"] == "ledger_check" and trail(app)[0]["operator"] == "otto"
+    again = console.post("/console/ledger/check", data={"csrf_token": csrf_of(page)})
+    assert "running already" in console.get(again.headers["Location"]).text
+    run_jobs(connection)
+    page = console.get("/console/ledger").text
+    assert 'id="ledger-unchecked"' not in page and 'http-equiv="refresh"' not in page
+    check = re.search(
+        r'id="full-check">Full check \d+, asked by otto .*?finished at .*? (\d+) hands checked,'
+        r" (\d+) failing",
+        page,
+        re.S,
+    )
+    assert check and int(check.group(1)) >= 3 and int(check.group(2)) >= 1
+    assert 'id="ledger-verdict">The ledger check found' in page
+    failing = page.split('id="ledger-problems"')[1].split("</ul>")[0]
+    assert f"/console/matches/{match_id}" in failing
+    assert f"match {match_id} seat 0: ledger" in failing
+    assert played not in failing
+    metrics = samples(app.test_client())
+    assert metrics["ddz_ledger_check_ok"] == 0 and metrics["ddz_ledger_check_problems"] >= 1
+    assert metrics["ddz_ledger_unchecked_hands"] == 0
 
 
 def test_bad_pages_and_nul_characters_get_400_not_500(service):
@@ -413,9 +597,18 @@ def test_an_admin_revokes_and_removes_operators_from_the_console(service, capsys
         )
         assert r.status_code == 200 and said in r.text
     assert "ada" in [o.name for o, _ in app.extensions["ddz"].operators.all()]
+    page = admin.get("/console/operators").text
+    assert 'id="remove-ada"' not in page and 'id="remove-managed"' in page
+    # Removing asks to be sure.
     r = admin.post(
         "/console/operators/remove",
         data={"name": "managed", "csrf_token": token},
+        follow_redirects=True,
+    )
+    assert "Tick &#39;sure&#39; to remove managed" in r.text
+    r = admin.post(
+        "/console/operators/remove",
+        data={"name": "managed", "csrf_token": token, "confirm": "yes"},
         follow_redirects=True,
     )
     assert "Operator managed removed" in r.text
@@ -500,3 +693,235 @@ def test_the_audit_page_searches_and_pages_the_trail(service):
     assert "0 entries." in auditor.get(f"/console/audit?operator={who}&via=cli").text
     assert "0 entries." in auditor.get(f"/console/audit?operator={who}&until=2000-01-01").text
     assert auditor.get("/console/audit?page=x").status_code == 400
+
+
+def ledger_total(app) -> Decimal:
+    with app.extensions["ddz"].pool.connection() as conn:
+        return conn.execute("SELECT coalesce(sum(amount), 0) FROM ledger_entries").fetchone()[0]
+
+
+def admin_post(console, page_path: str, path: str, **form):
+    """Posts the form of an admin's page (with its CSRF token) and follows it back."""
+    token = csrf_of(console.get(page_path).text)
+    return console.post(path, data={"csrf_token": token, **form}, follow_redirects=True)
+
+
+def test_a_suspended_player_is_refused_and_the_system_takes_their_seat(service):
+    app, _, _ = service
+    client = app.test_client()
+    me, path = seated_hand(client, "suspect")
+    match_id = path.rsplit("/", 1)[1]
+    player_id = client.get("/v1/me", headers=me).json["player_id"]
+    page_path = f"/console/players/{player_id}"
+    # An auditor reads the page but may not act.
+    otto = signed_in(app, "otto")
+    page = otto.get(page_path).text
+    assert 'id="standing" class="ok">active' in page and 'id="suspend"' not in page
+    refused = otto.post(
+        f"{page_path}/suspend", data={"csrf_token": csrf_of(page), "reason": "sneaky"}
+    )
+    assert refused.status_code == 403
+    assert client.get(path, headers=me).status_code == 200
+    ada = signed_in(app, "ada")
+    # No reason, no act.
+    page = admin_post(ada, page_path, f"{page_path}/suspend", reason=" ").text
+    assert "Say why" in page and 'id="standing" class="ok">active' in page
+    page = admin_post(ada, page_path, f"{page_path}/suspend", reason="collusion report 17").text
+    assert 'id="standing" class="bad">suspended' in page
+    assert "the system took over 1 seat(s)" in page
+    # The player's next command, and the lobby, are refused with a problem that says why.
+    r = client.post(f"{path}/commands", json={"action": "pass"}, headers=me)
+    assert r.status_code == 403 and r.json["code"] == "player_suspended"
+    r = client.post("/v1/lobby/tickets", headers=me)
+    assert r.status_code == 403 and r.json["code"] == "player_suspended"
+    # The system plays the seat (系统代打), as when a player leaves.
+    events = client.get(f"/v1/admin/matches/{match_id}/events", headers=OP).json["events"]
+    left = [e for e in events if e["type"] == "disconnect"]
+    assert [(e["payload"]["seat"], e["payload"]["reason"]) for e in left] == [(2, "left")]
+    newest = next(t for t in trail(app) if t["action"] == "suspend")
+    assert (newest["operator"], newest["action"], newest["reason"]) == (
+        "ada",
+        "suspend",
+        "collusion report 17",
+    )
+    assert "collusion report 17" in ada.get("/console/audit").text
+    page = admin_post(ada, page_path, f"{page_path}/reinstate", reason="cleared").text
+    assert 'id="standing" class="ok">active' in page
+    assert client.get(path, headers=me).status_code == 200
+    page = admin_post(ada, page_path, f"{page_path}/ban", reason="confirmed").text
+    r = client.get("/v1/me", headers=me)
+    assert r.status_code == 403 and r.json["code"] == "player_banned"
+
+
+def test_a_correction_is_two_entries_and_the_ledger_still_adds_to_zero(service):
+    app, played, _ = service
+    client = app.test_client()
+    player_id = next(
+        s["player"]
+        for s in client.get(f"/v1/matches/{played}", headers=OP).json["seats"]
+        if s and s["player"]
+    )
+    page_path = f"/console/players/{player_id}"
+    before = Decimal(client.get(f"/v1/players/{player_id}/ledger", headers=OP).json["balance"])
+    total = ledger_total(app)
+    ada = signed_in(app, "ada")
+    for amount, reason in (("0", "nothing"), ("1.234", "too fine"), ("abc", "no"), ("5", "")):
+        page = admin_post(ada, page_path, f"{page_path}/correct", amount=amount, reason=reason)
+        assert "A correction needs an amount" in page.text
+    page = admin_post(ada, page_path, f"{page_path}/correct", amount="-7.5", reason="refund")
+    assert "-7.50 to the player, +7.50 to the house" in page.text
+    ledger = client.get(f"/v1/players/{player_id}/ledger", headers=OP).json
+    assert Decimal(ledger["balance"]) == before - Decimal("7.50")
+    assert ledger["entries"][0]["kind"] == "correction" and ledger["entries"][0]["match_id"] is None
+    assert ledger_total(app) == total  # double entry: the house took the other side
+    assert 'class="reason">refund (ada)' in ada.get(page_path).text
+    assert trail(app)[0]["action"] == "correct" and trail(app)[0]["reason"] == "refund"
+    with app.extensions["ddz"].pool.connection() as conn:
+        # Never an edit: the entries refuse it.
+        try:
+            conn.execute("UPDATE ledger_entries SET amount = 0 WHERE kind = 'correction'")
+        except Exception as exc:  # the trigger's refusal
+            assert "never updated" in str(exc)
+        else:
+            raise AssertionError("a correction's entry was edited")
+
+
+def test_voiding_a_hand_moves_back_every_amount_it_moved(service):
+    app, _, _ = service
+    client = app.test_client()
+    match_id = play_hand(client, app.extensions["ddz"].redis, "voided")
+    seat = client.get(f"/v1/matches/{match_id}", headers=OP).json["seats"][2]
+    net = Decimal(client.get(f"/v1/matches/{match_id}/settlement", headers=OP).json["net"][2])
+    before = Decimal(client.get(f"/v1/players/{seat['player']}/ledger", headers=OP).json["balance"])
+    assert before == net
+    total = ledger_total(app)
+    ada = signed_in(app, "ada")
+    match_path = f"/console/matches/{match_id}"
+    page = admin_post(ada, match_path, f"{match_path}/void", reason="dealt by a broken build")
+    assert 'id="voided">Voided by ada' in page.text and 'id="void"' not in page.text
+    balance = client.get(f"/v1/players/{seat['player']}/ledger", headers=OP).json["balance"]
+    assert Decimal(balance) == 0 and ledger_total(app) == total
+    void = next(t for t in trail(app) if t["action"] == "void")
+    assert (void["operator"], str(void["match_id"]), void["reason"]) == (
+        "ada",
+        match_id,
+        "dealt by a broken build",
+    )
+    # The hand's own entries stay: its check still holds; a second void changes nothing.
+    assert 'id="verdict">Verified' in page.text
+    again = ada.post(
+        f"{match_path}/void",
+        data={"csrf_token": csrf_of(page.text), "reason": "twice"},
+        follow_redirects=True,
+    )
+    assert "voided already" in again.text
+    assert ledger_total(app) == total
+
+
+def test_matches_are_found_by_a_pasted_match_or_table_id(service):
+    app, played, _ = service
+    console = signed_in(app, "otto")
+    page = console.get(f"/console/matches?player={played}").text
+    assert "1 match." in page and played[:8] in page
+    assert "0 matches." in console.get(f"/console/matches?player={uuid.uuid4()}").text
+
+
+def test_a_malformed_id_and_the_sign_in_limit_are_pages_in_a_browser(service):
+    app, _, _ = service
+    console = signed_in(app, "otto")
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    r = console.get("/console/matches/not-a-match", headers=html)
+    assert r.status_code == 404 and r.mimetype == "text/html"
+    assert 'id="message">' in r.text and "not a UUID" in r.text.replace("not a uuid", "not a UUID")
+    assert "nonce-" in r.headers["Content-Security-Policy"]
+    # Without a browser's Accept, the problem stays a problem.
+    assert console.get("/console/matches/not-a-match").mimetype == "application/problem+json"
+
+
+def test_the_takings_chart_has_a_scale_a_period_total_and_a_choice_of_period(service):
+    app, _, _ = service
+    console = signed_in(app, "otto")
+    with app.extensions["ddz"].pool.connection() as conn:
+        taken = dict(
+            conn.execute(
+                "SELECT kind, sum(amount) FROM ledger_entries WHERE account = 'house'"
+                " AND kind IN ('rake', 'penalty') AND created_at > now() - interval '6 days'"
+                " GROUP BY kind"
+            ).fetchall()
+        )
+    page = console.get("/console/ledger?days=7").text
+    chart = page.split('id="takings"')[1].split("</svg>")[0]
+    assert chart.count("<rect") == 14 and chart.count('class="scale"') == 3
+    total = re.search(
+        r'id="period-total">Over these 7 days: system cut ([\d.]+), penalties ([\d.]+)', page
+    )
+    rake, penalty = (Decimal(total.group(n)) for n in (1, 2))
+    assert (rake, penalty) == (taken.get("rake", 0), taken.get("penalty", 0))
+    # A period not offered is the default one.
+    assert console.get("/console/ledger?days=12").text.count("<rect") == 60
+
+
+def test_an_admin_changes_a_role_and_resets_a_password(service):
+    app, _, _ = service
+    add_operator("promoted", "auditor")
+    promoted = signed_in(app, "promoted")
+    assert promoted.get("/console/operators").status_code == 403
+    ada = signed_in(app, "ada")
+    page = ada.get("/console/operators").text
+    assert 'id="role-promoted"' in page and 'id="role-ada"' not in page
+    token = csrf_of(page)
+    r = ada.post(
+        "/console/operators/set_role",
+        data={"name": "promoted", "role": "admin", "csrf_token": token},
+        follow_redirects=True,
+    )
+    assert "promoted is now admin" in r.text
+    assert promoted.get("/console/operators").status_code == 200  # at the next request
+    short = ada.post(
+        "/console/operators/reset_password",
+        data={"name": "promoted", "password": "short", "csrf_token": token},
+        follow_redirects=True,
+    )
+    assert "at least 12 characters" in short.text
+    r = ada.post(
+        "/console/operators/reset_password",
+        data={"name": "promoted", "password": "a brand new passphrase", "csrf_token": token},
+        follow_redirects=True,
+    )
+    assert "password is reset" in r.text
+    assert promoted.get("/console/matches").status_code == 302  # the session ended
+    assert sign_in(app.test_client(), "promoted").status_code == 401
+    assert sign_in(app.test_client(), "promoted", "a brand new passphrase").status_code == 302
+    acts = [(t["action"], t["subject"]) for t in trail(app) if t["operator"] == "ada"]
+    assert acts[:2] == [("reset_password", "promoted"), ("set_role", "promoted: admin")]
+
+
+def test_the_match_list_shows_winner_nets_and_flags_and_sorts_by_the_house(service):
+    app, _, left = service
+    console = signed_in(app, "otto")
+    settlement = app.test_client().get(f"/v1/matches/{left}/settlement", headers=OP).json
+    row = console.get(f"/console/matches?player={left}").text.split("<tbody>")[1]
+    assert " / ".join(settlement["net"]) in row and "掉线 penalty" in row
+    assert ("地主 landlord" if settlement["winner"] == "landlord" else "农民 farmers") in row
+    page = console.get("/console/matches?status=ended&sort=house&order=desc").text
+    houses = [
+        Decimal(h) for h in re.findall(r'<td class="num">([\d.]+)</td>\s*<td class="flags">', page)
+    ]
+    assert len(houses) >= 2 and houses == sorted(houses, reverse=True)
+    ascending = console.get("/console/matches?status=ended&sort=house&order=asc").text
+    assert "House ▲" in ascending
+
+
+def test_the_player_page_lists_the_tables_where_they_sit(service):
+    app, _, _ = service
+    client = app.test_client()
+    player_id, token = new_player(client, "tabled")
+    table = new_table(client, token, private=True)  # its creator sits at it
+    page = signed_in(app, "otto").get(f"/console/players/{player_id}").text
+    tables = page.split('id="tables"')[1].split("</table>")[0]
+    assert table["table_id"][:8] in tables and "private" in tables
+    # A pasted table id finds the table's hands (none dealt yet).
+    assert (
+        "0 matches."
+        in signed_in(app, "otto").get(f"/console/matches?player={table['table_id']}").text
+    )

@@ -12,14 +12,17 @@ import time
 from pathlib import Path
 
 import pytest
-from handplay import PASSWORDS
+from handplay import PASSWORDS, seated_hand
 from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 from servers import serving
+
+from service.game.explain import PLAY_NAMES
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
@@ -131,12 +134,23 @@ def test_sign_in_find_a_match_step_through_its_replay_and_export_the_csv(
         step += 1
         assert position.text == f"Step {step} of {total}"
     shown = visible_step(browser)
-    assert "played" in shown.find_element(By.CLASS_NAME, "said").text
+    said = shown.find_element(By.CLASS_NAME, "said").text
+    assert "played" in said
+    # The play by the name the players give it, in both languages.
+    assert any(f"{zh} {en}" in said for zh, en in PLAY_NAMES.values()), said
     assert shown.find_element(By.CLASS_NAME, "multiplier").text[0].isdigit()
     assert shown.find_elements(By.CSS_SELECTOR, ".seat.acting")
     browser.save_screenshot(str(shots / "3-replay-first-play.png"))
     browser.find_element(By.ID, "replay-previous").click()
     assert position.text == f"Step {step - 1} of {total}"
+    # The keyboard steps too: Home and End, and the arrows.
+    body = browser.find_element(By.TAG_NAME, "body")
+    body.send_keys(Keys.END)
+    assert position.text == f"Step {total} of {total}"
+    body.send_keys(Keys.HOME)
+    assert position.text == f"Step 1 of {total}"
+    body.send_keys(Keys.ARROW_RIGHT)
+    assert position.text == f"Step 2 of {total}"
     browser.find_element(By.CSS_SELECTOR, "[data-go=last]").click()
     assert position.text == f"Step {total} of {total}"
     assert visible_step(browser).find_element(By.CLASS_NAME, "said").text == "settled in the ledger"
@@ -159,7 +173,9 @@ def test_an_auditor_is_refused_the_admins_page_and_an_admin_is_not(
     base_url, service, browser, shots
 ):
     sign_in(browser, base_url, "otto")
-    follow(browser, browser.find_element(By.LINK_TEXT, "Operators"))
+    # No link leads an auditor there; the address itself is refused.
+    assert not browser.find_elements(By.LINK_TEXT, "Operators")
+    browser.get(base_url + "/console/operators")
     assert browser.find_element(By.TAG_NAME, "h1").text == "Forbidden"
     assert browser.find_element(By.ID, "message").text == "This page is for admins."
     browser.save_screenshot(str(shots / "5-auditor-forbidden.png"))
@@ -185,3 +201,31 @@ def test_the_console_fits_a_phone(base_url, service, browser, shots):
         "return document.documentElement.scrollWidth <= window.innerWidth"
     )
     browser.save_screenshot(str(shots / "7-phone-players.png"))
+
+
+def test_an_admin_suspends_a_player_and_corrects_their_balance(base_url, service, browser, shots):
+    app, _, _ = service
+    client = app.test_client()
+    me, path = seated_hand(client, "browsed")
+    player_id = client.get("/v1/me", headers=me).json["player_id"]
+    sign_in(browser, base_url, "ada", f"/console/players/{player_id}")
+    assert browser.find_element(By.ID, "standing").text == "active"
+    browser.find_element(By.CSS_SELECTOR, "#actions input[name=reason]").send_keys("cheating")
+    follow(browser, browser.find_element(By.ID, "suspend"))
+    assert browser.find_element(By.ID, "standing").text == "suspended"
+    assert "took over 1 seat(s)" in browser.find_element(By.ID, "message").text
+    browser.save_screenshot(str(shots / "8-player-suspended.png"))
+    # The player's next command is refused, with a problem that says why.
+    r = client.post(f"{path}/commands", json={"action": "pass"}, headers=me)
+    assert r.status_code == 403 and r.json["code"] == "player_suspended"
+    correct = browser.find_elements(By.CSS_SELECTOR, "#actions form")[1]
+    correct.find_element(By.NAME, "amount").send_keys("12.50")
+    correct.find_element(By.NAME, "reason").send_keys("goodwill")
+    follow(browser, browser.find_element(By.ID, "correct"))
+    assert browser.find_element(By.ID, "balance").text == "12.50"
+    assert "goodwill (ada)" in browser.find_element(By.ID, "ledger").text
+    with app.extensions["ddz"].pool.connection() as conn:
+        assert conn.execute("SELECT sum(amount) FROM ledger_entries").fetchone()[0] == 0
+    follow(browser, browser.find_element(By.LINK_TEXT, "Audit"))
+    trail = browser.find_element(By.ID, "trail").text
+    assert "suspend" in trail and "cheating" in trail and "goodwill" in trail

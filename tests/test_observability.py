@@ -83,6 +83,13 @@ def test_metrics_move_when_a_hand_is_played(ops):
     assert moved(before, after, "ddz_job_duration_seconds_count", kind="bot_turn") >= 1
     assert moved(before, after, "ddz_job_duration_seconds_count", kind="settle_match") == 1
     assert moved(before, after, "ddz_settlement_lag_seconds_count") == 1
+    assert moved(before, after, "ddz_settlements_total") == 1
+    settlement = client.get(f"/v1/matches/{match_id}/settlement", headers=OP).json
+    for kind in ("rake", "penalty"):
+        taken = sum(float(a) for a in settlement[kind])
+        assert moved(before, after, "ddz_house_takings_total", kind=kind) == pytest.approx(taken)
+    penalised = any(float(a) for a in settlement["penalty"])
+    assert moved(before, after, "ddz_penalties_total") == (1 if penalised else 0)
     assert after[("ddz_ledger_check_ok", ())] == 1
     assert after[("ddz_ledger_check_problems", ())] == 0
     assert after[("ddz_unsettled_hands", ())] == 0

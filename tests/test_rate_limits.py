@@ -176,6 +176,13 @@ def test_console_sign_ins_have_their_own_limit_per_address(limited):
         assert crowd("POST", "/console/sign-in", data=form).status_code != 429
     form = {"name": "guess 3", "password": "a guess"}
     assert_limited(crowd("POST", "/console/sign-in", data=form), "sign-ins from this address")
+    # A browser gets a page that says so, not the problem's JSON.
+    page = crowd.client.post(
+        "/console/sign-in", data=form, headers={"Accept": "text/html"}, environ_base=crowd.environ
+    )
+    assert page.status_code == 429 and page.mimetype == "text/html"
+    assert "sign-ins from this address" in page.get_data(as_text=True)
+    assert int(page.headers["Retry-After"]) > 0
 
 
 def operator_named(app_client, role: str = "auditor") -> tuple[str, str]:

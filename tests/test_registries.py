@@ -35,7 +35,9 @@ from service.game.events import (
     TABLE_EVENTS,
     Event,
     HandDealt,
+    Played,
 )
+from service.game.explain import PLAY_NAMES
 from service.game.policies import RandomPolicy
 from service.game.state import PLAYING
 from service.store import StoredEvent, StoreError
@@ -102,8 +104,18 @@ def test_the_console_and_the_workers_log_say_what_each_event_is():
             assert summary and summary != event.type
             public = {event.marked_card.code} if isinstance(event, HandDealt) else set()
             assert set(CARD_CODE.findall(summary)) <= public, summary
-            system = " (system)" if getattr(event, "by", None) == BOT else ""
-            assert step["said"] == summary + system
+            # The console names a play as the players do, and draws the marked card as a
+            # card: neither says a card's code.
+            assert not CARD_CODE.findall(step["said"]), step["said"]
+            if isinstance(event, Played):
+                zh, en = PLAY_NAMES[event.combination]
+                assert step["said"].startswith(f"seat {event.seat} played {zh} {en} (")
+                assert ("system" in step["said"]) == (event.by == BOT)
+            elif isinstance(event, HandDealt):
+                assert step["said"].startswith("dealt;")
+                assert step["marked"] == event.marked_card.code
+            else:
+                assert step["said"] == summary
             assert describe(stored([event])) == summary
             seen.add(type(event))
     assert seen | {EVENT_TYPES["match_created"], EVENT_TYPES["seat_taken"]} == set(MATCH_EVENTS)

@@ -12,10 +12,25 @@ from datetime import UTC, datetime
 
 import psycopg
 
+from service.app import audit
 from service.app.commands import CommandRequest
-from service.app.metrics import JOB_SECONDS, SETTLEMENT_LAG
+from service.app.metrics import (
+    HOUSE_TAKINGS,
+    JOB_SECONDS,
+    PENALTIES,
+    SETTLEMENT_LAG,
+    SETTLEMENTS,
+)
 from service.app.ratings import rate_settled
-from service.app.work import BOT_TURN, RATE_HAND, SETTLE_MATCH, TURN_TIMEOUT, rate_later, work_for
+from service.app.work import (
+    BOT_TURN,
+    CHECK_LEDGER,
+    RATE_HAND,
+    SETTLE_MATCH,
+    TURN_TIMEOUT,
+    rate_later,
+    work_for,
+)
 from service.game import Disconnect, GameError, Settle, State, deadline, seat_view
 from service.game.bot.levels import policy, seat_level
 from service.game.commands import SeatCommand
@@ -134,9 +149,13 @@ def settle_match(match_id: str) -> str:
         return "settled already"
     recomputed = verify(export(e.event for e in ctx.store.read(key)))
 
-    def ledger(conn: psycopg.Connection, _: State) -> None:
+    def ledger(conn: psycopg.Connection, stored: State) -> None:
         if not write_settlement(conn, key, recomputed):
             raise GameError("the hand is settled already", "already_settled")
+        # Checked once, here: the entries just booked against the result its events
+        # stored, the verdict kept with the settlement (the console reads it).
+        for problem in audit.check_settling(ctx.pool, conn, key, stored):
+            log.error("ledger check: %s", problem)
 
     try:
         outcome = ctx.commands.execute(CommandRequest(key, lambda _: Settle(), within=ledger))
@@ -149,6 +168,13 @@ def settle_match(match_id: str) -> str:
     # Unsettled, the match's last event is hand_ended; both were recorded.
     assert outcome.last_recorded_at is not None and loaded.last_recorded_at is not None
     SETTLEMENT_LAG.observe((outcome.last_recorded_at - loaded.last_recorded_at).total_seconds())
+    assert recomputed.result is not None  # a verified record is of an ended hand
+    amounts = recomputed.result.settlement
+    SETTLEMENTS.inc()
+    HOUSE_TAKINGS.labels("rake").inc(float(sum(amounts.rake)))
+    HOUSE_TAKINGS.labels("penalty").inc(float(sum(amounts.penalty)))
+    if any(amounts.penalty):
+        PENALTIES.inc()
     log.info(
         "settled: match %s v%s net %s house %s",
         match_id,
@@ -161,6 +187,14 @@ def settle_match(match_id: str) -> str:
     rate_later(ctx.redis, match_id)
     ctx.tables.record_hand(key)
     return "settled"
+
+
+@JOB_SECONDS.labels(CHECK_LEDGER).time()
+def check_ledger(check_id: str) -> str:
+    """The full ledger check ``check_id`` (asked for from the console): every settled
+    hand checked again, its verdict stored, the progress recorded as it goes."""
+    ctx = context()
+    return audit.full_check(ctx.pool, ctx.store, int(check_id))
 
 
 @JOB_SECONDS.labels(RATE_HAND).time()

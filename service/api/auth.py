@@ -60,6 +60,8 @@ def caller() -> Caller:
         if staff is not None:
             return Caller(None, operator=staff)
         raise revoked()
+    if found.standing != "active":
+        raise refused_standing(found.standing)
     if found.expired():
         raise expired()
     return Caller(found.player_id, token_id=found.token_id, expires_at=found.expires_at)
@@ -68,6 +70,23 @@ def caller() -> Caller:
 def revoked() -> ApiError:
     return ApiError(
         401, "invalid_token", "this token belongs to no player (or was revoked)", CHALLENGE
+    )
+
+
+def refused_standing(standing: str) -> ApiError:
+    """The problem of a player the operators suspended or banned (docs/operations.md)."""
+    if standing == "banned":
+        return ApiError(
+            403,
+            "player_banned",
+            "this player is banned by the platform's operators: every request of theirs is"
+            " refused, and the system plays their seats",
+        )
+    return ApiError(
+        403,
+        "player_suspended",
+        "this player is suspended by the platform's operators until they are reinstated:"
+        " every request of theirs is refused, and the system plays their seats",
     )
 
 

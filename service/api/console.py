@@ -20,7 +20,9 @@ import logging
 import re
 import secrets
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from flask import (
@@ -41,19 +43,22 @@ from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from itsdangerous import BadData, URLSafeTimedSerializer
+from markdown_it import MarkdownIt
+from markupsafe import Markup
 
-from ..app import audit, work
+from ..app import audit, standing, work
+from ..app.metrics import SIGN_INS_FAILED
 from ..config import Config
-from ..game import initial_state
+from ..game import State, explain, initial_state
 from ..game.decider import outcome
-from ..game.events import BOT, Played
+from ..game.events import BOT, Disconnected, HandDealt, Played
 from ..game.record import export
-from ..game.settlement import multiplier
+from ..game.settlement import HandResult, multiplier
 from ..game.state import evolve
+from ..game.views import codes_in_order
 from ..rules import RULESETS
 from ..store import MatchNotFound, StoredEvent, ledger, reports
 from ..store.operators import ACTIONS, NAME, ROLES, VIAS, OperatorExists
-from .documents import checked_ledger
 from .services import services
 
 log = logging.getLogger("ddz.console")
@@ -61,6 +66,8 @@ bp = Blueprint("console", __name__, url_prefix="/console", template_folder="temp
 csrf = CSRFProtect()
 PER_PAGE = 25
 CHART_DAYS = 30
+#: The periods the takings chart may show, in days.
+PERIODS = (7, 30, 90, 365)
 STATUSES = ("open", "playing", "ended")
 #: The newest entries of the audit trail the system page shows (the audit page has all).
 TRAIL_ON_SYSTEM = 20
@@ -89,6 +96,38 @@ def install(app: Flask, config: Config) -> None:
     csrf.init_app(app)
     app.session_interface = ConsoleSessions()
     app.register_blueprint(bp)
+    app.after_request(_problem_as_page)
+
+
+#: The headers of a problem that its page keeps.
+KEPT_HEADERS = ("Retry-After", "Allow")
+
+
+def _problem_as_page(response: Response) -> Response:
+    """A problem answered under /console/ to a browser (the limit on sign-ins of an
+    address, an id in the path that is none, which the API's handlers answer before any
+    page is reached) as the console's error page, not raw JSON."""
+    if (
+        response.mimetype != "application/problem+json"
+        or not request.path.startswith("/console/")
+        or not request.accept_mimetypes.accept_html
+    ):
+        return response
+    problem = response.get_json(silent=True) or {}
+    g.csp_nonce = g.get("csp_nonce") or secrets.token_urlsafe(16)
+    page = Response(
+        render_template(
+            "console/error.html",
+            title=problem.get("title") or "Error",
+            message=problem.get("detail") or "",
+        ),
+        status=response.status_code,
+        mimetype="text/html",
+    )
+    for name in KEPT_HEADERS:
+        if name in response.headers:
+            page.headers[name] = response.headers[name]
+    return _policy(page)
 
 
 class ConsoleSessions(SecureCookieSessionInterface):
@@ -169,11 +208,16 @@ def admin_only(view: Callable[..., Any]) -> Callable[..., Any]:
     return check
 
 
+#: The jokers as the console draws them: as the players call them (小王, 大王).
+JOKERS = {"BJ": "小王", "RJ": "大王"}
+
+
 @bp.app_template_filter("card")
 def card_filter(code: str) -> str:
-    """A card code as the console shows it: the suit's sign and the rank (10 for T)."""
-    if code in ("BJ", "RJ"):
-        return "Joker" if code == "RJ" else "joker"
+    """A card code as the console shows it: the suit's sign and the rank (10 for T); a
+    joker as the players call it."""
+    if code in JOKERS:
+        return JOKERS[code]
     suit, rank = code[0], code[1]
     return {"S": "♠", "H": "♥", "C": "♣", "D": "♦"}[suit] + ("10" if rank == "T" else rank)
 
@@ -226,9 +270,11 @@ def sign_in():
             log.warning(
                 "console sign-in refused: %s from %s (too many failed sign-ins)", said, address
             )
+            SIGN_INS_FAILED.labels("limited").inc()
             return _sign_in_page(429, wait=wait)
     found = ctx.operators.sign_in(name, request.form.get("password", ""))
     if found is None:
+        SIGN_INS_FAILED.labels("wrong").inc()
         if failures is not None:
             failures.failed(name)
         ctx.operators.audit(said, "sign_in_failed", "console", address=address)
@@ -333,6 +379,8 @@ def matches():
         ruleset=_chosen("ruleset", RULESETS),
         since=_day("since"),
         until=_day("until"),
+        sort=_chosen("sort", reports.MATCH_SORTS) or "created",
+        descending=request.args.get("order", "desc") != "asc",
     )
     return _found(
         "console/matches.html",
@@ -344,16 +392,34 @@ def matches():
     )
 
 
+def said(event: Any, state: State) -> str:
+    """What the replay says of an event: a play by the name the players give it, in both
+    languages, and who played it (the player, 系统代打 for the system in a player's seat,
+    or a system bot); any other event by its summary (the deal's marked card is drawn
+    apart, as a card)."""
+    if isinstance(event, HandDealt):
+        return f"dealt; the marked card is with seat {event.marked_seat}:"
+    if not isinstance(event, Played):
+        return event.summary()
+    zh, en = explain.PLAY_NAMES.get(event.combination, (event.combination, event.combination))
+    count = len(event.cards)
+    taken = state.seats[event.seat]
+    by = ""
+    if event.by == BOT:
+        by = " by a system bot" if taken is None or taken.bot else " (系统代打, by the system)"
+    return f"seat {event.seat} played {zh} {en} ({count} card{'s' if count > 1 else ''}){by}"
+
+
 def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
-    """The hand step by step from its deal: at each event, every seat's hand, the bottom,
-    the cards played (if any) and the multiplier as it stands once there is a landlord."""
+    """The hand step by step from its deal: at each event, every seat's hand (in the order
+    the seats see theirs), the bottom, the cards played (if any) and the multiplier as it
+    stands once there is a landlord."""
     state, steps = initial_state, []
     for item in stored:
         state = evolve(state, item.event)
         if state.marked_card is None:
             continue  # seating: nothing to show yet
         event = item.event
-        played = [c.code for c in event.cards] if isinstance(event, Played) else []
         factor = None
         if state.landlord is not None and state.table is not None:
             factor = multiplier(
@@ -363,11 +429,11 @@ def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
             {
                 "version": item.version,
                 "seat": getattr(event, "seat", None),
-                "said": event.summary()
-                + (" (system)" if getattr(event, "by", None) == BOT else ""),
-                "played": played,
-                "hands": [[c.code for c in hand] for hand in state.hands],
-                "bottom": [c.code for c in state.bottom],
+                "said": said(event, state),
+                "marked": state.marked_card.code if isinstance(event, HandDealt) else None,
+                "played": codes_in_order(event.cards) if isinstance(event, Played) else [],
+                "hands": [codes_in_order(hand) for hand in state.hands],
+                "bottom": codes_in_order(state.bottom),
                 "landlord": state.landlord,
                 "turn": state.turn,
                 "multiplier": None if factor is None else str(factor),
@@ -375,6 +441,63 @@ def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
             }
         )
     return steps
+
+
+#: The table's options as the match page names them (Chinese where the players have a
+#: word for it, docs/rules.md §5).
+OPTION_NAMES = {
+    "unit": "底分 base stake (unit)",
+    "cap": "封顶 cap per hand",
+    "rake": "系统得分 system cut (rake)",
+    "bombs_double": "炸弹 bombs double the score",
+    "turn_seconds": "seconds per turn (then 系统代打)",
+    "bot_level": "system bots' level",
+}
+
+
+def seat_details(
+    state: State, stored: list[StoredEvent], names: dict[str, tuple[str, bool]]
+) -> list[dict[str, Any]]:
+    """Each seat as an auditor needs it: its player's name and id, what it is (person,
+    bot account, system bot) and, when the system took it over (系统代打), since which
+    version and why, and whether the player took it back."""
+    taken_over: dict[int, StoredEvent] = {}
+    for item in stored:
+        if isinstance(item.event, Disconnected):
+            taken_over.setdefault(item.event.seat, item)
+    details = []
+    for seat, taken in enumerate(state.seats):
+        found: dict[str, Any] = {"seat": seat, "label": reports.seat_label(None, names)}
+        if taken is not None:
+            found["label"] = reports.seat_label(taken._asdict(), names)
+            found["player_id"] = taken.player
+            if taken.player is None:
+                found["kind"] = reports.SYSTEM_BOT
+            else:
+                found["name"], bot_account = names.get(taken.player, (taken.player, False))
+                found["kind"] = "bot account" if bot_account else "person"
+            over = taken_over.get(seat)
+            if over is not None:
+                assert isinstance(over.event, Disconnected)
+                found["taken_over"] = {
+                    "version": over.version,
+                    "at": over.recorded_at,
+                    "reason": over.event.reason,
+                    "still": state.disconnected[seat],
+                }
+        details.append(found)
+    return details
+
+
+def account_name(account: str, names: dict[str, tuple[str, bool]]) -> str:
+    """A ledger account as the console names it: the player's name, the system's bots
+    or the house."""
+    if account == ledger.BOTS:
+        return "system bots"
+    if account.startswith("player:"):
+        name, bot_account = names.get(account.removeprefix("player:"), ("(unknown)", False))
+        return f"{name} (bot account)" if bot_account else name
+    return account
 
 
 @bp.route("/matches/<uuid:match_id>")
@@ -393,20 +516,63 @@ def match(match_id: uuid.UUID):
         verdict = "; ".join(problems) if problems else "ok"
     _audit("replay", match_id=match_id)
     names = reports.player_names(ctx.pool, {s.player for s in state.seats if s and s.player})
+    entries = reports.entries(ctx.pool, match_id)
+    for entry in entries:
+        entry["name"] = account_name(entry["account"], names)
+        entry["rule"] = explain.RULE_OF_KIND.get(entry["kind"])
     return render_template(
         "console/match.html",
         title=f"Match {str(match_id)[:8]}",
         match_id=match_id,
         state=state,
-        seats=[reports.seat_label(s and s._asdict(), names) for s in state.seats],
+        seats=seat_details(state, stored, names),
         options=document.get("options", {}),
+        option_names=OPTION_NAMES,
         ruleset=document.get("ruleset"),
         result=document.get("result"),
+        explained=(
+            explain.explain(state.result, state.table)
+            if state.result is not None and state.table is not None
+            else None
+        ),
+        factor_names=explain.NAMES,
         settlement=ledger.settlement(ctx.pool, match_id),
-        entries=reports.entries(ctx.pool, match_id),
+        voided=ledger.voided(ctx.pool, match_id),
+        entries=entries,
         verdict=verdict,
         steps=replay(stored),
     )
+
+
+# The rules, which the settlements and the ledger entries cite
+
+RULES_FILE = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+
+
+@functools.cache
+def _rules_html() -> str | None:
+    """docs/rules.md as HTML, each heading with the anchor GitHub gives it; None when the
+    service runs without its documents (installed as a package)."""
+    try:
+        text = RULES_FILE.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    html = MarkdownIt("commonmark").enable("table").render(text)
+
+    def anchored(found: re.Match[str]) -> str:
+        title = re.sub(r"<[^>]+>", "", found.group(2))
+        slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+        return f'<h{found.group(1)} id="{slug}">{found.group(2)}</h{found.group(1)}>'
+
+    return re.sub(r"<h([1-6])>(.*?)</h\1>", anchored, html)
+
+
+@bp.route("/rules")
+def rules():
+    html = _rules_html()
+    if html is None:
+        abort(404)
+    return render_template("console/rules.html", title="Rules (docs/rules.md)", html=Markup(html))
 
 
 # The ledger
@@ -414,31 +580,107 @@ def match(match_id: uuid.UUID):
 
 @bp.route("/ledger")
 def ledger_page():
+    ctx = services()
     today = dt.datetime.now(dt.UTC).date()
-    days = reports.house_by_day(services().pool, CHART_DAYS, today)
+    period = request.args.get("days", str(CHART_DAYS))
+    period_days = int(period) if period in {str(n) for n in PERIODS} else CHART_DAYS
+    days = reports.house_by_day(ctx.pool, period_days, today)
     top = max((d["rake"] + d["penalty"] for d in days), default=0) or 1
+    check = ledger.verdicts(ctx.pool)
+    last = check["last_check"]
     return render_template(
         "console/ledger.html",
         title="Ledger",
-        check=checked_ledger(),
+        check=check,
+        unchecked=check["settled"] - check["checked"],
+        whole_problems=last["problems"] if last else [],
+        running=last is not None and last["running"],
         days=days,
         top=top,
+        periods=PERIODS,
+        totals={kind: sum((d[kind] for d in days), Decimal(0)) for kind in ("rake", "penalty")},
         since=(today - dt.timedelta(days=CHART_DAYS - 1)).isoformat(),
         until=today.isoformat(),
     )
 
 
+@bp.route("/ledger/check", methods=["POST"])
+def check_ledger():
+    """Starts the full check of the ledger in the background (any operator may: it reads
+    and stores verdicts, it changes no amount)."""
+    ctx = services()
+    check_id = ledger.start_check(ctx.pool, g.operator.name)
+    if check_id is None:
+        flash("A full check is running already: its progress is below.")
+    else:
+        _audit("ledger_check", subject=f"full check {check_id}")
+        work.check_ledger_later(ctx.redis, check_id)
+        flash(f"Full check {check_id} started: every settled hand is checked again.")
+    return redirect(url_for("console.ledger_page"), 303)
+
+
+#: The settlements CSV's columns: one row per seat per hand (docs/operations.md).
 CSV_COLUMNS = (
     "match_id",
     "settled_at",
     "ruleset",
-    "landlord",
-    "bid",
+    "unit",
+    "cap",
+    "rake",
+    "bombs_double",
+    "seat",
+    "player_id",
+    "player_name",
+    "seat_kind",
+    "taken_over",
+    "role",
     "winner",
+    "bid",
     "multiplier",
-    *(f"net_seat_{n}" for n in range(4)),
-    "house",
+    "multiplier_text",
+    "factors",
+    "gross",
+    "after_cap",
+    "cut",
+    "penalty",
+    "net",
 )
+
+
+def csv_row(row: dict[str, Any]) -> list[Any]:
+    """A seat's row of the settlements CSV."""
+    result, table, seat = HandResult.from_json(row["result"]), row["table"], row["seat"]
+    amounts = row["result"]["settlement"]
+    kind = reports.SYSTEM_BOT if row["player_id"] is None else "person"
+    if row["bot_account"]:
+        kind = "bot account"
+    m = result.settlement.multiplier
+    return [
+        row["match_id"],
+        row["settled_at"].isoformat(),
+        row["ruleset"],
+        table["unit"],
+        table["cap"] or "",
+        table["rake"],
+        "yes" if table["bombs_double"] else "no",
+        seat,
+        row["player_id"] or "",
+        row["name"] or "",
+        kind,
+        "yes" if row["taken_over"] else "no",
+        "landlord" if seat == result.outcome.landlord else "farmer",
+        result.outcome.winner,
+        result.outcome.bid,
+        explain.multiplier_decimal(m),
+        # As text a spreadsheet keeps: "8/3" alone is read as a date.
+        f"×{explain.fraction_text(m)}",
+        " × ".join(
+            f"{explain.NAMES[key][1]} {text}"
+            for key, text in explain.factors_named(result, bool(table["bombs_double"]))
+        )
+        or "none",
+        *(amounts[key][seat] for key in ("gross", "after_cap", "rake", "penalty", "net")),
+    ]
 
 
 @bp.route("/ledger/settlements.csv")
@@ -447,26 +689,25 @@ def settlements_csv():
     if since is None or until is None or since > until:
         abort(400, "Give a range of days: since and until, as YYYY-MM-DD, since first.")
     _audit("export", subject=f"settlements {since}..{until}")
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
-    for row in reports.settlements(services().pool, since, until):
-        result = row["result"]
-        writer.writerow(
-            [
-                row["match_id"],
-                row["settled_at"].isoformat(),
-                row["ruleset"],
-                result["landlord"],
-                result["bid"],
-                result["winner"],
-                result["multiplier"],
-                *result["settlement"]["net"],
-                result["settlement"]["house"],
-            ]
-        )
+    rows = reports.settlements(services().pool, since, until)
+
+    def lines() -> Iterator[str]:
+        # Written a row at a time as the rows come from the database's cursor.
+        out = io.StringIO()
+        writer = csv.writer(out)
+        try:
+            writer.writerow(CSV_COLUMNS)
+            for row in rows:
+                writer.writerow(csv_row(row))
+                yield out.getvalue()
+                out.seek(0)
+                out.truncate()
+            yield out.getvalue()
+        finally:
+            rows.close()  # the cursor and its connection back, however the download ends
+
     return Response(
-        out.getvalue(),
+        lines(),
         mimetype="text/csv",
         headers={"Content-Disposition": f'attachment; filename="settlements-{since}-{until}.csv"'},
     )
@@ -507,6 +748,124 @@ def players():
             ("rate", "Disconnect rate"),
         ),
     )
+
+
+#: What an admin may do to a player, and the standing each sets.
+STANDING_OF = {"suspend": "suspended", "ban": "banned", "reinstate": "active"}
+#: An amount of a correction: up to nine digits, two decimals at most, not zero.
+CORRECTION = re.compile(r"-?[0-9]{1,9}(\.[0-9]{1,2})?")
+
+
+@bp.route("/players/<uuid:player_id>")
+def player(player_id: uuid.UUID):
+    """A player: profile and standing, balance and ledger history (adjustments with their
+    reason), newest hands with the player's net, and their tokens."""
+    ctx = services()
+    found = reports.player(ctx.pool, player_id)
+    if found is None:
+        abort(404)
+    return render_template(
+        "console/player.html",
+        title=f"Player {found['name']}",
+        found=found,
+        ledger=ledger.player_ledger(ctx.pool, player_id, limit=100),
+        tokens=ctx.players.tokens(player_id),
+        rule_of_kind=explain.RULE_OF_KIND,
+    )
+
+
+def _reason() -> str | None:
+    """The reason the form gives (every act on a player or the ledger needs one)."""
+    reason = request.form.get("reason", "").strip()
+    return reason[:500] or None
+
+
+@bp.route("/players/<uuid:player_id>/<any(suspend, ban, reinstate):action>", methods=["POST"])
+@admin_only
+def player_standing(player_id: uuid.UUID, action: str):
+    """Suspends, bans or reinstates the player (admins only), with a reason."""
+    ctx, reason = services(), _reason()
+    if reason is None:
+        flash("Say why: the reason goes to the audit trail.")
+        return redirect(url_for("console.player", player_id=player_id), 303)
+    taken = standing.set_standing(
+        ctx.pool, ctx.players, ctx.commands, player_id, STANDING_OF[action]
+    )
+    if taken is None:
+        abort(404)
+    _audit(action, subject=f"player {player_id}", reason=reason)
+    if action == "reinstate":
+        flash("Reinstated: the player's tokens work again.")
+    else:
+        flash(
+            f"The player is {STANDING_OF[action]}: their tokens are refused, their lobby tickets"
+            f" cancelled and the system took over {len(taken)} seat(s) of hands under way."
+        )
+    return redirect(url_for("console.player", player_id=player_id), 303)
+
+
+@bp.route("/players/<uuid:player_id>/correct", methods=["POST"])
+@admin_only
+def correct_balance(player_id: uuid.UUID):
+    """Corrects the player's balance (admins only): two entries, the player's and the
+    house's, with the reason; never an edit of an entry."""
+    ctx, reason = services(), _reason()
+    amount = request.form.get("amount", "").strip()
+    if reports.player(ctx.pool, player_id) is None:
+        abort(404)
+    if reason is None or not CORRECTION.fullmatch(amount) or Decimal(amount) == 0:
+        flash("A correction needs an amount (not zero, two decimals at most) and a reason.")
+        return redirect(url_for("console.player", player_id=player_id), 303)
+    value = Decimal(amount).quantize(Decimal("0.01"))
+    adjustment = ledger.correct(ctx.pool, player_id, value, g.operator.name, reason)
+    _audit("correct", subject=f"player {player_id}: {value:+.2f}", reason=reason)
+    flash(
+        f"Correction {adjustment} booked: {value:+.2f} to the player, {-value:+.2f} to the house."
+    )
+    return redirect(url_for("console.player", player_id=player_id), 303)
+
+
+@bp.route("/matches/<uuid:match_id>/void", methods=["POST"])
+@admin_only
+def void_hand(match_id: uuid.UUID):
+    """Voids a settled hand (admins only): entries that undo each of its entries, with
+    the reason; the hand's own entries stay."""
+    ctx, reason = services(), _reason()
+    if ledger.settlement(ctx.pool, match_id) is None:
+        abort(404)
+    if reason is None:
+        flash("Say why: the reason goes to the audit trail.")
+    elif ledger.void(ctx.pool, match_id, g.operator.name, reason) is None:
+        flash("This hand was voided already.")
+    else:
+        _audit("void", match_id=match_id, reason=reason)
+        flash("The hand is voided: every amount it moved is moved back.")
+    return redirect(url_for("console.match", match_id=match_id), 303)
+
+
+@bp.route("/operators/<any(set_role, reset_password):action>", methods=["POST"])
+@admin_only
+def change_operator(action: str):
+    """Gives another operator a role, or a new password (which ends their sessions)."""
+    ctx, name = services(), request.form.get("name", "")
+    role, password = request.form.get("role", ""), request.form.get("password", "")
+    if name == g.operator.name:
+        flash("Another admin may change your account; you may not.")
+    elif name not in {found.name for found, _ in ctx.operators.all()}:
+        flash(f"There is no operator named {name}.")
+    elif action == "set_role" and role not in ROLES:
+        flash(f"A role is one of {', '.join(ROLES)}.")
+    elif action == "reset_password" and len(password) < 12:
+        flash("A password of at least 12 characters, please.")
+    elif action == "set_role":
+        ctx.operators.set_role(name, role)
+        _audit(action, subject=f"{name}: {role}")
+        flash(f"{name} is now {role}.")
+    else:
+        ctx.operators.reset_password(name, password)
+        _audit(action, subject=name)
+        flash(f"{name}'s password is reset and their console sessions ended.")
+    return redirect(url_for("console.operators"), 303)
 
 
 # The system
@@ -579,10 +938,12 @@ def manage_operator(action: str):
     """Revokes an operator (their API tokens, console sessions and password), or removes
     the operator."""
     ctx, name = services(), request.form.get("name", "")
-    if action == "remove" and name == g.operator.name:
-        flash("Another admin may remove you; you may not.")
+    if name == g.operator.name:
+        flash(f"Another admin may {action} you; you may not.")
     elif name not in {found.name for found, _ in ctx.operators.all()}:
         flash(f"There is no operator named {name}.")
+    elif action == "remove" and request.form.get("confirm") != "yes":
+        flash(f"Tick 'sure' to remove {name}: removing cannot be undone.")
     else:
         _audit(action, subject=name)
         if action == "revoke":

@@ -13,8 +13,6 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from ..app import audit
-from ..app.metrics import LEDGER_OK, LEDGER_PROBLEMS
 from ..game import GameError, State, Table, deadline, view, visible
 from ..game.table import DEFAULT_BOT_LEVEL
 from ..store import (
@@ -217,12 +215,3 @@ def event_documents(found: list[StoredEvent], seat, latest: Loaded) -> list[dict
             }
         )
     return documents
-
-
-def checked_ledger() -> dict[str, Any]:
-    """The ledger check (:func:`~service.app.audit.check_ledger`), its verdict kept for
-    ``/metrics``."""
-    found = audit.check_ledger(services().pool, services().store)
-    LEDGER_OK.set(1 if found["ok"] else 0)
-    LEDGER_PROBLEMS.set(len(found["problems"]))
-    return found

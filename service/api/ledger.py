@@ -8,9 +8,11 @@ import uuid
 import marshmallow as ma
 from marshmallow import fields as f
 
+from ..app import audit
+from ..game import explain
 from ..store import ledger
 from .auth import caller, operator
-from .documents import checked_ledger, documented, load, seat_of
+from .documents import documented, load, seat_of
 from .problems import ApiError
 from .routing import Blueprint
 from .schemas import FactorsSchema
@@ -23,6 +25,37 @@ AMOUNTS = f.List(
     required=True,
     metadata={"description": "One decimal amount per seat, in seat order"},
 )
+
+
+class StepSchema(ma.Schema):
+    key = f.String(
+        required=True,
+        metadata={"description": "multiplier, stake, report_no_play, cap, rake or penalty"},
+    )
+    zh = f.String(
+        required=True, metadata={"description": "The step's name in Chinese (倍数, 封顶…)"}
+    )
+    en = f.String(required=True, metadata={"description": "The step's name in English"})
+    formula = f.String(
+        required=True,
+        metadata={"description": "The step with its numbers, e.g. 1.00 × 3 × 32/3 = 32.00"},
+    )
+    rule = f.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The anchor of its section in docs/rules.md"},
+    )
+
+
+class ExplainedSchema(ma.Schema):
+    steps = f.List(f.Nested(StepSchema), required=True)
+    capped = f.Boolean(required=True, metadata={"description": "Whether the cap took something"})
+    cap_took = f.String(
+        required=True, metadata={"description": "What the cap took (0.00: nothing)"}
+    )
+    penalty_seat = f.Integer(
+        required=True, allow_none=True, metadata={"description": "The seat that paid the penalty"}
+    )
 
 
 class SettlementSchema(ma.Schema):
@@ -42,13 +75,28 @@ class SettlementSchema(ma.Schema):
     penalty = AMOUNTS
     net = AMOUNTS
     house = f.String(required=True)
+    explained = f.Nested(
+        ExplainedSchema,
+        required=True,
+        metadata={"description": "The settlement step by step, as docs/rules.md §5 computes it"},
+    )
 
 
 class Entry(ma.Schema):
     entry_id = f.Integer(required=True)
-    match_id = f.UUID(required=True)
+    match_id = f.UUID(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The hand (the one voided, for a void); null for a correction"},
+    )
     seat = f.Integer(required=True, allow_none=True)
-    kind = f.String(required=True, metadata={"description": "stake, rake or penalty"})
+    kind = f.String(
+        required=True,
+        metadata={
+            "description": "stake, rake or penalty (a settlement's); correction or void (an "
+            "operator's adjustment, docs/operations.md)"
+        },
+    )
     amount = f.String(required=True)
     created_at = f.DateTime(required=True)
 
@@ -72,7 +120,9 @@ class LedgerCheck(ma.Schema):
 @bp.doc(**documented(401, 403, 404))
 def match_settlement(match_id: uuid.UUID):
     """The settlement of an ended hand, as written to the ledger: factors, multiplier,
-    gross, after the cap, system cut, penalty, net and the house's share."""
+    gross, after the cap, system cut, penalty, net and the house's share; and ``explained``,
+    each step with its numbers, named in Chinese and English (the console's match page
+    shows the same)."""
     who = caller()
     state = load(match_id).state
     if not who.operator and seat_of(state, who) is None:
@@ -82,6 +132,9 @@ def match_settlement(match_id: uuid.UUID):
     found = ledger.settlement(services().pool, match_id)
     if found is None:
         raise ApiError(404, "not_settled", "the hand has not been settled (yet)")
+    assert state.result is not None and state.table is not None  # a settled hand ended
+    found["explained"] = explain.explain(state.result, state.table)
+    found["explained"]["cap_took"] = f"{found['explained']['cap_took']:.2f}"
     return found
 
 
@@ -103,4 +156,4 @@ def check_ledger():
     """Every movement, every match and the whole ledger add to zero, and every settled
     match recomputed from its events equals its ledger entries; lists any difference."""
     operator()
-    return checked_ledger()
+    return audit.check_ledger(services().pool, services().store)

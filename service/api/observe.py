@@ -18,6 +18,7 @@ from flask import Flask, Response, g, request
 from ..app import work
 from ..app.logs import CONTEXT
 from ..app.metrics import REQUEST_SECONDS, Sampled, exposition
+from ..store import ledger
 from .routing import Blueprint
 from .services import services
 
@@ -32,7 +33,8 @@ bp = Blueprint("metrics", __name__, description="Metrics for Prometheus")
 
 
 def _sample():
-    """The gauges read at each scrape: the queue, the workers, the settlement lag."""
+    """The gauges read at each scrape: the queue, the workers, the settlement lag, and the
+    ledger's stored verdicts (kept current by each settlement and the full check)."""
     ctx = services()
     for state, count in work.depths(ctx.redis).items():
         yield "ddz_queue_jobs", "Jobs of the work queue, by state", {"state": state}, count
@@ -45,6 +47,28 @@ def _sample():
         "How long the oldest ended hand has waited for its settlement",
         {},
         oldest,
+    )
+    found = ledger.verdicts(ctx.pool)
+    problems = found["failing"] + len(
+        found["last_check"]["problems"] if found["last_check"] else []
+    )
+    yield (
+        "ddz_ledger_check_ok",
+        "The ledger check's verdict: 1 when every checked hand adds up, 0 when one does not",
+        {},
+        0 if problems else 1,
+    )
+    yield (
+        "ddz_ledger_check_problems",
+        "Settled hands (and the ledger's total) failing the check",
+        {},
+        problems,
+    )
+    yield (
+        "ddz_ledger_unchecked_hands",
+        "Settled hands without a stored verdict (settled before verdicts were kept)",
+        {},
+        found["settled"] - found["checked"],
     )
 
 

@@ -47,6 +47,11 @@ MEANINGS: dict[str, dict[str, str]] = {
         "forbidden": "The token may not do this.",
         "player_required": "This needs a player's token.",
         "operator_required": "This needs an operator's token.",
+        "player_suspended": "The platform's operators suspended this player: every request "
+        "with their tokens is refused until they are reinstated, and the system plays their "
+        "seats.",
+        "player_banned": "The platform's operators banned this player: every request with "
+        "their tokens is refused, and the system plays their seats.",
         "not_seated": "The caller has no seat at this match or table.",
         "record_not_available": "A hand record is for the match's seated players once the "
         "hand has ended (and for operators).",

@@ -1,5 +1,10 @@
 """The operators' check of the ledger: what the store holds must add up, and must be what
-the rules compute from each match's events (docs/rules.md §5), recomputed from scratch."""
+the rules compute from each match's events (docs/rules.md §5), recomputed from scratch.
+
+Each settled hand is checked once, in the transaction that settles it, and its verdict
+stored (:func:`check_settling`); the console and ``/metrics`` read the stored verdicts
+(docs/operations.md, "The ledger"). The full check (:func:`full_check`, a background job
+the console starts) checks every settled hand again and stores each verdict anew."""
 
 from __future__ import annotations
 
@@ -7,24 +12,30 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from ..game import State
 from ..game.record import Discrepancy, export, verify
 from ..store import EventStore, ledger
 
+#: The settled hands the full check reads, checks and stores at a time (its progress
+#: moves by as many).
+BATCH = 200
+
 
 def check_ledger(pool: ConnectionPool, store: EventStore) -> dict[str, Any]:
     """Every movement, every match and the whole ledger add to zero, and every settled
-    match, recomputed from its events, equals its ledger entries."""
-    total, entries, problems, booked = ledger.booked(pool)
-    if total != 0:
-        problems.insert(0, f"the ledger adds to {total:.2f}, not 0.00")
-    for match_id, amounts in booked.items():
-        problems += _recompute(store, match_id, amounts)
+    match, recomputed from its events, equals its ledger entries (all at once, as the
+    API's check answers it)."""
+    booked = ledger.booked(pool)
+    total = sum((b.total for b in booked.values()), Decimal(0))
+    problems = [] if total == 0 else [f"the ledger adds to {total:.2f}, not 0.00"]
+    for match_id, found in booked.items():
+        problems += found.unbalanced + _recompute(store, match_id, found.amounts)
     return {
         "ok": not problems,
-        "entries": entries,
+        "entries": sum(b.entries for b in booked.values()),
         "matches": len(booked),
         "total": f"{total:.2f}",
         "problems": problems,
@@ -35,8 +46,47 @@ def check_match(pool: ConnectionPool, store: EventStore, match_id: uuid.UUID) ->
     """The ledger check of one ended match: its events verify, each of its movements adds
     to zero and, once settled, its ledger entries equal the settlement recomputed from its
     events. The problems found; none when it checks out."""
-    _, _, problems, booked = ledger.booked(pool, match_id)
-    return problems + _recompute(store, match_id, booked.get(match_id))
+    found = ledger.booked(pool, [match_id]).get(match_id)
+    if found is None:
+        return _recompute(store, match_id, None)
+    return found.unbalanced + _recompute(store, match_id, found.amounts)
+
+
+def check_settling(
+    pool: ConnectionPool, conn: psycopg.Connection, match_id: uuid.UUID, state: State
+) -> list[str]:
+    """Checks the hand being settled on ``conn``, in the settling transaction: what its
+    entries book against the settlement of ``state`` (its stored events' result), and
+    stores the verdict with the settlement. The problems found."""
+    found = ledger.booked(pool, [match_id], conn)[match_id]
+    problems = found.unbalanced + compare(str(match_id), state, found.amounts)
+    ledger.write_verdicts(pool, [(match_id, problems, found)], conn)
+    return problems
+
+
+def full_check(pool: ConnectionPool, store: EventStore, check_id: int) -> str:
+    """The full check ``check_id``: every settled hand recomputed from its events and
+    compared with its entries, a batch at a time, each verdict stored and the progress
+    recorded; then the ledger's total. What it found, in a line."""
+    hands = ledger.verdicts(pool)["settled"]
+    after: uuid.UUID | None = None
+    done = failing = 0
+    ledger.check_progress(pool, check_id, hands)
+    while batch := ledger.settled_after(pool, after, BATCH):
+        booked = ledger.booked(pool, batch)
+        verdicts = [
+            (m, booked[m].unbalanced + _recompute(store, m, booked[m].amounts), booked[m])
+            for m in batch
+        ]
+        ledger.write_verdicts(pool, verdicts)
+        done += len(batch)
+        failing += sum(1 for _, problems, _ in verdicts if problems)
+        ledger.check_progress(pool, check_id, max(hands, done), done, failing)
+        after = batch[-1]
+    total, _ = ledger.whole(pool)
+    problems = [] if total == 0 else [f"the ledger adds to {total:.2f}, not 0.00"]
+    ledger.check_progress(pool, check_id, max(hands, done), done, failing, problems)
+    return f"{done} hands checked, {failing} failing" + "".join(f"; {p}" for p in problems)
 
 
 def _recompute(

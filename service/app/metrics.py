@@ -68,15 +68,26 @@ SETTLEMENT_LAG = Histogram(
     "From a hand's end to its settlement in the ledger",
     buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
 )
-LEDGER_OK = Gauge(
-    "ddz_ledger_check_ok",
-    "The ledger check's last verdict: 1 when everything adds up, 0 when it found problems",
-    multiprocess_mode="mostrecent",
+
+
+SETTLEMENTS = Counter(
+    "ddz_settlements_total",
+    "Hands settled in the ledger (each once, by the settlement job)",
 )
-LEDGER_PROBLEMS = Gauge(
-    "ddz_ledger_check_problems",
-    "Problems the last ledger check found",
-    multiprocess_mode="mostrecent",
+HOUSE_TAKINGS = Counter(
+    "ddz_house_takings_total",
+    "Points the house took at settlements, by kind: the system cut (rake) and the disconnect"
+    " penalties",
+    ["kind"],
+)
+PENALTIES = Counter(
+    "ddz_penalties_total",
+    "Disconnect penalties charged at settlements (one per hand with a first disconnect)",
+)
+SIGN_INS_FAILED = Counter(
+    "ddz_console_sign_ins_failed_total",
+    "Console sign-ins refused: a wrong name or password (wrong), or past the limit (limited)",
+    ["reason"],
 )
 
 

@@ -87,9 +87,19 @@ BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH = "bot_turn", "turn_timeout", "settle_match
 TABLE_DUE, MATCH_TICKETS = "table_due", "match_tickets"
 #: A settled hand's rating (docs/ratings.md).
 RATE_HAND = "rate_hand"
+#: A full check of the ledger, asked for from the console (its id for the key).
+CHECK_LEDGER = "check_ledger"
 JOBS = {
     kind: f"workers.jobs.{kind}"
-    for kind in (BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH, TABLE_DUE, MATCH_TICKETS, RATE_HAND)
+    for kind in (
+        BOT_TURN,
+        TURN_TIMEOUT,
+        SETTLE_MATCH,
+        TABLE_DUE,
+        MATCH_TICKETS,
+        RATE_HAND,
+        CHECK_LEDGER,
+    )
 }
 KIND_OF = {function: kind for kind, function in JOBS.items()}
 
@@ -104,6 +114,7 @@ def id_of_job(kind: str, match_id: str, version: int) -> str:
         TABLE_DUE: f"table-{match_id}-{version}",
         MATCH_TICKETS: f"lobby-{match_id}",
         RATE_HAND: f"rate-{match_id}",
+        CHECK_LEDGER: f"ledger-check-{match_id}",
     }[kind]
 
 
@@ -111,7 +122,7 @@ def job_args(kind: str, match_id: str, version: int) -> tuple[()] | tuple[str] |
     """The arguments of the job's function."""
     if kind == MATCH_TICKETS:
         return ()
-    return (match_id,) if kind in (SETTLE_MATCH, RATE_HAND) else (match_id, version)
+    return (match_id,) if kind in (SETTLE_MATCH, RATE_HAND, CHECK_LEDGER) else (match_id, version)
 
 
 def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args: object) -> bool:
@@ -190,6 +201,12 @@ def rate_later(connection: redis.Redis, match_id: str) -> None:
     """Enqueues the settled hand's rating. Its row in ``rated_hands`` is in PostgreSQL
     already: if Redis loses this, the workers' sweep finds the hand."""
     _enqueue(connection, RATE_HAND, match_id, 0)
+
+
+def check_ledger_later(connection: redis.Redis, check_id: int) -> None:
+    """Enqueues the full ledger check ``check_id``. Redis down, it is not enqueued: the
+    console shows the check waiting, to be asked for again."""
+    _enqueue(connection, CHECK_LEDGER, str(check_id), 0)
 
 
 def _enqueue(connection: redis.Redis, kind: str, key: str, version: int) -> None:

@@ -139,7 +139,7 @@ class SeatView:
             if self.lead is None
             else {
                 "seat": self.lead_seat,
-                "cards": _codes(self.lead_cards),
+                "cards": codes_in_order(self.lead_cards),
                 "type": self.lead.type.value,
                 "rank": self.lead.rank,
             }
@@ -162,7 +162,8 @@ def _code(card: Card | None) -> str | None:
 _ORDER = {card: i for i, card in enumerate(ONE_DECK)}
 
 
-def _codes(cards: Iterable[Card] | None) -> list[str] | None:
+def codes_in_order(cards: Iterable[Card] | None) -> list[str] | None:
+    """The cards' codes in the order the seats see a hand (the console's replay too)."""
     return None if cards is None else [card.code for card in sorted(cards, key=_ORDER.__getitem__)]
 
 
@@ -193,7 +194,7 @@ def _shown(hint: Any) -> Callable[[Any], Any] | None:
     if hint is Card:
         return _code
     if get_origin(hint) is tuple:
-        return _codes if get_args(hint)[0] is Card else _listed
+        return codes_in_order if get_args(hint)[0] is Card else _listed
     return None
 
 
@@ -247,7 +248,7 @@ def _turn_document(turn: Turn) -> _SharedTurn:
     if known is None or known[0] is not turn:
         if len(_TURNS) >= _TURNS_REMEMBERED:
             _TURNS.clear()
-        cards = _SharedCards(_codes(turn.cards) or ())
+        cards = _SharedCards(codes_in_order(turn.cards) or ())
         action = "pass" if turn.passed else "play"
         known = (turn, _SharedTurn(seat=turn.seat, action=action, cards=cards))
         _TURNS[id(turn)] = known
@@ -406,7 +407,7 @@ def view(state: State, seat: int | str | None) -> dict[str, Any]:
         offered(state, seat if isinstance(seat, int) else None)
     )
     if seat == OPERATOR:
-        document["hands"] = [_codes(hand) for hand in state.hands]
+        document["hands"] = [codes_in_order(hand) for hand in state.hands]
     return document
 
 

@@ -4,6 +4,7 @@ player (or the system's bots) and the house or another player."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -130,6 +131,63 @@ def settlement(pool: ConnectionPool, match_id: uuid.UUID) -> dict[str, Any] | No
     }
 
 
+def correct(
+    pool: ConnectionPool, player_id: uuid.UUID, amount: Decimal, operator: str, reason: str
+) -> int:
+    """Corrects the player's balance by ``amount`` (a credit when positive), the house
+    taking the other side: an adjustment of its own with the operator and their reason,
+    its two entries balancing. Its id."""
+    with pool.connection() as conn, conn.transaction():
+        row = conn.execute(
+            "INSERT INTO ledger_adjustments (kind, operator, reason) VALUES ('correction', %s, %s)"
+            " RETURNING adjustment_id",
+            (operator, reason),
+        ).fetchone()
+        assert row is not None
+        conn.execute(
+            "INSERT INTO ledger_entries (adjustment_id, movement, account, seat, kind, amount)"
+            " VALUES (%s, 0, %s, NULL, 'correction', %s), (%s, 0, %s, NULL, 'correction', %s)",
+            (row[0], f"player:{player_id}", amount, row[0], HOUSE, -amount),
+        )
+    return int(row[0])
+
+
+def void(pool: ConnectionPool, match_id: uuid.UUID, operator: str, reason: str) -> int | None:
+    """Voids the settled hand: an adjustment whose entries undo each of the hand's, movement
+    by movement (the hand's own entries stay as they were). Its id; None when the hand was
+    voided already."""
+    with pool.connection() as conn, conn.transaction():
+        row = conn.execute(
+            "INSERT INTO ledger_adjustments (kind, match_id, operator, reason)"
+            " VALUES ('void', %s, %s, %s)"
+            " ON CONFLICT (match_id) WHERE kind = 'void' DO NOTHING RETURNING adjustment_id",
+            (match_id, operator, reason),
+        ).fetchone()
+        if row is None:
+            return None
+        conn.execute(
+            "INSERT INTO ledger_entries (adjustment_id, movement, account, seat, kind, amount)"
+            " SELECT %s, movement, account, seat, 'void', -amount FROM ledger_entries"
+            " WHERE match_id = %s",
+            (row[0], match_id),
+        )
+    return int(row[0])
+
+
+def voided(pool: ConnectionPool, match_id: uuid.UUID) -> dict[str, Any] | None:
+    """The hand's void (who, why, when), if it was voided."""
+    row = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT adjustment_id, operator, reason, at FROM ledger_adjustments"
+            " WHERE match_id = %s AND kind = 'void'",
+            (match_id,),
+        ).fetchone(),
+    )
+    keys = ("adjustment_id", "operator", "reason", "at")
+    return None if row is None else dict(zip(keys, row))
+
+
 def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) -> dict[str, Any]:
     acct = f"player:{player_id}"
 
@@ -141,8 +199,10 @@ def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) 
             assert total is not None  # an aggregate has its row
             balance: Decimal = total[0]
             rows = conn.execute(
-                "SELECT entry_id, match_id, seat, kind, amount, created_at FROM ledger_entries"
-                " WHERE account = %s ORDER BY entry_id DESC LIMIT %s",
+                "SELECT e.entry_id, coalesce(e.match_id, a.match_id), e.seat, e.kind, e.amount,"
+                " e.created_at, a.reason, a.operator FROM ledger_entries e"
+                " LEFT JOIN ledger_adjustments a USING (adjustment_id)"
+                " WHERE e.account = %s ORDER BY e.entry_id DESC LIMIT %s",
                 (acct, limit),
             ).fetchall()
         return balance, rows
@@ -156,58 +216,212 @@ def player_ledger(pool: ConnectionPool, player_id: uuid.UUID, limit: int = 200) 
             "kind": r[3],
             "amount": f"{r[4]:.2f}",
             "created_at": r[5],
+            "reason": r[6],
+            "operator": r[7],
         }
         for r in rows
     ]
     return {"player_id": player_id, "balance": f"{balance:.2f}", "entries": entries}
 
 
+@dataclass
+class Booked:
+    """What the ledger books for one settled match."""
+
+    #: Its amounts by seat, and the house's (``"house"``).
+    amounts: dict[Any, Decimal] = field(default_factory=dict)
+    entries: int = 0
+    #: What its entries add to (zero when they balance).
+    total: Decimal = Decimal(0)
+    #: Each of its movements that does not add to zero, described.
+    unbalanced: list[str] = field(default_factory=list)
+
+
 def booked(
-    pool: ConnectionPool, match_id: uuid.UUID | None = None
-) -> tuple[Decimal, int, list[str], dict[uuid.UUID, dict[Any, Decimal]]]:
-    """What the ledger holds (or, given ``match_id``, holds for that match), read in one
-    transaction: its total and number of entries, each movement that does not add to zero
-    (described), and each settled match's amounts by seat and for the house (``"house"``)."""
-    # Composed from constants only: the one value, the match, is a parameter.
-    only = "" if match_id is None else " WHERE match_id = %(match)s"
-    only_settlement = "" if match_id is None else " WHERE s.match_id = %(match)s"
-    params = {"match": match_id}
-
-    def read(conn: psycopg.Connection) -> tuple[tuple[Any, ...], _Rows, _Rows]:
-        with conn.transaction():
-            total = conn.execute(
-                "SELECT coalesce(sum(amount), 0), count(*) FROM ledger_entries" + only, params
-            ).fetchone()
-            assert total is not None  # an aggregate has its row
-            unbalanced = conn.execute(
-                "SELECT match_id, movement, sum(amount) FROM ledger_entries"
-                + only
-                + " GROUP BY match_id, movement HAVING sum(amount) <> 0",
-                params,
-            ).fetchall()
-            per_seat = conn.execute(
-                "SELECT s.match_id, e.seat, e.account = 'house', coalesce(sum(e.amount), 0)"
-                " FROM settlements s LEFT JOIN ledger_entries e ON e.match_id = s.match_id"
-                + only_settlement
-                + " GROUP BY s.match_id, e.seat, e.account = 'house'",
-                params,
-            ).fetchall()
-        return total, unbalanced, per_seat
-
-    total, unbalanced, per_seat = retried(pool, read)
-    amounts: dict[uuid.UUID, dict[Any, Decimal]] = {}
-    for match_id, seat, is_house, amount in per_seat:
-        key = "house" if is_house else seat
-        if key is not None:
-            amounts.setdefault(match_id, {})[key] = amount
-        else:
-            amounts.setdefault(match_id, {})
-    return (
-        total[0],
-        total[1],
-        [f"match {m} movement {n} adds to {a:.2f}" for m, n, a in unbalanced],
-        amounts,
+    pool: ConnectionPool,
+    match_ids: list[uuid.UUID] | None = None,
+    conn: psycopg.Connection | None = None,
+) -> dict[uuid.UUID, Booked]:
+    """What the ledger books for each settled match of ``match_ids`` (every one when
+    None); on ``conn`` when given (in the caller's transaction)."""
+    # Composed from constants only: the one value, the matches, is a parameter.
+    only = "" if match_ids is None else " WHERE s.match_id = ANY(%(matches)s)"
+    rows = retried(
+        pool,
+        lambda c: c.execute(
+            "SELECT s.match_id, e.movement, e.seat, e.account = 'house', e.amount"
+            " FROM settlements s LEFT JOIN ledger_entries e ON e.match_id = s.match_id"
+            + only
+            + " ORDER BY s.match_id, e.movement",
+            {"matches": match_ids},
+        ).fetchall(),
+        conn,
     )
+    found: dict[uuid.UUID, Booked] = {}
+    movements: dict[tuple[uuid.UUID, int], Decimal] = {}
+    for match_id, movement, seat, is_house, amount in rows:
+        booked = found.setdefault(match_id, Booked())
+        if amount is None:
+            continue  # a settlement where no point moved
+        key = "house" if is_house else seat
+        booked.amounts[key] = booked.amounts.get(key, Decimal(0)) + amount
+        booked.entries += 1
+        booked.total += amount
+        movements[match_id, movement] = movements.get((match_id, movement), Decimal(0)) + amount
+    for (match_id, movement), amount in movements.items():
+        if amount:
+            found[match_id].unbalanced.append(
+                f"match {match_id} movement {movement} adds to {amount:.2f}"
+            )
+    return found
+
+
+def write_verdicts(
+    pool: ConnectionPool,
+    verdicts: list[tuple[uuid.UUID, list[str], Booked]],
+    conn: psycopg.Connection | None = None,
+) -> None:
+    """Stores each match's verdict (its problems, none when it checks out) with what its
+    entries add to, replacing the one it had; on ``conn`` when given."""
+
+    def write(c: psycopg.Connection) -> None:
+        with c.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO ledger_verdicts (match_id, problems, entries, total)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (match_id) DO UPDATE SET"
+                " problems = excluded.problems, entries = excluded.entries,"
+                " total = excluded.total, checked_at = now()",
+                [(m, problems, b.entries, b.total) for m, problems, b in verdicts],
+            )
+
+    retried(pool, write, conn)
+
+
+def settled_after(pool: ConnectionPool, after: uuid.UUID | None, limit: int) -> list[uuid.UUID]:
+    """The settled matches by id from just after ``after``, ``limit`` of them."""
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT match_id FROM settlements WHERE match_id > %s ORDER BY match_id LIMIT %s",
+            (after or uuid.UUID(int=0), limit),
+        ).fetchall(),
+    )
+    return [r[0] for r in rows]
+
+
+#: A full check that has not moved on for this long is taken for lost.
+STALLED_SECONDS = 600
+#: The failing hands the summary of the verdicts lists (the rest are counted).
+FAILING_SHOWN = 50
+
+
+def verdicts(pool: ConnectionPool) -> dict[str, Any]:
+    """The stored verdicts summed up, in one transaction: the settled hands, those checked,
+    their entries and what they add to, the failing hands (the first :data:`FAILING_SHOWN`
+    with their problems) and the newest full check (``running`` unless it finished or
+    stalled)."""
+
+    def read(conn: psycopg.Connection) -> dict[str, Any]:
+        with conn.transaction():
+            settled = conn.execute("SELECT count(*) FROM settlements").fetchone()
+            checked = conn.execute(
+                "SELECT count(*), coalesce(sum(entries), 0), coalesce(sum(total), 0),"
+                " count(*) FILTER (WHERE cardinality(problems) > 0) FROM ledger_verdicts"
+            ).fetchone()
+            failing = conn.execute(
+                "SELECT match_id, problems FROM ledger_verdicts"
+                " WHERE cardinality(problems) > 0 ORDER BY match_id LIMIT %s",
+                (FAILING_SHOWN,),
+            ).fetchall()
+            last = conn.execute(
+                "SELECT check_id, requested_by, requested_at, hands, done, failing, problems,"
+                " finished_at, finished_at IS NULL"
+                " AND updated_at > now() - make_interval(secs => %s)"
+                " FROM ledger_checks ORDER BY check_id DESC LIMIT 1",
+                (STALLED_SECONDS,),
+            ).fetchone()
+        assert settled is not None and checked is not None  # aggregates have their row
+        keys = (
+            "check_id",
+            "requested_by",
+            "requested_at",
+            "hands",
+            "done",
+            "failing",
+            "problems",
+            "finished_at",
+            "running",
+        )
+        return {
+            "settled": settled[0],
+            "checked": checked[0],
+            "entries": checked[1],
+            "total": checked[2],
+            "failing": checked[3],
+            "failing_shown": [(m, problems) for m, problems in failing],
+            "last_check": None if last is None else dict(zip(keys, last)),
+        }
+
+    return retried(pool, read)
+
+
+def start_check(pool: ConnectionPool, requested_by: str) -> int | None:
+    """A new full check, asked by ``requested_by``; its id. None while another runs."""
+
+    def start(conn: psycopg.Connection) -> int | None:
+        with conn.transaction():
+            # One at a time: the lock is the transaction's, so two asks never both start.
+            conn.execute("LOCK TABLE ledger_checks IN SHARE ROW EXCLUSIVE MODE")
+            # A check that made no progress for a while was lost (its job with Redis, its
+            # worker killed): it does not stand in the way of a new one.
+            running = conn.execute(
+                "SELECT 1 FROM ledger_checks WHERE finished_at IS NULL"
+                " AND updated_at > now() - make_interval(secs => %s)",
+                (STALLED_SECONDS,),
+            ).fetchone()
+            if running is not None:
+                return None
+            row = conn.execute(
+                "INSERT INTO ledger_checks (requested_by) VALUES (%s) RETURNING check_id",
+                (requested_by,),
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    return retried(pool, start)
+
+
+def check_progress(
+    pool: ConnectionPool,
+    check_id: int,
+    hands: int | None = None,
+    done: int = 0,
+    failing: int = 0,
+    problems: list[str] | None = None,
+) -> None:
+    """Records how far the full check has come; with ``problems`` (of the ledger as a
+    whole), that it has finished."""
+    retried(
+        pool,
+        lambda conn: conn.execute(
+            "UPDATE ledger_checks SET hands = coalesce(%s, hands), done = %s, failing = %s,"
+            " problems = coalesce(%s, problems), updated_at = now(),"
+            " finished_at = CASE WHEN %s THEN now() END WHERE check_id = %s",
+            (hands, done, failing, problems, problems is not None, check_id),
+        ),
+    )
+
+
+def whole(pool: ConnectionPool) -> tuple[Decimal, int]:
+    """What every entry of the ledger adds to, and how many there are."""
+    row = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT coalesce(sum(amount), 0), count(*) FROM ledger_entries"
+        ).fetchone(),
+    )
+    assert row is not None  # an aggregate has its row
+    return row[0], row[1]
 
 
 def settled_before(

@@ -73,6 +73,15 @@ class Operator:
 BOOTSTRAP = Operator(None, "bootstrap", ADMIN)
 
 
+def _end_sessions(conn: Any, name: str) -> None:
+    """Ends every console session of the operator ``name``."""
+    conn.execute(
+        "DELETE FROM console_sessions WHERE operator_id ="
+        " (SELECT operator_id FROM operators WHERE name = %s)",
+        (name,),
+    )
+
+
 class Operators:
     def __init__(self, pool: ConnectionPool):
         self.pool = pool
@@ -150,11 +159,7 @@ class Operators:
                 "UPDATE operators SET revoked_at = coalesce(revoked_at, now()) WHERE name = %s",
                 (name,),
             )
-            conn.execute(
-                "DELETE FROM console_sessions WHERE operator_id ="
-                " (SELECT operator_id FROM operators WHERE name = %s)",
-                (name,),
-            )
+            _end_sessions(conn, name)
             return int(
                 conn.execute(
                     "DELETE FROM operator_tokens WHERE operator_id ="
@@ -164,6 +169,37 @@ class Operators:
             )
 
         return retried(self.pool, run)
+
+    def set_role(self, name: str, role: str) -> bool:
+        """Gives the operator ``role`` (their sessions and tokens carry it from their next
+        request on); False when there is no such operator."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}")
+        return bool(
+            retried(
+                self.pool,
+                lambda conn: (
+                    conn.execute(
+                        "UPDATE operators SET role = %s WHERE name = %s", (role, name)
+                    ).rowcount
+                ),
+            )
+        )
+
+    def reset_password(self, name: str, password: str) -> bool:
+        """Sets the operator's password and ends their console sessions (a revoked
+        operator stays revoked); False when there is no such operator."""
+        hashed = _HASHER.hash(password)
+
+        def run(conn: Any) -> int:
+            _end_sessions(conn, name)
+            return int(
+                conn.execute(
+                    "UPDATE operators SET password_hash = %s WHERE name = %s", (hashed, name)
+                ).rowcount
+            )
+
+        return bool(retried(self.pool, run))
 
     def remove(self, name: str) -> bool:
         """Removes the operator, their tokens and their console sessions; the audit trail
@@ -236,18 +272,20 @@ class Operators:
         match_id: uuid.UUID | None = None,
         subject: str | None = None,
         address: str | None = None,
+        reason: str | None = None,
     ) -> None:
         """Writes one operator action to the audit trail: ``who`` (an operator's name, the
         name a failed sign-in tried, or ``cli:<user>``) did ``action`` (see
         :data:`ACTIONS`) ``via`` the API, the console or the CLI, from ``address`` (the
         client's, or the CLI's host), to ``match_id`` or ``subject`` (an operator, a range
-        of days exported)."""
+        of days exported, a player), for ``reason`` (what an act on a player or the ledger
+        gives)."""
         retried(
             self.pool,
             lambda conn: conn.execute(
-                "INSERT INTO audit_trail (operator, action, match_id, via, subject, address)"
-                " VALUES (%s, %s, %s, %s, %s, %s)",
-                (who, action, match_id, via, subject, address),
+                "INSERT INTO audit_trail (operator, action, match_id, via, subject, address,"
+                " reason) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (who, action, match_id, via, subject, address, reason),
             ),
         )
 
@@ -265,7 +303,9 @@ class Operators:
 
 #: What the audit trail records: reads of hidden data (``events``, ``record``, ``stream``,
 #: ``replay``), what is done to operators (``add``, ``token``, ``revoke``, ``remove``),
-#: signing in and out of the console, and exports.
+#: signing in and out of the console, exports, full checks of the ledger, and what is
+#: done to players (``suspend``, ``ban``, ``reinstate``) and to the ledger (``correct``
+#: a balance, ``void`` a hand), each with its reason.
 ACTIONS = (
     "events",
     "record",
@@ -279,7 +319,15 @@ ACTIONS = (
     "sign_in_failed",
     "sign_out",
     "export",
+    "ledger_check",
+    "set_role",
+    "reset_password",
+    "suspend",
+    "ban",
+    "reinstate",
+    "correct",
+    "void",
 )
 #: The ways in.
 VIAS = ("api", "console", "cli")
-TRAIL_FIELDS = ("at", "operator", "action", "match_id", "via", "subject", "address")
+TRAIL_FIELDS = ("at", "operator", "action", "match_id", "via", "subject", "address", "reason")

@@ -36,6 +36,9 @@ class Token:
     label: str | None
     created_at: dt.datetime
     expires_at: dt.datetime | None
+    #: The player's standing: ``active``, or ``suspended`` or ``banned`` by an operator
+    #: (every token of theirs refused, with a problem that says so).
+    standing: str = "active"
 
     def expired(self, now: dt.datetime | None = None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or dt.datetime.now(dt.UTC))
@@ -61,6 +64,10 @@ class Registered:
     name: str
     bot_account: bool
     created_at: dt.datetime
+
+
+#: A player's standings: in good standing, suspended (until reinstated), banned.
+STANDINGS = ("active", "suspended", "banned")
 
 
 class Players:
@@ -214,7 +221,10 @@ class Players:
         row = retried(
             self.pool,
             lambda conn: conn.execute(
-                f"SELECT {_COLUMNS} FROM tokens WHERE token_hash = %s", (digest,)
+                "SELECT t.token_id, t.player_id, t.last4, t.label, t.created_at, t.expires_at,"
+                " p.standing FROM tokens t JOIN players p USING (player_id)"
+                " WHERE t.token_hash = %s",
+                (digest,),
             ).fetchone(),
         )
         if row is None:
@@ -227,6 +237,39 @@ class Players:
                 self._known.clear()
             self._known[digest] = found
         return found
+
+    def set_standing(self, player_id: uuid.UUID, standing: str) -> bool:
+        """Sets the player's standing (:data:`STANDINGS`); unless ``active``, cancels their
+        waiting lobby tickets. Every process forgets their tokens at once (the notification
+        of REVOKED_CHANNEL, which also ends the streams they hold open), so that the next
+        request reads the standing. False when there is no such player."""
+
+        def write(conn: psycopg.Connection) -> list[str] | None:
+            with conn.transaction():
+                found = conn.execute(
+                    "UPDATE players SET standing = %s WHERE player_id = %s RETURNING 1",
+                    (standing, player_id),
+                ).fetchone()
+                if found is None:
+                    return None
+                if standing != "active":
+                    conn.execute(
+                        "UPDATE lobby_tickets SET status = 'cancelled', updated_at = now()"
+                        " WHERE player_id = %s AND status = 'waiting'",
+                        (player_id,),
+                    )
+                rows = conn.execute(
+                    "SELECT encode(token_hash, 'hex'), pg_notify(%s, encode(token_hash, 'hex'))"
+                    " FROM tokens WHERE player_id = %s",
+                    (REVOKED_CHANNEL, player_id),
+                ).fetchall()
+            return [row[0] for row in rows]
+
+        with self.pool.connection() as conn:
+            hashes = write(conn)
+        for digest_hex in hashes or []:
+            self.forget(digest_hex)  # this process at once; the others when notified
+        return hashes is not None
 
     def forget(self, digest_hex: str | None) -> None:
         """A token was revoked (by its hash, hex), or, with None, any may have been (the

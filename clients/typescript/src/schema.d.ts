@@ -1462,7 +1462,9 @@ export interface paths {
         };
         /**
          * The settlement of an ended hand, as written to the ledger: factors, multiplier,
-         *     gross, after the cap, system cut, penalty, net and the house's share.
+         *     gross, after the cap, system cut, penalty, net and the house's share; and ``explained``,
+         *     each step with its numbers, named in Chinese and English (the console's match page
+         *     shows the same).
          */
         get: {
             parameters: {
@@ -3277,6 +3279,27 @@ export interface components {
             /** @description Send as `after` for what follows (past the last item, and past what was read that had none for the caller); null: nothing yet */
             last_id: string | null;
         };
+        Step: {
+            /** @description multiplier, stake, report_no_play, cap, rake or penalty */
+            key: string;
+            /** @description The step's name in Chinese (倍数, 封顶…) */
+            zh: string;
+            /** @description The step's name in English */
+            en: string;
+            /** @description The step with its numbers, e.g. 1.00 × 3 × 32/3 = 32.00 */
+            formula: string;
+            /** @description The anchor of its section in docs/rules.md */
+            rule: string | null;
+        };
+        Explained: {
+            steps: components["schemas"]["Step"][];
+            /** @description Whether the cap took something */
+            capped: boolean;
+            /** @description What the cap took (0.00: nothing) */
+            cap_took: string;
+            /** @description The seat that paid the penalty */
+            penalty_seat: number | null;
+        };
         Settlement: {
             /** Format: uuid */
             match_id: string;
@@ -3300,13 +3323,18 @@ export interface components {
             /** @description One decimal amount per seat, in seat order */
             net: string[];
             house: string;
+            /** @description The settlement step by step, as docs/rules.md §5 computes it */
+            explained: components["schemas"]["Explained"];
         };
         Entry: {
             entry_id: number;
-            /** Format: uuid */
-            match_id: string;
+            /**
+             * Format: uuid
+             * @description The hand (the one voided, for a void); null for a correction
+             */
+            match_id: string | null;
             seat: number | null;
-            /** @description stake, rake or penalty */
+            /** @description stake, rake or penalty (a settlement's); correction or void (an operator's adjustment, docs/operations.md) */
             kind: string;
             amount: string;
             /** Format: date-time */
