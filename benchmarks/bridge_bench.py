@@ -42,7 +42,7 @@ from ddz_client import Client
 from service.app.arena import Contestant, run
 from service.app.bridge import Bridge
 from service.app.engine import Engine
-from service.game import Table
+from service.game import MatchSettings
 from service.game.bot.levels import policy
 from service.game.simulate import duplicate
 
@@ -51,7 +51,7 @@ SEED = "0" * 63 + "1"
 
 
 def arena(deals: int) -> None:
-    table = Table.build()
+    table = MatchSettings.build()
     started = time.perf_counter()
     result = run([Contestant(engine=EXAMPLE), Contestant(level="normal")], deals, SEED, table)
     engine_seconds = time.perf_counter() - started

@@ -21,7 +21,7 @@ from common import command_line, flushed, parse, scratch_database, spread
 
 from service.api import create_app
 from service.config import Config
-from service.game import Table
+from service.game import MatchSettings
 from service.game.bot.levels import policy
 from service.game.simulate import hand_seed, play_hand
 from service.store.ledger import movements
@@ -43,7 +43,7 @@ def seed(url: str, hands: int) -> None:
     import psycopg
     from psycopg.types.json import Jsonb
 
-    table = Table.build()
+    table = MatchSettings.build()
     players = [policy("normal", seed=f"console-bench:{n}") for n in range(4)]
     _, state = play_hand(table, hand_seed("console-bench", 0), players)
     assert state.result is not None

@@ -28,7 +28,7 @@ import time
 
 from common import command_line, parse, spread
 
-from service.game import Table, decide, evolve, replay, seat_view
+from service.game import MatchSettings, decide, evolve, replay, seat_view
 from service.game.bot import BotPolicy
 from service.game.bot.levels import policy as level_policy
 from service.game.bot.search import (
@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parse(parser, hands=2)
     rng = random.Random(args.seed)
-    table = Table.build()
+    table = MatchSettings.build()
     compiled = moves.__file__ is not None and moves.__file__.endswith(
         tuple(importlib.machinery.EXTENSION_SUFFIXES)
     )
@@ -160,7 +160,7 @@ def main() -> None:
         spread(f"{level} decision" + (" (50 ms search budget)" if level == "hard" else ""), times)
 
 
-def decision_times(policy: Policy, table: Table, seeds: list[bytes]) -> list[float]:
+def decision_times(policy: Policy, table: MatchSettings, seeds: list[bytes]) -> list[float]:
     """The policy's time for each decision of hands it plays at all four seats, dealt
     from these seeds."""
     bot = BotPolicy()

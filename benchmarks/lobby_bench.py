@@ -20,7 +20,7 @@ from common import command_line, parse, percentile, scratch_database
 
 from service.app.commands import Commands
 from service.app.tables import Tables
-from service.game import Table
+from service.game import MatchSettings
 from service.store import EventStore, Players, open_pool
 from service.store.tables import TableStore
 
@@ -30,12 +30,12 @@ def run(waiting: int, settings: int, groups: int, admin_url: str) -> None:
         store = EventStore(pool)
         tables = Tables(store, TableStore(store), Commands(store))
         players = Players(pool)
-        kinds = [Table.build(unit=f"{n + 1}.00").to_json() for n in range(settings)]
+        kinds = [MatchSettings.build(unit=f"{n + 1}.00").to_json() for n in range(settings)]
         # Waiting tickets that the matcher reads on every pass but cannot seat: each alone
         # under a stake of its own, and allowing no bots.
         for n in range(waiting):
             player, _ = players.create(f"w{n}")
-            lone = Table.build(unit=f"{1000 + n}.00").to_json()
+            lone = MatchSettings.build(unit=f"{1000 + n}.00").to_json()
             tables.table_store.create_ticket(player, lone, False)
         latencies = []
         for g in range(groups):

@@ -68,7 +68,7 @@ from table_bench import choose
 
 from service import embedded
 from service.config import COMMAND_CONNECTIONS
-from service.game import Table
+from service.game import MatchSettings
 from service.store import Players, open_pool
 from service.store.events import EventStore
 from service.store.tables import TableStore
@@ -307,7 +307,7 @@ def play(
         for n in range(idle):
             player, token = players.create(f"idle{n}")
             if n % 2:
-                alone = Table.build(unit=f"{1000 + n}.00").to_json()
+                alone = MatchSettings.build(unit=f"{1000 + n}.00").to_json()
                 tickets.create_ticket(player, alone, False)
             else:
                 r = session.post(

@@ -17,7 +17,7 @@ import time
 
 from common import command_line, parse
 
-from service.game import Table
+from service.game import MatchSettings
 from service.game.bot.levels import policy
 from service.game.ratings import RatedHand, Rating, rate
 from service.game.simulate import hand_seed, play_hand
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--seed", default="ratings")
     parser.add_argument("--budget-ms", type=float, default=10.0)
     args = parse(parser, hands=4, budget_ms=1.0)
-    table = Table.build()
+    table = MatchSettings.build()
     players = {
         name: policy(
             name.removesuffix("-2"),

@@ -26,7 +26,7 @@ import time
 
 from common import command_line, parse
 
-from service.game import Table, decide, evolve, replay, seat_view
+from service.game import MatchSettings, decide, evolve, replay, seat_view
 from service.game.bot import search
 from service.game.bot.levels import NORMAL_STYLE
 from service.game.bot.policy import BotPolicy, SeatPlan
@@ -48,7 +48,7 @@ def main() -> None:
         tuple(importlib.machinery.EXTENSION_SUFFIXES)
     )
     print(f"search: {'compiled (mypyc)' if compiled else 'interpreted'}, from {search.__file__}")
-    table = Table.build(args.ruleset, bombs_double=not args.no_doubling)
+    table = MatchSettings.build(args.ruleset, bombs_double=not args.no_doubling)
     normal = BotPolicy(style=NORMAL_STYLE)
     budget = args.budget_ms / 1000
     hard = SearchPolicy(

@@ -34,7 +34,7 @@ import psycopg  # noqa: E402
 from clusters import backed_up_cluster  # type: ignore[import-not-found]  # noqa: E402
 
 from service.app.audit import check_match  # noqa: E402
-from service.game import Settle, Table, decide, replay  # noqa: E402
+from service.game import MatchSettings, Settle, decide, replay  # noqa: E402
 from service.game.bot import BotPolicy  # noqa: E402
 from service.game.simulate import hand_seed, play_hand  # noqa: E402
 from service.store import EventStore, migrate, open_pool  # noqa: E402
@@ -58,7 +58,7 @@ def pool_hands(count: int) -> list[Hand]:
     as JSON with the placeholder ids), its result as JSON and its ledger entries."""
     import orjson
 
-    table = Table.build(None)
+    table = MatchSettings.build(None)
     bot = BotPolicy()
     hands = []
     for i in range(count):

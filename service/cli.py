@@ -157,12 +157,12 @@ def run_simulate(
     derived from it and i (its record has it)."""
     import time
 
-    from .game import Table
+    from .game import MatchSettings
     from .game.bot import BotPolicy
     from .game.record import export
     from .game.simulate import Tally, matchup, win_rates
 
-    table = Table.build(ruleset)
+    table = MatchSettings.build(ruleset)
     directory = Path(out) if out else None
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -226,7 +226,7 @@ def run_pit(
     (``doubling``: both, or only ``yes`` or ``no``)."""
     import time
 
-    from .game import Table
+    from .game import MatchSettings
     from .game.bot.levels import contestant
     from .game.simulate import DUPLICATE_SEATS, duplicate
 
@@ -238,7 +238,7 @@ def run_pit(
         f"95% CI; {deals} deals, each played twice with the seats swapped ({hands} hands)\n"
     )
     for bombs_double in DOUBLING[doubling]:
-        table = Table.build(ruleset, bombs_double=bombs_double)
+        table = MatchSettings.build(ruleset, bombs_double=bombs_double)
         result = duplicate(
             deals,
             seed,
@@ -264,7 +264,7 @@ def run_calibrate(
     """``ddz simulate --calibrate``: the gains of bidding and 摊打 by estimated chance, for
     each ruleset (or ``ruleset``) with and without doubling; the :mod:`calibrated` module
     for them written to ``out``."""
-    from .game import Table
+    from .game import MatchSettings
     from .game.bot.calibration import Calibration, calibrate, markdown, module_source
     from .game.bot.levels import NORMAL, policy
     from .game.simulate import hand_seed
@@ -274,7 +274,7 @@ def run_calibrate(
     tables: dict[tuple[str, bool], Calibration] = {}
     for name in names:
         for bombs_double in DOUBLING[doubling]:
-            table = Table.build(name, bombs_double=bombs_double)
+            table = MatchSettings.build(name, bombs_double=bombs_double)
             found = calibrate(hands, seed, table, policy(NORMAL), hand_seed)
             tables[(table.ruleset.name, bombs_double)] = found
             label = f"{table.ruleset.name}, bombs {'double' if bombs_double else 'do not double'}"
@@ -318,7 +318,7 @@ def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
         run,
     )
     from .app.engine import EngineError
-    from .game import Table
+    from .game import MatchSettings
 
     contestants = [
         Contestant(engine=value) if kind == "engine" else Contestant(level=value)
@@ -352,7 +352,7 @@ def run_arena(args: argparse.Namespace, seed: str, stdout: TextIO) -> int:
             contestants,
             args.deals,
             seed,
-            Table.build(args.ruleset),
+            MatchSettings.build(args.ruleset),
             mode=mode,
             move_ms=args.move_ms,
             options=engine_options(args.option),

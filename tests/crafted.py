@@ -3,8 +3,8 @@ bot's tests (test_bot, test_levels, test_calibration)."""
 
 from __future__ import annotations
 
+from service.game.settings import MatchSettings
 from service.game.state import BIDDING, PLAYING
-from service.game.table import Table
 from service.game.views import SeatInfo, SeatView
 from service.rules import Card, classify, rank_index
 
@@ -30,14 +30,14 @@ def make_view(
     bid: int | None = 1,
     bombs_left: int | None = 1,
     phase: str = PLAYING,
-    table: Table | None = None,
+    table: MatchSettings | None = None,
     marked_seat: int = 0,
     first_bid_three: bool = False,
     show_hand: bool | None = None,
     locked: frozenset[int] = frozenset(),
 ) -> SeatView:
     """A view crafted for one decision of ``seat`` (whose turn it is)."""
-    table = table or Table.build("shanghai-platform")
+    table = table or MatchSettings.build("shanghai-platform")
     held = cards(hand)
     counts = list(cards_left)
     counts[seat] = len(held)
@@ -75,7 +75,7 @@ def make_view(
     )
 
 
-def first_bid_view(hand: str, table: Table | None = None) -> SeatView:
+def first_bid_view(hand: str, table: MatchSettings | None = None) -> SeatView:
     """Seat 0's view as it bids first (no seat has bid yet)."""
     return make_view(
         hand,

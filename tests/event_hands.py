@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import random
 
-from service.game import Bid, Disconnect, Resume, SeatView, Settle, State, Table, decide
+from service.game import Bid, Disconnect, MatchSettings, Resume, SeatView, Settle, State, decide
 from service.game.commands import Command, SeatCommand
 from service.game.events import Event
 from service.game.policies import RandomPolicy, acting_party
@@ -29,7 +29,7 @@ class Reporter(RandomPolicy):
         return super().act(view)
 
 
-def reportable_seed(rng: random.Random, table: Table) -> bytes:
+def reportable_seed(rng: random.Random, table: MatchSettings) -> bytes:
     while True:
         seed = rng.randbytes(32)
         if any(report_units(counts_of(hand), table.ruleset) for hand in deal(seed).hands):
@@ -43,7 +43,7 @@ def played_hands() -> list[list[Event]]:
     hands = []
     rng = random.Random(11)
     for number in range(24):
-        table = Table.build(sorted(RULESETS)[number % len(RULESETS)])
+        table = MatchSettings.build(sorted(RULESETS)[number % len(RULESETS)])
         seed = reportable_seed(rng, table) if number % 3 == 0 else rng.randbytes(32)
 
         def interrupt(state: State) -> list[Command]:

@@ -10,7 +10,7 @@ from dataclasses import fields
 import pytest
 
 from service.api import schemas
-from service.game import Table, commands, decider
+from service.game import MatchSettings, commands, decider
 from service.game.actions import (
     CANDIDATES,
     COMMANDS,
@@ -80,7 +80,9 @@ def played(policy, ruleset: str, hands: int = 30):
     offered_names: set[str] = set()
     taken: set[str] = set()
     for _ in range(hands):
-        events, _ = play_hand(Table.build(ruleset=ruleset), rng.randbytes(32), [policy(rng)] * 4)
+        events, _ = play_hand(
+            MatchSettings.build(ruleset=ruleset), rng.randbytes(32), [policy(rng)] * 4
+        )
         state = initial_state
         for event in events:
             if state.awaits_decision():

@@ -15,9 +15,9 @@ from service.game.bot import BotPolicy, plan
 from service.game.commands import Bid, CreateMatch, DealHand, Pass, Play, Report, ShowHand, TakeSeat
 from service.game.events import PLAYER
 from service.game.policies import RandomPolicy, acting_party
+from service.game.settings import MatchSettings
 from service.game.simulate import apply, play_hand
 from service.game.state import BIDDING, ENDED, REPORT, SHOW_HAND, initial_state
-from service.game.table import Table
 from service.game.views import SeatView, seat_view
 from service.rules import (
     RULESETS,
@@ -50,7 +50,7 @@ def played_ranks(command) -> str:
 def test_four_bots_always_play_legally(ruleset):
     """decide() refuses an illegal command with a GameError: finishing every hand proves
     every bid, 摊打, 报到, play and pass of the bot was legal."""
-    table = Table.build(ruleset)
+    table = MatchSettings.build(ruleset)
     bot = BotPolicy()
     winners = set()
     for i in range(200):
@@ -64,7 +64,7 @@ def test_four_bots_always_play_legally(ruleset):
 def test_bots_play_legally_among_random_players_and_for_player_seats(ruleset):
     """Bots next to random policies reach odd positions; player seats make the bot act
     ``by`` the player (its acting party); no bomb doubling changes the 报到 sums."""
-    table = Table.build(ruleset, bombs_double=False)
+    table = MatchSettings.build(ruleset, bombs_double=False)
     for i in range(100):
         rng = random.Random(i)
         policies = [BotPolicy() if (s + i) % 2 else RandomPolicy(rng) for s in range(4)]
@@ -134,7 +134,7 @@ def test_the_bot_reads_only_its_seat_view():
 def test_hidden_cards_do_not_change_the_decision():
     """At every turn of a few hands, deal the cards the acting seat cannot see differently
     among the other seats (same counts): its view, and so the bot's decision, stay the same."""
-    table = Table.build("shanghai-platform")
+    table = MatchSettings.build("shanghai-platform")
     bot = BotPolicy()
     rng = random.Random(11)
     checked = 0
@@ -245,7 +245,7 @@ def test_report_weighs_the_sure_win_against_playing_on():
     # Two units (the 7s and the four jokers) and no bomb doubling: playing on can win at
     # most 2 × 3 stakes, 不打 wins 3 × 2 for sure.
     two_units = "77777777BBRR" + "33334445566889TJQKA"
-    table = Table.build("shanghai-platform", bombs_double=False)
+    table = MatchSettings.build("shanghai-platform", bombs_double=False)
     view = make_view(two_units, table=table, **kwargs)
     assert BotPolicy().act(view) == Report(0, "no_play", acting_party(view))
 
@@ -296,7 +296,7 @@ class ByRole:
 def landlord_win_rate(
     ruleset: str, landlord_bot: bool, farmers_bot: bool, hands: int = 300
 ) -> float:
-    table = Table.build(ruleset)
+    table = MatchSettings.build(ruleset)
     bot = BotPolicy()
     wins = 0
     for i in range(hands):

@@ -10,9 +10,9 @@ from service.game.bot.calibration import Measured, calibrate, markdown, module_s
 from service.game.bot.levels import policy
 from service.game.commands import Bid, ShowHand
 from service.game.policies import acting_party
+from service.game.settings import MatchSettings
 from service.game.simulate import hand_seed
 from service.game.state import SHOW_HAND
-from service.game.table import Table
 
 
 def test_measured_gains_rise_with_the_chance():
@@ -28,7 +28,7 @@ def test_measured_gains_rise_with_the_chance():
 
 
 def test_bids_the_choice_measured_to_gain_most(monkeypatch):
-    table = Table.build("shanghai-platform")
+    table = MatchSettings.build("shanghai-platform")
     view = first_bid_view("3456789TJQKA23579J468TQKA", table)
     style = Style(by_points=True)
     bands = len(Measured().hands)
@@ -45,7 +45,7 @@ def test_bids_the_choice_measured_to_gain_most(monkeypatch):
 
 
 def test_shows_the_hand_where_showing_was_measured_to_gain(monkeypatch):
-    table = Table.build("shanghai-local", bombs_double=False)
+    table = MatchSettings.build("shanghai-local", bombs_double=False)
     view = make_view(
         "33445566778899TTJJQQKKAA2BR34567",
         seat=0,
@@ -71,7 +71,7 @@ def test_shows_the_hand_where_showing_was_measured_to_gain(monkeypatch):
 
 @pytest.mark.parametrize("ruleset", ["shanghai-platform", "shanghai-local"])
 def test_calibration_measures_bids_and_writes_its_table(ruleset):
-    table = Table.build(ruleset)
+    table = MatchSettings.build(ruleset)
     found = calibrate(12, "calibrate-test", table, policy("normal"), hand_seed)
     assert any(key.startswith("first ") for key in found.measured)
     # A bid of 1 or 2 by the first bidder and passing end alike when every other seat

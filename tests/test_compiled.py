@@ -47,7 +47,7 @@ LEFT_OUT = "not test_bot_beats_the_random_baseline"
 #: gain (so that departures are many): every event, and the play-outs of each searched
 #: decision.
 SEARCHED_HANDS = """
-from service.game import Table
+from service.game import MatchSettings
 from service.game.bot.levels import NORMAL_STYLE
 from service.game.bot.policy import BotPolicy
 from service.game.bot.search import SearchPolicy
@@ -70,7 +70,7 @@ class Counted:
 
 for ruleset in ("shanghai-platform", "shanghai-local"):
     for doubling in (True, False):
-        table = Table.build(ruleset, bombs_double=doubling)
+        table = MatchSettings.build(ruleset, bombs_double=doubling)
         seats = [Counted(f"seat{s}") for s in range(4)]
         events, _ = play_hand(table, hand_seed("compiled", 0), seats)
         print(ruleset, doubling, *map(repr, events), sep="\\n")

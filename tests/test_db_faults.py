@@ -20,7 +20,7 @@ from servers import fresh_database
 from store_support import execute
 
 from service.api import create_app
-from service.game import BOT, Bid, CreateMatch, Table, TakeSeat
+from service.game import BOT, Bid, CreateMatch, MatchSettings, TakeSeat
 from service.store import EventStore, open_pool
 
 # Slow: kills database backends and waits for the pool to recover (bin/test --fast leaves it out).
@@ -234,7 +234,10 @@ def test_a_bots_command_through_the_store_survives_a_lost_answer(faulty):
         store = EventStore(pool)
         match_id = uuid.uuid4()
         execute(
-            store, match_id, lambda _: CreateMatch(str(match_id), Table.build()), new_match=True
+            store,
+            match_id,
+            lambda _: CreateMatch(str(match_id), MatchSettings.build()),
+            new_match=True,
         )
         for seat in range(4):
             outcome = execute(

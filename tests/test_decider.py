@@ -25,13 +25,13 @@ from service.game import (
     Disconnect,
     Event,
     GameError,
+    MatchSettings,
     Pass,
     Play,
     Report,
     Resume,
     ShowHand,
     State,
-    Table,
     TakeSeat,
     can,
     decide,
@@ -102,8 +102,8 @@ def then(state: State, events: list[Event]) -> State:
     return replay(events, state)
 
 
-def table(ruleset=None, **options) -> Table:
-    return Table.build(ruleset=ruleset, **options)
+def table(ruleset=None, **options) -> MatchSettings:
+    return MatchSettings.build(ruleset=ruleset, **options)
 
 
 def seated(ruleset=None, *, bots=(), **options) -> list[Event]:

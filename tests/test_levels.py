@@ -12,7 +12,7 @@ import pytest
 from crafted import make_view
 from hidden import reshuffled
 
-from service.game import GameError, Table
+from service.game import GameError, MatchSettings
 from service.game.bot import BotPolicy
 from service.game.bot.levels import LEVELS, policy, seat_level
 from service.game.bot.search import SearchPolicy, sample_hands
@@ -41,7 +41,7 @@ def searching(samples: int = 12) -> SearchPolicy:
 def test_every_level_plays_legal_moves_to_the_end(ruleset):
     """Mixed tables of every level, the search included: ``decide`` refuses any illegal
     command, so each hand reaching its end is the check."""
-    table = Table.build(ruleset)
+    table = MatchSettings.build(ruleset)
     levels = {
         "easy": policy("easy", seed="legal"),
         "normal": policy("normal"),
@@ -58,7 +58,7 @@ def test_every_level_plays_legal_moves_to_the_end(ruleset):
 
 def mid_hand(i: int, fewest: int) -> State:
     """A hand of normal bots, played until a seat holds ``fewest`` cards or fewer."""
-    table = Table.build("shanghai-platform")
+    table = MatchSettings.build("shanghai-platform")
     log: list = []
     state = apply(initial_state, CreateMatch("search", table), log)
     for s in range(4):
@@ -107,16 +107,16 @@ def test_sampled_hands_agree_with_everything_the_seat_knows():
 
 
 def test_the_table_option_bot_level():
-    assert Table.build().bot_level == "normal"
-    assert Table.build(bot_level="hard").to_json()["bot_level"] == "hard"
-    assert Table.from_json({"ruleset": None, "unit": "1.00"}).bot_level == "normal"
+    assert MatchSettings.build().bot_level == "normal"
+    assert MatchSettings.build(bot_level="hard").to_json()["bot_level"] == "hard"
+    assert MatchSettings.from_json({"ruleset": None, "unit": "1.00"}).bot_level == "normal"
     with pytest.raises(GameError) as refused:
-        Table.build(bot_level="expert")
+        MatchSettings.build(bot_level="expert")
     assert refused.value.code == "invalid_table"
 
 
 def test_a_disconnected_player_is_played_at_normal_or_better():
-    table = Table.build(bot_level="easy")
+    table = MatchSettings.build(bot_level="easy")
     log: list = []
     state = apply(initial_state, CreateMatch("takeover", table), log)
     state = apply(state, TakeSeat(0, "alice", bot=False), log)
@@ -130,7 +130,7 @@ def test_a_disconnected_player_is_played_at_normal_or_better():
 
 
 def test_duplicate_pits_two_levels_on_the_same_deals():
-    table = Table.build("shanghai-platform")
+    table = MatchSettings.build("shanghai-platform")
     same = duplicate(6, "dup", table, policy("normal"), policy("normal"))
     # The same player on both sides: every deal gives it back what it took.
     assert same.hands == 12 and same.mean == 0
@@ -144,7 +144,7 @@ def test_normal_keeps_a_bomb_that_would_only_double_the_stake():
     when it turns the hand, and bombs as before when they do not double."""
     hand = "3457 9JQ TTTT"
     for bombs_double, bombs in ((True, False), (False, True)):
-        table = Table.build("shanghai-platform", bombs_double=bombs_double)
+        table = MatchSettings.build("shanghai-platform", bombs_double=bombs_double)
         view = make_view(
             hand.replace(" ", ""), lead="22", lead_seat=0, cards_left=(8, 20, 10, 20), table=table
         )

@@ -12,7 +12,7 @@ from servers import fresh_database
 from yoyo import get_backend, read_migrations
 from yoyo.migrations import MigrationList
 
-from service.game import Table
+from service.game import MatchSettings
 from service.game.events import DEFAULT_CLOSE_SECONDS
 from service.store import EventStore, Players, open_pool
 from service.store.migrate import MIGRATIONS, migrate, yoyo_url
@@ -108,7 +108,7 @@ def test_a_table_that_waited_for_people_for_ever_before_0014_closes_after_it(
     has its settings for the lobby and closes after the default wait."""
     with fresh_database(postgres_admin_url, "ddz_migrations", migrated=False) as url:
         migrate_before(url, "0014")
-        table_id, settings = uuid.uuid4(), Table.build(unit="2.00").to_json()
+        table_id, settings = uuid.uuid4(), MatchSettings.build(unit="2.00").to_json()
         players = [str(uuid.uuid4()) for _ in range(4)]
         old_events = [
             (

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from service.game import Table, decide, evolve, replay
+from service.game import MatchSettings, decide, evolve, replay
 from service.game.bot import BotPolicy
 from service.game.bot.levels import policy
 from service.game.bot.policy import SeatPlan
@@ -24,7 +24,7 @@ from service.game.views import seat_view
 from service.rules import counts_of, pick_cards
 
 
-def first_play(table: Table, seed: bytes, rng: random.Random) -> State:
+def first_play(table: MatchSettings, seed: bytes, rng: random.Random) -> State:
     """A hand dealt and bid at random, at its first play (or ended, after 报到 then 不打)."""
     log: list = []
     state = apply(initial_state, CreateMatch("playouts", table), log)
@@ -40,7 +40,7 @@ def first_play(table: Table, seed: bytes, rng: random.Random) -> State:
 @pytest.mark.slow
 @pytest.mark.parametrize("ruleset", ["shanghai-platform", "shanghai-local"])
 def test_the_playout_engine_agrees_with_the_full_engine(ruleset):
-    table = Table.build(ruleset)
+    table = MatchSettings.build(ruleset)
     rng = random.Random(ruleset)
     played = locked = limited = 0
     for i in range(150):
@@ -89,7 +89,7 @@ def test_the_bot_plays_the_same_in_a_playout_as_from_its_full_view():
     assert isinstance(normal, BotPolicy)
     compared = 0
     for ruleset in ("shanghai-platform", "shanghai-local"):
-        table = Table.build(ruleset)
+        table = MatchSettings.build(ruleset)
         for i in range(8):
             events, _ = play_hand(table, hand_seed(f"light-{ruleset}", i), [normal] * 4)
             state = replay(events[:6])  # created, four seats, dealt

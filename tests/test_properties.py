@@ -9,7 +9,16 @@ from decimal import Decimal
 
 import pytest
 
-from service.game import OPERATOR, Disconnect, Resume, Table, evolve, initial_state, replay, visible
+from service.game import (
+    OPERATOR,
+    Disconnect,
+    MatchSettings,
+    Resume,
+    evolve,
+    initial_state,
+    replay,
+    visible,
+)
 from service.game.bot import BotPolicy
 from service.game.events import HandDealt, LandlordChosen, Played
 from service.game.policies import RandomPolicy
@@ -44,7 +53,7 @@ def dropping_players(rng: random.Random):
 def simulated_hands():
     rng = random.Random(20261130)
     for i in range(HANDS):
-        table = Table.build(
+        table = MatchSettings.build(
             ruleset=("shanghai-platform", "shanghai-local")[i % 2],
             unit=rng.choice(["1.00", "0.50", "2.00"]),
             cap=rng.choice([None, None, "10.00", "37.50"]),

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from service.game import Table
+from service.game import MatchSettings
 from service.game.bot import BotPolicy
 from service.game.commands import Disconnect
 from service.game.record import Discrepancy, NotARecord, export, load, verify
@@ -24,7 +24,7 @@ def disconnect_seat_2(state):
 
 
 def record_with_a_disconnect(cap=None) -> dict:
-    table = Table.build(unit="0.50", cap=cap, rake="0.05", turn_seconds=20)
+    table = MatchSettings.build(unit="0.50", cap=cap, rake="0.05", turn_seconds=20)
     events, _ = play_hand(
         table,
         hand_seed("record", 0),
@@ -78,7 +78,9 @@ def test_a_record_written_to_the_format_alone_verifies(cap):
 def test_hands_of_every_kind_written_to_the_format_alone_verify():
     kinds = set()
     for index in range(40):
-        events, state = play_hand(Table.build(rake="0.05"), hand_seed("kinds", index), [BOT] * 4)
+        events, state = play_hand(
+            MatchSettings.build(rake="0.05"), hand_seed("kinds", index), [BOT] * 4
+        )
         factors = state.result.to_json()["factors"]
         kinds |= {key for key in ("first_bid_three", "show_hand") if factors[key]} | {
             factors["report"]

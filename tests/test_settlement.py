@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.game import GameError, Table
+from service.game import GameError, MatchSettings
 from service.game.settlement import (
     Factors,
     HandOutcome,
@@ -701,7 +701,7 @@ def test_a_table_and_settle_refuse_an_option_in_the_same_words(kwargs):
     """One check of the money options: what a table refuses, settle refuses with the same message."""
     outcome = HandOutcome(landlord=0, bid=1, winner="landlord", factors=Factors())
     with pytest.raises(GameError) as table_refusal:
-        Table.build(**kwargs)
+        MatchSettings.build(**kwargs)
     with pytest.raises(SettlementError) as settle_refusal:
         settle(outcome, **kwargs)
     assert table_refusal.value.code == "invalid_table"

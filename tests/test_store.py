@@ -17,7 +17,7 @@ from service.game import (
     CreateMatch,
     Disconnect,
     GameError,
-    Table,
+    MatchSettings,
     TakeSeat,
     deadline,
 )
@@ -49,7 +49,9 @@ def stores(pool):
 
 def new_match(store: EventStore) -> uuid.UUID:
     match_id = uuid.uuid4()
-    execute(store, match_id, lambda _: CreateMatch(str(match_id), Table.build()), new_match=True)
+    execute(
+        store, match_id, lambda _: CreateMatch(str(match_id), MatchSettings.build()), new_match=True
+    )
     return match_id
 
 
@@ -253,7 +255,7 @@ def test_the_deadline_the_append_writes_is_the_games_deadline(pool, stores):
     no seat to act, a player to act, and the system to act."""
     store, _ = stores
     match_id = uuid.uuid4()
-    table = Table.build(turn_seconds=7)
+    table = MatchSettings.build(turn_seconds=7)
     execute(store, match_id, lambda _: CreateMatch(str(match_id), table), new_match=True)
 
     def both() -> tuple:

@@ -6,7 +6,7 @@ already, nothing is added. Pure: the table's decider on events."""
 
 from __future__ import annotations
 
-from service.game import BOT, PLAYER, Table
+from service.game import BOT, PLAYER, MatchSettings
 from service.game.events import BidMade, Disconnected, Passed, Played, Resumed
 from service.game.table_decider import (
     CreateTable,
@@ -44,7 +44,7 @@ def test_a_player_who_decided_once_or_took_the_seat_back_is_present():
 
 def test_the_absent_players_seat_is_freed_with_the_hand_and_the_present_stays():
     commands = [
-        CreateTable("t", Table.build(), bots_after=None),
+        CreateTable("t", MatchSettings.build(), bots_after=None),
         Join("gone"),
         Join("here"),
         Join("third"),

@@ -17,9 +17,9 @@ from service.game import (
     Disconnect,
     Event,
     GameError,
+    MatchSettings,
     Resume,
     State,
-    Table,
     TakeSeat,
     decide,
     decision,
@@ -54,7 +54,7 @@ def test_the_rest_after_a_hand_holds_through_a_leave_and_bots_taking_the_seat():
     _, playing = decide_all(
         initial_table,
         [
-            CreateTable("t", Table.build(), bots_after=0, next_hand_seconds=3),
+            CreateTable("t", MatchSettings.build(), bots_after=0, next_hand_seconds=3),
             Join("first"),
             Join("second"),
             FillWithBots(),
@@ -76,12 +76,14 @@ def test_the_rest_after_a_hand_holds_through_a_leave_and_bots_taking_the_seat():
     _, filled = decide_all(one_left, [FillWithBots()])
     assert due_at(filled, at(41.5), settled_at) == (DEAL, at(41.5))
     # A table's first hand waits for no rest.
-    _, first = decide_all(initial_table, [CreateTable("u", Table.build()), *map(Join, "abcd")])
+    _, first = decide_all(
+        initial_table, [CreateTable("u", MatchSettings.build()), *map(Join, "abcd")]
+    )
     assert due_at(first, at(1), None) == (DEAL, at(1))
 
 
 def test_a_table_of_people_only_that_lost_one_closes_after_its_wait_and_a_new_one_never():
-    create = CreateTable("t", Table.build(), next_hand_seconds=5, close_after=60)
+    create = CreateTable("t", MatchSettings.build(), next_hand_seconds=5, close_after=60)
     _, fresh = decide_all(initial_table, [create, Join("host")])
     assert due_at(fresh, at(0), None) is None  # a creator waiting for friends
     _, playing = decide_all(fresh, [*map(Join, "abc"), StartHand("m1")])
@@ -102,7 +104,7 @@ def test_a_table_of_people_only_that_lost_one_closes_after_its_wait_and_a_new_on
 def test_a_leave_during_a_hand_frees_the_seat_with_its_settlement_and_the_nets_stay_its():
     _, playing = decide_all(
         initial_table,
-        [CreateTable("t", Table.build()), *map(Join, "abcd"), StartHand("m1")],
+        [CreateTable("t", MatchSettings.build()), *map(Join, "abcd"), StartHand("m1")],
     )
     (left,), leaving = decide_all(playing, [Leave("b")])
     assert (left.type, left.at_hand_end, left.number) == ("player_left", True, 1)
@@ -119,7 +121,7 @@ def test_old_table_events_are_brought_up_to_date_as_they_are_read():
         1,
         {
             "table_id": "t",
-            "table": Table.build().to_json(),
+            "table": MatchSettings.build().to_json(),
             "private": False,
             "invite": None,
             "bots_after": None,
@@ -135,7 +137,7 @@ def test_old_table_events_are_brought_up_to_date_as_they_are_read():
 def bidding(*players: str | None) -> State:
     """A match dealt to these players (None: a bot), in bidding."""
     state = initial_state
-    commands = [CreateMatch("m", Table.build())]
+    commands = [CreateMatch("m", MatchSettings.build())]
     commands += [TakeSeat(seat, p, bot=p is None) for seat, p in enumerate(players)]
     for command in [*commands, DealHand(bytes(32))]:
         state = replay(decide(state, command), state)

@@ -25,13 +25,13 @@ from service.game import (
     DealHand,
     Disconnect,
     Event,
+    MatchSettings,
     Pass,
     Play,
     Report,
     Resume,
     ShowHand,
     State,
-    Table,
     can,
     decide,
     evolve,
@@ -73,7 +73,7 @@ CODE = re.compile(r"(?:[SHCD][3-9TJQKA2]|[BR]J)\Z")
 
 
 def seated(ruleset=None, *, bots=()) -> list[Event]:
-    events: list[Event] = [MatchCreated("match-views", Table.build(ruleset=ruleset))]
+    events: list[Event] = [MatchCreated("match-views", MatchSettings.build(ruleset=ruleset))]
     for seat in range(4):
         events.append(
             SeatTaken(seat, None, True) if seat in bots else SeatTaken(seat, PLAYERS[seat], False)

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from ..game import GameError, State, Table, deadline, view, visible
-from ..game.table import DEFAULT_BOT_LEVEL
+from ..game import GameError, MatchSettings, State, deadline, view, visible
+from ..game.settings import DEFAULT_BOT_LEVEL
 from ..store import (
     IdempotencyMismatch,
     Loaded,
@@ -86,11 +86,11 @@ def game_error(exc: GameError | StoreError) -> ApiError:
     return ApiError(GAME_STATUS.get(exc.code, 422), exc.code, str(exc))
 
 
-def table_of(body: dict[str, Any]) -> Table:
+def table_of(body: dict[str, Any]) -> MatchSettings:
     """The table of a request's ruleset and money options (a match's, or a table's),
     within the server's bounds (:func:`within_bounds`)."""
     try:
-        table = Table.build(
+        table = MatchSettings.build(
             body["ruleset"],
             body["unit"],
             body["cap"],
@@ -104,7 +104,7 @@ def table_of(body: dict[str, Any]) -> Table:
     return within_bounds(table)
 
 
-def within_bounds(table: Table) -> Table:
+def within_bounds(table: MatchSettings) -> MatchSettings:
     """The table, when its stake is within the bounds the operators set: ``unit`` at most
     ``DDZ_MAX_UNIT`` and ``rake`` at most ``DDZ_MAX_RAKE`` (a cap needs none: it only
     lowers what a hand moves). 422 ``stake_out_of_bounds`` otherwise."""

@@ -7,7 +7,7 @@ from marshmallow import fields as f
 from marshmallow import validate
 
 from ..app.work import wake_lobby
-from ..game import GameError, Table
+from ..game import GameError, MatchSettings
 from ..store import StoreError
 from ..store.tables import Ticket, TicketNotFound
 from . import schemas
@@ -66,7 +66,7 @@ def ticket_document(ticket: Ticket) -> dict:
     return {
         "ticket_id": ticket.ticket_id,
         "status": ticket.status,
-        **Table.from_json(ticket.settings).settings(),
+        **MatchSettings.from_json(ticket.settings).settings(),
         "allow_bots": ticket.allow_bots,
         "ladder": ticket.ladder,
         "table_id": ticket.table_id,
@@ -105,7 +105,7 @@ def create_ticket(body, key=None):
 
     def create() -> dict:
         try:
-            table = within_bounds(Table.build(body["ruleset"], body["unit"], body["cap"]))
+            table = within_bounds(MatchSettings.build(body["ruleset"], body["unit"], body["cap"]))
             ticket = services().tables.table_store.create_ticket(
                 who.player_id, table.to_json(), body["allow_bots"], body["ladder"]
             )

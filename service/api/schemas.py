@@ -20,14 +20,14 @@ from ..game import state as game_state
 from ..game import views
 from ..game.actions import CANDIDATES, COMMANDS, PLAYER_ACTIONS, VALUES
 from ..game.events import BOT, MATCH_EVENTS, PLAYER, Event
-from ..game.settlement import Factors, HandResult
-from ..game.table import (
+from ..game.settings import (
     BOT_LEVELS,
     DEFAULT_BOT_LEVEL,
     DEFAULT_TURN_SECONDS,
     MAX_TURN_SECONDS,
-    Table,
+    MatchSettings,
 )
+from ..game.settlement import Factors, HandResult
 from ..game.views import SHOWN_BY_TYPE
 from ..rules import DEFAULT_RULESET, RULESETS, Card, CombinationType
 from ..store import STATUSES
@@ -57,7 +57,7 @@ CARD_CODE = Pattern(
     error="not a card code: a suit letter (S H C D) then a rank (3-9 T J Q K A 2), or a joker (B or R, then J)",
 )
 #: A stake (``unit``) or a cap: more than zero (a hand at stake zero would move nothing, its
-#: penalty neither; service/game/table.py refuses it too).
+#: penalty neither; service/game/settings.py refuses it too).
 POSITIVE = Pattern(
     r"^(?!0+(\.0+)?$)\d{1,9}(\.\d{1,2})?$",
     error="a decimal amount above zero with at most two places, as a string",
@@ -545,7 +545,7 @@ class TableSettings(Options):
 
 
 #: What an event's field of these types holds (the others are shown by type alone).
-EVENT_DOCUMENTS = {Table: TableSettings, HandResult: Result}
+EVENT_DOCUMENTS = {MatchSettings: TableSettings, HandResult: Result}
 #: The values of event fields that take a few (by name).
 EVENT_VALUES = {"by": [PLAYER, BOT], "combination": COMBINATION_TYPES}
 

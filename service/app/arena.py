@@ -26,7 +26,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..game import Event, State, Table
+from ..game import Event, MatchSettings, State
 from ..game.bot.levels import policy
 from ..game.record import export
 from ..game.simulate import DealPlayed, Player, Refused, interval, play_deal, seatings
@@ -145,7 +145,7 @@ class Setup:
 
     contestants: tuple[Contestant, ...]
     seed: str
-    table: Table
+    table: MatchSettings
     move_ms: int = DEFAULT_MOVE_MS
     options: dict[str, Any] = field(default_factory=dict)
     records: bool = False
@@ -438,7 +438,7 @@ class Arena:
     gauntlet)."""
 
     mode: str
-    table: Table
+    table: MatchSettings
     seed: str
     names: list[str]
     runs: list[Run]
@@ -541,7 +541,7 @@ def run(
     contestants: Sequence[Contestant],
     deals: int,
     seed: str,
-    table: Table,
+    table: MatchSettings,
     *,
     mode: str = TABLE_MODE,
     move_ms: int = DEFAULT_MOVE_MS,

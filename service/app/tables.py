@@ -24,7 +24,7 @@ from ..game import (
     DealHand,
     Disconnect,
     GameError,
-    Table,
+    MatchSettings,
     TakeSeat,
     decide,
     initial_state,
@@ -67,7 +67,7 @@ LADDER_TOGETHER = 2
 
 @dataclass(frozen=True)
 class TableOptions:
-    """What a new table is, beyond its :class:`Table` of ruleset and money options."""
+    """What a new table is, beyond its :class:`MatchSettings` of ruleset and money options."""
 
     private: bool = False
     bots_after: int | None = None
@@ -125,7 +125,9 @@ class Tables:
             self.on_table(table_id, loaded)
         return loaded, [s.event for s in stored]
 
-    def create(self, table: Table, options: TableOptions, creator: str | None) -> TableLoaded:
+    def create(
+        self, table: MatchSettings, options: TableOptions, creator: str | None
+    ) -> TableLoaded:
         """A new table, with its creator seated when a player made it (unless the player
         sits at as many tables as it may, :meth:`TableStore.hold_seat`)."""
         table_id = uuid.uuid4()
@@ -318,7 +320,7 @@ class Tables:
     ) -> bool:
         """Seats tickets with these settings (the ladder's, or the others) at a new table;
         a ladder's table seats two bot accounts at least (:data:`LADDER_TOGETHER`)."""
-        table = Table.from_json(settings)
+        table = MatchSettings.from_json(settings)
         table_id = uuid.uuid4()
         with self.store.connection(transaction=True) as conn:
             claimed = self.table_store.claim(conn, settings, ladder=ladder)

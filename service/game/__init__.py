@@ -20,9 +20,9 @@ from .commands import (
 from .decider import can, decide, outcome
 from .errors import GameError
 from .events import BOT, EVENT_TYPES, PLAYER, Event
+from .settings import MatchSettings
 from .settlement import Factors, HandOutcome, Settlement, settle
 from .state import State, deadline, decision, decision_kept, evolve, initial_state, replay
-from .table import Table
 from .views import OPERATOR, SeatView, seat_view, view, visible
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from ..rules import Card, ReportChoice
 from .events import PLAYER
-from .table import Table
+from .settings import MatchSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class SeatCommand(Command):
 class CreateMatch(Command):
     name = "create_match"
     match_id: str
-    table: Table
+    table: MatchSettings
 
 
 @dataclass(frozen=True, slots=True)

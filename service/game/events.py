@@ -16,8 +16,8 @@ from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 from ..rules import Card, ReportChoice, parse_cards
 from .errors import GameError
+from .settings import MatchSettings
 from .settlement import HandResult
-from .table import Table
 
 #: Who took a decision: the seat's player, or the bot policy (a bot seat, or 系统代打 for a
 #: disconnected player). The hand record writes the same values.
@@ -73,7 +73,7 @@ def _dump(value: object) -> Any:
         return value.code
     if isinstance(value, tuple):
         return [_dump(v) for v in value]
-    if isinstance(value, (Table, HandResult)):
+    if isinstance(value, (MatchSettings, HandResult)):
         return value.to_json()
     return value
 
@@ -97,7 +97,7 @@ def _loader(hint: Any) -> Callable[[Any], Any]:
         return tuple if item is _same else lambda v: tuple(item(x) for x in v)
     if hint is Card:
         return Card.from_code
-    if isinstance(hint, type) and issubclass(hint, (Table, HandResult, Enum)):
+    if isinstance(hint, type) and issubclass(hint, (MatchSettings, HandResult, Enum)):
         return getattr(hint, "from_json", hint)
     return _same
 
@@ -112,7 +112,7 @@ def _loaders(cls: type[Event]) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
 class MatchCreated(Event):
     type = "match_created"
     match_id: str
-    table: Table
+    table: MatchSettings
 
     def summary(self) -> str:
         return f"the match was created: {self.table.ruleset.name}, unit {self.table.unit}"
@@ -297,7 +297,7 @@ class TableCreated(Event):
     #: default wait, :data:`DEFAULT_CLOSE_SECONDS`).
     version = 2
     table_id: str
-    table: Table
+    table: MatchSettings
     private: bool
     invite: str | None
     bots_after: int | None

@@ -5,8 +5,8 @@ section of the rules it follows. Pure: the console shows it, the CSV takes its f
 
 >>> from decimal import Decimal
 >>> from service.game.settlement import Factors, HandOutcome, HandResult, settle
->>> from service.game.table import Table
->>> table = Table.build("shanghai-platform", unit="0.50", cap="24.91", rake="0.05")
+>>> from service.game.settings import MatchSettings
+>>> table = MatchSettings.build("shanghai-platform", unit="0.50", cap="24.91", rake="0.05")
 >>> factors = Factors(marked_joker=True, first_bid_three=True, show_hand=True, bombs=1)
 >>> hand = HandOutcome(landlord=1, bid=3, winner="landlord", factors=factors, first_disconnect=2)
 >>> result = HandResult(hand, settle(hand, unit=table.unit, cap=table.cap, rake=table.rake))
@@ -26,6 +26,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..rules import ReportChoice
+from .settings import MatchSettings
 from .settlement import (
     BOMB_FACTOR,
     FIRST_BID_THREE_FACTOR,
@@ -37,7 +38,6 @@ from .settlement import (
     HandResult,
     multiplier,
 )
-from .table import Table
 
 #: What an operator reads, named as the players name it and in English (docs/rules.md).
 NAMES: dict[str, tuple[str, str]] = {
@@ -124,7 +124,7 @@ def _cents(value: Fraction) -> Decimal:
     return (Decimal(cents) / 100).quantize(_CENT)
 
 
-def explain(result: HandResult, table: Table) -> dict[str, Any]:
+def explain(result: HandResult, table: MatchSettings) -> dict[str, Any]:
     """The steps of the hand's settlement, each ``{"key", "zh", "en", "formula", "rule"}``,
     and ``capped`` (the cap took something), ``cap_took`` (what), ``penalty_seat``."""
     outcome, settlement = result.outcome, result.settlement

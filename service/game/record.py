@@ -18,8 +18,8 @@ from .actions import action_of, command_of, command_of_event
 from .commands import Command, CreateMatch, DealHand, TakeSeat
 from .decider import applied
 from .events import BOT, PLAYER, Event, HandDealt, MatchCreated, SeatTaken
+from .settings import MatchSettings
 from .state import ENDED, State, evolve, initial_state
-from .table import Table
 
 FORMAT = "ddz-hand/1"
 
@@ -152,7 +152,7 @@ def _verify(document: dict[str, Any]) -> State:
     _check("deal.marked_card", recorded_deal["marked_card"], dealt.marked_card.code)
     _check("deal.marked_seat", recorded_deal["marked_seat"], dealt.marked_seat)
 
-    table = Table.from_json({"ruleset": document["ruleset"], **document["options"]})
+    table = MatchSettings.from_json({"ruleset": document["ruleset"], **document["options"]})
     _compare(
         "options", document["options"], {k: v for k, v in table.to_json().items() if k != "ruleset"}
     )

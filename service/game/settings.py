@@ -1,4 +1,6 @@
-"""A table's settings: the ruleset and the money options of docs/rules.md §5."""
+"""A match's settings: the ruleset and the money options of docs/rules.md §5 (the API's
+``table`` object). Named apart from the lobby's tables (``service/app/tables.py``), which
+deal hand after hand, each a match with these settings."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def share(value: object, name: str) -> Decimal:
 
 
 @dataclass(frozen=True)
-class Table:
+class MatchSettings:
     """Ruleset (with its ``bombs_double`` option), base stake ``unit`` (底分), per-hand
     ``cap`` (单局封顶, ``None`` = no cap), system cut ``rake`` (系统得分, a share) and the
     seconds each decision may take before the system plays the seat; ``bot_level``: how well
@@ -71,7 +73,7 @@ class Table:
         bombs_double: bool | None = None,
         turn_seconds: int = DEFAULT_TURN_SECONDS,
         bot_level: str = DEFAULT_BOT_LEVEL,
-    ) -> Table:
+    ) -> MatchSettings:
         """A table from plain values, checked."""
         base = Ruleset.by_name(ruleset)
         if bombs_double is not None and bombs_double != base.bombs_double:
@@ -114,7 +116,7 @@ class Table:
         return {"ruleset": options.pop("ruleset"), "options": options}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Table:
+    def from_json(cls, data: Mapping[str, Any]) -> MatchSettings:
         return cls.build(
             data.get("ruleset"),
             data["unit"],

@@ -39,7 +39,7 @@ from typing import Any
 
 from ..rules import SEATS, ReportChoice
 from .errors import GameError
-from .table import amount, share
+from .settings import amount, share
 
 __all__ = [
     "Factors",

@@ -21,9 +21,9 @@ from .decider import decide
 from .errors import GameError
 from .events import BOT, EVENT_TYPES, PLAYER, Event
 from .policies import Policy, RandomPolicy
+from .settings import MatchSettings
 from .settlement import LANDLORD
 from .state import ENDED, State, evolve, initial_state
-from .table import Table
 from .views import seat_view, view
 
 #: The events that are a seat's decision (a turn).
@@ -82,7 +82,7 @@ def apply(state: State, command: Command, log: list[Event]) -> State:
 
 
 def dealt(
-    table: Table,
+    table: MatchSettings,
     seed: bytes,
     log: list[Event],
     match_id: str = "simulated",
@@ -97,7 +97,7 @@ def dealt(
 
 
 def play_hand(
-    table: Table,
+    table: MatchSettings,
     seed: bytes,
     policies: Sequence[Player],
     *,
@@ -174,7 +174,7 @@ class Tally:
 
 
 def matchup(
-    hands: int, seed: str, table: Table, policies: Callable[[int], Sequence[Policy]]
+    hands: int, seed: str, table: MatchSettings, policies: Callable[[int], Sequence[Policy]]
 ) -> list[tuple[list[Event], State, Sequence[Policy]]]:
     """Plays ``hands`` hands, hand ``i`` with ``policies(i)`` at the four seats."""
     played: list[tuple[list[Event], State, Sequence[Policy]]] = []
@@ -240,7 +240,7 @@ def run_id_of(seed: str) -> str:
 def play_deal(
     deal: int,
     seed: str,
-    table: Table,
+    table: MatchSettings,
     players: Sequence[Player],
     *,
     on_hand: HandPlayed | None = None,
@@ -315,7 +315,9 @@ def interval(per_deal: Sequence[Fraction]) -> tuple[float, float, float]:
     return mean, mean - 1.96 * spread, mean + 1.96 * spread
 
 
-def duplicate(deals: int, seed: str, table: Table, first: Player, second: Player) -> Duplicate:
+def duplicate(
+    deals: int, seed: str, table: MatchSettings, first: Player, second: Player
+) -> Duplicate:
     """Plays each of ``deals`` deals twice, the two players swapping seats
     (:data:`DUPLICATE_SEATS`): the luck of the cards cancels out, what is left is play
     and bidding. The hands are zero-sum at a table without rake, so two equal players
@@ -328,7 +330,7 @@ def _random(seed: str, hand: int, seat: int) -> RandomPolicy:
     return RandomPolicy(random.Random(f"{seed}:{hand}:{seat}"))
 
 
-def win_rates(hands: int, seed: str, table: Table) -> dict[str, tuple[float, int]]:
+def win_rates(hands: int, seed: str, table: MatchSettings) -> dict[str, tuple[float, int]]:
     """The bot against the random-legal baseline, as (win rate, hands it is measured on):
     the bot as landlord against random farmers (one bot seat, taken when it wins the
     bidding), bot farmers against a random landlord (three bot seats), and the baseline

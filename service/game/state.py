@@ -38,8 +38,8 @@ from .events import (
     SeatTaken,
     Settled,
 )
+from .settings import MatchSettings
 from .settlement import MAX_BID, MIN_BID, HandResult
-from .table import Table
 
 NEW, SEATING, DEALING, BIDDING, SHOW_HAND, REPORT, PLAYING, ENDED = (
     "new",
@@ -132,7 +132,7 @@ class State:
     phase: str = NEW
     version: int = 0
     match_id: str | None = None
-    table: Table | None = None
+    table: MatchSettings | None = None
     seats: tuple[Seat | None, ...] = (None,) * SEATS
     commitment: str | None = None
     seed: str | None = None

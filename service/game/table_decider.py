@@ -23,7 +23,7 @@ from .events import (
     TableClosed,
     TableCreated,
 )
-from .table import Table
+from .settings import MatchSettings
 from .table_play import MAX_WAIT_SECONDS, TableState, free_seats, replay_table
 
 
@@ -35,7 +35,7 @@ class TableCommand:
 @dataclass(frozen=True, slots=True)
 class CreateTable(TableCommand):
     table_id: str
-    table: Table
+    table: MatchSettings
     private: bool = False
     invite: str | None = None
     bots_after: int | None = None

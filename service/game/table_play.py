@@ -23,7 +23,7 @@ from .events import (
     TableClosed,
     TableCreated,
 )
-from .table import Table
+from .settings import MatchSettings
 
 #: What a table waits for between hands: the next deal, system bots for its empty seats,
 #: or (people only, a seat freed after a hand) closing.
@@ -43,7 +43,7 @@ class TableSeat(NamedTuple):
 class TableState:
     version: int = 0
     table_id: str | None = None
-    table: Table | None = None
+    table: MatchSettings | None = None
     private: bool = False
     invite: str | None = None
     bots_after: int | None = None

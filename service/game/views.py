@@ -21,9 +21,9 @@ from ..rules import Card, Combination, legal_plays
 from ..rules.cards import COPIES, NUM_RANKS, ONE_DECK, RANKS, Counts, counts_of
 from .actions import offered
 from .events import Event, HandDealt, LandlordChosen, MatchCreated
+from .settings import MatchSettings
 from .settlement import HandResult
 from .state import ENDED, State, Turn, built, handed, open_bids, replay
-from .table import Table
 
 #: Pass as ``seat`` to see everything, as an operator does.
 OPERATOR = "operator"
@@ -53,7 +53,7 @@ class SeatView:
     phase: str
     version: int
     seat: int | None
-    table: Table
+    table: MatchSettings
     seats: tuple[SeatInfo | None, ...]
     commitment: str | None
     marked_card: Card | None
@@ -398,7 +398,11 @@ def _seen(state: State, seat: int | str | None) -> dict[str, Any]:
 
 
 # A view with a field left out, or one it does not have, fails here, as the module loads.
-built(SeatView, _seen(replay([MatchCreated("checked", Table.build())]), OPERATOR), _VIEW_FIELDS)
+built(
+    SeatView,
+    _seen(replay([MatchCreated("checked", MatchSettings.build())]), OPERATOR),
+    _VIEW_FIELDS,
+)
 
 
 def view(state: State, seat: int | str | None) -> dict[str, Any]:

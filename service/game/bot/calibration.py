@@ -26,9 +26,9 @@ from ...rules import ReportChoice
 from ..commands import Bid, Report, ShowHand
 from ..decider import applied
 from ..policies import Policy, acting_party
+from ..settings import MatchSettings
 from ..simulate import dealt
 from ..state import BIDDING, ENDED, REPORT, SHOW_HAND, State
-from ..table import Table
 from ..views import SeatView, seat_view
 from .evaluation import BAND, BANDS, SHOW, band_of, bid_chance, bid_key, show_chance
 
@@ -70,7 +70,7 @@ class Measured:
         return tuple(out)
 
 
-def _points(state: State, seat: int, table: Table) -> float:
+def _points(state: State, seat: int, table: MatchSettings) -> float:
     assert state.result is not None
     return float(state.result.settlement.net[seat] / table.unit)
 
@@ -79,7 +79,7 @@ def _points(state: State, seat: int, table: Table) -> float:
 class Calibration:
     """Measures gains over hands (see the module docstring)."""
 
-    table: Table
+    table: MatchSettings
     policy: Policy
     measured: dict[str, Measured] = field(default_factory=dict)
     reports: dict[str, list[float]] = field(default_factory=dict)
@@ -167,7 +167,7 @@ class Calibration:
 def calibrate(
     hands: int,
     seed: str,
-    table: Table,
+    table: MatchSettings,
     policy: Policy,
     hand_seed: Callable[[str, int], bytes],
 ) -> Calibration:

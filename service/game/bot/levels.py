@@ -20,8 +20,8 @@ from dataclasses import replace
 
 from ..commands import Pass, Play, SeatCommand
 from ..policies import Policy, RandomPolicy
+from ..settings import BOT_LEVELS as LEVELS
 from ..state import PLAYING
-from ..table import BOT_LEVELS as LEVELS
 from ..views import SeatView
 from .policy import BotPolicy, Style
 from .search import DEFAULT_BUDGET, SearchPolicy
