@@ -10,7 +10,6 @@ from typing import Any
 
 import marshmallow as ma
 from marshmallow import fields as f
-from marshmallow import validate
 
 from ..app.feed import HELD_SECONDS, Cursor
 from ..app.feed_fanout import PlayerSubscription
@@ -195,11 +194,7 @@ class FeedQuery(ma.Schema):
             "past anything that exists: 422 `cursor_unknown`)"
         },
     )
-    wait = schemas.QueryNumber(
-        load_default=0,
-        validate=validate.Range(0, 30),
-        metadata={"description": "Long-poll up to this many seconds"},
-    )
+    wait = schemas.long_poll_wait()
 
 
 class Items(ma.Schema):

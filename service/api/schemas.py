@@ -614,13 +614,19 @@ class CommandResult(ma.Schema):
     view = f.Nested(View, required=True)
 
 
-class EventsQuery(ma.Schema):
-    after = QueryInteger(load_default=0, validate=validate.Range(0, MAX_VERSION))
-    wait = QueryNumber(
+def long_poll_wait() -> QueryNumber:
+    """The ``wait`` of a query that may long-poll (match events, a player's feed, a
+    watched table): one bound for all of them."""
+    return QueryNumber(
         load_default=0,
         validate=validate.Range(0, 30),
         metadata={"description": "Long-poll up to this many seconds"},
     )
+
+
+class EventsQuery(ma.Schema):
+    after = QueryInteger(load_default=0, validate=validate.Range(0, MAX_VERSION))
+    wait = long_poll_wait()
 
 
 def stream_event(

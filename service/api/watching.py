@@ -16,7 +16,6 @@ import marshmallow as ma
 from flask import Blueprint as PageBlueprint
 from flask import make_response, render_template
 from marshmallow import fields as f
-from marshmallow import validate
 
 from ..app.feed import HELD_SECONDS, Cursor
 from ..app.watching import Watched, Watching
@@ -65,11 +64,7 @@ class WatchQuery(ma.Schema):
             "the start of the table's latest hand"
         },
     )
-    wait = schemas.QueryNumber(
-        load_default=0,
-        validate=validate.Range(0, 30),
-        metadata={"description": "Long-poll up to this many seconds"},
-    )
+    wait = schemas.long_poll_wait()
 
 
 class WatchItem(ma.Schema):
