@@ -22,10 +22,8 @@ PHONE = (390, 844)
 DESKTOP = (1280, 900)
 
 
-@contextmanager
-def chromium(size: tuple[int, int] = DESKTOP) -> Iterator[webdriver.Chrome]:
-    """A headless Chromium showing pages at ``size`` (a width under 600 as a phone: a
-    touch screen at that size, whatever the smallest window headless Chromium draws)."""
+def headless(window: tuple[int, int]) -> Options:
+    """The options of a headless Debian Chromium with a window of ``window`` pixels."""
     assert os.path.exists(CHROMIUM) and os.path.exists(DRIVER), (
         "the browser tests need Debian's chromium and chromium-driver (.ci/run installs them)"
     )
@@ -33,9 +31,22 @@ def chromium(size: tuple[int, int] = DESKTOP) -> Iterator[webdriver.Chrome]:
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
         options.add_argument(argument)
-    options.add_argument(f"--window-size={max(size[0], 500)},{size[1]}")
+    options.add_argument(f"--window-size={window[0]},{window[1]}")
+    return options
+
+
+def started(options: Options) -> webdriver.Chrome:
+    """A Chromium started with ``options`` (see :func:`headless`) through its driver."""
+    return webdriver.Chrome(service=Service(DRIVER), options=options)
+
+
+@contextmanager
+def chromium(size: tuple[int, int] = DESKTOP) -> Iterator[webdriver.Chrome]:
+    """A headless Chromium showing pages at ``size`` (a width under 600 as a phone: a
+    touch screen at that size, whatever the smallest window headless Chromium draws)."""
+    options = headless((max(size[0], 500), size[1]))
     options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver = started(options)
     try:
         width, height = size
         driver.execute_cdp_cmd(

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
 import time
 from pathlib import Path
 
 import pytest
+from browsers import DESKTOP, headless, started
 from handplay import PASSWORDS, seated_hand
-from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -26,9 +23,6 @@ from service.game.explain import PLAY_NAMES
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 
 @pytest.fixture(scope="module")
@@ -52,19 +46,12 @@ def downloads(tmp_path) -> Path:
 
 @pytest.fixture()
 def browser(downloads):
-    assert os.path.exists(CHROMIUM) and os.path.exists(DRIVER), (
-        "the browser tests need Debian's chromium and chromium-driver (.ci/run installs them)"
-    )
-    options = Options()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-        options.add_argument(argument)
-    options.add_argument("--window-size=1280,900")
+    options = headless(DESKTOP)
     options.add_experimental_option(
         "prefs",
         {"download.default_directory": str(downloads), "download.prompt_for_download": False},
     )
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver = started(options)
     driver.implicitly_wait(5)
     yield driver
     driver.quit()
