@@ -21,6 +21,7 @@ section of the rules it follows. Pure: the console shows it, the CSV takes its f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -124,9 +125,18 @@ def _cents(value: Fraction) -> Decimal:
     return (Decimal(cents) / 100).quantize(_CENT)
 
 
-def explain(result: HandResult, table: MatchSettings) -> dict[str, Any]:
+def untranslated(message: str, **values: Any) -> str:
+    """A formula's message in English, as gettext gives it where no catalogue has it."""
+    return message % values if values else message
+
+
+def explain(
+    result: HandResult, table: MatchSettings, gettext: Callable[..., str] = untranslated
+) -> dict[str, Any]:
     """The steps of the hand's settlement, each ``{"key", "zh", "en", "formula", "rule"}``,
-    and ``capped`` (the cap took something), ``cap_took`` (what), ``penalty_seat``."""
+    and ``capped`` (the cap took something), ``cap_took`` (what), ``penalty_seat``.
+    ``gettext`` translates the formulas' words (the console's Flask-Babel: its messages
+    catalogue has these); the API's settlement has them in English."""
     outcome, settlement = result.outcome, result.settlement
     bombs_double = table.ruleset.bombs_double
     unit, bid = table.unit, outcome.bid
@@ -140,27 +150,35 @@ def explain(result: HandResult, table: MatchSettings) -> dict[str, Any]:
     named = factors_named(result, bombs_double)
     product = " × ".join(f"{NAMES[key][0]} {text}" for key, text in named) or "1"
     step("multiplier", f"{product} = {fraction_text(m)}")
-    side = NAMES[outcome.winner if outcome.winner in NAMES else "farmers"][0]
     if outcome.factors.report == ReportChoice.NO_PLAY:
         plain = multiplier(outcome.factors, bombs_double, with_bombs=False)
         units = outcome.factors.report_units
         each = _cents(Fraction(unit) * bid * plain * units)
         step(
             "report_no_play",
-            f"{unit} × {bid} × {fraction_text(plain)} × {units} = {each} (each farmer pays 地主)",
+            gettext(
+                "%(unit)s × %(bid)s × %(m)s × %(units)s = %(each)s (each farmer pays 地主)",
+                unit=unit,
+                bid=bid,
+                m=fraction_text(plain),
+                units=units,
+                each=each,
+            ),
         )
     else:
         each = _cents(Fraction(unit) * bid * m)
-        who = f"{NAMES[LANDLORD][0]} wins" if outcome.winner == LANDLORD else f"{side} win"
-        note = (
-            " (报到 打 lost: 地主 pays nothing)"
-            if outcome.winner != LANDLORD and outcome.factors.report == ReportChoice.PLAY
-            else ""
-        )
-        step(
-            "stake",
-            f"{unit} × {bid} × {fraction_text(m)} = {each} (each farmer's stake: {who}){note}",
-        )
+        values = {"unit": unit, "bid": bid, "m": fraction_text(m), "each": each}
+        if outcome.winner == LANDLORD:
+            formula = gettext(
+                "%(unit)s × %(bid)s × %(m)s = %(each)s (each farmer's stake: 地主 wins)", **values
+            )
+        else:
+            formula = gettext(
+                "%(unit)s × %(bid)s × %(m)s = %(each)s (each farmer's stake: 农民 win)", **values
+            )
+            if outcome.factors.report == ReportChoice.PLAY:
+                formula += gettext(" (报到 打 lost: 地主 pays nothing)")
+        step("stake", formula)
     gained = sum((a for a in settlement.gross if a > 0), Decimal(0))
     kept = sum((a for a in settlement.after_cap if a > 0), Decimal(0))
     took = gained - kept
@@ -168,23 +186,51 @@ def explain(result: HandResult, table: MatchSettings) -> dict[str, Any]:
         if took:
             step(
                 "cap",
-                f"the winners' {gained} over the cap {table.cap}: scaled by {table.cap}/{gained},"
-                f" the cap took {took}",
+                gettext(
+                    "the winners' %(gained)s over the cap %(cap)s: scaled by %(cap)s/%(gained)s,"
+                    " the cap took %(took)s",
+                    gained=gained,
+                    cap=table.cap,
+                    took=took,
+                ),
             )
         else:
-            step("cap", f"the winners' {gained} within the cap {table.cap}: nothing taken")
+            step(
+                "cap",
+                gettext(
+                    "the winners' %(gained)s within the cap %(cap)s: nothing taken",
+                    gained=gained,
+                    cap=table.cap,
+                ),
+            )
     cuts = [(seat, a) for seat, a in enumerate(settlement.rake) if a]
     if cuts:
         for seat, cut in cuts:
-            step("rake", f"{table.rake} × {settlement.after_cap[seat]} (seat {seat}) = {cut}")
+            step(
+                "rake",
+                gettext(
+                    "%(rate)s × %(gain)s (seat %(seat)s) = %(cut)s",
+                    rate=table.rake,
+                    gain=settlement.after_cap[seat],
+                    seat=seat,
+                    cut=cut,
+                ),
+            )
     elif table.rake:
-        step("rake", f"{table.rake} of each winner's gain: nothing to cut")
+        step("rake", gettext("%(rate)s of each winner's gain: nothing to cut", rate=table.rake))
     first = outcome.first_disconnect
     if first is not None:
         plain = multiplier(outcome.factors, bombs_double, with_bombs=False)
         step(
             "penalty",
-            f"seat {first}: {PENALTY_STAKES} × {unit} × {bid} × {fraction_text(plain)}"
-            f" = {settlement.penalty[first]}",
+            gettext(
+                "seat %(seat)s: %(stakes)s × %(unit)s × %(bid)s × %(m)s = %(penalty)s",
+                seat=first,
+                stakes=PENALTY_STAKES,
+                unit=unit,
+                bid=bid,
+                m=fraction_text(plain),
+                penalty=settlement.penalty[first],
+            ),
         )
     return {"steps": steps, "capped": bool(took), "cap_took": took, "penalty_seat": first}
