@@ -200,7 +200,7 @@ def test_an_admin_suspends_a_player_and_corrects_their_balance(base_url, service
     browser.find_element(By.CSS_SELECTOR, "#actions input[name=reason]").send_keys("cheating")
     follow(browser, browser.find_element(By.ID, "suspend"))
     assert browser.find_element(By.ID, "standing").text == "suspended"
-    assert "took over 1 seat(s)" in browser.find_element(By.ID, "message").text
+    assert "took over 1 seat of a hand under way" in browser.find_element(By.ID, "message").text
     browser.save_screenshot(str(shots / "8-player-suspended.png"))
     # The player's next command is refused, with a problem that says why.
     r = client.post(f"{path}/commands", json={"action": "pass"}, headers=me)
@@ -216,3 +216,46 @@ def test_an_admin_suspends_a_player_and_corrects_their_balance(base_url, service
     follow(browser, browser.find_element(By.LINK_TEXT, "Audit"))
     trail = browser.find_element(By.ID, "trail").text
     assert "suspend" in trail and "cheating" in trail and "goodwill" in trail
+
+
+def test_an_operator_switches_to_chinese_and_reads_a_settlement_in_it(
+    base_url, service, browser, shots
+):
+    _, _, left = service
+    sign_in(browser, base_url, "otto", f"/console/matches/{left}")
+    html = browser.find_element(By.TAG_NAME, "html")
+    assert html.get_attribute("lang") == "en"
+    follow(browser, browser.find_element(By.ID, "language-zh_Hans_CN"))
+    # Back on the same page, in Chinese: the page's language, its chrome, the settlement.
+    assert f"/console/matches/{left}" in browser.current_url
+    assert browser.find_element(By.TAG_NAME, "html").get_attribute("lang") == "zh-Hans-CN"
+    assert browser.find_element(By.TAG_NAME, "h1").text == f"牌局 {left[:8]}"
+    nav = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#nav a")]
+    assert nav == ["牌局", "账本", "玩家", "系统", "审计"]
+    assert browser.find_element(By.XPATH, "//button[text()='退出']")
+    explained = browser.find_element(By.ID, "explained")
+    names = [s.text for s in explained.find_elements(By.TAG_NAME, "strong")]
+    assert names[:2] == ["倍数", "底分 × 叫分 × 倍数"] and "掉线" in names
+    assert "每位农民的输赢" in explained.text and "multiplier" not in explained.text
+    rows = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#settlement tbody th")]
+    assert rows == ["输赢", "封顶后", "系统得分", "掉线", "净额", "平台"]
+    assert "掉线罚分由 2 号座支付" in browser.find_element(By.ID, "penalised").text
+    assert "系统机器人" in browser.find_element(By.ID, "seats").text
+    # The replay steps in Chinese, its position written by the page's script.
+    browser.execute_script("document.getElementById('replay').scrollIntoView()")
+    position = browser.find_element(By.ID, "replay-position")
+    total = len(browser.find_elements(By.CSS_SELECTOR, "#replay .step"))
+    assert position.text == f"第 1 步，共 {total} 步"
+    assert "发牌" in visible_step(browser).find_element(By.CLASS_NAME, "said").text
+    browser.find_element(By.ID, "replay-next").click()
+    assert position.text == f"第 2 步，共 {total} 步"
+    browser.save_screenshot(str(shots / "9-match-in-chinese.png"))
+    # The choice holds on the next page, and the switch turns it back.
+    follow(browser, browser.find_element(By.LINK_TEXT, "账本"))
+    assert browser.find_element(By.TAG_NAME, "h1").text == "账本"
+    follow(browser, browser.find_element(By.ID, "language-en"))
+    assert browser.find_element(By.TAG_NAME, "html").get_attribute("lang") == "en"
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Ledger"
+    assert "checks out" in browser.find_element(By.ID, "ledger-verdict").text
+    browser.get(f"{base_url}/console/matches/{left}")
+    assert "倍数 multiplier" in browser.find_element(By.ID, "explained").text

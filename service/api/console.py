@@ -8,6 +8,10 @@ checked on every POST of the console and nowhere else (the JSON API takes bearer
 which a browser never sends by itself). A page that shows hidden cards (a match's replay)
 is written to the audit trail. Auditors read every page; the operators page is for admins.
 
+Every page is in Simplified Chinese and English (Flask-Babel; the catalogue is in
+translations/): the browser's Accept-Language chooses, or the switch on every page, whose
+cookie wins.
+
 These are HTML pages, not the JSON API: they are left out of openapi.yaml."""
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from flask import (
 )
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
+from flask_babel import Babel, get_locale, lazy_gettext, ngettext
+from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from itsdangerous import BadData, URLSafeTimedSerializer
 from markdown_it import MarkdownIt
@@ -51,7 +57,20 @@ from ..app.metrics import SIGN_INS_FAILED
 from ..config import Config
 from ..game import State, explain, initial_state
 from ..game.decider import outcome
-from ..game.events import BOT, Disconnected, HandDealt, Played
+from ..game.events import (
+    BOT,
+    BidMade,
+    Disconnected,
+    HandDealt,
+    HandEnded,
+    HandShown,
+    LandlordChosen,
+    Passed,
+    Played,
+    Reported,
+    Resumed,
+    Settled,
+)
 from ..game.record import export
 from ..game.settlement import HandResult, multiplier
 from ..game.state import evolve
@@ -69,6 +88,25 @@ CHART_DAYS = 30
 #: The periods the takings chart may show, in days.
 PERIODS = (7, 30, 90, 365)
 STATUSES = ("open", "playing", "ended")
+#: The words the pages show for what the store says in codes: a match's status, a seat's
+#: kind (service/store/reports.py), a player's standing, a ledger entry's kind.
+WORDS = {
+    "open": lazy_gettext("open"),
+    "playing": lazy_gettext("playing"),
+    "ended": lazy_gettext("ended"),
+    "person": lazy_gettext("person"),
+    "bot account": lazy_gettext("bot account"),
+    "system bot": lazy_gettext("system bot"),
+    "empty": lazy_gettext("empty"),
+    "active": lazy_gettext("active"),
+    "suspended": lazy_gettext("suspended"),
+    "banned": lazy_gettext("banned"),
+    "stake": lazy_gettext("stake"),
+    "rake": lazy_gettext("rake"),
+    "penalty": lazy_gettext("penalty"),
+    "void": lazy_gettext("void"),
+    "correction": lazy_gettext("correction"),
+}
 #: The newest entries of the audit trail the system page shows (the audit page has all).
 TRAIL_ON_SYSTEM = 20
 #: A browser where an operator signed in is known as theirs for this long (a signed
@@ -76,6 +114,15 @@ TRAIL_ON_SYSTEM = 20
 #: per name, so that the guesses of others never lock the operator out there.
 KNOWN_COOKIE = "ddz_console_known"
 KNOWN_SECONDS = 90 * 24 * 3600
+#: The languages the console (and the public replay page) speak, by the primary subtag a
+#: browser's Accept-Language gives: English, and Simplified Chinese as the platform's
+#: operators write it (any Chinese the browser asks for gets it: there is no other).
+LANGUAGES = {"en": "en", "zh": "zh_Hans_CN"}
+#: The language an operator chose by the switch on every page: it wins over the browser's.
+#: Its path is the whole site, so that the public replay page speaks it too.
+LANGUAGE_COOKIE = "ddz_language"
+LANGUAGE_SECONDS = 365 * 24 * 3600
+TRANSLATIONS = Path(__file__).resolve().parent / "translations"
 
 
 def install(app: Flask, config: Config) -> None:
@@ -94,6 +141,14 @@ def install(app: Flask, config: Config) -> None:
         WTF_CSRF_TIME_LIMIT=None,  # a token lives as long as its session
     )
     csrf.init_app(app)
+    Babel(
+        app,
+        locale_selector=chosen_language,
+        default_translation_directories=str(TRANSLATIONS),
+    )
+    app.jinja_env.globals.update(
+        html_lang=html_lang, other_languages=other_languages, chinese=chinese, named=named
+    )
     app.session_interface = ConsoleSessions()
     app.register_blueprint(bp)
     app.after_request(_problem_as_page)
@@ -118,7 +173,7 @@ def _problem_as_page(response: Response) -> Response:
     page = Response(
         render_template(
             "console/error.html",
-            title=problem.get("title") or "Error",
+            title=problem.get("title") or _("Error"),
             message=problem.get("detail") or "",
         ),
         status=response.status_code,
@@ -128,6 +183,34 @@ def _problem_as_page(response: Response) -> Response:
         if name in response.headers:
             page.headers[name] = response.headers[name]
     return _policy(page)
+
+
+def chosen_language() -> str:
+    """The locale of a page: the switch's cookie, else the first language of the browser's
+    Accept-Language (in its order of preference) that the console speaks, else English."""
+    chosen = request.cookies.get(LANGUAGE_COOKIE, "")
+    if chosen in LANGUAGES.values():
+        return chosen
+    for tag, _quality in request.accept_languages:
+        found = LANGUAGES.get(tag.split("-")[0].lower())
+        if found is not None:
+            return found
+    return "en"
+
+
+def html_lang() -> str:
+    """The page's ``<html lang>``: its locale as a BCP 47 tag (``zh-Hans-CN``, ``en``)."""
+    return str(get_locale() or "en").replace("_", "-")
+
+
+#: Each language as the switch names it, in its own language.
+LANGUAGE_NAMES = {"en": "English", "zh_Hans_CN": "中文"}
+
+
+def other_languages() -> list[tuple[str, str]]:
+    """The switch's choices on a page: each language but the page's, with its name."""
+    here = str(get_locale() or "en")
+    return [(code, LANGUAGE_NAMES[code]) for code in LANGUAGES.values() if code != here]
 
 
 class ConsoleSessions(SecureCookieSessionInterface):
@@ -148,7 +231,7 @@ def _signed_in() -> ResponseReturnValue | None:
     g.csp_nonce = secrets.token_urlsafe(16)
     # PostgreSQL's text holds no NUL: refused here, not left to fail a query with a 500.
     if any("\x00" in value for values in (request.args, request.form) for value in values.values()):
-        abort(400, "A NUL character has no place in a search or a form.")
+        abort(400, _("A NUL character has no place in a search or a form."))
     if request.method == "POST":
         csrf.protect()
     g.operator = None
@@ -159,7 +242,7 @@ def _signed_in() -> ResponseReturnValue | None:
         g.operator = services().operators.by_session(session_id)
         if g.operator is None:
             session.clear()
-    if g.operator is None and request.endpoint != "console.sign_in":
+    if g.operator is None and request.endpoint not in ("console.sign_in", "console.language"):
         return redirect(url_for("console.sign_in", next=request.full_path.rstrip("?")))
     return None
 
@@ -176,25 +259,27 @@ def _policy(response: Response) -> Response:
 
 @bp.errorhandler(CSRFError)
 def _csrf_refused(exc: CSRFError):
-    return render_template("console/error.html", title="Refused", message=exc.description), 400
+    return render_template("console/error.html", title=_("Refused"), message=exc.description), 400
 
 
 @bp.errorhandler(400)
 def _bad_request(exc):
-    return render_template("console/error.html", title="Bad request", message=exc.description), 400
+    return render_template(
+        "console/error.html", title=_("Bad request"), message=exc.description
+    ), 400
 
 
 @bp.errorhandler(403)
 def _forbidden(_exc):
     return render_template(
-        "console/error.html", title="Forbidden", message="This page is for admins."
+        "console/error.html", title=_("Forbidden"), message=_("This page is for admins.")
     ), 403
 
 
 @bp.errorhandler(404)
 def _not_found(_exc):
     return render_template(
-        "console/error.html", title="Not found", message="There is no such page."
+        "console/error.html", title=_("Not found"), message=_("There is no such page.")
     ), 404
 
 
@@ -220,6 +305,13 @@ def card_filter(code: str) -> str:
         return JOKERS[code]
     suit, rank = code[0], code[1]
     return {"S": "♠", "H": "♥", "C": "♣", "D": "♦"}[suit] + ("10" if rank == "T" else rank)
+
+
+@bp.app_template_filter("word")
+def word_filter(code: str) -> str:
+    """A code of the store (a status, a seat's kind, a standing) as the page's language
+    says it; a code without a word as it is."""
+    return str(WORDS.get(code, code))
 
 
 @bp.app_template_filter("red")
@@ -250,7 +342,7 @@ def _sign_in_page(
 ) -> ResponseReturnValue:
     """The form; ``failed``: after a wrong name or password; ``wait``: the seconds before
     the name may be tried again."""
-    page = render_template("console/sign_in.html", title="Sign in", failed=failed, wait=wait)
+    page = render_template("console/sign_in.html", title=_("Sign in"), failed=failed, wait=wait)
     return page, status, {"Retry-After": str(wait)} if wait else {}
 
 
@@ -305,6 +397,27 @@ def sign_in():
     return response
 
 
+@bp.route(f"/language/<any({', '.join(LANGUAGES.values())}):code>")
+def language(code: str):
+    """The switch: keeps the language chosen in a cookie and goes back to the page it was
+    chosen on (of the console or a replay page, nowhere else). A preference, not an act:
+    a GET, so that the public replay page, which has no session for a CSRF token, has it."""
+    target = request.args.get("next", "")
+    if not target.startswith(("/console/", "/replay/")):
+        target = url_for("console.home")
+    response = redirect(target)
+    response.set_cookie(
+        LANGUAGE_COOKIE,
+        code,
+        max_age=LANGUAGE_SECONDS,
+        path="/",
+        secure=current_app.config["SESSION_COOKIE_SECURE"],
+        httponly=True,
+        samesite="Lax",
+    )
+    return response
+
+
 @bp.route("/sign-out", methods=["POST"])
 def sign_out():
     services().operators.end_session(session["session_id"])
@@ -339,7 +452,7 @@ def _page() -> int:
     raw = request.args.get("page", "1")
     # Nine digits at most: the page's offset must fit PostgreSQL's bigint.
     if not re.fullmatch(r"[0-9]{1,9}", raw):
-        abort(400, "A page is a number, from 1.")
+        abort(400, _("A page is a number, from 1."))
     return max(1, int(raw))
 
 
@@ -384,7 +497,7 @@ def matches():
     )
     return _found(
         "console/matches.html",
-        "Matches",
+        _("Matches"),
         reports.matches,
         query,
         statuses=STATUSES,
@@ -392,22 +505,96 @@ def matches():
     )
 
 
+def chinese() -> bool:
+    """Whether the page speaks Chinese: then the names the players give things stand
+    alone; in English they stand beside their English (operators know them)."""
+    locale = get_locale()
+    return locale is not None and locale.language == "zh"
+
+
+def named(zh: str, en: str) -> str:
+    """A name as the page's language gives it: ``地主`` in Chinese, ``地主 landlord`` in
+    English."""
+    return zh if chinese() else f"{zh} {en}"
+
+
+#: The answers to 报到 (docs/rules.md §3).
+REPORT_ANSWERS = {
+    "play": lazy_gettext("打 (play)"),
+    "no_play": lazy_gettext("不打 (no play)"),
+    "decline": lazy_gettext("no 报到"),
+}
+
+
 def said(event: Any, state: State) -> str:
-    """What the replay says of an event: a play by the name the players give it, in both
-    languages, and who played it (the player, 系统代打 for the system in a player's seat,
-    or a system bot); any other event by its summary (the deal's marked card is drawn
-    apart, as a card)."""
+    """What the replay says of an event, in the page's language: a play by the name the
+    players give it, and who played it (the player, 系统代打 for the system in a player's
+    seat, or a system bot); the deal's marked card is drawn apart, as a card."""
+    seat = getattr(event, "seat", None)
     if isinstance(event, HandDealt):
-        return f"dealt; the marked card is with seat {event.marked_seat}:"
-    if not isinstance(event, Played):
-        return event.summary()
-    zh, en = explain.PLAY_NAMES.get(event.combination, (event.combination, event.combination))
-    count = len(event.cards)
-    taken = state.seats[event.seat]
-    by = ""
-    if event.by == BOT:
-        by = " by a system bot" if taken is None or taken.bot else " (系统代打, by the system)"
-    return f"seat {event.seat} played {zh} {en} ({count} card{'s' if count > 1 else ''}){by}"
+        return _("dealt; the marked card is with seat %(seat)s:", seat=event.marked_seat)
+    if isinstance(event, Played):
+        play = named(*explain.PLAY_NAMES.get(event.combination, (event.combination,) * 2))
+        count, taken = len(event.cards), state.seats[event.seat]
+        if event.by != BOT:
+            return ngettext(
+                "seat %(seat)s played %(play)s (%(num)d card)",
+                "seat %(seat)s played %(play)s (%(num)d cards)",
+                count,
+                seat=seat,
+                play=play,
+            )
+        if taken is None or taken.bot:
+            return ngettext(
+                "seat %(seat)s played %(play)s (%(num)d card) by a system bot",
+                "seat %(seat)s played %(play)s (%(num)d cards) by a system bot",
+                count,
+                seat=seat,
+                play=play,
+            )
+        return ngettext(
+            "seat %(seat)s played %(play)s (%(num)d card) (系统代打, by the system)",
+            "seat %(seat)s played %(play)s (%(num)d cards) (系统代打, by the system)",
+            count,
+            seat=seat,
+            play=play,
+        )
+    if isinstance(event, BidMade):
+        if event.value:
+            return _("seat %(seat)s bid %(bid)s", seat=seat, bid=event.value)
+        return _("seat %(seat)s passed the bid", seat=seat)
+    if isinstance(event, LandlordChosen):
+        return _(
+            "seat %(seat)s is the landlord at %(bid)s, and takes the bottom",
+            seat=seat,
+            bid=event.bid,
+        )
+    if isinstance(event, HandShown):
+        if event.value:
+            return _("seat %(seat)s showed the hand (摊打)", seat=seat)
+        return _("seat %(seat)s did not show the hand", seat=seat)
+    if isinstance(event, Reported):
+        answer = REPORT_ANSWERS.get(str(event.value.value), event.value.value)
+        return _("seat %(seat)s answered 报到: %(answer)s", seat=seat, answer=answer)
+    if isinstance(event, Passed):
+        return _("seat %(seat)s passed", seat=seat)
+    if isinstance(event, Disconnected):
+        if event.reason == "deadline":
+            return _(
+                "seat %(seat)s missed its deadline: the system plays the seat from now on"
+                " (系统代打)",
+                seat=seat,
+            )
+        return _("seat %(seat)s left: the system plays the seat from now on (系统代打)", seat=seat)
+    if isinstance(event, Resumed):
+        return _("seat %(seat)s took the seat back", seat=seat)
+    if isinstance(event, HandEnded):
+        if event.result.outcome.winner == "landlord":
+            return _("the hand ended: the landlord (地主) won")
+        return _("the hand ended: the farmers (农民) won")
+    if isinstance(event, Settled):
+        return _("settled in the ledger")
+    return str(event.summary())
 
 
 def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
@@ -444,15 +631,23 @@ def replay(stored: list[StoredEvent]) -> list[dict[str, Any]]:
 
 
 #: The table's options as the match page names them (Chinese where the players have a
-#: word for it, docs/rules.md §5).
+#: word for it, docs/rules.md §5): the Chinese, and the English beside it in English.
 OPTION_NAMES = {
-    "unit": "底分 base stake (unit)",
-    "cap": "封顶 cap per hand",
-    "rake": "系统得分 system cut (rake)",
-    "bombs_double": "炸弹 bombs double the score",
-    "turn_seconds": "seconds per turn (then 系统代打)",
-    "bot_level": "system bots' level",
+    "unit": ("底分", lazy_gettext("base stake (unit)")),
+    "cap": ("封顶", lazy_gettext("cap per hand")),
+    "rake": ("系统得分", lazy_gettext("system cut (rake)")),
+    "bombs_double": ("炸弹", lazy_gettext("bombs double the score")),
+    "turn_seconds": ("", lazy_gettext("seconds per turn (then 系统代打)")),
+    "bot_level": ("", lazy_gettext("system bots' level")),
 }
+
+
+def option_name(key: str) -> str:
+    """An option of the table as the match page names it, in the page's language."""
+    zh, other = OPTION_NAMES.get(key, ("", key))
+    if not zh:
+        return str(other)
+    return named(zh, str(other))
 
 
 def seat_details(
@@ -493,11 +688,11 @@ def account_name(account: str, names: dict[str, tuple[str, bool]]) -> str:
     """A ledger account as the console names it: the player's name, the system's bots
     or the house."""
     if account == ledger.BOTS:
-        return "system bots"
+        return _("system bots")
     if account.startswith("player:"):
-        name, bot_account = names.get(account.removeprefix("player:"), ("(unknown)", False))
-        return f"{name} (bot account)" if bot_account else name
-    return account
+        name, bot_account = names.get(account.removeprefix("player:"), (_("(unknown)"), False))
+        return _("%(name)s (bot account)", name=name) if bot_account else name
+    return _("house") if account == ledger.HOUSE else account
 
 
 @bp.route("/matches/<uuid:match_id>")
@@ -522,16 +717,16 @@ def match(match_id: uuid.UUID):
         entry["rule"] = explain.RULE_OF_KIND.get(entry["kind"])
     return render_template(
         "console/match.html",
-        title=f"Match {str(match_id)[:8]}",
+        title=_("Match %(id)s", id=str(match_id)[:8]),
         match_id=match_id,
         state=state,
         seats=seat_details(state, stored, names),
         options=document.get("options", {}),
-        option_names=OPTION_NAMES,
+        option_name=option_name,
         ruleset=document.get("ruleset"),
         result=document.get("result"),
         explained=(
-            explain.explain(state.result, state.table)
+            explain.explain(state.result, state.table, gettext=_)
             if state.result is not None and state.table is not None
             else None
         ),
@@ -572,7 +767,9 @@ def rules():
     html = _rules_html()
     if html is None:
         abort(404)
-    return render_template("console/rules.html", title="Rules (docs/rules.md)", html=Markup(html))
+    return render_template(
+        "console/rules.html", title=_("Rules (docs/rules.md)"), html=Markup(html)
+    )
 
 
 # The ledger
@@ -590,7 +787,7 @@ def ledger_page():
     last = check["last_check"]
     return render_template(
         "console/ledger.html",
-        title="Ledger",
+        title=_("Ledger"),
         check=check,
         unchecked=check["settled"] - check["checked"],
         whole_problems=last["problems"] if last else [],
@@ -611,11 +808,16 @@ def check_ledger():
     ctx = services()
     check_id = ledger.start_check(ctx.pool, g.operator.name)
     if check_id is None:
-        flash("A full check is running already: its progress is below.")
+        flash(_("A full check is running already: its progress is below."))
     else:
         _audit("ledger_check", subject=f"full check {check_id}")
         work.check_ledger_later(ctx.redis, check_id)
-        flash(f"Full check {check_id} started: every settled hand is checked again.")
+        flash(
+            _(
+                "Full check %(check)s started: every settled hand is checked again.",
+                check=check_id,
+            )
+        )
     return redirect(url_for("console.ledger_page"), 303)
 
 
@@ -687,7 +889,7 @@ def csv_row(row: dict[str, Any]) -> list[Any]:
 def settlements_csv():
     since, until = _day("since"), _day("until")
     if since is None or until is None or since > until:
-        abort(400, "Give a range of days: since and until, as YYYY-MM-DD, since first.")
+        abort(400, _("Give a range of days: since and until, as YYYY-MM-DD, since first."))
     _audit("export", subject=f"settlements {since}..{until}")
     rows = reports.settlements(services().pool, since, until)
 
@@ -731,22 +933,24 @@ def players():
     found, total = reports.players(
         services().pool, sort, descending, page, PER_PAGE, PLAYER_KINDS[kind]
     )
+    columns = {
+        "name": _("Player"),
+        "balance": _("Balance"),
+        "hands": _("Hands"),
+        "disconnects": _("Disconnects"),
+        "rate": _("Disconnect rate"),
+    }
     return render_template(
         "console/players.html",
-        title="Players",
+        title=_("Players"),
         players=found,
         kind=kind,
         sort=sort,
+        sort_label=columns.get(sort, sort),
         descending=descending,
         page=page,
         pages=max(1, -(-total // PER_PAGE)),
-        columns=(
-            ("name", "Player"),
-            ("balance", "Balance"),
-            ("hands", "Hands"),
-            ("disconnects", "Disconnects"),
-            ("rate", "Disconnect rate"),
-        ),
+        columns=columns.items(),
     )
 
 
@@ -766,7 +970,7 @@ def player(player_id: uuid.UUID):
         abort(404)
     return render_template(
         "console/player.html",
-        title=f"Player {found['name']}",
+        title=_("Player %(name)s", name=found["name"]),
         found=found,
         ledger=ledger.player_ledger(ctx.pool, player_id, limit=100),
         tokens=ctx.players.tokens(player_id),
@@ -786,7 +990,7 @@ def player_standing(player_id: uuid.UUID, action: str):
     """Suspends, bans or reinstates the player (admins only), with a reason."""
     ctx, reason = services(), _reason()
     if reason is None:
-        flash("Say why: the reason goes to the audit trail.")
+        flash(_("Say why: the reason goes to the audit trail."))
         return redirect(url_for("console.player", player_id=player_id), 303)
     taken = standing.set_standing(
         ctx.pool, ctx.players, ctx.commands, player_id, STANDING_OF[action]
@@ -795,11 +999,17 @@ def player_standing(player_id: uuid.UUID, action: str):
         abort(404)
     _audit(action, subject=f"player {player_id}", reason=reason)
     if action == "reinstate":
-        flash("Reinstated: the player's tokens work again.")
+        flash(_("Reinstated: the player's tokens work again."))
     else:
         flash(
-            f"The player is {STANDING_OF[action]}: their tokens are refused, their lobby tickets"
-            f" cancelled and the system took over {len(taken)} seat(s) of hands under way."
+            ngettext(
+                "The player is %(standing)s: their tokens are refused, their lobby tickets"
+                " cancelled and the system took over %(num)d seat of a hand under way.",
+                "The player is %(standing)s: their tokens are refused, their lobby tickets"
+                " cancelled and the system took over %(num)d seats of hands under way.",
+                len(taken),
+                standing=WORDS[STANDING_OF[action]],
+            )
         )
     return redirect(url_for("console.player", player_id=player_id), 303)
 
@@ -814,13 +1024,18 @@ def correct_balance(player_id: uuid.UUID):
     if reports.player(ctx.pool, player_id) is None:
         abort(404)
     if reason is None or not CORRECTION.fullmatch(amount) or Decimal(amount) == 0:
-        flash("A correction needs an amount (not zero, two decimals at most) and a reason.")
+        flash(_("A correction needs an amount (not zero, two decimals at most) and a reason."))
         return redirect(url_for("console.player", player_id=player_id), 303)
     value = Decimal(amount).quantize(Decimal("0.01"))
     adjustment = ledger.correct(ctx.pool, player_id, value, g.operator.name, reason)
     _audit("correct", subject=f"player {player_id}: {value:+.2f}", reason=reason)
     flash(
-        f"Correction {adjustment} booked: {value:+.2f} to the player, {-value:+.2f} to the house."
+        _(
+            "Correction %(id)s booked: %(player)s to the player, %(house)s to the house.",
+            id=adjustment,
+            player=f"{value:+.2f}",
+            house=f"{-value:+.2f}",
+        )
     )
     return redirect(url_for("console.player", player_id=player_id), 303)
 
@@ -834,12 +1049,12 @@ def void_hand(match_id: uuid.UUID):
     if ledger.settlement(ctx.pool, match_id) is None:
         abort(404)
     if reason is None:
-        flash("Say why: the reason goes to the audit trail.")
+        flash(_("Say why: the reason goes to the audit trail."))
     elif ledger.void(ctx.pool, match_id, g.operator.name, reason) is None:
-        flash("This hand was voided already.")
+        flash(_("This hand was voided already."))
     else:
         _audit("void", match_id=match_id, reason=reason)
-        flash("The hand is voided: every amount it moved is moved back.")
+        flash(_("The hand is voided: every amount it moved is moved back."))
     return redirect(url_for("console.match", match_id=match_id), 303)
 
 
@@ -850,21 +1065,21 @@ def change_operator(action: str):
     ctx, name = services(), request.form.get("name", "")
     role, password = request.form.get("role", ""), request.form.get("password", "")
     if name == g.operator.name:
-        flash("Another admin may change your account; you may not.")
+        flash(_("Another admin may change your account; you may not."))
     elif name not in {found.name for found, _ in ctx.operators.all()}:
-        flash(f"There is no operator named {name}.")
+        flash(_("There is no operator named %(name)s.", name=name))
     elif action == "set_role" and role not in ROLES:
-        flash(f"A role is one of {', '.join(ROLES)}.")
+        flash(_("A role is one of %(roles)s.", roles=", ".join(ROLES)))
     elif action == "reset_password" and len(password) < 12:
-        flash("A password of at least 12 characters, please.")
+        flash(_("A password of at least 12 characters, please."))
     elif action == "set_role":
         ctx.operators.set_role(name, role)
         _audit(action, subject=f"{name}: {role}")
-        flash(f"{name} is now {role}.")
+        flash(_("%(name)s is now %(role)s.", name=name, role=role))
     else:
         ctx.operators.reset_password(name, password)
         _audit(action, subject=name)
-        flash(f"{name}'s password is reset and their console sessions ended.")
+        flash(_("%(name)s's password is reset and their console sessions ended.", name=name))
     return redirect(url_for("console.operators"), 303)
 
 
@@ -877,7 +1092,7 @@ def system():
     unsettled, oldest = ctx.store.unsettled()
     return render_template(
         "console/system.html",
-        title="System",
+        title=_("System"),
         workers=work.workers_alive(ctx.redis),
         depths=work.depths(ctx.redis),
         unsettled=unsettled,
@@ -897,7 +1112,12 @@ def audit_page():
         until=_day("until"),
     )
     return _found(
-        "console/audit.html", "Audit trail", reports.audit_trail, query, actions=ACTIONS, vias=VIAS
+        "console/audit.html",
+        _("Audit trail"),
+        reports.audit_trail,
+        query,
+        actions=ACTIONS,
+        vias=VIAS,
     )
 
 
@@ -913,7 +1133,7 @@ def operators():
         role = request.form.get("role", "")
         password = request.form.get("password", "")
         if role not in ROLES or len(password) < 12:
-            flash("A name, a role and a password of at least 12 characters, please.")
+            flash(_("A name, a role and a password of at least 12 characters, please."))
         else:
             try:
                 ctx.operators.add(name, role, password)
@@ -921,12 +1141,12 @@ def operators():
                 flash(str(exc))
             else:
                 _audit("add", subject=name)
-                flash(f"Operator {name} added ({role}).")
+                flash(_("Operator %(name)s added (%(role)s).", name=name, role=role))
         # After a POST, a page to GET: reloading it posts nothing again.
         return redirect(url_for("console.operators"), 303)
     return render_template(
         "console/operators.html",
-        title="Operators",
+        title=_("Operators"),
         operators=ctx.operators.all(),
         roles=ROLES,
     )
@@ -939,17 +1159,28 @@ def manage_operator(action: str):
     the operator."""
     ctx, name = services(), request.form.get("name", "")
     if name == g.operator.name:
-        flash(f"Another admin may {action} you; you may not.")
+        flash(
+            _("Another admin may revoke you; you may not.")
+            if action == "revoke"
+            else _("Another admin may remove you; you may not.")
+        )
     elif name not in {found.name for found, _ in ctx.operators.all()}:
-        flash(f"There is no operator named {name}.")
+        flash(_("There is no operator named %(name)s.", name=name))
     elif action == "remove" and request.form.get("confirm") != "yes":
-        flash(f"Tick 'sure' to remove {name}: removing cannot be undone.")
+        flash(_("Tick 'sure' to remove %(name)s: removing cannot be undone.", name=name))
     else:
         _audit(action, subject=name)
         if action == "revoke":
             count = ctx.operators.revoke(name)
-            flash(f"{count} token(s) of {name} revoked, sessions ended, password refused.")
+            flash(
+                ngettext(
+                    "%(num)d token of %(name)s revoked, sessions ended, password refused.",
+                    "%(num)d tokens of %(name)s revoked, sessions ended, password refused.",
+                    count,
+                    name=name,
+                )
+            )
         else:
             ctx.operators.remove(name)
-            flash(f"Operator {name} removed, with their tokens and sessions.")
+            flash(_("Operator %(name)s removed, with their tokens and sessions.", name=name))
     return redirect(url_for("console.operators"), 303)

@@ -132,6 +132,7 @@ CATEGORY_OF = {
         for page in (
             "sign_in",
             "sign_out",
+            "language",
             "home",
             "matches",
             "match",
