@@ -946,6 +946,12 @@ def test_the_console_speaks_the_browsers_chinese_and_the_switch_wins(service):
     assert "每位农民的输赢" in explained and "号座：3 × 1.00 × " in explained
     assert "系统机器人" in page and "自版本" in page and "system bot" not in page
     assert "第 1 步，共" in page and 'data-format="第 {at} 步，共 {total} 步"' in page
+    assert "(审计员)" in page  # otto's role
+    # A refusal the API answers before a page: in the page's language, its detail beside.
+    page = console.get(
+        "/console/matches/not-a-match", headers={**chinese, "Accept": "text/html"}
+    ).text
+    assert "<h1>未找到</h1>" in page and "地址中的 ID 无效" in page and "not a UUID" in page
     # Any Chinese the browser asks for; English for what the console does not speak.
     for asked in ("zh", "zh-Hans", "zh-TW", "fr-FR,zh;q=0.5"):
         assert (

@@ -89,7 +89,7 @@ CHART_DAYS = 30
 PERIODS = (7, 30, 90, 365)
 STATUSES = ("open", "playing", "ended")
 #: The words the pages show for what the store says in codes: a match's status, a seat's
-#: kind (service/store/reports.py), a player's standing, a ledger entry's kind.
+#: kind (service/store/reports.py), a player's standing, a ledger entry's kind, a role.
 WORDS = {
     "open": lazy_gettext("open"),
     "playing": lazy_gettext("playing"),
@@ -106,6 +106,8 @@ WORDS = {
     "penalty": lazy_gettext("penalty"),
     "void": lazy_gettext("void"),
     "correction": lazy_gettext("correction"),
+    "admin": lazy_gettext("admin"),
+    "auditor": lazy_gettext("auditor"),
 }
 #: The newest entries of the audit trail the system page shows (the audit page has all).
 TRAIL_ON_SYSTEM = 20
@@ -154,6 +156,18 @@ def install(app: Flask, config: Config) -> None:
     app.after_request(_problem_as_page)
 
 
+#: The problems of the API a console page may meet before it is reached, as the page says
+#: them: (title, message).
+PROBLEM_PAGES = {
+    "malformed_id": (
+        lazy_gettext("Not found"),
+        lazy_gettext("An id in the address is not one: there is no such page."),
+    ),
+    "rate_limited": (
+        lazy_gettext("Too many requests"),
+        lazy_gettext("Too many requests from this address: wait a little and try again."),
+    ),
+}
 #: The headers of a problem that its page keeps.
 KEPT_HEADERS = ("Retry-After", "Allow")
 
@@ -170,11 +184,15 @@ def _problem_as_page(response: Response) -> Response:
         return response
     problem = response.get_json(silent=True) or {}
     g.csp_nonce = g.get("csp_nonce") or secrets.token_urlsafe(16)
+    title, message = PROBLEM_PAGES.get(problem.get("code", ""), (None, None))
     page = Response(
         render_template(
             "console/error.html",
-            title=problem.get("title") or _("Error"),
-            message=problem.get("detail") or "",
+            title=title or problem.get("title") or _("Error"),
+            # The API's own detail (in English) stays beside a message of the page's
+            # language: it names the id or the limit.
+            message=message or problem.get("detail") or "",
+            detail=problem.get("detail") if message else None,
         ),
         status=response.status_code,
         mimetype="text/html",
@@ -309,8 +327,8 @@ def card_filter(code: str) -> str:
 
 @bp.app_template_filter("word")
 def word_filter(code: str) -> str:
-    """A code of the store (a status, a seat's kind, a standing) as the page's language
-    says it; a code without a word as it is."""
+    """A code of the store (a status, a seat's kind, a standing, a role) as the page's
+    language says it; a code without a word as it is."""
     return str(WORDS.get(code, code))
 
 
