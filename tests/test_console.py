@@ -947,6 +947,7 @@ def test_the_console_speaks_the_browsers_chinese_and_the_switch_wins(service):
     assert "系统机器人" in page and "自版本" in page and "system bot" not in page
     assert "第 1 步，共" in page and 'data-format="第 {at} 步，共 {total} 步"' in page
     assert "(审计员)" in page  # otto's role
+    assert "阶段 已结束" in page  # the phase, in words
     # A refusal the API answers before a page: in the page's language, its detail beside.
     page = console.get(
         "/console/matches/not-a-match", headers={**chinese, "Accept": "text/html"}

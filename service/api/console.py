@@ -89,7 +89,8 @@ CHART_DAYS = 30
 PERIODS = (7, 30, 90, 365)
 STATUSES = ("open", "playing", "ended")
 #: The words the pages show for what the store says in codes: a match's status, a seat's
-#: kind (service/store/reports.py), a player's standing, a ledger entry's kind, a role.
+#: kind (service/store/reports.py), a player's standing, a ledger entry's kind, a role, a
+#: phase, an action, a job's state.
 WORDS = {
     "open": lazy_gettext("open"),
     "playing": lazy_gettext("playing"),
@@ -108,6 +109,21 @@ WORDS = {
     "correction": lazy_gettext("correction"),
     "admin": lazy_gettext("admin"),
     "auditor": lazy_gettext("auditor"),
+    # A match's phases (service/game/state.py), a hand record's actions.
+    "new": lazy_gettext("new"),
+    "seating": lazy_gettext("seating"),
+    "dealing": lazy_gettext("dealing"),
+    "bidding": lazy_gettext("bidding"),
+    "show_hand": lazy_gettext("show hand (摊打)"),
+    "report": lazy_gettext("report (报到)"),
+    "bid": lazy_gettext("bid"),
+    "play": lazy_gettext("play"),
+    "pass": lazy_gettext("pass"),
+    # The jobs of the queue by state (service/app/work.py).
+    "queued": lazy_gettext("queued"),
+    "started": lazy_gettext("started"),
+    "failed": lazy_gettext("failed"),
+    "scheduled": lazy_gettext("scheduled"),
 }
 #: The newest entries of the audit trail the system page shows (the audit page has all).
 TRAIL_ON_SYSTEM = 20
@@ -330,6 +346,28 @@ def word_filter(code: str) -> str:
     """A code of the store (a status, a seat's kind, a standing, a role) as the page's
     language says it; a code without a word as it is."""
     return str(WORDS.get(code, code))
+
+
+#: How reports.seat_label marks a bot account's name.
+BOT_ACCOUNT_MARK = " (bot account)"
+
+
+@bp.app_template_filter("seat_label")
+def seat_label_filter(label: str) -> str:
+    """A seat as service/store/reports.py labels it, in the page's language: a system bot,
+    an empty seat, a bot account's name with its mark; a person's name as it is."""
+    if label in (reports.SYSTEM_BOT, reports.EMPTY):
+        return str(WORDS[label])
+    name, marked, rest = label.rpartition(BOT_ACCOUNT_MARK)
+    if marked and not rest:
+        return _("%(name)s (bot account)", name=name)
+    return label
+
+
+@bp.app_template_filter("answer")
+def answer_filter(value: str) -> str:
+    """An answer to 报到 (``play``, ``no_play``, ``decline``) in the page's language."""
+    return str(REPORT_ANSWERS.get(value, value))
 
 
 @bp.app_template_filter("red")
