@@ -942,7 +942,7 @@ def test_the_console_speaks_the_browsers_chinese_and_the_switch_wins(service):
     # The match page: the settlement's steps and the seats by the Chinese names alone.
     page = console.get(f"/console/matches/{left}", headers=chinese).text
     explained = page.split('id="explained"')[1].split("</ol>")[0]
-    assert "<strong>倍数</strong>:" in explained and " multiplier" not in explained
+    assert "<strong>倍数</strong>：" in explained and " multiplier" not in explained
     assert "每位农民的输赢" in explained and "号座：3 × 1.00 × " in explained
     assert "系统机器人" in page and "自版本" in page and "system bot" not in page
     assert "第 1 步，共" in page and 'data-format="第 {at} 步，共 {total} 步"' in page
