@@ -75,7 +75,7 @@ from ..game.record import export
 from ..game.settlement import HandResult, multiplier
 from ..game.state import evolve
 from ..game.views import codes_in_order
-from ..rules import RULESETS
+from ..rules import RULESETS, ReportChoice
 from ..store import MatchNotFound, StoredEvent, ledger, reports
 from ..store.operators import ACTIONS, NAME, ROLES, VIAS, OperatorExists
 from .services import services
@@ -585,7 +585,8 @@ REPORT_ANSWERS = {
 def said(event: Any, state: State) -> str:
     """What the replay says of an event, in the page's language: a play by the name the
     players give it, and who played it (the player, 系统代打 for the system in a player's
-    seat, or a system bot); the deal's marked card is drawn apart, as a card."""
+    seat, or a system bot); the deal's marked card is drawn apart, as a card; any other
+    event as its summary() says it in English (tests/test_registries.py)."""
     seat = getattr(event, "seat", None)
     if isinstance(event, HandDealt):
         return _("dealt; the marked card is with seat %(seat)s:", seat=event.marked_seat)
@@ -630,24 +631,27 @@ def said(event: Any, state: State) -> str:
             return _("seat %(seat)s showed the hand (摊打)", seat=seat)
         return _("seat %(seat)s did not show the hand", seat=seat)
     if isinstance(event, Reported):
-        answer = REPORT_ANSWERS.get(str(event.value.value), event.value.value)
-        return _("seat %(seat)s answered 报到: %(answer)s", seat=seat, answer=answer)
+        if event.value == ReportChoice.PLAY:
+            return _("seat %(seat)s answered 报到 with play", seat=seat)
+        if event.value == ReportChoice.NO_PLAY:
+            return _("seat %(seat)s answered 报到 with no_play", seat=seat)
+        return _("seat %(seat)s answered 报到 with decline", seat=seat)
     if isinstance(event, Passed):
         return _("seat %(seat)s passed", seat=seat)
     if isinstance(event, Disconnected):
         if event.reason == "deadline":
             return _(
-                "seat %(seat)s missed its deadline: the system plays the seat from now on"
-                " (系统代打)",
+                "seat %(seat)s missed its deadline: taken over, the system plays the seat from"
+                " now on (系统代打)",
                 seat=seat,
             )
-        return _("seat %(seat)s left: the system plays the seat from now on (系统代打)", seat=seat)
+        return _("seat %(seat)s left, the system plays the seat from now on (系统代打)", seat=seat)
     if isinstance(event, Resumed):
         return _("seat %(seat)s took the seat back", seat=seat)
     if isinstance(event, HandEnded):
         if event.result.outcome.winner == "landlord":
-            return _("the hand ended: the landlord (地主) won")
-        return _("the hand ended: the farmers (农民) won")
+            return _("the hand ended: the landlord won")
+        return _("the hand ended: the farmers won")
     if isinstance(event, Settled):
         return _("settled in the ledger")
     return str(event.summary())
