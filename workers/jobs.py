@@ -25,9 +25,11 @@ from service.app.ratings import rate_settled
 from service.app.work import (
     BOT_TURN,
     CHECK_LEDGER,
+    CHECK_UNVERDICTED,
     RATE_HAND,
     SETTLE_MATCH,
     TURN_TIMEOUT,
+    check_unverdicted_later,
     rate_later,
     work_for,
 )
@@ -39,7 +41,7 @@ from service.game.policies import Policy
 from service.game.record import export, verify
 from service.game.state import ENDED
 from service.store import MatchNotFound, StoredEvent, VersionConflict
-from service.store.ledger import write_settlement
+from service.store.ledger import unverdicted, write_settlement
 from service.store.ratings import RatingStore
 from service.store.tables import TableNotFound
 
@@ -195,6 +197,19 @@ def check_ledger(check_id: str) -> str:
     hand checked again, its verdict stored, the progress recorded as it goes."""
     ctx = context()
     return audit.full_check(ctx.pool, ctx.store, int(check_id))
+
+
+@JOB_SECONDS.labels(CHECK_UNVERDICTED).time()
+def check_unverdicted() -> str:
+    """Checks a batch of the settled hands without a stored verdict (settled before
+    verdicts were kept, or written by ``ddz rebuild``) and stores theirs; enqueues the
+    next batch while any are left, so that no one has to ask for a full check."""
+    ctx = context()
+    checked, failing = audit.check_unverdicted(ctx.pool, ctx.store)
+    left = unverdicted(ctx.pool, 1)
+    if left:
+        check_unverdicted_later(ctx.redis, left[0])
+    return f"{checked} hands checked, {failing} failing"
 
 
 @JOB_SECONDS.labels(RATE_HAND).time()

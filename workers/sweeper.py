@@ -8,7 +8,8 @@ truth and Redis only carries work.
   record) and seats the lobby's waiting tickets.
 - The sweep (at worker start, then every ``sweep_seconds``) finds work lost with Redis (a
   flush, a restart) or with a worker and enqueues it again: a bot or disconnected seat to
-  act with no live job, an ended hand with no settlement, a settled hand not rated.
+  act with no live job, an ended hand with no settlement, a settled hand not rated; and
+  the settled hands without a stored ledger verdict, whose check it enqueues.
 - The pruning (at worker start, then every ``prune_seconds``) deletes what is kept no
   longer: old idempotency keys, expired tokens and console sessions.
 
@@ -40,6 +41,7 @@ from rq.job import Job, JobStatus
 
 from service.app.work import (
     BOT_TURN,
+    CHECK_UNVERDICTED,
     KIND_OF,
     RATE_HAND,
     SETTLE_MATCH,
@@ -55,7 +57,7 @@ from service.app.work import (
     work_for,
     worker_is_alive,
 )
-from service.store import DatabaseUnavailable, retention
+from service.store import DatabaseUnavailable, ledger, retention
 from service.store.ratings import RatingStore
 
 from .context import context
@@ -194,7 +196,13 @@ def rescue_started() -> int:
 def sweep() -> dict[str, int]:
     """Finds lost work and enqueues it; returns how many of each it enqueued."""
     ctx = context()
-    found = {BOT_TURN: 0, SETTLE_MATCH: 0, RATE_HAND: 0, TURN_TIMEOUT: scan_deadlines()}
+    found = {
+        BOT_TURN: 0,
+        SETTLE_MATCH: 0,
+        RATE_HAND: 0,
+        CHECK_UNVERDICTED: 0,
+        TURN_TIMEOUT: scan_deadlines(),
+    }
     work = []
     for match_id in ctx.store.awaiting_system():
         loaded = ctx.store.load(match_id)
@@ -207,6 +215,18 @@ def sweep() -> dict[str, int]:
     for match_id in RatingStore(ctx.pool).pending():
         match = str(match_id)
         work.append((id_of_job(RATE_HAND, match, 0), RATE_HAND, job_args(RATE_HAND, match, 0)))
+    # Settled hands without a stored verdict (settled before verdicts were kept, or
+    # written by ``ddz rebuild``): their check, a batch at a time, each enqueuing the next.
+    unverdicted = ledger.unverdicted(ctx.pool, 1)
+    if unverdicted:
+        first = str(unverdicted[0])
+        work.append(
+            (
+                id_of_job(CHECK_UNVERDICTED, first, 0),
+                CHECK_UNVERDICTED,
+                job_args(CHECK_UNVERDICTED, first, 0),
+            )
+        )
     for kind, count in ensure_each(ctx.redis, work).items():
         found[kind] += count
     return found

@@ -3,8 +3,11 @@ the rules compute from each match's events (docs/rules.md §5), recomputed from 
 
 Each settled hand is checked once, in the transaction that settles it, and its verdict
 stored (:func:`check_settling`); the console and ``/metrics`` read the stored verdicts
-(docs/operations.md, "The ledger"). The full check (:func:`full_check`, a background job
-the console starts) checks every settled hand again and stores each verdict anew."""
+(docs/operations.md, "The ledger"). The hands that have none (settled before verdicts
+were kept, or written by ``ddz rebuild``) are checked by the workers in the background,
+a batch at a time (:func:`check_unverdicted`). The full check (:func:`full_check`, a
+background job the console starts) checks every settled hand again and stores each
+verdict anew."""
 
 from __future__ import annotations
 
@@ -73,20 +76,35 @@ def full_check(pool: ConnectionPool, store: EventStore, check_id: int) -> str:
     done = failing = 0
     ledger.check_progress(pool, check_id, hands)
     while batch := ledger.settled_after(pool, after, BATCH):
-        booked = ledger.booked(pool, batch)
-        verdicts = [
-            (m, booked[m].unbalanced + _recompute(store, m, booked[m].amounts), booked[m])
-            for m in batch
-        ]
-        ledger.write_verdicts(pool, verdicts)
         done += len(batch)
-        failing += sum(1 for _, problems, _ in verdicts if problems)
+        failing += check_hands(pool, store, batch)
         ledger.check_progress(pool, check_id, max(hands, done), done, failing)
         after = batch[-1]
     total, _ = ledger.whole(pool)
     problems = [] if total == 0 else [f"the ledger adds to {total:.2f}, not 0.00"]
     ledger.check_progress(pool, check_id, max(hands, done), done, failing, problems)
     return f"{done} hands checked, {failing} failing" + "".join(f"; {p}" for p in problems)
+
+
+def check_unverdicted(pool: ConnectionPool, store: EventStore) -> tuple[int, int]:
+    """Checks up to :data:`BATCH` of the settled hands without a stored verdict and stores
+    theirs: (how many it checked, how many of them fail)."""
+    batch = ledger.unverdicted(pool, BATCH)
+    if not batch:
+        return 0, 0
+    return len(batch), check_hands(pool, store, batch)
+
+
+def check_hands(pool: ConnectionPool, store: EventStore, batch: list[uuid.UUID]) -> int:
+    """Each settled hand of ``batch`` recomputed from its events and compared with its
+    entries, its verdict stored anew; how many fail."""
+    booked = ledger.booked(pool, batch)
+    verdicts = [
+        (m, booked[m].unbalanced + _recompute(store, m, booked[m].amounts), booked[m])
+        for m in batch
+    ]
+    ledger.write_verdicts(pool, verdicts)
+    return sum(1 for _, problems, _ in verdicts if problems)
 
 
 def _recompute(

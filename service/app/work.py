@@ -89,6 +89,9 @@ TABLE_DUE, MATCH_TICKETS = "table_due", "match_tickets"
 RATE_HAND = "rate_hand"
 #: A full check of the ledger, asked for from the console (its id for the key).
 CHECK_LEDGER = "check_ledger"
+#: A batch of the settled hands without a stored verdict, checked in the background (the
+#: first of them for the key: the batch after it is a job of its own).
+CHECK_UNVERDICTED = "check_unverdicted"
 JOBS = {
     kind: f"workers.jobs.{kind}"
     for kind in (
@@ -99,6 +102,7 @@ JOBS = {
         MATCH_TICKETS,
         RATE_HAND,
         CHECK_LEDGER,
+        CHECK_UNVERDICTED,
     )
 }
 KIND_OF = {function: kind for kind, function in JOBS.items()}
@@ -115,12 +119,13 @@ def id_of_job(kind: str, match_id: str, version: int) -> str:
         MATCH_TICKETS: f"lobby-{match_id}",
         RATE_HAND: f"rate-{match_id}",
         CHECK_LEDGER: f"ledger-check-{match_id}",
+        CHECK_UNVERDICTED: f"ledger-unverdicted-{match_id}",
     }[kind]
 
 
 def job_args(kind: str, match_id: str, version: int) -> tuple[()] | tuple[str] | tuple[str, int]:
     """The arguments of the job's function."""
-    if kind == MATCH_TICKETS:
+    if kind in (MATCH_TICKETS, CHECK_UNVERDICTED):
         return ()
     return (match_id,) if kind in (SETTLE_MATCH, RATE_HAND, CHECK_LEDGER) else (match_id, version)
 
@@ -207,6 +212,12 @@ def check_ledger_later(connection: redis.Redis, check_id: int) -> None:
     """Enqueues the full ledger check ``check_id``. Redis down, it is not enqueued: the
     console shows the check waiting, to be asked for again."""
     _enqueue(connection, CHECK_LEDGER, str(check_id), 0)
+
+
+def check_unverdicted_later(connection: redis.Redis, first: uuid.UUID) -> None:
+    """Enqueues the check of the unverdicted hands from ``first`` on (the workers' sweep
+    finds them again if Redis loses it)."""
+    _enqueue(connection, CHECK_UNVERDICTED, str(first), 0)
 
 
 def _enqueue(connection: redis.Redis, kind: str, key: str, version: int) -> None:

@@ -309,6 +309,21 @@ def settled_after(pool: ConnectionPool, after: uuid.UUID | None, limit: int) -> 
     return [r[0] for r in rows]
 
 
+def unverdicted(pool: ConnectionPool, limit: int) -> list[uuid.UUID]:
+    """The settled matches without a stored verdict (settled before verdicts were kept, or
+    written by ``ddz rebuild``), by id, ``limit`` of them."""
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT s.match_id FROM settlements s WHERE NOT EXISTS"
+            " (SELECT 1 FROM ledger_verdicts v WHERE v.match_id = s.match_id)"
+            " ORDER BY s.match_id LIMIT %s",
+            (limit,),
+        ).fetchall(),
+    )
+    return [r[0] for r in rows]
+
+
 #: A full check that has not moved on for this long is taken for lost.
 STALLED_SECONDS = 600
 #: The failing hands the summary of the verdicts lists (the rest are counted).
