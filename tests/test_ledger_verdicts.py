@@ -1,19 +1,24 @@
-"""The ledger's stored verdicts kept current without anyone asking (docs/operations.md,
-"Stored verdicts"): settled hands without one (settled before verdicts were kept, or
-written by ``ddz rebuild``) are found by the workers' sweep and checked in the background
-a batch at a time, each batch enqueuing the next, with real RQ workers (burst mode, in this
-process) on PostgreSQL and Redis."""
+"""The ledger's stored verdicts (docs/operations.md, "Stored verdicts"), with real RQ
+workers (burst mode, in this process) on PostgreSQL and Redis: kept current without anyone
+asking (settled hands without one, settled before verdicts were kept, are found by the
+workers' sweep and checked in the background a batch at a time, each batch enqueuing the
+next); and read, and the full check started, through the API's
+``/v1/admin/ledger/check``."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from api_support import OP
+from api_support import OP, bearer
+from handplay import add_operator
 from jobs import bot_match, drain, run_burst
 
 from service.app import audit, work
+from service.cli import main
 from workers import sweeper
+
+CHECK = "/v1/admin/ledger/check"
 
 # Slow: plays hands through real workers (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
@@ -75,3 +80,73 @@ def test_hands_without_a_verdict_are_checked_in_the_background_batch_by_batch(
     )
     # Checked: the sweep finds nothing more to check.
     assert sweeper.sweep()[work.CHECK_UNVERDICTED] == 0
+
+
+def operator_token(name: str, role: str, capsys) -> dict[str, str]:
+    add_operator(name, role)
+    capsys.readouterr()
+    assert main(["operator", "token", name]) == 0
+    return bearer(capsys.readouterr().out.strip())
+
+
+def test_the_api_reads_stored_verdicts_and_an_admin_starts_the_full_check(
+    api, db, rconn, jobs_env, capsys
+):
+    ada, otto = operator_token("ada", "admin", capsys), operator_token("otto", "auditor", capsys)
+    hands = [settled_hand(api, rconn) for _ in range(2)]
+    check = api.get(CHECK, headers=otto).json
+    assert check["ok"] and check["problems"] == [] and check["failing"] == 0
+    assert check["matches"] == check["checked"] >= 2 and check["unchecked"] == 0
+    assert check["total"] == "0.00" and check["entries"] > 0
+    assert check["fully_checked_at"] is None and check["full_check"] is None
+    # A wrong movement that balances, and a verdict lost: the GET reads what is stored, it
+    # does not recompute (the hand still passes, and one is unchecked).
+    wrong = hands[0]
+    db.execute(
+        "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount)"
+        " SELECT match_id, max(movement) + 1, 'bots', s, 'stake',"
+        "  CASE s WHEN 0 THEN 10 ELSE -10 END"
+        " FROM ledger_entries, (VALUES (0), (1)) AS seats (s)"
+        " WHERE match_id = %s GROUP BY match_id, s",
+        (wrong,),
+    )
+    db.execute("DELETE FROM ledger_verdicts WHERE match_id = %s", (hands[1],))
+    check = api.get(CHECK, headers=OP).json
+    assert check["ok"] and check["unchecked"] == 1 and check["checked"] == check["matches"] - 1
+
+    # An auditor reads only; a player may do neither.
+    r = api.post(CHECK, headers=otto)
+    assert r.status_code == 403 and r.json["code"] == "admin_required"
+    player = bearer(api.post("/v1/players", json={"name": "nosy"}).json["token"])
+    assert api.post(CHECK, headers=player).json["code"] == "operator_required"
+    assert api.get(CHECK, headers=player).status_code == 403
+    assert api.get(CHECK, headers=OP).json["full_check"] is None  # nothing was started
+
+    # An admin starts it: 202, where to follow it, and a second one waits its turn.
+    r = api.post(CHECK, headers=ada)
+    assert r.status_code == 202 and r.headers["Location"].endswith(CHECK)
+    started = r.json
+    assert started["requested_by"] == "ada" and started["running"]
+    assert started["done"] == 0 and started["finished_at"] is None
+    r = api.post(CHECK, headers=OP)
+    assert r.status_code == 409 and r.json["code"] == "ledger_check_running"
+    assert r.json["check_id"] == started["check_id"]
+    assert f"full check {started['check_id']} is running" in r.json["detail"]
+    assert api.get(CHECK, headers=otto).json["full_check"] == started
+    trail = db.execute(
+        "SELECT operator, action, via, subject FROM audit_trail ORDER BY audit_id DESC LIMIT 1"
+    ).fetchone()
+    assert trail == ("ada", "ledger_check", "api", f"full check {started['check_id']}")
+
+    run_burst(rconn)
+    check = api.get(CHECK, headers=otto).json
+    done = check["full_check"]
+    assert done["check_id"] == started["check_id"] and not done["running"]
+    assert done["done"] == done["hands"] == check["matches"] and done["failing"] == 1
+    assert check["fully_checked_at"] == done["finished_at"] is not None
+    assert not check["ok"] and check["failing"] == 1 and check["unchecked"] == 0
+    assert check["problems"] and all(
+        p.startswith(f"match {wrong} seat ") for p in check["problems"]
+    )
+    # Finished: another may start.
+    assert api.post(CHECK, headers=ada).status_code == 202

@@ -333,8 +333,8 @@ FAILING_SHOWN = 50
 def verdicts(pool: ConnectionPool) -> dict[str, Any]:
     """The stored verdicts summed up, in one transaction: the settled hands, those checked,
     their entries and what they add to, the failing hands (the first :data:`FAILING_SHOWN`
-    with their problems) and the newest full check (``running`` unless it finished or
-    stalled)."""
+    with their problems), the newest full check (``running`` unless it finished or
+    stalled) and when the newest to finish did."""
 
     def read(conn: psycopg.Connection) -> dict[str, Any]:
         with conn.transaction():
@@ -349,24 +349,13 @@ def verdicts(pool: ConnectionPool) -> dict[str, Any]:
                 (FAILING_SHOWN,),
             ).fetchall()
             last = conn.execute(
-                "SELECT check_id, requested_by, requested_at, hands, done, failing, problems,"
-                " finished_at, finished_at IS NULL"
-                " AND updated_at > now() - make_interval(secs => %s)"
-                " FROM ledger_checks ORDER BY check_id DESC LIMIT 1",
-                (STALLED_SECONDS,),
+                _CHECK + " ORDER BY check_id DESC LIMIT 1", (STALLED_SECONDS,)
+            ).fetchone()
+            fully = conn.execute(
+                "SELECT max(finished_at) FROM ledger_checks WHERE finished_at IS NOT NULL"
             ).fetchone()
         assert settled is not None and checked is not None  # aggregates have their row
-        keys = (
-            "check_id",
-            "requested_by",
-            "requested_at",
-            "hands",
-            "done",
-            "failing",
-            "problems",
-            "finished_at",
-            "running",
-        )
+        assert fully is not None
         return {
             "settled": settled[0],
             "checked": checked[0],
@@ -374,10 +363,42 @@ def verdicts(pool: ConnectionPool) -> dict[str, Any]:
             "total": checked[2],
             "failing": checked[3],
             "failing_shown": [(m, problems) for m, problems in failing],
-            "last_check": None if last is None else dict(zip(keys, last)),
+            "last_check": None if last is None else dict(zip(_CHECK_KEYS, last)),
+            "fully_checked_at": fully[0],
         }
 
     return retried(pool, read)
+
+
+#: A full check as :func:`verdicts` and :func:`full_check` read it (running: neither
+#: finished nor stalled).
+_CHECK = (
+    "SELECT check_id, requested_by, requested_at, hands, done, failing, problems,"
+    " finished_at, finished_at IS NULL AND updated_at > now() - make_interval(secs => %s)"
+    " FROM ledger_checks"
+)
+_CHECK_KEYS = (
+    "check_id",
+    "requested_by",
+    "requested_at",
+    "hands",
+    "done",
+    "failing",
+    "problems",
+    "finished_at",
+    "running",
+)
+
+
+def full_check(pool: ConnectionPool, check_id: int) -> dict[str, Any] | None:
+    """The full check ``check_id`` and its progress, as :func:`verdicts` gives the newest."""
+    row = retried(
+        pool,
+        lambda conn: conn.execute(
+            _CHECK + " WHERE check_id = %s", (STALLED_SECONDS, check_id)
+        ).fetchone(),
+    )
+    return None if row is None else dict(zip(_CHECK_KEYS, row))
 
 
 def start_check(pool: ConnectionPool, requested_by: str) -> int | None:
