@@ -40,9 +40,18 @@ def verdict(db, match_id: str) -> list[str] | None:
     return None if row is None else row[0]
 
 
-def unchecked(api) -> float:
+def sample(api, pattern: str) -> float:
+    """The value of the sample of ``/metrics`` that ``pattern`` names (0 when none)."""
     text = api.get("/metrics").get_data(as_text=True)
-    return float(re.search(r"^ddz_ledger_unchecked_hands (\S+)$", text, re.M).group(1))
+    found = re.search(rf"^{pattern} (\S+)$", text, re.M)
+    return 0.0 if found is None else float(found.group(1))
+
+
+def unchecked(api) -> float:
+    return sample(api, "ddz_ledger_unchecked_hands")
+
+
+CHECKS_RUN = r'ddz_job_duration_seconds_count\{kind="check_unverdicted"\}'
 
 
 def test_hands_without_a_verdict_are_checked_in_the_background_batch_by_batch(
@@ -68,16 +77,14 @@ def test_hands_without_a_verdict_are_checked_in_the_background_batch_by_batch(
     monkeypatch.setattr(audit, "BATCH", 1)
     assert sweeper.sweep()[work.CHECK_UNVERDICTED] == 1
     assert sweeper.sweep()[work.CHECK_UNVERDICTED] == 0  # the job waiting is left alone
+    run = sample(api, CHECKS_RUN)
     run_burst(rconn)
+    assert sample(api, CHECKS_RUN) - run == 3  # a job a hand
     assert unchecked(api) == 0
     assert verdict(db, hands[0]) == [] and verdict(db, hands[2]) == []
     problems = verdict(db, wrong)
     assert problems and all(p.startswith(f"match {wrong} seat ") for p in problems)
-    text = api.get("/metrics").get_data(as_text=True)
-    assert re.search(r"^ddz_ledger_check_ok 0\.0$", text, re.M)
-    assert re.search(
-        r'^ddz_job_duration_seconds_count\{kind="check_unverdicted"\} 3\.0$', text, re.M
-    )
+    assert sample(api, "ddz_ledger_check_ok") == 0
     # Checked: the sweep finds nothing more to check.
     assert sweeper.sweep()[work.CHECK_UNVERDICTED] == 0
 
