@@ -97,12 +97,15 @@ def operator_token(name: str, role: str, capsys) -> dict[str, str]:
 
 
 def test_the_api_reads_stored_verdicts_and_an_admin_starts_the_full_check(
-    api, db, rconn, jobs_env, capsys
+    api, db, rconn, jobs_env, capsys, monkeypatch
 ):
     ada, otto = operator_token("ada", "admin", capsys), operator_token("otto", "auditor", capsys)
     hands = [settled_hand(api, rconn) for _ in range(2)]
     check = api.get(CHECK, headers=otto).json
-    assert check["ok"] and check["problems"] == [] and check["failing"] == 0
+    # The module's other test may have left a failing hand: these two pass.
+    failing = check["failing"]
+    assert not any(m in p for m in hands for p in check["problems"])
+    assert check["ok"] == (failing == 0)
     assert check["matches"] == check["checked"] >= 2 and check["unchecked"] == 0
     assert check["total"] == "0.00" and check["entries"] > 0
     assert check["fully_checked_at"] is None and check["full_check"] is None
@@ -119,7 +122,8 @@ def test_the_api_reads_stored_verdicts_and_an_admin_starts_the_full_check(
     )
     db.execute("DELETE FROM ledger_verdicts WHERE match_id = %s", (hands[1],))
     check = api.get(CHECK, headers=OP).json
-    assert check["ok"] and check["unchecked"] == 1 and check["checked"] == check["matches"] - 1
+    assert check["failing"] == failing and not any(wrong in p for p in check["problems"])
+    assert check["unchecked"] == 1 and check["checked"] == check["matches"] - 1
 
     # An auditor reads only; a player may do neither.
     r = api.post(CHECK, headers=otto)
@@ -145,15 +149,21 @@ def test_the_api_reads_stored_verdicts_and_an_admin_starts_the_full_check(
     ).fetchone()
     assert trail == ("ada", "ledger_check", "api", f"full check {started['check_id']}")
 
+    # A job a batch (one hand a batch here), each enqueuing the next behind the games'
+    # jobs: the progress moves batch by batch.
+    monkeypatch.setattr(audit, "BATCH", 1)
+    run_burst(rconn, max_jobs=1)
+    progress = api.get(CHECK, headers=otto).json["full_check"]
+    assert progress["running"] and progress["done"] == 1
+    assert progress["hands"] == check["matches"] and progress["finished_at"] is None
     run_burst(rconn)
     check = api.get(CHECK, headers=otto).json
     done = check["full_check"]
     assert done["check_id"] == started["check_id"] and not done["running"]
-    assert done["done"] == done["hands"] == check["matches"] and done["failing"] == 1
+    assert done["done"] == done["hands"] == check["matches"]
+    assert done["failing"] == check["failing"] == failing + 1
     assert check["fully_checked_at"] == done["finished_at"] is not None
-    assert not check["ok"] and check["failing"] == 1 and check["unchecked"] == 0
-    assert check["problems"] and all(
-        p.startswith(f"match {wrong} seat ") for p in check["problems"]
-    )
+    assert not check["ok"] and check["unchecked"] == 0
+    assert any(p.startswith(f"match {wrong} seat ") for p in check["problems"])
     # Finished: another may start.
     assert api.post(CHECK, headers=ada).status_code == 202

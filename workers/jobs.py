@@ -29,6 +29,7 @@ from service.app.work import (
     RATE_HAND,
     SETTLE_MATCH,
     TURN_TIMEOUT,
+    check_ledger_later,
     check_unverdicted_later,
     rate_later,
     work_for,
@@ -193,10 +194,15 @@ def settle_match(match_id: str) -> str:
 
 @JOB_SECONDS.labels(CHECK_LEDGER).time()
 def check_ledger(check_id: str) -> str:
-    """The full ledger check ``check_id`` (asked for from the console): every settled
-    hand checked again, its verdict stored, the progress recorded as it goes."""
+    """A batch of the full ledger check ``check_id`` (asked for by an operator): its hands
+    checked again, their verdicts stored, the progress recorded; then the next batch
+    enqueued, behind the games' jobs, while any hands are left."""
     ctx = context()
-    return audit.full_check(ctx.pool, ctx.store, int(check_id))
+    done = audit.full_check_batch(ctx.pool, ctx.store, int(check_id))
+    if done is None:
+        return "finished"
+    check_ledger_later(ctx.redis, int(check_id), done)
+    return f"{done} hands checked so far"
 
 
 @JOB_SECONDS.labels(CHECK_UNVERDICTED).time()

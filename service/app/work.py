@@ -87,7 +87,8 @@ BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH = "bot_turn", "turn_timeout", "settle_match
 TABLE_DUE, MATCH_TICKETS = "table_due", "match_tickets"
 #: A settled hand's rating (docs/ratings.md).
 RATE_HAND = "rate_hand"
-#: A full check of the ledger, asked for from the console (its id for the key).
+#: A batch of a full check of the ledger (its id for the key, and the hands checked before
+#: the batch for the version).
 CHECK_LEDGER = "check_ledger"
 #: A batch of the settled hands without a stored verdict, checked in the background (the
 #: first of them for the key: the batch after it is a job of its own).
@@ -106,10 +107,6 @@ JOBS = {
     )
 }
 KIND_OF = {function: kind for kind, function in JOBS.items()}
-#: How long a job of these kinds may run (the others: RQ's default, 180 s). The full check
-#: takes about 3–10 ms a hand, some minutes at 100,000 hands: it is bounded by its progress
-#: instead (a check that moves on for 10 minutes is taken for lost).
-TIMEOUTS = {CHECK_LEDGER: 24 * 3600}
 
 
 def id_of_job(kind: str, match_id: str, version: int) -> str:
@@ -122,7 +119,7 @@ def id_of_job(kind: str, match_id: str, version: int) -> str:
         TABLE_DUE: f"table-{match_id}-{version}",
         MATCH_TICKETS: f"lobby-{match_id}",
         RATE_HAND: f"rate-{match_id}",
-        CHECK_LEDGER: f"ledger-check-{match_id}",
+        CHECK_LEDGER: f"ledger-check-{match_id}-{version}",
         CHECK_UNVERDICTED: f"ledger-unverdicted-{match_id}",
     }[kind]
 
@@ -144,7 +141,6 @@ def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args: object)
             JOBS[kind],
             *args,
             job_id=job_id,
-            job_timeout=TIMEOUTS.get(kind),
             result_ttl=600,
             failure_ttl=7 * 86400,
             pipeline=pipe,
@@ -218,10 +214,11 @@ def rate_later(connection: redis.Redis, match_id: str) -> None:
     _enqueue(connection, RATE_HAND, match_id, 0)
 
 
-def check_ledger_later(connection: redis.Redis, check_id: int) -> None:
-    """Enqueues the full ledger check ``check_id``. Redis down, it is not enqueued: the
-    console shows the check waiting, to be asked for again."""
-    _enqueue(connection, CHECK_LEDGER, str(check_id), 0)
+def check_ledger_later(connection: redis.Redis, check_id: int, done: int = 0) -> None:
+    """Enqueues the batch of the full ledger check ``check_id`` that follows the ``done``
+    hands checked. Redis down, it is not enqueued: the check stalls, and is taken for lost
+    after 10 minutes (another may then be started)."""
+    _enqueue(connection, CHECK_LEDGER, str(check_id), done)
 
 
 def check_unverdicted_later(connection: redis.Redis, first: uuid.UUID) -> None:

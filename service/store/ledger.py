@@ -427,23 +427,74 @@ def start_check(pool: ConnectionPool, requested_by: str) -> int | None:
     return retried(pool, start)
 
 
-def check_progress(
-    pool: ConnectionPool,
-    check_id: int,
-    hands: int | None = None,
-    done: int = 0,
-    failing: int = 0,
-    problems: list[str] | None = None,
-) -> None:
-    """Records how far the full check has come; with ``problems`` (of the ledger as a
-    whole), that it has finished."""
+@dataclass(frozen=True)
+class CheckPosition:
+    """Where a full check is: the settled hands it checks (None until counted), the last
+    settled match it checked (None before its first batch), and whether it has finished."""
+
+    hands: int | None
+    checked_to: uuid.UUID | None
+    finished: bool
+
+
+def check_position(pool: ConnectionPool, check_id: int) -> CheckPosition | None:
+    """Where the full check ``check_id`` is; None if there is no such check."""
+    row = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT hands, checked_to, finished_at IS NOT NULL FROM ledger_checks"
+            " WHERE check_id = %s",
+            (check_id,),
+        ).fetchone(),
+    )
+    return None if row is None else CheckPosition(*row)
+
+
+def count_check(pool: ConnectionPool, check_id: int) -> None:
+    """Records how many settled hands the full check has to check (at its start)."""
     retried(
         pool,
         lambda conn: conn.execute(
-            "UPDATE ledger_checks SET hands = coalesce(%s, hands), done = %s, failing = %s,"
-            " problems = coalesce(%s, problems), updated_at = now(),"
-            " finished_at = CASE WHEN %s THEN now() END WHERE check_id = %s",
-            (hands, done, failing, problems, problems is not None, check_id),
+            "UPDATE ledger_checks SET hands = (SELECT count(*) FROM settlements),"
+            " updated_at = now() WHERE check_id = %s AND hands IS NULL",
+            (check_id,),
+        ),
+    )
+
+
+def advance_check(
+    pool: ConnectionPool,
+    check_id: int,
+    checked_to: uuid.UUID | None,
+    last: uuid.UUID,
+    checked: int,
+    failing: int,
+) -> int | None:
+    """Records a batch of the full check: ``checked`` more hands up to ``last``, of which
+    ``failing`` fail. Only from ``checked_to``, where the batch started: None when another
+    job recorded that batch first (or the check finished); else the hands checked so far."""
+    row = retried(
+        pool,
+        lambda conn: conn.execute(
+            "UPDATE ledger_checks SET done = done + %s, failing = failing + %s,"
+            " hands = greatest(hands, done + %s), checked_to = %s, updated_at = now()"
+            " WHERE check_id = %s AND finished_at IS NULL"
+            " AND checked_to IS NOT DISTINCT FROM %s RETURNING done",
+            (checked, failing, checked, last, check_id, checked_to),
+        ).fetchone(),
+    )
+    return None if row is None else int(row[0])
+
+
+def finish_check(pool: ConnectionPool, check_id: int, problems: list[str]) -> None:
+    """Records that the full check has finished, with what it found of the ledger as a
+    whole."""
+    retried(
+        pool,
+        lambda conn: conn.execute(
+            "UPDATE ledger_checks SET problems = %s, finished_at = now(), updated_at = now()"
+            " WHERE check_id = %s AND finished_at IS NULL",
+            (problems, check_id),
         ),
     )
 
