@@ -8,8 +8,9 @@ truth and Redis only carries work.
   record) and seats the lobby's waiting tickets.
 - The sweep (at worker start, then every ``sweep_seconds``) finds work lost with Redis (a
   flush, a restart) or with a worker and enqueues it again: a bot or disconnected seat to
-  act with no live job, an ended hand with no settlement, a settled hand not rated; and
-  the settled hands without a stored ledger verdict, whose check it enqueues.
+  act with no live job, an ended hand with no settlement, a settled hand not rated, the
+  next batch of a full ledger check under way; and the settled hands without a stored
+  ledger verdict, whose check it enqueues.
 - The pruning (at worker start, then every ``prune_seconds``) deletes what is kept no
   longer: old idempotency keys, expired tokens and console sessions.
 
@@ -41,6 +42,7 @@ from rq.job import Job, JobStatus
 
 from service.app.work import (
     BOT_TURN,
+    CHECK_LEDGER,
     CHECK_UNVERDICTED,
     KIND_OF,
     RATE_HAND,
@@ -201,6 +203,7 @@ def sweep() -> dict[str, int]:
         SETTLE_MATCH: 0,
         RATE_HAND: 0,
         CHECK_UNVERDICTED: 0,
+        CHECK_LEDGER: 0,
         TURN_TIMEOUT: scan_deadlines(),
     }
     work = []
@@ -225,6 +228,16 @@ def sweep() -> dict[str, int]:
                 id_of_job(CHECK_UNVERDICTED, first, 0),
                 CHECK_UNVERDICTED,
                 job_args(CHECK_UNVERDICTED, first, 0),
+            )
+        )
+    # A full ledger check under way whose next batch was lost: its batch from where it
+    # stands (a batch run twice is recorded once).
+    for check_id, done in ledger.checks_running(ctx.pool):
+        work.append(
+            (
+                id_of_job(CHECK_LEDGER, str(check_id), done),
+                CHECK_LEDGER,
+                job_args(CHECK_LEDGER, str(check_id), done),
             )
         )
     for kind, count in ensure_each(ctx.redis, work).items():

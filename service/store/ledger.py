@@ -450,6 +450,19 @@ def check_position(pool: ConnectionPool, check_id: int) -> CheckPosition | None:
     return None if row is None else CheckPosition(*row)
 
 
+def checks_running(pool: ConnectionPool) -> list[tuple[int, int]]:
+    """The full checks under way (neither finished nor stalled): (check, hands checked)."""
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT check_id, done FROM ledger_checks WHERE finished_at IS NULL"
+            " AND updated_at > now() - make_interval(secs => %s) ORDER BY check_id",
+            (STALLED_SECONDS,),
+        ).fetchall(),
+    )
+    return [(int(check_id), int(done)) for check_id, done in rows]
+
+
 def count_check(pool: ConnectionPool, check_id: int) -> None:
     """Records how many settled hands the full check has to check (at its start)."""
     retried(
