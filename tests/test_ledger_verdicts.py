@@ -1,7 +1,7 @@
 """The ledger's stored verdicts (docs/operations.md, "Stored verdicts"), with real RQ
 workers (burst mode, in this process) on PostgreSQL and Redis: kept current without anyone
-asking (settled hands without one, settled before verdicts were kept, are found by the
-workers' sweep and checked in the background a batch at a time, each batch enqueuing the
+asking (settled hands without one, settled before verdicts were kept, are found on the
+workers' timer and checked in the background a batch at a time, each batch enqueuing the
 next); and read, and the full check started, through the API's
 ``/v1/admin/ledger/check``."""
 
@@ -59,7 +59,7 @@ def test_hands_without_a_verdict_are_checked_in_the_background_batch_by_batch(
 ):
     hands = [settled_hand(api, rconn) for _ in range(3)]
     assert all(verdict(db, m) == [] for m in hands)  # each checked as it was settled
-    assert sweeper.sweep()[work.CHECK_UNVERDICTED] == 0  # nothing to check: no job
+    assert sweeper.find_unverdicted() == 0  # nothing to check: no job
     # As before verdicts were kept: none stored; and one hand's ledger is wrong, though
     # every movement balances (ten moved from seat 1 to seat 0).
     db.execute("DELETE FROM ledger_verdicts WHERE match_id = ANY(%s::uuid[])", (hands,))
@@ -73,10 +73,10 @@ def test_hands_without_a_verdict_are_checked_in_the_background_batch_by_batch(
         (wrong,),
     )
     assert unchecked(api) == 3
-    # One hand a batch: the sweep enqueues the first, and each enqueues the next.
+    # One hand a batch: the workers' timer enqueues the first, and each enqueues the next.
     monkeypatch.setattr(audit, "BATCH", 1)
-    assert sweeper.sweep()[work.CHECK_UNVERDICTED] == 1
-    assert sweeper.sweep()[work.CHECK_UNVERDICTED] == 0  # the job waiting is left alone
+    assert sweeper.find_unverdicted() == 1
+    assert sweeper.find_unverdicted() == 0  # the job waiting is left alone
     run = sample(api, CHECKS_RUN)
     run_burst(rconn)
     assert sample(api, CHECKS_RUN) - run == 3  # a job a hand
@@ -85,8 +85,8 @@ def test_hands_without_a_verdict_are_checked_in_the_background_batch_by_batch(
     problems = verdict(db, wrong)
     assert problems and all(p.startswith(f"match {wrong} seat ") for p in problems)
     assert sample(api, "ddz_ledger_check_ok") == 0
-    # Checked: the sweep finds nothing more to check.
-    assert sweeper.sweep()[work.CHECK_UNVERDICTED] == 0
+    # Checked: nothing more to check.
+    assert sweeper.find_unverdicted() == 0
 
 
 def operator_token(name: str, role: str, capsys) -> dict[str, str]:
