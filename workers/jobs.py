@@ -200,7 +200,7 @@ def check_ledger(check_id: str) -> str:
     ctx = context()
     done = audit.full_check_batch(ctx.pool, ctx.store, int(check_id))
     if done is None:
-        return "finished"
+        return "finished (or this batch was recorded by another run)"
     check_ledger_later(ctx.redis, int(check_id), done)
     return f"{done} hands checked so far"
 
@@ -208,8 +208,8 @@ def check_ledger(check_id: str) -> str:
 @JOB_SECONDS.labels(CHECK_UNVERDICTED).time()
 def check_unverdicted() -> str:
     """Checks a batch of the settled hands without a stored verdict (settled before
-    verdicts were kept, or written by ``ddz rebuild``) and stores theirs; enqueues the
-    next batch while any are left, so that no one has to ask for a full check."""
+    verdicts were kept) and stores theirs; enqueues the next batch while any are left, so
+    that no one has to ask for a full check."""
     ctx = context()
     checked, failing = audit.check_unverdicted(ctx.pool, ctx.store)
     left = unverdicted(ctx.pool, 1)

@@ -3,9 +3,9 @@ the rules compute from each match's events (docs/rules.md §5), recomputed from 
 
 Each settled hand is checked once, in the transaction that settles it, and its verdict
 stored (:func:`check_settling`); the console and ``/metrics`` read the stored verdicts
-(docs/operations.md, "The ledger"). The hands that have none (settled before verdicts
-were kept, or written by ``ddz rebuild``) are checked by the workers in the background,
-a batch at a time (:func:`check_unverdicted`). The full check (:func:`full_check_batch`,
+(docs/operations.md, "The ledger"), and ``ddz rebuild`` stores one for each hand it
+writes. The hands that have none (settled before verdicts were kept) are checked by the
+workers in the background, a batch at a time (:func:`check_unverdicted`). The full check (:func:`full_check_batch`,
 background jobs an operator starts, a batch each) checks every settled hand again and
 stores each verdict anew."""
 

@@ -310,8 +310,8 @@ def settled_after(pool: ConnectionPool, after: uuid.UUID | None, limit: int) -> 
 
 
 def unverdicted(pool: ConnectionPool, limit: int) -> list[uuid.UUID]:
-    """The settled matches without a stored verdict (settled before verdicts were kept, or
-    written by ``ddz rebuild``), by id, ``limit`` of them."""
+    """The settled matches without a stored verdict (settled before verdicts were kept),
+    by id, ``limit`` of them."""
     rows = retried(
         pool,
         lambda conn: conn.execute(
