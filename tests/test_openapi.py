@@ -693,6 +693,13 @@ def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_work
     call("GET", ledger, path_params=own, expect=401)
     call("GET", "/v1/admin/ledger/check", token=OPERATOR_TOKEN, expect=200)
     call("GET", "/v1/admin/ledger/check", token=tokens[0], expect=403)
+    # The full check in the background: started once (no worker runs it here), then refused.
+    call("POST", "/v1/admin/ledger/check", token=tokens[0], expect=403)
+    call("POST", "/v1/admin/ledger/check", expect=401)
+    started = call("POST", "/v1/admin/ledger/check", token=OPERATOR_TOKEN, expect=202).json()
+    call("POST", "/v1/admin/ledger/check", token=OPERATOR_TOKEN, expect=409)
+    check = call("GET", "/v1/admin/ledger/check", token=OPERATOR_TOKEN, expect=200).json()
+    assert check["full_check"] == started
 
     # The operator's routes
     for route in ("/v1/admin/matches/{match_id}/events", "/v1/admin/matches/{match_id}/audit"):

@@ -140,6 +140,7 @@ def test_rebuild_makes_every_read_model_again_exactly_and_check_finds_each_damag
         db.execute("DELETE FROM ledger_entries WHERE match_id = %s", (hand,))
         db.execute("DELETE FROM ledger_entries WHERE match_id = %s", (bots,))
         db.execute("DELETE FROM settlements WHERE match_id = %s", (bots,))
+        db.execute("DELETE FROM ledger_verdicts WHERE match_id IN (%s, %s)", (hand, bots))
     damaged = snapshot(db)
     assert damaged != before
 
@@ -167,6 +168,12 @@ def test_rebuild_makes_every_read_model_again_exactly_and_check_finds_each_damag
     status, out = rebuild()
     assert status == 0, out
     assert snapshot(db) == before
+    # What it wrote was checked, and its verdict stored, as the settlement job does.
+    verdicts = db.execute(
+        "SELECT match_id::text, problems FROM ledger_verdicts WHERE match_id IN (%s, %s)",
+        (hand, bots),
+    ).fetchall()
+    assert sorted(verdicts) == sorted([(str(hand), []), (bots, [])])
     status, out = rebuild("--check")
     assert (status, out) == (0, ""), out
 

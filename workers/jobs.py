@@ -25,9 +25,12 @@ from service.app.ratings import rate_settled
 from service.app.work import (
     BOT_TURN,
     CHECK_LEDGER,
+    CHECK_UNVERDICTED,
     RATE_HAND,
     SETTLE_MATCH,
     TURN_TIMEOUT,
+    check_ledger_later,
+    check_unverdicted_later,
     rate_later,
     work_for,
 )
@@ -39,7 +42,7 @@ from service.game.policies import Policy
 from service.game.record import export, verify
 from service.game.state import ENDED
 from service.store import MatchNotFound, StoredEvent, VersionConflict
-from service.store.ledger import write_settlement
+from service.store.ledger import unverdicted, write_settlement
 from service.store.ratings import RatingStore
 from service.store.tables import TableNotFound
 
@@ -191,10 +194,28 @@ def settle_match(match_id: str) -> str:
 
 @JOB_SECONDS.labels(CHECK_LEDGER).time()
 def check_ledger(check_id: str) -> str:
-    """The full ledger check ``check_id`` (asked for from the console): every settled
-    hand checked again, its verdict stored, the progress recorded as it goes."""
+    """A batch of the full ledger check ``check_id`` (asked for by an operator): its hands
+    checked again, their verdicts stored, the progress recorded; then the next batch
+    enqueued, behind the games' jobs, while any hands are left."""
     ctx = context()
-    return audit.full_check(ctx.pool, ctx.store, int(check_id))
+    done = audit.full_check_batch(ctx.pool, ctx.store, int(check_id))
+    if done is None:
+        return "finished (or this batch was recorded by another run)"
+    check_ledger_later(ctx.redis, int(check_id), done)
+    return f"{done} hands checked so far"
+
+
+@JOB_SECONDS.labels(CHECK_UNVERDICTED).time()
+def check_unverdicted() -> str:
+    """Checks a batch of the settled hands without a stored verdict (settled before
+    verdicts were kept) and stores theirs; enqueues the next batch while any are left, so
+    that no one has to ask for a full check."""
+    ctx = context()
+    checked, failing = audit.check_unverdicted(ctx.pool, ctx.store)
+    left = unverdicted(ctx.pool, 1)
+    if left:
+        check_unverdicted_later(ctx.redis, left[0])
+    return f"{checked} hands checked, {failing} failing"
 
 
 @JOB_SECONDS.labels(RATE_HAND).time()

@@ -117,6 +117,15 @@ def operator() -> Caller:
     return who
 
 
+def admin() -> Caller:
+    """An admin's token is required (an auditor reads only: docs/operations.md)."""
+    who = operator()
+    assert who.operator is not None  # operator() refuses any other caller
+    if not who.operator.admin:
+        raise ApiError(403, "admin_required", "this needs an admin's token: an auditor reads only")
+    return who
+
+
 def audited(who: Caller, action: str, match_id: uuid.UUID) -> None:
     """An operator read the match's hidden data (``action``: what): the audit trail says
     who, when, from where and what. Nothing for a player reading their own."""

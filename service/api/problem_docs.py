@@ -47,6 +47,7 @@ MEANINGS: dict[str, dict[str, str]] = {
         "forbidden": "The token may not do this.",
         "player_required": "This needs a player's token.",
         "operator_required": "This needs an operator's token.",
+        "admin_required": "This needs an admin's token: an auditor reads only.",
         "player_suspended": "The platform's operators suspended this player: every request "
         "with their tokens is refused until they are reinstated, and the system plays their "
         "seats.",
@@ -114,6 +115,9 @@ MEANINGS: dict[str, dict[str, str]] = {
         "stake_out_of_bounds": "The stake is beyond what this server allows: `unit` above "
         "`DDZ_MAX_UNIT` or `rake` above `DDZ_MAX_RAKE` (the detail names the bound).",
         "invalid_settlement": "A settlement's amounts are not valid.",
+        "ledger_check_running": "A full check of the ledger is running already (`check_id` "
+        "names it): follow its progress at `GET /v1/admin/ledger/check`, and start another "
+        "once it has finished.",
     },
     "Tables and the lobby": {
         "table_not_found": "No table has this id.",

@@ -58,6 +58,9 @@ class ProblemSchema(ma.Schema):
     table_id = ma.fields.String(
         metadata={"description": "With `seated_elsewhere`: a table where the player sits"}
     )
+    check_id = ma.fields.Integer(
+        metadata={"description": "With `ledger_check_running`: the full check that runs"}
+    )
 
 
 class ApiError(Exception):
@@ -148,10 +151,10 @@ _HTTP_CODES = {
 ERROR_DESCRIPTIONS = {
     400: "The body is not valid JSON (`invalid_json`), or a header is malformed",
     401: "No bearer token, or one that belongs to no one",
-    403: "The token may not do this (a player's or the operator's is needed, or a seat at the match)",
+    403: "The token may not do this (a player's, an operator's or an admin's is needed, or a seat at the match)",
     404: "No such resource (`malformed_id`: a path parameter that is not a UUID)",
     408: "The body did not arrive within `DDZ_BODY_SECONDS` of the request's headers (`body_timeout`); the connection is closed",
-    409: "The match is not at `expected_version`, or someone else acted first",
+    409: "The match is not at `expected_version`, or someone else acted first (or, for the ledger's full check, one is running: `ledger_check_running`)",
     413: "The body is larger than the server accepts (`DDZ_MAX_BODY_BYTES`)",
     415: "The body is not sent as `Content-Type: application/json` (a `+json` type, or a charset other than UTF-8, is refused too)",
     422: "The request does not match its schema (see `errors`), or the rules refuse it (see `code`)",

@@ -115,6 +115,7 @@ CATEGORY_OF = {
     "replay_page.replay_page": READS,
     # The operators' (operator requests are not limited; others get 403 here, as reads).
     "ledger.check_ledger": READS,
+    "ledger.start_ledger_check": READS,
     "admin.all_events": READS,
     "admin.audit": READS,
     "admin.players": READS,

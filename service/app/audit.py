@@ -3,8 +3,11 @@ the rules compute from each match's events (docs/rules.md §5), recomputed from 
 
 Each settled hand is checked once, in the transaction that settles it, and its verdict
 stored (:func:`check_settling`); the console and ``/metrics`` read the stored verdicts
-(docs/operations.md, "The ledger"). The full check (:func:`full_check`, a background job
-the console starts) checks every settled hand again and stores each verdict anew."""
+(docs/operations.md, "The ledger"), and ``ddz rebuild`` stores one for each hand it
+writes. The hands that have none (settled before verdicts were kept) are checked by the
+workers in the background, a batch at a time (:func:`check_unverdicted`). The full check (:func:`full_check_batch`,
+background jobs an operator starts, a batch each) checks every settled hand again and
+stores each verdict anew."""
 
 from __future__ import annotations
 
@@ -19,8 +22,8 @@ from ..game import State
 from ..game.record import Discrepancy, export, verify
 from ..store import EventStore, ledger
 
-#: The settled hands the full check reads, checks and stores at a time (its progress
-#: moves by as many).
+#: The settled hands the full check (or the check of those without a verdict) reads,
+#: checks and stores in one job (its progress moves by as many).
 BATCH = 200
 
 
@@ -64,29 +67,51 @@ def check_settling(
     return problems
 
 
-def full_check(pool: ConnectionPool, store: EventStore, check_id: int) -> str:
-    """The full check ``check_id``: every settled hand recomputed from its events and
-    compared with its entries, a batch at a time, each verdict stored and the progress
-    recorded; then the ledger's total. What it found, in a line."""
-    hands = ledger.verdicts(pool)["settled"]
-    after: uuid.UUID | None = None
-    done = failing = 0
-    ledger.check_progress(pool, check_id, hands)
-    while batch := ledger.settled_after(pool, after, BATCH):
-        booked = ledger.booked(pool, batch)
-        verdicts = [
-            (m, booked[m].unbalanced + _recompute(store, m, booked[m].amounts), booked[m])
-            for m in batch
-        ]
-        ledger.write_verdicts(pool, verdicts)
-        done += len(batch)
-        failing += sum(1 for _, problems, _ in verdicts if problems)
-        ledger.check_progress(pool, check_id, max(hands, done), done, failing)
-        after = batch[-1]
+def full_check_batch(pool: ConnectionPool, store: EventStore, check_id: int) -> int | None:
+    """The next batch of the full check ``check_id``: :data:`BATCH` settled hands, by id
+    from where it stands, recomputed from their events and compared with their entries,
+    each verdict stored and the progress recorded; after the last, the ledger's total, and
+    the check is finished. The hands checked so far while more are left (the caller
+    enqueues the next batch); None once it has finished (or if another run of this batch
+    recorded it first)."""
+    position = ledger.check_position(pool, check_id)
+    if position is None or position.finished:
+        return None
+    if position.hands is None:
+        ledger.count_check(pool, check_id)
+    batch = ledger.settled_after(pool, position.checked_to, BATCH)
+    if batch:
+        failing = check_hands(pool, store, batch)
+        done = ledger.advance_check(
+            pool, check_id, position.checked_to, batch[-1], len(batch), failing
+        )
+        if done is None or len(batch) == BATCH:
+            return done
     total, _ = ledger.whole(pool)
     problems = [] if total == 0 else [f"the ledger adds to {total:.2f}, not 0.00"]
-    ledger.check_progress(pool, check_id, max(hands, done), done, failing, problems)
-    return f"{done} hands checked, {failing} failing" + "".join(f"; {p}" for p in problems)
+    ledger.finish_check(pool, check_id, problems)
+    return None
+
+
+def check_unverdicted(pool: ConnectionPool, store: EventStore) -> tuple[int, int]:
+    """Checks up to :data:`BATCH` of the settled hands without a stored verdict and stores
+    theirs: (how many it checked, how many of them fail)."""
+    batch = ledger.unverdicted(pool, BATCH)
+    if not batch:
+        return 0, 0
+    return len(batch), check_hands(pool, store, batch)
+
+
+def check_hands(pool: ConnectionPool, store: EventStore, batch: list[uuid.UUID]) -> int:
+    """Each settled hand of ``batch`` recomputed from its events and compared with its
+    entries, its verdict stored anew; how many fail."""
+    booked = ledger.booked(pool, batch)
+    verdicts = [
+        (m, booked[m].unbalanced + _recompute(store, m, booked[m].amounts), booked[m])
+        for m in batch
+    ]
+    ledger.write_verdicts(pool, verdicts)
+    return sum(1 for _, problems, _ in verdicts if problems)
 
 
 def _recompute(

@@ -4,13 +4,17 @@ With ``PROMETHEUS_MULTIPROC_DIR`` set (``ddz serve`` and ``gunicorn_conf`` set i
 process writes its samples to files there and ``/metrics`` adds up every process's, the
 RQ worker's included when it runs on the same machine: one gunicorn worker's counters
 alone would be a fraction of the truth, and a different fraction at each scrape.
-Without it (tests, one process) the samples stay in this process's registry."""
+Without it (tests, one process) the samples stay in this process's registry, with
+prometheus_client's ``process_*`` of this process; with it, each live process's
+``process_*`` are read at the scrape (:class:`Processes`), labelled by pid."""
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable
 
+import psutil
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -22,7 +26,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -108,12 +112,83 @@ class Sampled(Collector):
         return families.values()
 
 
+#: A process's file in the multiprocess directory: ``counter_1234.db``,
+#: ``gauge_livesum_1234.db`` … (prometheus_client names each by the kind and the pid).
+_PID_FILE = re.compile(r"_(\d+)\.db$")
+
+
+class Processes(Collector):
+    """The ``process_*`` metrics of every live process that writes to the multiprocess
+    directory (each API worker, and the RQ worker that shares it), labelled by ``pid``,
+    read with psutil at the scrape. prometheus_client's own process collector reads only
+    the process that answers the scrape, and its multiprocess mode exports none."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def pids(self) -> dict[int, float]:
+        """Each pid with a file in the directory, and when its files last changed."""
+        changed: dict[int, float] = {}
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                found = _PID_FILE.search(entry.name)
+                if found is None:
+                    continue
+                try:
+                    at = entry.stat().st_mtime
+                except FileNotFoundError:
+                    continue  # a dead process's live gauges, removed meanwhile
+                pid = int(found.group(1))
+                changed[pid] = max(changed.get(pid, 0.0), at)
+        return changed
+
+    def collect(self) -> Iterable[Metric]:
+        cpu = CounterMetricFamily(
+            "process_cpu_seconds_total",
+            "User and system CPU time the process spent, by process",
+            labels=["pid"],
+        )
+        rss = GaugeMetricFamily(
+            "process_resident_memory_bytes", "Resident memory, by process", labels=["pid"]
+        )
+        fds = GaugeMetricFamily(
+            "process_open_fds", "Open file descriptors, by process", labels=["pid"]
+        )
+        start = GaugeMetricFamily(
+            "process_start_time_seconds",
+            "When the process started, in seconds since the Unix epoch, by process",
+            labels=["pid"],
+        )
+        for pid, changed in sorted(self.pids().items()):
+            try:
+                process = psutil.Process(pid)
+                with process.oneshot():
+                    started = process.create_time()
+                    # Files last written before this process started are a dead
+                    # process's (counters stay to be added up), its pid taken since.
+                    if changed < started - 1:
+                        continue
+                    times = process.cpu_times()
+                    memory = process.memory_info().rss
+                    descriptors = process.num_fds()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue  # dead (its counters still count), or not ours to read
+            label = [str(pid)]
+            cpu.add_metric(label, times.user + times.system)
+            rss.add_metric(label, memory)
+            fds.add_metric(label, descriptors)
+            start.add_metric(label, started)
+        return [cpu, rss, fds, start]
+
+
 def exposition(sampled: Sampled | None = None) -> tuple[bytes, str]:
-    """The text of ``/metrics`` and its content type: every process's samples, and the
-    gauges read now."""
-    if os.environ.get(MULTIPROC_ENV):
+    """The text of ``/metrics`` and its content type: every process's samples (and, with
+    several processes, each one's ``process_*``), and the gauges read now."""
+    directory = os.environ.get(MULTIPROC_ENV)
+    if directory:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        registry.register(Processes(directory))
     else:
         registry = CollectorRegistry()
         registry.register(_Everything())

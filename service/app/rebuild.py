@@ -1,7 +1,8 @@
 """``ddz rebuild``: every read model made again from the events
 (:mod:`service.store.rebuild`), and the ledger's rows that the events call for but that
 are missing (a settlement, or its entries) written from the hand recomputed through the
-rules, as the settlement job writes them. The ledger's rows that exist are never changed
+rules, as the settlement job writes them, each hand written checked and its verdict
+stored as the settlement job does. The ledger's rows that exist are never changed
 (they refuse it): ``--check`` runs the full ledger check over them. A rebuild also makes
 every rating again (:func:`.ratings.rebuild`); ``--check`` leaves them out, since live
 ratings may follow the order in which hands were rated rather than settled
@@ -22,7 +23,7 @@ from ..store import EventStore, ledger
 from ..store.ratings import RatingStore
 from ..store.rebuild import Found, ReadModels
 from . import ratings
-from .audit import check_ledger
+from .audit import check_ledger, check_settling
 
 
 @dataclass
@@ -63,6 +64,7 @@ def rebuild(
             with store.connection(transaction=True) as conn:
                 if ledger.write_settlement(conn, match_id, state):
                     rebuilt.written += 1 + len(ledger.movements(state))
+                    rebuilt.ledger += check_settling(pool, conn, match_id, state)
     for match_id in entries:
         state = _recomputed(store, match_id)
         if not ledger.movements(state):
@@ -71,6 +73,7 @@ def rebuild(
         if write:
             with store.connection(transaction=True) as conn:
                 rebuilt.written += ledger.write_entries(conn, match_id, state)
+                rebuilt.ledger += check_settling(pool, conn, match_id, state)
     if write:
         rebuilt.rated = ratings.rebuild(store, RatingStore(pool))
     else:

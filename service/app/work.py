@@ -87,8 +87,12 @@ BOT_TURN, TURN_TIMEOUT, SETTLE_MATCH = "bot_turn", "turn_timeout", "settle_match
 TABLE_DUE, MATCH_TICKETS = "table_due", "match_tickets"
 #: A settled hand's rating (docs/ratings.md).
 RATE_HAND = "rate_hand"
-#: A full check of the ledger, asked for from the console (its id for the key).
+#: A batch of a full check of the ledger (its id for the key, and the hands checked before
+#: the batch for the version).
 CHECK_LEDGER = "check_ledger"
+#: A batch of the settled hands without a stored verdict, checked in the background (the
+#: first of them for the key: the batch after it is a job of its own).
+CHECK_UNVERDICTED = "check_unverdicted"
 JOBS = {
     kind: f"workers.jobs.{kind}"
     for kind in (
@@ -99,6 +103,7 @@ JOBS = {
         MATCH_TICKETS,
         RATE_HAND,
         CHECK_LEDGER,
+        CHECK_UNVERDICTED,
     )
 }
 KIND_OF = {function: kind for kind, function in JOBS.items()}
@@ -114,13 +119,14 @@ def id_of_job(kind: str, match_id: str, version: int) -> str:
         TABLE_DUE: f"table-{match_id}-{version}",
         MATCH_TICKETS: f"lobby-{match_id}",
         RATE_HAND: f"rate-{match_id}",
-        CHECK_LEDGER: f"ledger-check-{match_id}",
+        CHECK_LEDGER: f"ledger-check-{match_id}-{version}",
+        CHECK_UNVERDICTED: f"ledger-unverdicted-{match_id}",
     }[kind]
 
 
 def job_args(kind: str, match_id: str, version: int) -> tuple[()] | tuple[str] | tuple[str, int]:
     """The arguments of the job's function."""
-    if kind == MATCH_TICKETS:
+    if kind in (MATCH_TICKETS, CHECK_UNVERDICTED):
         return ()
     return (match_id,) if kind in (SETTLE_MATCH, RATE_HAND, CHECK_LEDGER) else (match_id, version)
 
@@ -132,7 +138,12 @@ def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args: object)
         return False
     with connection.pipeline() as pipe:
         queue(connection).enqueue(
-            JOBS[kind], *args, job_id=job_id, result_ttl=600, failure_ttl=7 * 86400, pipeline=pipe
+            JOBS[kind],
+            *args,
+            job_id=job_id,
+            result_ttl=600,
+            failure_ttl=7 * 86400,
+            pipeline=pipe,
         )
         pipe.execute()
     return True
@@ -203,10 +214,17 @@ def rate_later(connection: redis.Redis, match_id: str) -> None:
     _enqueue(connection, RATE_HAND, match_id, 0)
 
 
-def check_ledger_later(connection: redis.Redis, check_id: int) -> None:
-    """Enqueues the full ledger check ``check_id``. Redis down, it is not enqueued: the
-    console shows the check waiting, to be asked for again."""
-    _enqueue(connection, CHECK_LEDGER, str(check_id), 0)
+def check_ledger_later(connection: redis.Redis, check_id: int, done: int = 0) -> None:
+    """Enqueues the batch of the full ledger check ``check_id`` that follows the ``done``
+    hands checked. Redis down, it is not enqueued: the check stalls, and is taken for lost
+    after 10 minutes (another may then be started)."""
+    _enqueue(connection, CHECK_LEDGER, str(check_id), done)
+
+
+def check_unverdicted_later(connection: redis.Redis, first: uuid.UUID) -> None:
+    """Enqueues the check of the unverdicted hands from ``first`` on (the workers' sweep
+    finds them again if Redis loses it)."""
+    _enqueue(connection, CHECK_UNVERDICTED, str(first), 0)
 
 
 def _enqueue(connection: redis.Redis, kind: str, key: str, version: int) -> None:

@@ -309,6 +309,21 @@ def settled_after(pool: ConnectionPool, after: uuid.UUID | None, limit: int) -> 
     return [r[0] for r in rows]
 
 
+def unverdicted(pool: ConnectionPool, limit: int) -> list[uuid.UUID]:
+    """The settled matches without a stored verdict (settled before verdicts were kept),
+    by id, ``limit`` of them."""
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT s.match_id FROM settlements s WHERE NOT EXISTS"
+            " (SELECT 1 FROM ledger_verdicts v WHERE v.match_id = s.match_id)"
+            " ORDER BY s.match_id LIMIT %s",
+            (limit,),
+        ).fetchall(),
+    )
+    return [r[0] for r in rows]
+
+
 #: A full check that has not moved on for this long is taken for lost.
 STALLED_SECONDS = 600
 #: The failing hands the summary of the verdicts lists (the rest are counted).
@@ -318,8 +333,8 @@ FAILING_SHOWN = 50
 def verdicts(pool: ConnectionPool) -> dict[str, Any]:
     """The stored verdicts summed up, in one transaction: the settled hands, those checked,
     their entries and what they add to, the failing hands (the first :data:`FAILING_SHOWN`
-    with their problems) and the newest full check (``running`` unless it finished or
-    stalled)."""
+    with their problems), the newest full check (``running`` unless it finished or
+    stalled) and when the newest to finish did."""
 
     def read(conn: psycopg.Connection) -> dict[str, Any]:
         with conn.transaction():
@@ -334,24 +349,13 @@ def verdicts(pool: ConnectionPool) -> dict[str, Any]:
                 (FAILING_SHOWN,),
             ).fetchall()
             last = conn.execute(
-                "SELECT check_id, requested_by, requested_at, hands, done, failing, problems,"
-                " finished_at, finished_at IS NULL"
-                " AND updated_at > now() - make_interval(secs => %s)"
-                " FROM ledger_checks ORDER BY check_id DESC LIMIT 1",
-                (STALLED_SECONDS,),
+                _CHECK + " ORDER BY check_id DESC LIMIT 1", (STALLED_SECONDS,)
+            ).fetchone()
+            fully = conn.execute(
+                "SELECT max(finished_at) FROM ledger_checks WHERE finished_at IS NOT NULL"
             ).fetchone()
         assert settled is not None and checked is not None  # aggregates have their row
-        keys = (
-            "check_id",
-            "requested_by",
-            "requested_at",
-            "hands",
-            "done",
-            "failing",
-            "problems",
-            "finished_at",
-            "running",
-        )
+        assert fully is not None
         return {
             "settled": settled[0],
             "checked": checked[0],
@@ -359,10 +363,42 @@ def verdicts(pool: ConnectionPool) -> dict[str, Any]:
             "total": checked[2],
             "failing": checked[3],
             "failing_shown": [(m, problems) for m, problems in failing],
-            "last_check": None if last is None else dict(zip(keys, last)),
+            "last_check": None if last is None else dict(zip(_CHECK_KEYS, last)),
+            "fully_checked_at": fully[0],
         }
 
     return retried(pool, read)
+
+
+#: A full check as :func:`verdicts` and :func:`full_check` read it (running: neither
+#: finished nor stalled).
+_CHECK = (
+    "SELECT check_id, requested_by, requested_at, hands, done, failing, problems,"
+    " finished_at, finished_at IS NULL AND updated_at > now() - make_interval(secs => %s)"
+    " FROM ledger_checks"
+)
+_CHECK_KEYS = (
+    "check_id",
+    "requested_by",
+    "requested_at",
+    "hands",
+    "done",
+    "failing",
+    "problems",
+    "finished_at",
+    "running",
+)
+
+
+def full_check(pool: ConnectionPool, check_id: int) -> dict[str, Any] | None:
+    """The full check ``check_id`` and its progress, as :func:`verdicts` gives the newest."""
+    row = retried(
+        pool,
+        lambda conn: conn.execute(
+            _CHECK + " WHERE check_id = %s", (STALLED_SECONDS, check_id)
+        ).fetchone(),
+    )
+    return None if row is None else dict(zip(_CHECK_KEYS, row))
 
 
 def start_check(pool: ConnectionPool, requested_by: str) -> int | None:
@@ -391,23 +427,87 @@ def start_check(pool: ConnectionPool, requested_by: str) -> int | None:
     return retried(pool, start)
 
 
-def check_progress(
-    pool: ConnectionPool,
-    check_id: int,
-    hands: int | None = None,
-    done: int = 0,
-    failing: int = 0,
-    problems: list[str] | None = None,
-) -> None:
-    """Records how far the full check has come; with ``problems`` (of the ledger as a
-    whole), that it has finished."""
+@dataclass(frozen=True)
+class CheckPosition:
+    """Where a full check is: the settled hands it checks (None until counted), the last
+    settled match it checked (None before its first batch), and whether it has finished."""
+
+    hands: int | None
+    checked_to: uuid.UUID | None
+    finished: bool
+
+
+def check_position(pool: ConnectionPool, check_id: int) -> CheckPosition | None:
+    """Where the full check ``check_id`` is; None if there is no such check."""
+    row = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT hands, checked_to, finished_at IS NOT NULL FROM ledger_checks"
+            " WHERE check_id = %s",
+            (check_id,),
+        ).fetchone(),
+    )
+    return None if row is None else CheckPosition(*row)
+
+
+def checks_running(pool: ConnectionPool) -> list[tuple[int, int]]:
+    """The full checks under way (neither finished nor stalled): (check, hands checked)."""
+    rows = retried(
+        pool,
+        lambda conn: conn.execute(
+            "SELECT check_id, done FROM ledger_checks WHERE finished_at IS NULL"
+            " AND updated_at > now() - make_interval(secs => %s) ORDER BY check_id",
+            (STALLED_SECONDS,),
+        ).fetchall(),
+    )
+    return [(int(check_id), int(done)) for check_id, done in rows]
+
+
+def count_check(pool: ConnectionPool, check_id: int) -> None:
+    """Records how many settled hands the full check has to check (at its start)."""
     retried(
         pool,
         lambda conn: conn.execute(
-            "UPDATE ledger_checks SET hands = coalesce(%s, hands), done = %s, failing = %s,"
-            " problems = coalesce(%s, problems), updated_at = now(),"
-            " finished_at = CASE WHEN %s THEN now() END WHERE check_id = %s",
-            (hands, done, failing, problems, problems is not None, check_id),
+            "UPDATE ledger_checks SET hands = (SELECT count(*) FROM settlements),"
+            " updated_at = now() WHERE check_id = %s AND hands IS NULL",
+            (check_id,),
+        ),
+    )
+
+
+def advance_check(
+    pool: ConnectionPool,
+    check_id: int,
+    checked_to: uuid.UUID | None,
+    last: uuid.UUID,
+    checked: int,
+    failing: int,
+) -> int | None:
+    """Records a batch of the full check: ``checked`` more hands up to ``last``, of which
+    ``failing`` fail. Only from ``checked_to``, where the batch started: None when another
+    job recorded that batch first (or the check finished); else the hands checked so far."""
+    row = retried(
+        pool,
+        lambda conn: conn.execute(
+            "UPDATE ledger_checks SET done = done + %s, failing = failing + %s,"
+            " hands = greatest(hands, done + %s), checked_to = %s, updated_at = now()"
+            " WHERE check_id = %s AND finished_at IS NULL"
+            " AND checked_to IS NOT DISTINCT FROM %s RETURNING done",
+            (checked, failing, checked, last, check_id, checked_to),
+        ).fetchone(),
+    )
+    return None if row is None else int(row[0])
+
+
+def finish_check(pool: ConnectionPool, check_id: int, problems: list[str]) -> None:
+    """Records that the full check has finished, with what it found of the ledger as a
+    whole."""
+    retried(
+        pool,
+        lambda conn: conn.execute(
+            "UPDATE ledger_checks SET problems = %s, finished_at = now(), updated_at = now()"
+            " WHERE check_id = %s AND finished_at IS NULL",
+            (problems, check_id),
         ),
     )
 

@@ -1556,8 +1556,11 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Every movement, every match and the whole ledger add to zero, and every settled
-         *     match recomputed from its events equals its ledger entries; lists any difference.
+         * The ledger check's verdict, read from the verdicts stored as each hand is settled
+         *     (each movement adds to zero, and the entries equal the settlement recomputed from the
+         *     hand's events), so it costs the same with a year of history as with a day's: the
+         *     totals, the failing hands' problems, the hands not checked yet, when the ledger was
+         *     last checked in full and the progress of a full check under way.
          */
         get: {
             parameters: {
@@ -1585,7 +1588,40 @@ export interface paths {
             };
         };
         put?: never;
-        post?: never;
+        /**
+         * Starts the full check of the ledger in the background (admins): every settled hand
+         *     recomputed from its events and compared with its entries, each verdict stored anew,
+         *     then the ledger's total; as the console's *Check every hand again*. One at a time: 409
+         *     ``ledger_check_running`` while one runs. It is in the audit trail.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Accepted */
+                202: {
+                    headers: {
+                        /** @description Where to follow its progress: GET /v1/admin/ledger/check */
+                        Location?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["FullCheck"];
+                    };
+                };
+                401: components["responses"]["UNAUTHORIZED"];
+                403: components["responses"]["FORBIDDEN"];
+                409: components["responses"]["CONFLICT"];
+                429: components["responses"]["TOO_MANY_REQUESTS"];
+                500: components["responses"]["INTERNAL_SERVER_ERROR"];
+                503: components["responses"]["SERVICE_UNAVAILABLE"];
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -2072,6 +2108,8 @@ export interface components {
             ticket_id?: string;
             /** @description With `seated_elsewhere`: a table where the player sits */
             table_id?: string;
+            /** @description With `ledger_check_running`: the full check that runs */
+            check_id?: number;
         };
         Health: {
             status: string;
@@ -3347,12 +3385,49 @@ export interface components {
             /** @description Newest first */
             entries: components["schemas"]["Entry"][];
         };
-        LedgerCheck: {
-            ok: boolean;
-            entries: number;
-            matches: number;
-            total: string;
+        FullCheck: {
+            check_id: number;
+            /** @description The operator who asked */
+            requested_by: string;
+            /** Format: date-time */
+            requested_at: string;
+            /** @description The settled hands it checks (null until a worker starts it) */
+            hands: number | null;
+            /** @description The hands checked so far */
+            done: number;
+            /** @description Of those, the hands that fail */
+            failing: number;
+            /** @description What it found of the ledger as a whole (its total), once done */
             problems: string[];
+            /** Format: date-time */
+            finished_at: string | null;
+            /** @description Neither finished nor stalled (no progress for 10 minutes: its job or worker lost, and another may be started) */
+            running: boolean;
+        };
+        LedgerCheck: {
+            /** @description No stored verdict fails, nor did the newest full check find the ledger's total wrong */
+            ok: boolean;
+            /** @description The settled hands */
+            matches: number;
+            /** @description Those with a stored verdict */
+            checked: number;
+            /** @description Those without one yet (settled before verdicts were kept): the workers check them in the background */
+            unchecked: number;
+            /** @description The checked hands' entries */
+            entries: number;
+            /** @description What those entries add to */
+            total: string;
+            /** @description The hands whose verdict fails */
+            failing: number;
+            /** @description The problems of the first 50 failing hands, then those of the ledger as a whole the newest full check found */
+            problems: string[];
+            /**
+             * Format: date-time
+             * @description When the newest full check to finish did (null: none has)
+             */
+            fully_checked_at: string | null;
+            /** @description The newest full check, running or not, with its progress */
+            full_check: components["schemas"]["FullCheck"] | null;
         };
         Audit: {
             /** Format: uuid */
@@ -3575,7 +3650,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The token may not do this (a player's or the operator's is needed, or a seat at the match) */
+        /** @description The token may not do this (a player's, an operator's or an admin's is needed, or a seat at the match) */
         FORBIDDEN: {
             headers: {
                 [name: string]: unknown;
@@ -3593,7 +3668,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The match is not at `expected_version`, or someone else acted first */
+        /** @description The match is not at `expected_version`, or someone else acted first (or, for the ledger's full check, one is running: `ledger_check_running`) */
         CONFLICT: {
             headers: {
                 [name: string]: unknown;
