@@ -517,20 +517,28 @@ def test_the_ledger_page_reads_stored_verdicts_and_a_full_check_renews_them(serv
     assert re.search(r'id="ledger-unchecked">1 settled hand', page)
     assert match_id not in page  # no verdict yet: the page reads, it does not recompute
     assert samples(app.test_client())["ddz_ledger_unchecked_hands"] == 1
-    # The full check, in the background: asked for, then run by a worker.
+    # The full check, in the background: asked for by an admin (an auditor only reads),
+    # then run by a worker.
+    assert 'id="full-check-start"' not in page
+    assert (
+        console.post("/console/ledger/check", data={"csrf_token": csrf_of(page)}).status_code == 403
+    )
+    console = signed_in(app, "ada")
+    page = console.get("/console/ledger").text
+    assert 'id="full-check-start"' in page
     r = console.post("/console/ledger/check", data={"csrf_token": csrf_of(page)})
     assert r.status_code == 303
     page = console.get("/console/ledger").text
     assert "started" in page and "waiting for a worker" in page
     assert 'http-equiv="refresh"' in page  # the page follows the check's progress
-    assert trail(app)[0]["action"] == "ledger_check" and trail(app)[0]["operator"] == "otto"
+    assert trail(app)[0]["action"] == "ledger_check" and trail(app)[0]["operator"] == "ada"
     again = console.post("/console/ledger/check", data={"csrf_token": csrf_of(page)})
     assert "running already" in console.get(again.headers["Location"]).text
     run_jobs(connection)
     page = console.get("/console/ledger").text
     assert 'id="ledger-unchecked"' not in page and 'http-equiv="refresh"' not in page
     check = re.search(
-        r'id="full-check">Full check \d+, asked by otto .*?finished at .*? (\d+) hands checked,'
+        r'id="full-check">Full check \d+, asked by ada .*?finished at .*? (\d+) hands checked,'
         r" (\d+) failing",
         page,
         re.S,

@@ -862,9 +862,10 @@ def ledger_page():
 
 
 @bp.route("/ledger/check", methods=["POST"])
+@admin_only
 def check_ledger():
-    """Starts the full check of the ledger in the background (any operator may: it reads
-    and stores verdicts, it changes no amount)."""
+    """Starts the full check of the ledger in the background. Admins only, as in the API:
+    it writes verdicts and takes the workers' time, and an auditor only reads."""
     ctx = services()
     check_id = ledger.start_check(ctx.pool, g.operator.name)
     if check_id is None:
