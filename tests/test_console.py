@@ -22,6 +22,7 @@ from babel.messages.mofile import read_mo
 from babel.messages.pofile import read_po
 from handplay import PASSWORDS, add_operator, play_hand, run_jobs, seated_hand
 from jobs import new_player, new_table
+from store_support import book_wrong_movement
 
 from service.cli import main
 from service.game import explain
@@ -455,19 +456,6 @@ def test_an_operator_may_not_be_named_bootstrap_or_anything_unprintable(service,
     assert [o.name for o, _ in app.extensions["ddz"].operators.all()] == before
     # And the names that are fine are.
     add_operator("ok.name-1@team", "auditor")
-
-
-def book_wrong_movement(conn, match_id: str) -> None:
-    """Ten moved from seat 1 to seat 0 of the match: the movement adds to zero, the
-    ledger's total too; only the recomputation of the hand finds it."""
-    conn.execute(
-        "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount)"
-        " SELECT match_id, max(movement) + 1, min(account) FILTER (WHERE seat = s),"
-        "  s, 'stake', CASE s WHEN 0 THEN 10 ELSE -10 END"
-        " FROM ledger_entries, (VALUES (0), (1)) AS seats (s)"
-        " WHERE match_id = %s GROUP BY match_id, s",
-        (match_id,),
-    )
 
 
 def test_the_match_page_finds_a_balanced_but_wrong_movement_in_the_ledger(service):

@@ -13,6 +13,7 @@ import pytest
 from api_support import OP, bearer
 from handplay import add_operator
 from jobs import bot_match, drain, run_burst
+from store_support import book_wrong_movement
 
 from service.app import audit, work
 from service.cli import main
@@ -64,14 +65,7 @@ def test_hands_without_a_verdict_are_checked_in_the_background_batch_by_batch(
     # every movement balances (ten moved from seat 1 to seat 0).
     db.execute("DELETE FROM ledger_verdicts WHERE match_id = ANY(%s::uuid[])", (hands,))
     wrong = hands[1]
-    db.execute(
-        "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount)"
-        " SELECT match_id, max(movement) + 1, 'bots', s, 'stake',"
-        "  CASE s WHEN 0 THEN 10 ELSE -10 END"
-        " FROM ledger_entries, (VALUES (0), (1)) AS seats (s)"
-        " WHERE match_id = %s GROUP BY match_id, s",
-        (wrong,),
-    )
+    book_wrong_movement(db, wrong)
     assert unchecked(api) == 3
     # One hand a batch: the workers' timer enqueues the first, and each enqueues the next.
     monkeypatch.setattr(audit, "BATCH", 1)
@@ -112,14 +106,7 @@ def test_the_api_reads_stored_verdicts_and_an_admin_starts_the_full_check(
     # A wrong movement that balances, and a verdict lost: the GET reads what is stored, it
     # does not recompute (the hand still passes, and one is unchecked).
     wrong = hands[0]
-    db.execute(
-        "INSERT INTO ledger_entries (match_id, movement, account, seat, kind, amount)"
-        " SELECT match_id, max(movement) + 1, 'bots', s, 'stake',"
-        "  CASE s WHEN 0 THEN 10 ELSE -10 END"
-        " FROM ledger_entries, (VALUES (0), (1)) AS seats (s)"
-        " WHERE match_id = %s GROUP BY match_id, s",
-        (wrong,),
-    )
+    book_wrong_movement(db, wrong)
     db.execute("DELETE FROM ledger_verdicts WHERE match_id = %s", (hands[1],))
     check = api.get(CHECK, headers=OP).json
     assert check["failing"] == failing and not any(wrong in p for p in check["problems"])
