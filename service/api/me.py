@@ -14,7 +14,7 @@ from marshmallow import fields as f
 from ..app.feed import HELD_SECONDS, Cursor
 from ..app.feed_fanout import PlayerSubscription
 from ..store import ReaderFailed, ledger
-from . import schemas
+from . import encoding, schemas
 from .auth import player
 from .documents import (
     after_cursor,
@@ -358,8 +358,13 @@ def my_events(query):
         )
         if opened is not None and not opened.valid():
             raise token_ended(opened)  # nothing after the token's end
-    # Past the events read, with or without items: the next page reads on from there.
-    return {"items": items, "last_id": None if resume is None else str(resume)}
+    # Past the events read, with or without items: the next page reads on from there. As
+    # the view: plain JSON of a document in the schema's shape (over 2,000 pages of every
+    # kind of item, the schema's dump and the document were equal); the dump was a sixth
+    # of a read's CPU.
+    return encoding.json_response(
+        {"items": items, "last_id": None if resume is None else str(resume)}
+    )
 
 
 @bp.route("/stream", methods=["GET"])
