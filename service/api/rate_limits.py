@@ -184,11 +184,15 @@ return counts
 
 def request_category() -> str | None:
     """The category of the request under way (None: not limited)."""
-    if request.endpoint in ("matches.events", "me.my_events", "watching.watch") and _waits():
+    # The request looked up once: each lookup through Flask's proxy costs a context
+    # variable's and a wrapper's call, and the hook runs on every request.
+    served = request._get_current_object()  # type: ignore[attr-defined]
+    endpoint = served.endpoint
+    if endpoint in ("matches.events", "me.my_events", "watching.watch") and _waits():
         return STREAMS
-    if request.endpoint == "console.sign_in" and request.method == "POST":
+    if endpoint == "console.sign_in" and served.method == "POST":
         return SIGN_INS
-    return CATEGORY_OF.get(request.endpoint or "")
+    return CATEGORY_OF.get(endpoint or "")
 
 
 def check_categories(app: Flask) -> None:
@@ -211,9 +215,11 @@ def _waits() -> bool:
 
 def token_key() -> str:
     """The token's hash, not the token: Redis keys are no place for secrets."""
-    if "ddz_token_key" not in g:
-        g.ddz_token_key = hashlib.sha256(bearer_token().encode()).hexdigest()[:32]
-    return g.ddz_token_key
+    state = g._get_current_object()
+    key = state.get("ddz_token_key")
+    if key is None:
+        key = state.ddz_token_key = hashlib.sha256(bearer_token().encode()).hexdigest()[:32]
+    return key
 
 
 def address_key() -> str:

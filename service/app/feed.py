@@ -174,11 +174,21 @@ class PlayerFeed:
         #: replayed for each poll was most of what a read of the feed cost.
         self._recent: OrderedDict[tuple[uuid.UUID, int], State] = OrderedDict()
         self._lock = threading.Lock()
+        #: A transaction id the database has reached (a read's horizon, or the next
+        #: transaction's id): a cursor at or below it is not from the future. Transaction
+        #: ids only grow, so it needs no lock: a stale value only costs a query.
+        self._reached = 0
 
     def from_future(self, cursor: Cursor) -> bool:
         """Whether the cursor is past anything that exists (no stream gave it): read after
-        it, a stream would skip whatever commits until the database gets that far."""
-        return cursor.xid > self.feed.next_xid()
+        it, a stream would skip whatever commits until the database gets that far. Asked
+        of the database only for a cursor past what this process's reads have reached
+        (a poll's cursor rarely is: asking was a round trip of every poll)."""
+        if cursor.xid <= self._reached:
+            return False
+        reached = self.feed.next_xid()
+        self._reached = max(self._reached, reached)
+        return cursor.xid > reached
 
     def now(self) -> Cursor:
         """A cursor before everything that commits from now on."""
@@ -203,6 +213,7 @@ class PlayerFeed:
             after = Cursor(*first, -1)
         # From the cursor's own event, whose items after its index are still to come.
         found, held, horizon = self.feed.read(player, after.xid, after.position, BATCH, until)
+        self._reached = max(self._reached, horizon)
         items: list[dict[str, Any]] = []
         mine: list[dict[str, Any]] = []
         for fe in found:
