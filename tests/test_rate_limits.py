@@ -110,8 +110,13 @@ def test_a_flood_of_commands_from_one_token_gets_429_and_another_token_is_served
     assert send("POST", "/v1/matches", other, json={}).status_code == 201
 
 
+#: Long enough that the first refusal, told at once, comes well within it on a machine
+#: under load (at 0.3 s it once did not).
+HOLD = 1.0
+
+
 def test_a_caller_refused_again_gets_its_429_after_a_hold(config, client):
-    app = create_app(dataclasses.replace(config, **{**LOW, "rate_limit_hold_seconds": 0.3}))
+    app = create_app(dataclasses.replace(config, **{**LOW, "rate_limit_hold_seconds": HOLD}))
     try:
         flooder = Address(client).player()
         send = Address(app.test_client())
@@ -125,7 +130,7 @@ def test_a_caller_refused_again_gets_its_429_after_a_hold(config, client):
         again = time.monotonic() - started
         # The first refusal is told at once; a caller that comes back before its window
         # ends waits for its answer, so a flood comes one request per connection per hold.
-        assert first < 0.3 <= again
+        assert first < HOLD <= again
     finally:
         app.extensions["ddz"].close()
 
