@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import select
 import socket
 import threading
 import time
@@ -372,6 +373,15 @@ def test_long_polls_cannot_take_a_processs_connections_from_commands(
                     f"Authorization: Bearer {players[i % 4].token}\r\n\r\n".encode()
                 )
                 polls.append(sock)
+            # The polls past the bound are refused at once (some only once the worker has
+            # a connection free): wait for all 120 refusals, so that no poll is still to be
+            # admitted when the command ends the admitted ones' wait and frees their places.
+            answered: set[socket.socket] = set()
+            deadline = time.monotonic() + 20
+            while len(answered) < 120 and time.monotonic() < deadline:
+                waiting = [sock for sock in polls if sock not in answered]
+                answered.update(select.select(waiting, [], [], 0.5)[0])
+            assert len(answered) == 120
             body = {"action": "bid", "value": 0, "expected_version": view["version"]}
             answer = requests.post(
                 f"{base}/v1/matches/{match_id}/commands",
