@@ -71,6 +71,12 @@ log = logging.getLogger(__name__)
 Work = tuple[str, str, Sequence[object]]
 
 
+def job_of(kind: str, key: str, version: int) -> Work:
+    """The job of ``kind`` for ``key`` (a match, a table, a check) at ``version``, as
+    :func:`ensure_each` takes it: its id, its kind and its function's arguments."""
+    return id_of_job(kind, key, version), kind, job_args(kind, key, version)
+
+
 def job_is_live(connection: redis.Redis, job_id: str) -> bool:
     try:
         job = Job.fetch(job_id, connection=connection)
@@ -151,11 +157,8 @@ def scan_deadlines() -> int:
     """Enqueues a turn timeout for every player whose deadline has passed."""
     ctx = context()
     rows = ctx.store.past_deadline()
-    work = [
-        (id_of_job(TURN_TIMEOUT, str(m), v), TURN_TIMEOUT, job_args(TURN_TIMEOUT, str(m), v))
-        for m, v in rows
-    ]
-    return ensure_each(ctx.redis, work, lost=False).get(TURN_TIMEOUT, 0)
+    timeouts = [job_of(TURN_TIMEOUT, str(m), v) for m, v in rows]
+    return ensure_each(ctx.redis, timeouts, lost=False).get(TURN_TIMEOUT, 0)
 
 
 def scan_tables() -> int:
@@ -164,11 +167,8 @@ def scan_tables() -> int:
     Redis lost (a flush, a killed worker) is found again here, from PostgreSQL."""
     ctx = context()
     rows = ctx.tables.table_store.due_now()
-    work = [
-        (id_of_job(TABLE_DUE, str(t), v), TABLE_DUE, job_args(TABLE_DUE, str(t), v))
-        for t, v in rows
-    ]
-    found = ensure_each(ctx.redis, work, lost=False).get(TABLE_DUE, 0)
+    due = [job_of(TABLE_DUE, str(t), v) for t, v in rows]
+    found = ensure_each(ctx.redis, due, lost=False).get(TABLE_DUE, 0)
     match_tickets()
     return found
 
@@ -210,23 +210,15 @@ def sweep() -> dict[str, int]:
         loaded = ctx.store.load(match_id)
         kind = work_for(loaded.state, loaded.last_recorded_at)
         if kind is not None:
-            match, version = str(match_id), loaded.state.version
-            work.append((id_of_job(kind, match, version), kind, job_args(kind, match, version)))
+            work.append(job_of(kind, str(match_id), loaded.state.version))
     # Settled hands whose rating is still to be done (a job lost, or hands settled before
     # ratings existed).
     for match_id in RatingStore(ctx.pool).pending():
-        match = str(match_id)
-        work.append((id_of_job(RATE_HAND, match, 0), RATE_HAND, job_args(RATE_HAND, match, 0)))
+        work.append(job_of(RATE_HAND, str(match_id), 0))
     # A full ledger check under way whose next batch was lost: its batch from where it
     # stands (a batch run twice is recorded once).
     for check_id, done in ledger.checks_running(ctx.pool):
-        work.append(
-            (
-                id_of_job(CHECK_LEDGER, str(check_id), done),
-                CHECK_LEDGER,
-                job_args(CHECK_LEDGER, str(check_id), done),
-            )
-        )
+        work.append(job_of(CHECK_LEDGER, str(check_id), done))
     for kind, count in ensure_each(ctx.redis, work).items():
         found[kind] += count
     return found
@@ -242,15 +234,8 @@ def find_unverdicted() -> int:
     unverdicted = ledger.unverdicted(ctx.pool, 1)
     if not unverdicted:
         return 0
-    first = str(unverdicted[0])
-    work = [
-        (
-            id_of_job(CHECK_UNVERDICTED, first, 0),
-            CHECK_UNVERDICTED,
-            job_args(CHECK_UNVERDICTED, first, 0),
-        )
-    ]
-    return ensure_each(ctx.redis, work, lost=False).get(CHECK_UNVERDICTED, 0)
+    check = job_of(CHECK_UNVERDICTED, str(unverdicted[0]), 0)
+    return ensure_each(ctx.redis, [check], lost=False).get(CHECK_UNVERDICTED, 0)
 
 
 #: What a pass may fail on while a server is away, by the server's name.
