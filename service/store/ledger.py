@@ -326,6 +326,9 @@ def unverdicted(pool: ConnectionPool, limit: int) -> list[uuid.UUID]:
 
 #: A full check that has not moved on for this long is taken for lost.
 STALLED_SECONDS = 600
+#: A full check still running: neither finished nor stalled (its one parameter:
+#: :data:`STALLED_SECONDS`).
+_RUNNING = "finished_at IS NULL AND updated_at > now() - make_interval(secs => %s)"
 #: The failing hands the summary of the verdicts lists (the rest are counted).
 FAILING_SHOWN = 50
 
@@ -374,8 +377,7 @@ def verdicts(pool: ConnectionPool) -> dict[str, Any]:
 #: finished nor stalled).
 _CHECK = (
     "SELECT check_id, requested_by, requested_at, hands, done, failing, problems,"
-    " finished_at, finished_at IS NULL AND updated_at > now() - make_interval(secs => %s)"
-    " FROM ledger_checks"
+    " finished_at, " + _RUNNING + " FROM ledger_checks"
 )
 _CHECK_KEYS = (
     "check_id",
@@ -411,8 +413,7 @@ def start_check(pool: ConnectionPool, requested_by: str) -> int | None:
             # A check that made no progress for a while was lost (its job with Redis, its
             # worker killed): it does not stand in the way of a new one.
             running = conn.execute(
-                "SELECT 1 FROM ledger_checks WHERE finished_at IS NULL"
-                " AND updated_at > now() - make_interval(secs => %s)",
+                "SELECT 1 FROM ledger_checks WHERE " + _RUNNING,
                 (STALLED_SECONDS,),
             ).fetchone()
             if running is not None:
@@ -455,8 +456,7 @@ def checks_running(pool: ConnectionPool) -> list[tuple[int, int]]:
     rows = retried(
         pool,
         lambda conn: conn.execute(
-            "SELECT check_id, done FROM ledger_checks WHERE finished_at IS NULL"
-            " AND updated_at > now() - make_interval(secs => %s) ORDER BY check_id",
+            "SELECT check_id, done FROM ledger_checks WHERE " + _RUNNING + " ORDER BY check_id",
             (STALLED_SECONDS,),
         ).fetchall(),
     )
