@@ -12,9 +12,7 @@ An item's id is ``<xid>-<position>-<n>``: its event's place in the feed's order
 from __future__ import annotations
 
 import re
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,7 +29,7 @@ from ..game.events import (
     Settled,
     TableClosed,
 )
-from ..store import EventStore
+from ..store import EventStore, Recent
 from ..store.feed import Feed, FeedEvent
 
 #: Events read per round trip.
@@ -172,8 +170,7 @@ class PlayerFeed:
         #: it, the least recently used first: a poll reads on from where the last one
         #: stopped (its own or another seat's), and a match read from its start and
         #: replayed for each poll was most of what a read of the feed cost.
-        self._recent: OrderedDict[tuple[uuid.UUID, int], State] = OrderedDict()
-        self._lock = threading.Lock()
+        self._recent: Recent[tuple[uuid.UUID, int], State] = Recent(RECENT_STATES)
         #: A transaction id the database has reached (a read's horizon, or the next
         #: transaction's id): a cursor at or below it is not from the future. Transaction
         #: ids only grow, so it needs no lock: a stale value only costs a query.
@@ -241,28 +238,15 @@ class PlayerFeed:
         known = states.get(match_id)
         version = fe.stored.version
         if known is None or known.version != version - 1:
-            known = self._remembered(match_id, version - 1)
+            known = self._recent.get((match_id, version - 1))
         if known is None:
             stored = self.store.read(match_id, 0)
             known = replay(s.event for s in stored if s.version < version)
-            self._remember(match_id, known)
+            self._recent.put((match_id, known.version), known)
         state = evolve(known, fe.stored.event)
         states[match_id] = state
-        self._remember(match_id, state)
+        self._recent.put((match_id, state.version), state)
         return Step(known, state)
-
-    def _remember(self, match_id: uuid.UUID, state: State) -> None:
-        with self._lock:
-            self._recent[(match_id, state.version)] = state
-            while len(self._recent) > RECENT_STATES:
-                self._recent.popitem(last=False)
-
-    def _remembered(self, match_id: uuid.UUID, version: int) -> State | None:
-        with self._lock:
-            state = self._recent.get((match_id, version))
-            if state is not None:
-                self._recent.move_to_end((match_id, version))
-            return state
 
     def items_of(self, player: str, fe: FeedEvent, step: Step | None) -> list[dict[str, Any]]:
         """The player's items from the event, with their ids; ``step``: the match's states

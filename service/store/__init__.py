@@ -11,6 +11,7 @@ from .events import (
     Loaded,
     MatchNotFound,
     Outcome,
+    Recent,
     StateCache,
     StoredEvent,
     StoreError,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import orjson
 import psycopg
@@ -112,31 +112,53 @@ def _decode(row: Sequence[Any]) -> StoredEvent:
 _COLUMNS = "version, position, type, schema_version, payload, recorded_at"
 
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class Recent(Generic[_K, _V]):
+    """The ``size`` most recently used items, safe across a process's threads: the
+    process's caches of folded states (:class:`StateCache`, and the feed's by version)."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._items: OrderedDict[_K, _V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: _K) -> _V | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: _K, value: _V, unless: Callable[[_V], bool] | None = None) -> None:
+        """Keeps ``value`` as the most recent, unless the item kept is ``unless`` it (then
+        that one stays); the least recent go beyond the size."""
+        with self._lock:
+            current = self._items.get(key)
+            if current is None or unless is None or not unless(current):
+                self._items[key] = value
+                self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
 class StateCache:
     """The last folded state of recently used matches, so that a command reads only the
     events appended since, or none. Events never change, so a cached (version, state)
     stays true; it may only be behind."""
 
     def __init__(self, size: int = Config.state_cache_size):
-        self._size = size
-        self._items: OrderedDict[uuid.UUID, Loaded] = OrderedDict()
-        self._lock = threading.Lock()
+        self._recent: Recent[uuid.UUID, Loaded] = Recent(size)
 
     def get(self, match_id: uuid.UUID) -> Loaded | None:
-        with self._lock:
-            item = self._items.get(match_id)
-            if item is not None:
-                self._items.move_to_end(match_id)
-            return item
+        return self._recent.get(match_id)
 
     def put(self, match_id: uuid.UUID, loaded: Loaded) -> None:
-        with self._lock:
-            current = self._items.get(match_id)
-            if current is None or current.state.version <= loaded.state.version:
-                self._items[match_id] = loaded
-                self._items.move_to_end(match_id)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
+        """Keeps the match's state, unless a newer one is kept already."""
+        version = loaded.state.version
+        self._recent.put(match_id, loaded, unless=lambda kept: kept.state.version > version)
 
 
 #: An append to announce: the match, the version the events came after, the command that
