@@ -51,6 +51,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from itsdangerous import BadData, URLSafeTimedSerializer
 from markdown_it import MarkdownIt
 from markupsafe import Markup
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 from ..app import audit, standing, work
 from ..app.metrics import SIGN_INS_FAILED
@@ -440,17 +441,9 @@ def sign_in():
     # Only a path of the console: never somewhere else.
     if not target.startswith("/console/") or target.startswith("//"):
         target = url_for("console.matches")
-    response = redirect(target)
-    response.set_cookie(
-        KNOWN_COOKIE,
-        _known_browsers().dumps(found.name),
-        max_age=KNOWN_SECONDS,
-        path="/console",
-        secure=current_app.config["SESSION_COOKIE_SECURE"],
-        httponly=True,
-        samesite="Lax",
+    return _redirect_keeping(
+        target, KNOWN_COOKIE, _known_browsers().dumps(found.name), KNOWN_SECONDS, "/console"
     )
-    return response
 
 
 @bp.route(f"/language/<any({', '.join(LANGUAGES.values())}):code>")
@@ -461,12 +454,20 @@ def language(code: str):
     target = request.args.get("next", "")
     if not target.startswith(("/console/", "/replay/")):
         target = url_for("console.home")
+    return _redirect_keeping(target, LANGUAGE_COOKIE, code, LANGUAGE_SECONDS, "/")
+
+
+def _redirect_keeping(
+    target: str, cookie: str, value: str, seconds: int, path: str
+) -> WerkzeugResponse:
+    """A redirect to ``target`` that sets a lasting cookie, with the session cookie's
+    protections (secure as configured, not for scripts, not sent by other sites' posts)."""
     response = redirect(target)
     response.set_cookie(
-        LANGUAGE_COOKIE,
-        code,
-        max_age=LANGUAGE_SECONDS,
-        path="/",
+        cookie,
+        value,
+        max_age=seconds,
+        path=path,
         secure=current_app.config["SESSION_COOKIE_SECURE"],
         httponly=True,
         samesite="Lax",
