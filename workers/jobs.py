@@ -42,7 +42,7 @@ from service.game.policies import Policy
 from service.game.record import export, verify
 from service.game.state import ENDED
 from service.store import MatchNotFound, StoredEvent, VersionConflict
-from service.store.ledger import unverdicted, write_settlement
+from service.store.ledger import write_settlement
 from service.store.ratings import RatingStore
 from service.store.tables import TableNotFound
 
@@ -211,10 +211,9 @@ def check_unverdicted() -> str:
     verdicts were kept) and stores theirs; enqueues the next batch while any are left, so
     that no one has to ask for a full check."""
     ctx = context()
-    checked, failing = audit.check_unverdicted(ctx.pool, ctx.store)
-    left = unverdicted(ctx.pool, 1)
-    if left:
-        check_unverdicted_later(ctx.redis, left[0])
+    checked, failing, left = audit.check_unverdicted(ctx.pool, ctx.store)
+    if left is not None:
+        check_unverdicted_later(ctx.redis, left)
     return f"{checked} hands checked, {failing} failing"
 
 

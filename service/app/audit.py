@@ -93,13 +93,15 @@ def full_check_batch(pool: ConnectionPool, store: EventStore, check_id: int) -> 
     return None
 
 
-def check_unverdicted(pool: ConnectionPool, store: EventStore) -> tuple[int, int]:
+def check_unverdicted(pool: ConnectionPool, store: EventStore) -> tuple[int, int, uuid.UUID | None]:
     """Checks up to :data:`BATCH` of the settled hands without a stored verdict and stores
-    theirs: (how many it checked, how many of them fail)."""
-    batch = ledger.unverdicted(pool, BATCH)
+    theirs: (how many it checked, how many of them fail, the first of those left). Read
+    with one more than it checks: looking for them reads every settled hand's id."""
+    found = ledger.unverdicted(pool, BATCH + 1)
+    batch, left = found[:BATCH], found[BATCH:]
     if not batch:
-        return 0, 0
-    return len(batch), check_hands(pool, store, batch)
+        return 0, 0, None
+    return len(batch), check_hands(pool, store, batch), left[0] if left else None
 
 
 def check_hands(pool: ConnectionPool, store: EventStore, batch: list[uuid.UUID]) -> int:
