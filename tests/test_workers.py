@@ -116,7 +116,7 @@ def test_all_bot_match_plays_to_the_end_and_settles(api, db, rconn, jobs_env):
     match_id = bot_match(api, unit="2.00", rake="0.05")
     assert len(work.queue(rconn)) == 1, "dealing enqueues the first bot turn"
 
-    drain(rconn)
+    drain(rconn, until=lambda: is_settled(api, match_id))
 
     assert phase(api, match_id) == "ended"
     s = assert_settled_once(api, db, match_id)
@@ -137,7 +137,7 @@ def test_all_bot_match_plays_to_the_end_and_settles(api, db, rconn, jobs_env):
 @pytest.mark.parametrize("level", ["easy", "hard"])
 def test_a_match_at_each_bot_level_plays_to_the_end(api, db, rconn, jobs_env, level):
     match_id = bot_match(api, bot_level=level)
-    drain(rconn)
+    drain(rconn, until=lambda: is_settled(api, match_id))
     assert phase(api, match_id) == "ended"
     assert failed_jobs(rconn) == []
     assert_settled_once(api, db, match_id)
@@ -277,7 +277,7 @@ def test_settlement_job_run_twice_pays_once(api, db, rconn, jobs_env):
     assert workers.jobs.settle_match(match_id) == "settled already"
     # The queued job runs too, and a second job under another id (bypassing the mark).
     work.queue(rconn).enqueue("workers.jobs.settle_match", match_id, job_id=f"again-{match_id}")
-    drain(rconn)
+    drain(rconn, until=lambda: is_settled(api, match_id))
     assert Job.fetch(f"again-{match_id}", connection=rconn).return_value() == "settled already"
     assert_settled_once(api, db, match_id)
     assert failed_jobs(rconn) == []
@@ -333,7 +333,7 @@ def test_lost_bot_turn_job_is_found_by_the_sweeper(api, db, rconn, jobs_env):
 
     assert sweep_for(rconn, match_id) == {**NOTHING, "bot_turn": 1}
     assert sweep_for(rconn, match_id) == NOTHING, "a second sweep adds nothing"
-    drain(rconn)
+    drain(rconn, until=lambda: is_settled(api, match_id))
     assert_settled_once(api, db, match_id)
     assert failed_jobs(rconn) == []
 
@@ -372,7 +372,7 @@ def test_bot_turn_started_by_a_worker_that_died_is_run_again(api, db, rconn, job
     assert sweeper.rescue_started() == 1
     assert work.queue(rconn).get_job_ids() == [job_id]
     assert sweeper.rescue_started() == 0, "a second scan (another worker's) enqueues it once"
-    drain(rconn)
+    drain(rconn, until=lambda: is_settled(api, match_id))
     assert_settled_once(api, db, match_id)
     assert failed_jobs(rconn) == []
 
@@ -459,7 +459,7 @@ def test_worker_killed_during_settlement(api, db, rconn, jobs_env):
     ).fetchone() == (False, "ended")
 
     assert sweep_for(rconn, match_id) == {**NOTHING, "settle_match": 1}
-    drain(rconn)
+    drain(rconn, until=lambda: is_settled(api, match_id))
     assert_settled_once(api, db, match_id)
     assert sweep_for(rconn, match_id) == NOTHING
 
@@ -467,7 +467,7 @@ def test_worker_killed_during_settlement(api, db, rconn, jobs_env):
 def test_settlement_job_lost_with_its_mark(api, db, rconn, jobs_env):
     match_id = ended_unsettled_bot_match(api, rconn, queued=False)
     assert sweep_for(rconn, match_id) == {**NOTHING, "settle_match": 1}
-    drain(rconn)
+    drain(rconn, until=lambda: is_settled(api, match_id))
     assert_settled_once(api, db, match_id)
 
 
@@ -541,7 +541,7 @@ def test_the_worker_log_has_one_line_per_bot_turn_and_settlement_and_no_card(
 ):
     caplog.set_level(logging.INFO, logger="workers")
     match_id = bot_match(api, unit="1.00")
-    drain(rconn)
+    drain(rconn, until=lambda: is_settled(api, match_id))
     # Only this match's lines: the drain may also finish what earlier tests of this
     # module's database left to the system (the worker under xdist runs them in any order).
     lines = [
