@@ -25,7 +25,9 @@ processes took more than a tenth of the machine (the figures are then disturbed)
 gives each seat its own connection, as four phones would have, so that a match's commands
 reach several workers and a worker often has not seen the match's last event (by default
 one connection serves the four seats); ``--app`` serves another
-WSGI entry point (a variant to compare; PYTHONPATH reaches gunicorn).
+WSGI entry point (a variant to compare; PYTHONPATH reaches gunicorn); ``--compiled`` serves
+the build the image runs (``bin/compiled``: the rules' hot modules and the bot search
+compiled by mypyc) instead of the checkout's pure-Python sources.
 
 First (unless ``--no-floor``), before the API's server starts, the floor: what gunicorn and
 Flask cost per request doing nothing of ours (``floor_bench.py``'s ``flask`` route, driven
@@ -152,11 +154,13 @@ class Environment:
         if self.args.access_log:
             command += ["--access-logfile", "-"]
         command.append(self.args.app)
+        # gunicorn imports the app from its working directory, which comes first on its path.
+        served = self._compiled() if self.args.compiled else ROOT
         with open(self.log_path, "ab") as log:
             self.gunicorn = subprocess.Popen(
                 command,
                 env=env,
-                cwd=ROOT,
+                cwd=served,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -169,6 +173,13 @@ class Environment:
             f"{f' x {self.args.threads} threads' if self.args.worker_class == 'gthread' else ''}; log {self.log_path})",
             flush=True,
         )
+
+    def _compiled(self) -> Path:
+        """A build of the checkout as the image runs it, removed at the end."""
+        out = Path(self.stack.enter_context(tempfile.TemporaryDirectory(prefix="ddz-compiled-")))
+        subprocess.run([ROOT / "bin" / "compiled", out], check=True, stdout=subprocess.DEVNULL)
+        print(f"serving the compiled build in {out}", flush=True)
+        return out
 
     def _stop_gunicorn(self) -> None:
         if self.gunicorn is not None and self.gunicorn.poll() is None:
@@ -983,6 +994,11 @@ def main() -> int:
         "--notifying",
         action="store_true",
         help="also INSERT+COMMIT with a pg_notify in each transaction (what one lock serialises)",
+    )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="serve the build the image runs (bin/compiled: the rules and the search by mypyc)",
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
