@@ -5,13 +5,16 @@ on this machine when the request does nothing of ours.
 
 Serves, one after the other, under gunicorn's gevent worker with one worker per core (as
 ``ddz serve`` does): ``bare``, a WSGI callable that reads the body and answers fixed
-bytes of a command answer's size; and ``flask``, a Flask app with one route on the
-command's path that parses the JSON body and answers the same bytes. Each is driven by
+bytes of a command answer's size; ``flask``, a Flask app with one route on the
+command's path that parses the JSON body and answers the same bytes; and ``commit``, that
+route committing the body as one row through a psycopg pool first (one round trip, the
+least an append can be), in a scratch database. Each is driven by
 api_bench's client (one persistent connection per client thread, the POST a command
 sends, with its bearer token) and measured as api_bench measures: requests/s and
 gunicorn's CPU per request (master and workers). Set beside api_bench's CPU per command,
 it says how much of a command the server and the framework take before the command does
-anything, and so what is left of a budget for the command's own work."""
+anything, and so what is left of a budget for the command's own work: ``commit`` over
+``flask`` is what a command's one durable write costs before any of the game's work."""
 
 from __future__ import annotations
 
@@ -23,10 +26,14 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from wsgiref.types import StartResponse, WSGIEnvironment
 
-from common import command_line, free_port, parse
+from common import command_line, free_port, parse, scratch_database
 from flask import Flask, Response, request
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 HERE = Path(__file__).resolve().parent
 #: About the size of a command's answer (its events and the caller's view).
@@ -52,7 +59,35 @@ def command(match_id: uuid.UUID) -> Response:
     return Response(ANSWER, mimetype="application/json")
 
 
-def measure(app: str, clients: int, seconds: float, workers: int) -> tuple[float, float]:
+#: The scratch database ``commit`` writes to (set by ``main`` for gunicorn's workers).
+DSN = "FLOOR_BENCH_DSN"
+
+
+@flask.post("/v1/matches/<uuid:match_id>/commit")
+def commit(match_id: uuid.UUID) -> Response:
+    with _pool().connection() as conn:
+        conn.execute(
+            "INSERT INTO floor_rows (match_id, body) VALUES (%s, %s)",
+            (match_id, request.get_data()),
+        )
+    return Response(ANSWER, mimetype="application/json")
+
+
+_POOLS: list[ConnectionPool] = []
+
+
+def _pool() -> ConnectionPool:
+    # Made in the worker, after gunicorn's gevent worker has patched the standard library.
+    if not _POOLS:
+        from psycopg_pool import ConnectionPool
+
+        _POOLS.append(ConnectionPool(os.environ[DSN], min_size=4, max_size=16, open=True))
+    return _POOLS[0]
+
+
+def measure(
+    app: str, clients: int, seconds: float, workers: int, path: str = PATH, dsn: str | None = None
+) -> tuple[float, float]:
     """(requests/s, gunicorn's CPU ms per request) of ``app`` ("floor_bench:bare" ...)."""
     # Imported here, not in the module gunicorn serves.
     import psutil
@@ -77,6 +112,7 @@ def measure(app: str, clients: int, seconds: float, workers: int) -> tuple[float
             app,
         ],
         cwd=HERE,
+        env={**os.environ, DSN: dsn or ""},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -84,7 +120,7 @@ def measure(app: str, clients: int, seconds: float, workers: int) -> tuple[float
         deadline = time.monotonic() + 30
         while True:
             try:
-                Http(port).send("POST", PATH, "token", BODY)
+                Http(port).send("POST", path, "token", BODY)
                 break
             except OSError:
                 if time.monotonic() > deadline:
@@ -101,7 +137,7 @@ def measure(app: str, clients: int, seconds: float, workers: int) -> tuple[float
         def client(i: int) -> None:
             http = Http(port)
             while not stop.is_set():
-                status, _, _ = http.send("POST", PATH, "token", BODY)
+                status, _, _ = http.send("POST", path, "token", BODY)
                 assert status == 200, status
                 counts[i] += 1
 
@@ -122,7 +158,7 @@ def measure(app: str, clients: int, seconds: float, workers: int) -> tuple[float
 
 
 def main() -> int:
-    parser = command_line(__doc__)
+    parser = command_line(__doc__, postgres=True)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
@@ -131,7 +167,22 @@ def main() -> int:
     for name in ("bare", "flask"):
         rate, cpu_ms = measure(f"floor_bench:{name}", args.clients, args.seconds, args.workers)
         print(f"{name:6} {rate:8,.0f} requests/s   gunicorn CPU {cpu_ms:.3f} ms per request")
+    rate, cpu_ms = measure_commit(args.admin_url, args.clients, args.seconds, args.workers)
+    print(f"{'commit':6} {rate:8,.0f} requests/s   gunicorn CPU {cpu_ms:.3f} ms per request")
     return 0
+
+
+def measure_commit(
+    admin_url: str, clients: int, seconds: float, workers: int
+) -> tuple[float, float]:
+    """``measure`` of the ``commit`` route, in a scratch database on ``admin_url``'s server."""
+    import psycopg
+
+    with scratch_database(admin_url) as (_, dsn):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE floor_rows (match_id uuid, body bytea)")
+        path = PATH.replace("/commands", "/commit")
+        return measure("floor_bench:flask", clients, seconds, workers, path, dsn)
 
 
 if __name__ == "__main__":
