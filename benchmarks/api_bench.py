@@ -31,9 +31,9 @@ compiled by mypyc) instead of the checkout's pure-Python sources.
 
 First (unless ``--no-floor``), before the API's server starts, the floor: what gunicorn and
 Flask cost per request doing nothing of ours (``floor_bench.py``'s ``flask`` route, driven
-by as many clients as the most of ``--clients``), and its ``commit`` route (the same route
-committing one row through a psycopg pool: the least a command's append can cost). After
-the commands, two reads are
+by as many clients as the most of ``--clients``), and its ``commit`` and ``read`` routes (the
+same route committing, or reading, one row through a psycopg pool: the least a command's
+append, or a read of the store, can cost). After the commands, two reads are
 measured with as many clients, each client with a connection of its own reading for its
 match's four players in turn: the view (``GET /v1/matches/{id}``) and the player's feed
 (``GET /v1/me/events`` after the id of its fifth item from the end, found untimed: a poll
@@ -835,7 +835,7 @@ def report(
     commits: list[tuple[int, int, float, list[float]]],
     settings: dict[str, str],
     notifying: list[tuple[int, int, float, list[float]]] | None = None,
-    floor: tuple[int, float, float, float] | None = None,
+    floor: tuple[int, float, float, float, float] | None = None,
     reads: list[ReadResult] | None = None,
 ) -> None:
     print()
@@ -843,16 +843,17 @@ def report(
     print("-" * 80)
     if floor is not None:
         # Our own work against the framework's: CPU per request over the floor's, one run.
-        clients, floor_rate, floor_ms, commit_ms = floor
+        clients, floor_rate, floor_ms, commit_ms, read_ms = floor
         print(
             f"{f'floor: empty Flask route, {clients} clients':<44} {floor_ms:>11.3f} ms   "
             f"gunicorn CPU per request ({floor_rate:,.0f} requests/s)"
         )
-        # What one durable write adds to the floor, before any of the game's work.
-        print(
-            f"{'floor with one commit (floor_bench commit)':<44} {commit_ms:>11.3f} ms   "
-            f"{commit_ms / floor_ms:.2f}x the floor"
-        )
+        # What one round trip to the store adds to the floor, before any of the game's work.
+        for name, store_ms in (("commit", commit_ms), ("read", read_ms)):
+            print(
+                f"{f'floor with one {name} (floor_bench {name})':<44} {store_ms:>11.3f} ms   "
+                f"{store_ms / floor_ms:.2f}x the floor"
+            )
         for run in runs:
             if run.clients == clients and run.latencies:
                 ratio = run.gunicorn_ms() / floor_ms
@@ -882,6 +883,9 @@ def report(
             print(
                 f"{read.name + ' CPU over the floor':<44} {ratio:>13.2f}x   "
                 f"<= {TARGET_FLOOR_RATIO:g}x        {verdict(ratio <= TARGET_FLOOR_RATIO)}"
+            )
+            print(
+                f"{read.name + ' CPU over the floor with one read':<44} {read.gunicorn_ms() / read_ms:>13.2f}x"
             )
     for run in runs:
         label = f"{run.clients} client{'s' if run.clients != 1 else ''}"
@@ -1032,15 +1036,15 @@ def main() -> int:
     if not args.no_floor and counts:
         # First, before the API's server starts: the same machine, minutes apart at most.
         from floor_bench import measure as floor_measure
-        from floor_bench import measure_commit
+        from floor_bench import measure_store
 
         clients = max(counts)
         print(f"measuring: the floor, floor_bench's flask route, {clients} clients", flush=True)
         workers = args.workers or os.cpu_count() or 2
         rate, cpu_ms = floor_measure("floor_bench:flask", clients, args.seconds, workers)
-        print(f"measuring: floor_bench's commit route, {clients} clients", flush=True)
-        _, commit_ms = measure_commit(args.admin_url, clients, args.seconds, workers)
-        floor = (clients, rate, cpu_ms, commit_ms)
+        print(f"measuring: floor_bench's commit and read routes, {clients} clients", flush=True)
+        store = measure_store(args.admin_url, clients, args.seconds, workers)
+        floor = (clients, rate, cpu_ms, store["commit"][1], store["read"][1])
 
     def measure(env: Environment, stop: threading.Event) -> int:
         cpu = CpuMeter(env)

@@ -6,18 +6,21 @@ on this machine when the request does nothing of ours.
 Serves, one after the other, under gunicorn's gevent worker with one worker per core (as
 ``ddz serve`` does): ``bare``, a WSGI callable that reads the body and answers fixed
 bytes of a command answer's size; ``flask``, a Flask app with one route on the
-command's path that parses the JSON body and answers the same bytes; and ``commit``, that
+command's path that parses the JSON body and answers the same bytes; ``commit``, that
 route committing the body as one row through a psycopg pool first (one round trip, the
-least an append can be), in a scratch database. Each is driven by
+least an append can be); and ``read``, that route reading one row by its key through the
+pool instead (the least a read of the store can be), both in a scratch database. Each is driven by
 api_bench's client (one persistent connection per client thread, the POST a command
 sends, with its bearer token) and measured as api_bench measures: requests/s and
 gunicorn's CPU per request (master and workers). Set beside api_bench's CPU per command,
 it says how much of a command the server and the framework take before the command does
-anything, and so what is left of a budget for the command's own work: ``commit`` over
-``flask`` is what a command's one durable write costs before any of the game's work."""
+anything, and so what is left of a budget for the command's own work: ``commit`` (and
+``read``) over ``flask`` is what one round trip to the store costs before any of the
+game's work."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -59,17 +62,27 @@ def command(match_id: uuid.UUID) -> Response:
     return Response(ANSWER, mimetype="application/json")
 
 
-#: The scratch database ``commit`` writes to (set by ``main`` for gunicorn's workers).
+#: The scratch database ``commit`` and ``read`` use (set for gunicorn's workers).
 DSN = "FLOOR_BENCH_DSN"
 
 
 @flask.post("/v1/matches/<uuid:match_id>/commit")
 def commit(match_id: uuid.UUID) -> Response:
+    request.get_json()
     with _pool().connection() as conn:
+        # A key of its own: the read route finds the path's one row among them.
         conn.execute(
             "INSERT INTO floor_rows (match_id, body) VALUES (%s, %s)",
-            (match_id, request.get_data()),
+            (uuid.uuid4(), request.get_data()),
         )
+    return Response(ANSWER, mimetype="application/json")
+
+
+@flask.post("/v1/matches/<uuid:match_id>/read")
+def read(match_id: uuid.UUID) -> Response:
+    request.get_json()
+    with _pool().connection() as conn:
+        conn.execute("SELECT body FROM floor_rows WHERE match_id = %s", (match_id,)).fetchall()
     return Response(ANSWER, mimetype="application/json")
 
 
@@ -167,22 +180,32 @@ def main() -> int:
     for name in ("bare", "flask"):
         rate, cpu_ms = measure(f"floor_bench:{name}", args.clients, args.seconds, args.workers)
         print(f"{name:6} {rate:8,.0f} requests/s   gunicorn CPU {cpu_ms:.3f} ms per request")
-    rate, cpu_ms = measure_commit(args.admin_url, args.clients, args.seconds, args.workers)
-    print(f"{'commit':6} {rate:8,.0f} requests/s   gunicorn CPU {cpu_ms:.3f} ms per request")
+    for name, (rate, cpu_ms) in measure_store(
+        args.admin_url, args.clients, args.seconds, args.workers
+    ).items():
+        print(f"{name:6} {rate:8,.0f} requests/s   gunicorn CPU {cpu_ms:.3f} ms per request")
     return 0
 
 
-def measure_commit(
+def measure_store(
     admin_url: str, clients: int, seconds: float, workers: int
-) -> tuple[float, float]:
-    """``measure`` of the ``commit`` route, in a scratch database on ``admin_url``'s server."""
+) -> dict[str, tuple[float, float]]:
+    """``measure`` of the ``commit`` and ``read`` routes, by name, in a scratch database on
+    ``admin_url``'s server."""
     import psycopg
 
+    measured = {}
     with scratch_database(admin_url) as (_, dsn):
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("CREATE TABLE floor_rows (match_id uuid, body bytea)")
-        path = PATH.replace("/commands", "/commit")
-        return measure("floor_bench:flask", clients, seconds, workers, path, dsn)
+            conn.execute("CREATE TABLE floor_rows (match_id uuid PRIMARY KEY, body bytea)")
+            conn.execute(
+                "INSERT INTO floor_rows VALUES (%s, %s)",
+                (PATH.split("/")[3], json.dumps(BODY).encode()),
+            )
+        for name in ("commit", "read"):
+            path = PATH.replace("/commands", f"/{name}")
+            measured[name] = measure("floor_bench:flask", clients, seconds, workers, path, dsn)
+    return measured
 
 
 if __name__ == "__main__":
