@@ -32,6 +32,7 @@ from service.store import (
 )
 from service.store import events as store_events
 from service.store.events import StateCache
+from service.store.pool import Checkout
 
 
 @pytest.fixture(scope="module")
@@ -236,6 +237,29 @@ def test_a_notification_with_an_unreadable_event_still_wakes_readers(
         assert woken.is_set()
     assert cached_version(a, match_id) == 1
     assert "could not read the event" in caplog.text and secret not in caplog.text
+
+
+def test_a_checkout_ends_a_transaction_left_open_as_psycopgs_with_conn_does(database_url):
+    """Committed when the block ends, rolled back when it raises: what the pool's own
+    ``connection()`` does, which the checkout replaces (a pool of one connection, so that
+    the next checkout looks at the same session)."""
+    pool = open_pool(database_url, 1, "ddz-test-checkout")
+    try:
+        with Checkout(pool) as conn:
+            conn.execute("BEGIN")
+            conn.execute("CREATE TEMPORARY TABLE kept (x integer)")
+        with pytest.raises(ZeroDivisionError), Checkout(pool) as conn:
+            conn.execute("BEGIN")
+            conn.execute("CREATE TEMPORARY TABLE dropped (x integer)")
+            1 / 0  # noqa: B018
+        with Checkout(pool) as conn:
+            tables = conn.execute(
+                "SELECT to_regclass('pg_temp.kept') IS NOT NULL,"
+                " to_regclass('pg_temp.dropped') IS NOT NULL"
+            ).fetchone()
+        assert tables == (True, False)
+    finally:
+        pool.close()
 
 
 def test_load_many_gives_each_match_its_latest_state_from_one_read(stores):

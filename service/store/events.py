@@ -27,7 +27,7 @@ from ..config import Config
 from ..game import Event, State, initial_state, replay
 from ..game.events import SeatTaken
 from ..game.state import DEALING, ENDED, SEATING, time_to_act
-from .pool import DatabaseUnavailable, connection_lost, live_connection, retried
+from .pool import Checkout, DatabaseUnavailable, connection_lost, retried
 
 NOTIFY_CHANNEL = "ddz_events"
 #: Bytes of a notification left for the event after "<match>:<version>:" (PostgreSQL
@@ -357,7 +357,7 @@ class EventStore:
         committed is then unknown: see :meth:`committed`)."""
         try:
             with (
-                live_connection(self.pool) as conn,
+                Checkout(self.pool) as conn,
                 conn.transaction() if transaction else nullcontext(),
             ):
                 yield conn

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import _socket
-import socket
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from types import TracebackType
 from typing import TypeVar
 
 import orjson
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -49,13 +49,22 @@ def _json_by_orjson(conn: psycopg.Connection) -> None:
     set_json_loads(orjson.loads, conn)
 
 
+#: recv() flags of the peek (``_socket``'s plain ints: ``socket``'s are flags whose ``|``
+#: runs Python code).
+_PEEK = _socket.MSG_PEEK | _socket.MSG_DONTWAIT
+
+
 def _has_input(conn: psycopg.Connection) -> bool:
     """Whether the connection's server said something (or hung up): a peek at its socket
     that never waits. Not ``select()``: it refuses a descriptor above 1023, which a process
-    holding a thousand streams has; and not a ``socket.socket``, which gevent makes wait."""
-    probe = _socket.socket(fileno=conn.fileno())
+    holding a thousand streams has; and not a ``socket.socket``, which gevent makes wait.
+    The family, type and protocol are given, or Python would ask the kernel for the type
+    and the protocol (two system calls on every checkout, besides the ``getsockname`` it
+    checks the descriptor with); they only say how Python shows the socket's addresses,
+    which a peek never asks for."""
+    probe = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM, 0, conn.fileno())
     try:
-        probe.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        probe.recv(1, _PEEK)
     except BlockingIOError:
         return False
     except OSError:
@@ -65,26 +74,54 @@ def _has_input(conn: psycopg.Connection) -> bool:
     return True  # a message, or the end of the stream
 
 
-@contextmanager
-def live_connection(
-    pool: ConnectionPool, timeout: float | None = None
-) -> Iterator[psycopg.Connection]:
-    """A connection from the pool that its server has not dropped. An idle connection has
-    nothing to read unless its server said something: a terminated backend's last error,
-    or the end of the stream. So only a connection with input waiting costs the round
-    trip of a check; the others cost one poll of their socket. A dead one is closed (the
-    pool replaces it) and the next taken at once. (The pool's own ``check`` would spend a
-    round trip on every connection, and waits a second or more after each dead one.)"""
-    while True:
-        with pool.connection(timeout=timeout) as conn:
-            if _has_input(conn):
-                try:
-                    ConnectionPool.check_connection(conn)
-                except psycopg.Error:
-                    conn.close()
-                    continue
-            yield conn
-            return
+class Checkout:
+    """A connection from the pool that its server has not dropped, for a ``with`` block.
+    An idle connection has nothing to read unless its server said something: a terminated
+    backend's last error, or the end of the stream. So only a connection with input
+    waiting costs the round trip of a check; the others cost one poll of their socket. A
+    dead one is closed (the pool replaces it) and the next taken at once. (The pool's own
+    ``check`` would spend a round trip on every connection, and waits a second or more
+    after each dead one.)
+
+    On the way out, what the pool's ``connection()`` does: psycopg's ``with conn`` (a
+    transaction left open committed, or rolled back after an error), then the connection
+    back to the pool; but an idle connection, the usual, skips the former, whose commit
+    and rollback are no-ops then that take the connection's lock all the same. A class,
+    not generator context managers nested three deep: every statement runs in one."""
+
+    __slots__ = ("_pool", "_timeout", "_conn")
+
+    def __init__(self, pool: ConnectionPool, timeout: float | None = None):
+        self._pool = pool
+        self._timeout = timeout
+
+    def __enter__(self) -> psycopg.Connection:
+        pool = self._pool
+        while True:
+            conn = pool.getconn(self._timeout)
+            if not _has_input(conn):
+                break
+            try:
+                ConnectionPool.check_connection(conn)
+                break
+            except psycopg.Error:
+                conn.close()
+                pool.putconn(conn)
+        self._conn = conn
+        return conn
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        conn = self._conn
+        try:
+            if conn.pgconn.transaction_status != TransactionStatus.IDLE:
+                conn.__exit__(exc_type, exc, traceback)
+        finally:
+            self._pool.putconn(conn)
 
 
 def connection_lost(exc: BaseException) -> bool:
@@ -110,7 +147,7 @@ def retried(
         return work(conn)
     for attempt in range(ATTEMPTS):
         try:
-            with live_connection(pool, timeout) as c:
+            with Checkout(pool, timeout) as c:
                 return work(c)
         except PoolTimeout as exc:
             raise DatabaseUnavailable("no database connection could be had") from exc
