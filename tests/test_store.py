@@ -9,6 +9,7 @@ import logging
 import time
 import uuid
 
+import psycopg
 import pytest
 from store_support import execute
 
@@ -260,6 +261,16 @@ def test_a_checkout_ends_a_transaction_left_open_as_psycopgs_with_conn_does(data
         assert tables == (True, False)
     finally:
         pool.close()
+
+
+def test_the_store_reads_on_a_connection_of_its_callers_own(database_url, stores):
+    """A connection not from the store's pool (which keeps a cursor on each of its
+    connections for the statements run most) reads the same."""
+    store, _ = stores
+    match_id = new_match(store)
+    execute(store, match_id, seat(0))
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert store.read(match_id, 0, conn) == store.read(match_id, 0)
 
 
 def test_load_many_gives_each_match_its_latest_state_from_one_read(stores):

@@ -6,11 +6,12 @@ import _socket
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import orjson
 import psycopg
 from psycopg.pq import TransactionStatus
+from psycopg.rows import TupleRow
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -30,17 +31,47 @@ def open_pool(url: str, max_size: int, name: str, timeout: float = 30.0) -> Conn
     """A pool of autocommit connections: most writes are one statement, which needs no
     BEGIN and COMMIT round trips around it; code that writes more takes
     ``conn.transaction()`` explicitly. ``timeout`` is how long a caller waits for a
-    connection."""
-    return ConnectionPool(
+    connection. Its connections are each a :class:`StoreConnection`."""
+    pool = ConnectionPool(
         url,
         min_size=1,
         max_size=max_size,
         open=True,
         name=name,
+        connection_class=StoreConnection,
         kwargs={"autocommit": True},
         timeout=timeout,
         configure=_json_by_orjson,
     )
+    # Typed as a pool of psycopg's connections, as its callers take them: only
+    # kept_cursor() needs to know better, and asks.
+    return cast(ConnectionPool, pool)
+
+
+class StoreConnection(psycopg.Connection[TupleRow]):
+    """The pool's connections: psycopg's, with one cursor kept for the statements run
+    most (:func:`kept_cursor`). The cursor goes with its connection: one the pool replaces
+    (broken, or too old) takes it along, and the new one makes its own."""
+
+    _kept: psycopg.Cursor[TupleRow] | None = None
+
+    def kept_cursor(self) -> psycopg.Cursor[TupleRow]:
+        if self._kept is None:
+            self._kept = self.cursor()
+        return self._kept
+
+
+def kept_cursor(conn: psycopg.Connection) -> psycopg.Cursor[TupleRow]:
+    """A cursor of ``conn`` for the statements run most (the event store's append, read
+    and announcement), whose rows the caller fetches before its next statement on it: the
+    one the connection keeps when it is a pool's, else a new one. A cursor picks the dumper
+    of each parameter's type and the loader of each column's type on its first statement,
+    and keeps them; ``conn.execute()`` makes a new cursor, which picks them all again each
+    time: for an append, making the loaders of its seven columns cost more than dumping
+    its parameters, and an announcement (three arrays) spent a third of its client's
+    work on it. (psycopg's preparing of a statement after its fifth run is the
+    connection's, whatever the cursor.)"""
+    return conn.kept_cursor() if isinstance(conn, StoreConnection) else conn.cursor()
 
 
 def _json_by_orjson(conn: psycopg.Connection) -> None:
