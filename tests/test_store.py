@@ -11,6 +11,7 @@ import uuid
 
 import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 from store_support import execute
 
 from service.game import (
@@ -32,6 +33,7 @@ from service.store import (
     open_pool,
 )
 from service.store import events as store_events
+from service.store import pool as store_pool
 from service.store.events import StateCache
 from service.store.pool import Checkout
 
@@ -259,6 +261,29 @@ def test_a_checkout_ends_a_transaction_left_open_as_psycopgs_with_conn_does(data
                 " to_regclass('pg_temp.dropped') IS NOT NULL"
             ).fetchone()
         assert tables == (True, False)
+    finally:
+        pool.close()
+
+
+def test_a_checkout_interrupted_in_its_check_gives_the_connection_back(database_url, monkeypatch):
+    """Not only a failed check: anything raised in it (a greenlet's timeout) returns the
+    connection to the pool (of one connection here, which the next checkout gets)."""
+
+    class Interrupted(BaseException):
+        pass
+
+    def interrupted(conn):
+        raise Interrupted
+
+    pool = open_pool(database_url, 1, "ddz-test-checkout", timeout=2)
+    try:
+        monkeypatch.setattr(store_pool, "_has_input", lambda conn: True)
+        monkeypatch.setattr(ConnectionPool, "check_connection", staticmethod(interrupted))
+        with pytest.raises(Interrupted), Checkout(pool):
+            pass
+        monkeypatch.undo()
+        with Checkout(pool) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
     finally:
         pool.close()
 

@@ -130,14 +130,17 @@ class Checkout:
         pool = self._pool
         while True:
             conn = pool.getconn(self._timeout)
-            if not _has_input(conn):
-                break
             try:
-                ConnectionPool.check_connection(conn)
+                if _has_input(conn):
+                    ConnectionPool.check_connection(conn)
                 break
             except psycopg.Error:
                 conn.close()
                 pool.putconn(conn)
+            except BaseException:
+                # A greenlet's timeout, say, during the check's round trip.
+                pool.putconn(conn)
+                raise
         self._conn = conn
         return conn
 
