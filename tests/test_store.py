@@ -9,7 +9,9 @@ import logging
 import time
 import uuid
 
+import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 from store_support import execute
 
 from service.game import (
@@ -31,7 +33,9 @@ from service.store import (
     open_pool,
 )
 from service.store import events as store_events
+from service.store import pool as store_pool
 from service.store.events import StateCache
+from service.store.pool import Checkout
 
 
 @pytest.fixture(scope="module")
@@ -236,6 +240,62 @@ def test_a_notification_with_an_unreadable_event_still_wakes_readers(
         assert woken.is_set()
     assert cached_version(a, match_id) == 1
     assert "could not read the event" in caplog.text and secret not in caplog.text
+
+
+def test_a_checkout_ends_a_transaction_left_open_as_psycopgs_with_conn_does(database_url):
+    """Committed when the block ends, rolled back when it raises: what the pool's own
+    ``connection()`` does, which the checkout replaces (a pool of one connection, so that
+    the next checkout looks at the same session)."""
+    pool = open_pool(database_url, 1, "ddz-test-checkout")
+    try:
+        with Checkout(pool) as conn:
+            conn.execute("BEGIN")
+            conn.execute("CREATE TEMPORARY TABLE kept (x integer)")
+        with pytest.raises(ZeroDivisionError), Checkout(pool) as conn:
+            conn.execute("BEGIN")
+            conn.execute("CREATE TEMPORARY TABLE dropped (x integer)")
+            1 / 0  # noqa: B018
+        with Checkout(pool) as conn:
+            tables = conn.execute(
+                "SELECT to_regclass('pg_temp.kept') IS NOT NULL,"
+                " to_regclass('pg_temp.dropped') IS NOT NULL"
+            ).fetchone()
+        assert tables == (True, False)
+    finally:
+        pool.close()
+
+
+def test_a_checkout_interrupted_in_its_check_gives_the_connection_back(database_url, monkeypatch):
+    """Not only a failed check: anything raised in it (a greenlet's timeout) returns the
+    connection to the pool (of one connection here, which the next checkout gets)."""
+
+    class Interrupted(BaseException):
+        pass
+
+    def interrupted(conn):
+        raise Interrupted
+
+    pool = open_pool(database_url, 1, "ddz-test-checkout", timeout=2)
+    try:
+        monkeypatch.setattr(store_pool, "_has_input", lambda conn: True)
+        monkeypatch.setattr(ConnectionPool, "check_connection", staticmethod(interrupted))
+        with pytest.raises(Interrupted), Checkout(pool):
+            pass
+        monkeypatch.undo()
+        with Checkout(pool) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        pool.close()
+
+
+def test_the_store_reads_on_a_connection_of_its_callers_own(database_url, stores):
+    """A connection not from the store's pool (which keeps a cursor on each of its
+    connections for the statements run most) reads the same."""
+    store, _ = stores
+    match_id = new_match(store)
+    execute(store, match_id, seat(0))
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert store.read(match_id, 0, conn) == store.read(match_id, 0)
 
 
 def test_load_many_gives_each_match_its_latest_state_from_one_read(stores):

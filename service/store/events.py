@@ -27,7 +27,7 @@ from ..config import Config
 from ..game import Event, State, initial_state, replay
 from ..game.events import SeatTaken
 from ..game.state import DEALING, ENDED, SEATING, time_to_act
-from .pool import DatabaseUnavailable, connection_lost, live_connection, retried
+from .pool import Checkout, DatabaseUnavailable, connection_lost, kept_cursor, retried
 
 NOTIFY_CHANNEL = "ddz_events"
 #: Bytes of a notification left for the event after "<match>:<version>:" (PostgreSQL
@@ -112,6 +112,65 @@ def _decode(row: Sequence[Any]) -> StoredEvent:
 _COLUMNS = "version, position, type, schema_version, payload, recorded_at"
 
 
+#: The statements run most, made once: literals joined with an f-string are joined again
+#: on every run, and psycopg encodes a str (and hashes the new bytes for its cache) on
+#: every run too. A match's events after a version (:meth:`EventStore.read`):
+_READ = (
+    f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND version > %s ORDER BY version"
+).encode()
+
+#: The append (:meth:`EventStore.append`):
+_APPEND = (
+    "WITH current AS ("
+    " SELECT coalesce(max(version), 0) AS version FROM events WHERE stream_id = %(stream)s),"
+    " inserted AS ("
+    " INSERT INTO events (stream_id, version, type, schema_version, payload, command_id)"
+    " SELECT %(stream)s, e.version, e.type, e.schema_version, e.payload, %(command)s"
+    " FROM jsonb_to_recordset(%(events)s)"
+    " AS e(version integer, type text, schema_version integer, payload jsonb)"
+    " WHERE (SELECT version FROM current) = %(base)s ORDER BY e.version"
+    " RETURNING version, position, recorded_at),"
+    " projected AS ("
+    " INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats,"
+    " turn_seat, system_to_act, deadline, settled, created_at, updated_at)"
+    " SELECT %(stream)s, %(ruleset)s, %(turn_seconds)s, %(status)s, %(phase)s, %(version)s, %(seats)s,"
+    " %(turn_seat)s, %(system_to_act)s,"
+    # game.state.deadline on the time PostgreSQL records (NULL: no seat is timed).
+    " max(recorded_at) + %(time_to_act)s::interval,"
+    # The times of the first and the last event: the row is the events' alone,
+    # so that `ddz rebuild` makes it again exactly (service/store/rebuild.py).
+    " %(settled)s, min(recorded_at), max(recorded_at) FROM inserted HAVING count(*) > 0"
+    " ON CONFLICT (match_id) DO UPDATE SET status = EXCLUDED.status, phase = EXCLUDED.phase,"
+    " version = EXCLUDED.version, seats = EXCLUDED.seats, turn_seat = EXCLUDED.turn_seat,"
+    " system_to_act = EXCLUDED.system_to_act, deadline = EXCLUDED.deadline,"
+    " settled = EXCLUDED.settled, updated_at = EXCLUDED.updated_at),"
+    " keyed AS ("
+    " INSERT INTO idempotency_keys (player_id, key, match_id, request_hash, first_version, last_version)"
+    " SELECT %(key_player)s, %(key)s, %(stream)s, %(key_hash)s, min(version), max(version)"
+    " FROM inserted HAVING %(key)s::text IS NOT NULL AND count(*) > 0)"
+    # The events appended are the caller's: only what PostgreSQL gave them
+    # comes back (their payloads read back cost more than the rest of it).
+    " SELECT true AS appended, version, position, NULL, NULL, NULL, recorded_at"
+    " FROM inserted"
+    f" UNION ALL SELECT false, {_COLUMNS} FROM events"
+    " WHERE stream_id = %(stream)s AND version > %(base)s AND (SELECT version FROM current) <> %(base)s"
+    " ORDER BY version"
+).encode()
+
+#: The notifications of appends (:meth:`EventStore.announce`):
+_ANNOUNCE = (
+    b"SELECT pg_notify(%(channel)s, CASE WHEN octet_length(note.event) <= %(note_room)s"
+    b" THEN note.head || ':' || note.event ELSE note.head END)"
+    b" FROM (SELECT e.stream_id::text || ':' || e.version AS head,"
+    b" json_build_array(e.position, e.type, e.schema_version, e.payload, e.recorded_at)::text"
+    b" AS event"
+    b" FROM unnest(%(streams)s::uuid[], %(bases)s::integer[], %(commands)s::uuid[])"
+    b" WITH ORDINALITY AS a(stream_id, base, command_id, n)"
+    b" JOIN events e ON e.stream_id = a.stream_id AND e.version > a.base"
+    b" AND e.command_id = a.command_id ORDER BY a.n, e.version) AS note"
+)
+
+
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 
@@ -193,11 +252,11 @@ class EventStore:
         self, match_id: uuid.UUID, after: int = 0, conn: psycopg.Connection | None = None
     ) -> list[StoredEvent]:
         """The match's events with version > ``after``, in order."""
-        query = (
-            f"SELECT {_COLUMNS} FROM events WHERE stream_id = %s AND version > %s ORDER BY version"
-        )
         return self._run(
-            lambda c: [_decode(row) for row in c.execute(query, (match_id, after))], conn
+            lambda c: [
+                _decode(row) for row in kept_cursor(c).execute(_READ, (match_id, after)).fetchall()
+            ],
+            conn,
         )
 
     def load(self, match_id: uuid.UUID, conn: psycopg.Connection | None = None) -> Loaded:
@@ -357,7 +416,7 @@ class EventStore:
         committed is then unknown: see :meth:`committed`)."""
         try:
             with (
-                live_connection(self.pool) as conn,
+                Checkout(self.pool) as conn,
                 conn.transaction() if transaction else nullcontext(),
             ):
                 yield conn
@@ -440,70 +499,42 @@ class EventStore:
         have committed, on ``conn`` (at its commit) when the caller holds a transaction."""
         player, key, digest = idempotency if idempotency is not None else (None, None, None)
         try:
-            rows = conn.execute(
-                "WITH current AS ("
-                " SELECT coalesce(max(version), 0) AS version FROM events WHERE stream_id = %(stream)s),"
-                " inserted AS ("
-                " INSERT INTO events (stream_id, version, type, schema_version, payload, command_id)"
-                " SELECT %(stream)s, e.version, e.type, e.schema_version, e.payload, %(command)s"
-                " FROM jsonb_to_recordset(%(events)s)"
-                " AS e(version integer, type text, schema_version integer, payload jsonb)"
-                " WHERE (SELECT version FROM current) = %(base)s ORDER BY e.version"
-                " RETURNING version, position, recorded_at),"
-                " projected AS ("
-                " INSERT INTO matches (match_id, ruleset, turn_seconds, status, phase, version, seats,"
-                " turn_seat, system_to_act, deadline, settled, created_at, updated_at)"
-                " SELECT %(stream)s, %(ruleset)s, %(turn_seconds)s, %(status)s, %(phase)s, %(version)s, %(seats)s,"
-                " %(turn_seat)s, %(system_to_act)s,"
-                # game.state.deadline on the time PostgreSQL records (NULL: no seat is timed).
-                " max(recorded_at) + %(time_to_act)s::interval,"
-                # The times of the first and the last event: the row is the events' alone,
-                # so that `ddz rebuild` makes it again exactly (service/store/rebuild.py).
-                " %(settled)s, min(recorded_at), max(recorded_at) FROM inserted HAVING count(*) > 0"
-                " ON CONFLICT (match_id) DO UPDATE SET status = EXCLUDED.status, phase = EXCLUDED.phase,"
-                " version = EXCLUDED.version, seats = EXCLUDED.seats, turn_seat = EXCLUDED.turn_seat,"
-                " system_to_act = EXCLUDED.system_to_act, deadline = EXCLUDED.deadline,"
-                " settled = EXCLUDED.settled, updated_at = EXCLUDED.updated_at),"
-                " keyed AS ("
-                " INSERT INTO idempotency_keys (player_id, key, match_id, request_hash, first_version, last_version)"
-                " SELECT %(key_player)s, %(key)s, %(stream)s, %(key_hash)s, min(version), max(version)"
-                " FROM inserted HAVING %(key)s::text IS NOT NULL AND count(*) > 0)"
-                # The events appended are the caller's: only what PostgreSQL gave them
-                # comes back (their payloads read back cost more than the rest of it).
-                " SELECT true AS appended, version, position, NULL, NULL, NULL, recorded_at"
-                " FROM inserted"
-                f" UNION ALL SELECT false, {_COLUMNS} FROM events"
-                " WHERE stream_id = %(stream)s AND version > %(base)s AND (SELECT version FROM current) <> %(base)s"
-                " ORDER BY version",
-                {
-                    "stream": match_id,
-                    "base": version,
-                    "command": command_id,
-                    # One JSON parameter: adapting it costs a fraction of four typed arrays.
-                    "events": Jsonb(
-                        dumps=orjson.dumps,
-                        obj=[
-                            {
-                                "version": v,
-                                "type": e.type,
-                                "schema_version": e.version,
-                                "payload": e.payload(),
-                            }
-                            for v, e in enumerate(events, start=version + 1)
-                        ],
-                    ),
-                    **match_columns(after),
-                    "time_to_act": time_to_act(after),
-                    "key_player": player,
-                    "key": key,
-                    "key_hash": digest,
-                },
-            ).fetchall()
+            rows = (
+                kept_cursor(conn)
+                .execute(
+                    _APPEND,
+                    {
+                        "stream": match_id,
+                        "base": version,
+                        "command": command_id,
+                        # One JSON parameter: adapting it costs a fraction of four typed arrays.
+                        "events": Jsonb(
+                            dumps=orjson.dumps,
+                            obj=[
+                                {
+                                    "version": v,
+                                    "type": e.type,
+                                    "schema_version": e.version,
+                                    "payload": e.payload(),
+                                }
+                                for v, e in enumerate(events, start=version + 1)
+                            ],
+                        ),
+                        **match_columns(after),
+                        "time_to_act": time_to_act(after),
+                        "key_player": player,
+                        "key": key,
+                        "key_hash": digest,
+                    },
+                )
+                .fetchall()
+            )
         except psycopg.errors.UniqueViolation:
             raise VersionConflict("someone else acted first; reload and try again") from None
         if rows and not rows[0][0]:
             raise Behind([_decode(row[1:]) for row in rows])
-        if self.announcer is not None and conn.info.transaction_status == TransactionStatus.IDLE:
+        # The status from pgconn: conn.info makes a new object on every access.
+        if self.announcer is not None and conn.pgconn.transaction_status == TransactionStatus.IDLE:
             self.announcer((match_id, version, command_id))
         else:
             self.announce(conn, [(match_id, version, command_id)])
@@ -526,16 +557,8 @@ class EventStore:
         connections, 400-1,400 commits/s where the same inserts without NOTIFY made
         6,000-12,000, and the API topped out at that figure. A notification in a
         transaction that wrote nothing is not held up by a flush."""
-        conn.execute(
-            "SELECT pg_notify(%(channel)s, CASE WHEN octet_length(note.event) <= %(note_room)s"
-            " THEN note.head || ':' || note.event ELSE note.head END)"
-            " FROM (SELECT e.stream_id::text || ':' || e.version AS head,"
-            " json_build_array(e.position, e.type, e.schema_version, e.payload, e.recorded_at)::text"
-            " AS event"
-            " FROM unnest(%(streams)s::uuid[], %(bases)s::integer[], %(commands)s::uuid[])"
-            " WITH ORDINALITY AS a(stream_id, base, command_id, n)"
-            " JOIN events e ON e.stream_id = a.stream_id AND e.version > a.base"
-            " AND e.command_id = a.command_id ORDER BY a.n, e.version) AS note",
+        kept_cursor(conn).execute(
+            _ANNOUNCE,
             {
                 "channel": NOTIFY_CHANNEL,
                 "note_room": NOTE_ROOM,
