@@ -221,8 +221,12 @@ class Announcer:
 
     def __call__(self, appended: Appended) -> None:
         with self._lock:
+            # Whoever found the list empty has woken the thread, which has not taken the
+            # list yet: waking it again (a thread's wake on every command) would add nothing.
+            first = not self._pending
             self._pending.append(appended)
-        self._ready.set()
+        if first:
+            self._ready.set()
 
     def _run(self) -> None:
         while True:
