@@ -123,11 +123,12 @@ def main() -> int:
     )
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
     args = parse(parser, seconds=0.5, flooders=2, max_flood=500, interval=0.05)
-    args.worker_class, args.threads, args.access_log, args.app = (
+    args.worker_class, args.threads, args.access_log, args.app, args.compiled = (
         "gevent",
         0,
         False,
         "service.api.wsgi:app",
+        False,
     )
 
     def measure(env: Environment, stop: threading.Event) -> int:

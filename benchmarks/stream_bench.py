@@ -176,7 +176,11 @@ def main() -> int:
     parser.add_argument("--keep-log", action="store_true", help="keep gunicorn's log file")
     # The server as deployed (api_bench.Environment reads these).
     parser.set_defaults(
-        worker_class="gevent", threads=0, access_log=False, app="service.api.wsgi:app"
+        worker_class="gevent",
+        threads=0,
+        access_log=False,
+        app="service.api.wsgi:app",
+        compiled=False,
     )
     args = parse(parser, streams="5,10", rounds=2)
     counts = sorted(int(x) for x in args.streams.split(",") if x.strip())
