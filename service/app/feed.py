@@ -231,7 +231,9 @@ class PlayerFeed:
 
     def step_at(self, fe: FeedEvent, states: dict[uuid.UUID, State]) -> Step | None:
         """The match's state before the event and after it (None for a table's event), from
-        the state before it in ``states`` (else from the store); kept there for the next."""
+        the state before it in ``states`` (else from the store); kept there for the next.
+        The state after it is the one folded already when a read of any seat did (a match's
+        events are read by each of its seats' readers)."""
         if fe.of_table:
             return None
         match_id = fe.stream_id
@@ -243,9 +245,11 @@ class PlayerFeed:
             stored = self.store.read(match_id, 0)
             known = replay(s.event for s in stored if s.version < version)
             self._recent.put((match_id, known.version), known)
-        state = evolve(known, fe.stored.event)
+        state = self._recent.get((match_id, version))
+        if state is None:
+            state = evolve(known, fe.stored.event)
+            self._recent.put((match_id, version), state)
         states[match_id] = state
-        self._recent.put((match_id, state.version), state)
         return Step(known, state)
 
     def items_of(self, player: str, fe: FeedEvent, step: Step | None) -> list[dict[str, Any]]:
