@@ -58,10 +58,13 @@ def _with_horizon(read: str) -> str:
     older transaction still running): each row starts with both, and a read that finds no
     event gives one row of them alone. ``until``: a lower horizon, if any. The horizon is
     the statement's own snapshot's: every transaction below it had ended when that
-    snapshot was taken, so the read sees all their events."""
+    snapshot was taken, so the read sees all their events. The check for held events
+    asks for the first in the index's order: as an ``EXISTS``, a generic plan of the
+    prepared statement scanned the whole table for it."""
     return (
-        "WITH h AS MATERIALIZED (SELECT horizon, EXISTS (SELECT 1 FROM events"
-        " WHERE xid >= horizon AND (xid, position) > (%(xid)s::text::xid8, %(position)s)) AS held"
+        "WITH h AS MATERIALIZED (SELECT horizon, (SELECT true FROM events WHERE xid >= horizon"
+        " AND (xid, position) > (%(xid)s::text::xid8, %(position)s) ORDER BY xid, position"
+        " LIMIT 1) IS NOT NULL AS held"
         " FROM (SELECT least(pg_snapshot_xmin(pg_current_snapshot()), %(until)s::text::xid8)"
         " AS horizon) x) SELECT h.horizon::text::bigint, h.held, f.*"
         f" FROM h LEFT JOIN LATERAL ({read}) f ON true ORDER BY f.xid, f.position"
