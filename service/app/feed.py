@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import Any, Literal, NamedTuple, TypedDict
 
 from ..game import State, deadline, decision, evolve, offered, replay, visible
@@ -213,17 +214,26 @@ class PlayerFeed:
         self._reached = max(self._reached, horizon)
         items: list[dict[str, Any]] = []
         mine: list[dict[str, Any]] = []
+        start = 0
         for fe in found:
-            mine = self.items_of(player, fe, self.step_at(fe, states))
-            items += (
-                item for n, item in enumerate(mine) if after < Cursor(fe.xid, fe.stored.position, n)
+            # Of the cursor's own event, only the items after its index (those up to it
+            # were sent: a poll reads its cursor's event again, often a your_turn, whose
+            # actions are not derived again for nothing).
+            start = (
+                after.index + 1
+                if (fe.xid, fe.stored.position) == (after.xid, after.position)
+                else 0
             )
+            mine = self.items_of(player, fe, self.step_at(fe, states), start)
+            items += mine
         full = len(found) == BATCH
         if full:
             # After the last event read (an event with no item for the player: after its
             # item 0, which it does not have).
             last = found[-1]
-            resume = Cursor(last.xid, last.stored.position, max(len(mine) - 1, 0))
+            resume = max(
+                after, Cursor(last.xid, last.stored.position, max(start + len(mine) - 1, 0))
+            )
         else:
             # Everything of the player's below the horizon has been read.
             resume = max(after, Cursor(horizon, 0, 0), key=lambda c: (c.xid, c.position))
@@ -231,7 +241,9 @@ class PlayerFeed:
 
     def step_at(self, fe: FeedEvent, states: dict[uuid.UUID, State]) -> Step | None:
         """The match's state before the event and after it (None for a table's event), from
-        the state before it in ``states`` (else from the store); kept there for the next."""
+        the state before it in ``states`` (else from the store); kept there for the next.
+        The state after it is the one folded already when a read of any seat did (a match's
+        events are read by each of its seats' readers)."""
         if fe.of_table:
             return None
         match_id = fe.stream_id
@@ -243,23 +255,32 @@ class PlayerFeed:
             stored = self.store.read(match_id, 0)
             known = replay(s.event for s in stored if s.version < version)
             self._recent.put((match_id, known.version), known)
-        state = evolve(known, fe.stored.event)
+        state = self._recent.get((match_id, version))
+        if state is None:
+            state = evolve(known, fe.stored.event)
+            self._recent.put((match_id, version), state)
         states[match_id] = state
-        self._recent.put((match_id, state.version), state)
         return Step(known, state)
 
-    def items_of(self, player: str, fe: FeedEvent, step: Step | None) -> list[dict[str, Any]]:
-        """The player's items from the event, with their ids; ``step``: the match's states
-        around it (:meth:`step_at`)."""
+    def items_of(
+        self, player: str, fe: FeedEvent, step: Step | None, start: int = 0
+    ) -> list[dict[str, Any]]:
+        """The player's items from the event, with their ids, from its item ``start`` on
+        (those before it are not made); ``step``: the match's states around it
+        (:meth:`step_at`)."""
         return [
             {**item, "id": str(Cursor(fe.xid, fe.stored.position, n)), "at": fe.stored.recorded_at}
-            for n, item in enumerate(self._items_of(player, fe, step))
+            for n, item in enumerate(self._items_of(player, fe, step, start), start)
         ]
 
-    def _items_of(self, player: str, fe: FeedEvent, step: Step | None) -> Iterator[Item]:
+    def _items_of(
+        self, player: str, fe: FeedEvent, step: Step | None, start: int
+    ) -> Iterator[Item]:
         event = fe.stored.event
         if fe.of_table:
-            yield from _table_items(player, str(fe.stream_id), event, fe.ticket_id)
+            yield from islice(
+                _table_items(player, str(fe.stream_id), event, fe.ticket_id), start, None
+            )
             return
         assert step is not None
         state = step.after
@@ -275,21 +296,28 @@ class PlayerFeed:
             "hand_number": fe.hand_number,
             "version": fe.stored.version,
         }
+        # At most one item of the event itself, then at most a your_turn.
+        told: Item | None = None
         if isinstance(event, HandDealt):
             shown = visible(event, seat)
-            yield {"type": "hand_started", **where, "seat": seat, "hand": shown["hand"]}
+            told = {"type": "hand_started", **where, "seat": seat, "hand": shown["hand"]}
         elif isinstance(event, HandEnded):
-            yield {"type": "hand_ended", **where, "result": event.result.to_json()}
+            told = {"type": "hand_ended", **where, "result": event.result.to_json()}
         elif isinstance(event, Settled):
-            yield {"type": "settled", **where, "net": event.net[seat]}
+            told = {"type": "settled", **where, "net": event.net[seat]}
         elif isinstance(event, Disconnected) and event.seat == seat:
             # The system plays the seat from now on (系统代打): the app offers resume.
-            yield {"type": "taken_over", **where, "seat": seat, "reason": event.reason}
+            told = {"type": "taken_over", **where, "seat": seat, "reason": event.reason}
+        if told is not None:
+            if start == 0:
+                yield told
+            start -= 1
         # Once per decision: an event that leaves the seat's decision as it was (another seat
         # disconnected, or took its seat back) tells it nothing new.
         given = decision(state)
         if (
-            fe.last_of_command
+            start <= 0
+            and fe.last_of_command
             and given is not None
             and given[0] == seat
             and given != decision(step.before)

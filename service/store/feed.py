@@ -7,20 +7,21 @@ event never finds an earlier one appear behind it."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from ..game import Event
-from .events import StoredEvent
+from .events import Recent, StoredEvent
 from .pool import retried
 
 
-@dataclass(frozen=True)
-class FeedEvent:
+class FeedEvent(NamedTuple):
+    """An event as the feed reads it (a tuple: a read makes one of each row, and a frozen
+    dataclass took several times as long to make)."""
+
     xid: int
     stream_id: uuid.UUID
     stored: StoredEvent
@@ -38,7 +39,8 @@ class FeedEvent:
 _HORIZON = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 #: What every read of the feed takes of an event, and the joins it needs.
 _EVENT = (
-    "SELECT e.xid::text::bigint, e.stream_id, e.version, e.position, e.type, e.schema_version,"
+    "SELECT e.xid::text::bigint AS xid, e.stream_id, e.version, e.position, e.type,"
+    " e.schema_version,"
     " e.payload, e.recorded_at,"
     " (e.command_id IS NULL OR n.version IS NULL OR n.command_id IS DISTINCT FROM e.command_id),"
     " th.table_id, th.number"
@@ -48,12 +50,30 @@ _FROM = (
     " LEFT JOIN events n ON n.stream_id = e.stream_id AND n.version = e.version + 1"
     " LEFT JOIN table_hands th ON th.match_id = e.stream_id"
 )
-_RANGE = (
-    " WHERE (e.xid, e.position) >= (%(xid)s::text::xid8, %(position)s)"
-    " AND e.xid < %(horizon)s::text::xid8"
-)
+_RANGE = " WHERE (e.xid, e.position) >= (%(xid)s::text::xid8, %(position)s) AND e.xid < h.horizon"
+
+
+def _with_horizon(read: str) -> str:
+    """The statement ``read`` (which reads below ``h.horizon``) in one with the horizon and
+    whether events at or above it follow the cursor (committed, but held back behind an
+    older transaction still running): each row starts with both, and a read that finds no
+    event gives one row of them alone. ``until``: a lower horizon, if any. The horizon is
+    the statement's own snapshot's: every transaction below it had ended when that
+    snapshot was taken, so the read sees all their events. The check for held events
+    asks for the first in the index's order: as an ``EXISTS``, a generic plan of the
+    prepared statement scanned the whole table for it."""
+    return (
+        "WITH h AS MATERIALIZED (SELECT horizon, (SELECT true FROM events WHERE xid >= horizon"
+        " AND (xid, position) > (%(xid)s::text::xid8, %(position)s) ORDER BY xid, position"
+        " LIMIT 1) IS NOT NULL AS held"
+        " FROM (SELECT least(pg_snapshot_xmin(pg_current_snapshot()), %(until)s::text::xid8)"
+        " AS horizon) x) SELECT h.horizon::text::bigint, h.held, f.*"
+        f" FROM h LEFT JOIN LATERAL ({read}) f ON true ORDER BY f.xid, f.position"
+    )
+
+
 #: One player's events.
-_READ = (
+_READ = _with_horizon(
     _EVENT + ", ps.stream_id IS NOT NULL, lt.ticket_id" + _FROM + " LEFT JOIN LATERAL"
     " (SELECT s.stream_id FROM player_streams s WHERE s.player_id = %(player)s"
     " AND s.stream_id = e.stream_id AND e.version >= s.from_version"
@@ -68,7 +88,7 @@ _READ = (
 #: Every event, with the players it concerns: those seated at its match (the match's
 #: seats), or at its table when it was appended (the player's streams), and the lobby
 #: ticket of a joining player.
-_READ_ALL = (
+_READ_ALL = _with_horizon(
     _EVENT + ", m.match_id IS NULL, lt.ticket_id, m.seats,"
     " array(SELECT s.player_id::text FROM player_streams s WHERE s.stream_id = e.stream_id"
     " AND e.version >= s.from_version"
@@ -82,7 +102,7 @@ _READ_ALL = (
 
 
 #: A table's events and its hands', as its watchers follow them (no player's: no ticket).
-_READ_TABLE = (
+_READ_TABLE = _with_horizon(
     _EVENT
     + ", e.stream_id = %(table)s, NULL::uuid"
     + _FROM
@@ -93,9 +113,16 @@ _READ_TABLE = (
 )
 
 
+#: Events kept decoded by a process's reads of the feed.
+DECODED = 4096
+
+
 class Feed:
     def __init__(self, pool: ConnectionPool):
         self.pool = pool
+        #: (stream, version) -> the event stored there, decoded: a match's events are read
+        #: by each of its seats' readers, and decoding them was a twentieth of a read's CPU.
+        self._decoded: Recent[tuple[uuid.UUID, int], Event] = Recent(DECODED)
 
     def horizon(self) -> int:
         """The transaction id below which every transaction has ended: a reader starting
@@ -161,7 +188,7 @@ class Feed:
             "limit": limit,
         }
         rows, held, horizon = self._below_horizon(_READ, params, until)
-        return [_feed_event(row) for row in rows], held, horizon
+        return [self._feed_event(row) for row in rows], held, horizon
 
     def read_table(
         self, table_id: uuid.UUID, xid: int, position: int, limit: int
@@ -169,7 +196,7 @@ class Feed:
         """As :meth:`read`, the events of a table and of its hands' matches."""
         params = {"table": table_id, "xid": str(xid), "position": position, "limit": limit}
         rows, held, horizon = self._below_horizon(_READ_TABLE, params, None)
-        return [_feed_event(row) for row in rows], held, horizon
+        return [self._feed_event(row) for row in rows], held, horizon
 
     def table_start(self, table_id: uuid.UUID) -> int | None:
         """Where a watcher of the table starts: the transaction of its latest hand's start
@@ -195,42 +222,41 @@ class Feed:
         found = []
         for row in rows:
             seated = {s["player"] for s in row[13] or () if s and s.get("player")}
-            found.append((_feed_event(row), frozenset(seated.union(row[14]))))
+            found.append((self._feed_event(row), frozenset(seated.union(row[14]))))
         return found, held, horizon
 
     def _below_horizon(
         self, sql: str, params: dict[str, Any], until: int | None
     ) -> tuple[list[tuple[Any, ...]], bool, int]:
+        """The rows of ``sql`` (:func:`_with_horizon`) past their first two columns,
+        whether events are held back, and the horizon: one statement, one round trip."""
+        values = {**params, "until": None if until is None else str(until)}
+
         def read(conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], bool, int]:
-            # An earlier snapshot's horizon: every transaction below it had ended before
-            # the read's own snapshot was taken.
-            horizon = _horizon(conn)
-            if until is not None:
-                horizon = min(horizon, until)
-            with conn.pipeline():  # both in one round trip
-                found = conn.execute(sql, {**params, "horizon": str(horizon)})
-                later = conn.execute(
-                    "SELECT EXISTS (SELECT 1 FROM events WHERE xid >= %s::text::xid8"
-                    " AND (xid, position) > (%s::text::xid8, %s))",
-                    (str(horizon), params["xid"], params["position"]),
-                )
-            held = later.fetchone()
-            return found.fetchall(), bool(held and held[0]), horizon
+            rows = conn.execute(sql, values).fetchall()
+            horizon, held = rows[0][0], rows[0][1]
+            # Without events, the one row is the horizon's with nothing joined.
+            found = [row[2:] for row in rows] if rows[0][2] is not None else []
+            return found, held, horizon
 
         return retried(self.pool, read)
 
-
-def _feed_event(row: tuple[Any, ...]) -> FeedEvent:
-    return FeedEvent(
-        row[0],
-        row[1],
-        StoredEvent(row[2], row[3], Event.from_payload(row[4], row[5], row[6]), row[7]),
-        row[8],
-        row[11],
-        row[9],
-        row[10],
-        row[12],
-    )
+    def _feed_event(self, row: tuple[Any, ...]) -> FeedEvent:
+        key = (row[1], row[2])
+        event = self._decoded.get(key)
+        if event is None:
+            event = Event.from_payload(row[4], row[5], row[6])
+            self._decoded.put(key, event)
+        return FeedEvent(
+            row[0],
+            row[1],
+            StoredEvent(row[2], row[3], event, row[7]),
+            row[8],
+            row[11],
+            row[9],
+            row[10],
+            row[12],
+        )
 
 
 def _horizon(conn: psycopg.Connection) -> int:
