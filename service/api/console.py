@@ -349,17 +349,13 @@ def word_filter(code: str) -> str:
     return str(WORDS.get(code, code))
 
 
-#: How reports.seat_label marks a bot account's name.
-BOT_ACCOUNT_MARK = " (bot account)"
-
-
 @bp.app_template_filter("seat_label")
 def seat_label_filter(label: str) -> str:
     """A seat as service/store/reports.py labels it, in the page's language: a system bot,
     an empty seat, a bot account's name with its mark; a person's name as it is."""
     if label in (reports.SYSTEM_BOT, reports.EMPTY):
         return str(WORDS[label])
-    name, marked, rest = label.rpartition(BOT_ACCOUNT_MARK)
+    name, marked, rest = label.rpartition(reports.BOT_ACCOUNT_MARK)
     if marked and not rest:
         return _("%(name)s (bot account)", name=name)
     return label

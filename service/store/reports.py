@@ -272,6 +272,8 @@ def player_names(pool: ConnectionPool, player_ids: set[str]) -> dict[str, tuple[
 
 #: How the console calls a seat that nobody took, and one the system's bots play.
 EMPTY, SYSTEM_BOT = "empty", "system bot"
+#: What follows a bot account's name in its seat's label.
+BOT_ACCOUNT_MARK = " (bot account)"
 
 
 def seat_label(seat: dict[str, Any] | None, names: dict[str, tuple[str, bool]]) -> str:
@@ -283,7 +285,7 @@ def seat_label(seat: dict[str, Any] | None, names: dict[str, tuple[str, bool]]) 
     if player is None:
         return SYSTEM_BOT
     name, bot_account = names.get(player, (player, False))
-    return f"{name} (bot account)" if bot_account else name
+    return f"{name}{BOT_ACCOUNT_MARK}" if bot_account else name
 
 
 def entries(pool: ConnectionPool, match_id: uuid.UUID) -> list[dict[str, Any]]:
