@@ -177,7 +177,8 @@ _V = TypeVar("_V")
 
 class Recent(Generic[_K, _V]):
     """The ``size`` most recently used items, safe across a process's threads: the
-    process's caches of folded states (:class:`StateCache`, and the feed's by version)."""
+    process's caches of folded states (:class:`StateCache`, and the feed's by version)
+    and of the feed's decoded events."""
 
     def __init__(self, size: int):
         self._size = size
