@@ -233,8 +233,12 @@ def test_a_person_plays_a_whole_hand_against_bots_at_phone_size(base_url):
         house = Decimal(text(driver, "#house").split(": ")[1])
         assert sum(nets) + house == 0
 
-        # Leaving between hands: back to the lobby.
-        driver.find_element(By.ID, "leave-after").click()
+        # Leaving between hands: back to the lobby. The panel may be drawn again between
+        # finding its button and clicking it: then the new button is clicked.
+        until(
+            lambda: driver.find_element(By.ID, "leave-after").click() or True,
+            said="the button to leave after the hand",
+        )
         until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby after leaving")
         assert text(driver, "#message") == "You left the table."
 
