@@ -320,14 +320,14 @@ def answered_codes() -> set[str]:
 
 
 def test_the_page_of_problems_says_what_every_code_the_service_answers_means():
-    from service.api.problem_docs import MEANINGS
+    from service.web.problem_docs import MEANINGS
 
     listed = [code for codes in MEANINGS.values() for code in codes]
     assert len(listed) == len(set(listed)), "a code listed twice"
     answered = answered_codes()
     assert len(answered) > 60  # the scan still finds them
     assert sorted(answered - set(listed)) == [], (
-        "say what these codes mean in service/api/problem_docs.py's MEANINGS"
+        "say what these codes mean in service/web/problem_docs.py's MEANINGS"
     )
     assert sorted(set(listed) - answered) == [], "no longer answered: remove them from MEANINGS"
 

@@ -999,7 +999,7 @@ def test_every_message_of_the_console_has_its_chinese_and_the_mo_is_the_po():
             keywords={**DEFAULT_KEYWORDS, "lazy_gettext": None},
         )
     }
-    folder = root / "service/api/translations/zh_Hans_CN/LC_MESSAGES"
+    folder = root / "service/web/translations/zh_Hans_CN/LC_MESSAGES"
     with open(folder / "messages.po", "rb") as f:
         po = {texts(m.id): texts(m.string) for m in read_po(f) if m.id and not m.fuzzy}
     with open(folder / "messages.mo", "rb") as f:

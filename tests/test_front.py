@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from service.api.front import service_version
+from service.web.front import service_version
 
 SPEC_PATH = Path(__file__).resolve().parent.parent / "openapi.yaml"
 

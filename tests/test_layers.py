@@ -1,7 +1,10 @@
 """The import layering of docs/architecture.md: rules ← game ← store ← app ← api and
-workers, each package importing only from the layers below it (and the configuration), the
-API and the workers never from each other. Checked on the source (every import statement,
-those inside functions too), so that a new upward import fails here and not in review."""
+workers, and the web pages beside the API, each package importing only from the layers
+below it (and the configuration), the API and the workers never from each other, the web
+pages only the few modules of the API they share with it, and the API never the web pages
+(but for the app factory, which serves both). Checked on the source (every import
+statement, those inside functions too), so that a new upward import fails here and not in
+review."""
 
 from __future__ import annotations
 
@@ -20,12 +23,22 @@ ALLOWED = {
     "store": {"store", "game", "rules", "config"},
     "app": {"app", "store", "game", "rules", "config"},
     "api": {"api", "app", "store", "game", "rules", "config"},
+    "web": {"web", "api", "app", "store", "game", "rules", "config"},
     "workers": {"workers", "app", "store", "game", "rules", "config"},
 }
 ENTRY = "entry"
 #: The entry points, by module: named one by one, so that a new package under service/ is
 #: given a layer instead of escaping the check as an entry point.
 ENTRIES = {"cli", "serve", "embedded", "gunicorn_conf", "gunicorn_worker"}
+#: The app factory (``service.api.create_app``) and the WSGI module that makes its app
+#: (``service.api.wsgi:app``, as deployments name it): in the API's package, they serve the
+#: API and the web pages from one app, and are entry points as importers, not as imported.
+FACTORY = {"service.api", "service.api.wsgi"}
+#: What the web pages may use of the API (docs/architecture.md): its problem documents,
+#: the process's services (its connections), and its documents of a match (a hand's
+#: public replay, which the replay's page shows). Its blueprints, schemas and routing are
+#: the contract's, and none of the pages' business.
+SHARED_WITH_WEB = {"service.api.problems", "service.api.services", "service.api.documents"}
 #: What the store may not use of the game, although it stores the game's events and folds
 #: them into states: anything that decides (the store decides nothing).
 DECIDING = {
@@ -53,6 +66,16 @@ def layer(module: str) -> str | None:
     if len(parts) == 1 or parts[1] in ENTRIES:
         return ENTRY
     return parts[1] if parts[1] in ALLOWED else UNKNOWN
+
+
+def own_layer(module: str) -> str | None:
+    """The layer of one of our modules as an importer: the factory's modules wire the API
+    and the web pages, as the entry points do."""
+    return ENTRY if module in FACTORY else layer(module)
+
+
+def shared_with_web(target: str) -> bool:
+    return any(target == m or target.startswith(m + ".") for m in SHARED_WITH_WEB)
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -87,7 +110,7 @@ def sources(root: Path = ROOT) -> list[Path]:
 def violations(root: Path = ROOT) -> list[str]:
     wrong = []
     for path in sources(root):
-        own = layer(module_name(path, root))
+        own = own_layer(module_name(path, root))
         if own == ENTRY:
             continue
         if own == UNKNOWN:
@@ -99,6 +122,8 @@ def violations(root: Path = ROOT) -> list[str]:
                 continue
             if other not in ALLOWED[own]:
                 wrong.append(f"{path.relative_to(root)} ({own}) imports {target} ({other})")
+            elif own == "web" and other == "api" and not shared_with_web(target):
+                wrong.append(f"{path.relative_to(root)} (web) imports {target}, the API's own")
             elif own == "store" and any(
                 target == d or target.startswith(d + ".") for d in DECIDING
             ):
@@ -109,7 +134,7 @@ def violations(root: Path = ROOT) -> list[str]:
 def package_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for path in sources():
-        own = layer(module_name(path))
+        own = own_layer(module_name(path))
         for target in imported(path):
             other = layer(target)
             if other is not None and other != own:
@@ -157,6 +182,32 @@ def test_the_check_sees_an_upward_import(tmp_path):
     ]
 
 
+def test_the_check_sees_the_api_and_the_web_pages_crossing(tmp_path):
+    """An API module importing the web pages, and a page importing a blueprint of the API or
+    its app factory, are reported; the factory serving both, and a page using what it
+    shares with the API, are not."""
+    api = tmp_path / "service" / "api"
+    web = tmp_path / "service" / "web"
+    api.mkdir(parents=True)
+    web.mkdir()
+    (api / "__init__.py").write_text("from .. import web\nfrom . import matches\n")
+    (api / "matches.py").write_text("def f():\n    from ..web.front import asset_url\n")
+    (web / "console.py").write_text(
+        "from ..api.services import services\nfrom ..api.matches import load\n"
+    )
+    (web / "replay.py").write_text(
+        "from ..api import create_app\nfrom ..api.documents import public_replay\n"
+    )
+    assert violations(tmp_path) == [
+        "service/api/matches.py (api) imports service.web.front (web)",
+        "service/api/matches.py (api) imports service.web.front.asset_url (web)",
+        "service/web/console.py (web) imports service.api.matches, the API's own",
+        "service/web/console.py (web) imports service.api.matches.load, the API's own",
+        "service/web/replay.py (web) imports service.api, the API's own",
+        "service/web/replay.py (web) imports service.api.create_app, the API's own",
+    ]
+
+
 def test_the_check_sees_the_store_deciding_and_a_module_of_no_layer(tmp_path):
     (tmp_path / "service" / "store").mkdir(parents=True)
     (tmp_path / "service" / "lobby").mkdir()
@@ -185,9 +236,10 @@ def test_every_job_the_app_names_is_a_function_of_the_workers():
 
 
 def blueprints(root: Path = ROOT) -> set[str]:
-    """The API's blueprint modules: those that define a module-level ``bp``."""
+    """The blueprint modules of the API and of the web pages: those that define a
+    module-level ``bp``."""
     found = set()
-    for path in sorted((root / "service" / "api").glob("*.py")):
+    for path in sorted([*root.glob("service/api/*.py"), *root.glob("service/web/*.py")]):
         for node in ast.parse(path.read_text(), str(path)).body:
             if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "bp" for t in node.targets

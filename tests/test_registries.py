@@ -20,7 +20,7 @@ from event_hands import played_hands
 from flask import Flask
 
 import service.store
-from service.api import console, rate_limits
+from service.api import rate_limits
 from service.api.documents import STORE_STATUS, game_error
 from service.game import can, evolve, initial_state, seat_view
 from service.game import events as events_module
@@ -41,6 +41,7 @@ from service.game.explain import PLAY_NAMES
 from service.game.policies import RandomPolicy
 from service.game.state import PLAYING
 from service.store import StoredEvent, StoreError
+from service.web import console
 from workers.jobs import describe
 
 

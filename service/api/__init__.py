@@ -1,4 +1,5 @@
-"""The REST API: a Flask app factory with one blueprint per resource."""
+"""The REST API: one blueprint per resource; and the Flask app factory, which serves the
+API and the web pages (service/web) from one app."""
 
 from __future__ import annotations
 
@@ -9,11 +10,10 @@ from typing import Any
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+from .. import web
 from ..config import Config
 from . import (
     admin,
-    console,
-    front,
     health,
     ledger,
     lobby,
@@ -21,7 +21,6 @@ from . import (
     me,
     observe,
     players,
-    problem_docs,
     ratings,
     tables,
     tokens,
@@ -101,10 +100,7 @@ def create_app(
         watching,
     ):
         api.register_blueprint(module.bp)
-    console.install(app, config)
-    app.register_blueprint(problem_docs.bp)
-    app.register_blueprint(watching.pages)
-    app.register_blueprint(front.bp)
+    web.install(app, config)
     app.extensions["ddz_api"] = api
     cors(app, config.cors_origins)
     if connect:

@@ -2,7 +2,8 @@
 operation documents, a decider's or the store's refusal as a problem, the cursors of lists
 that are newest first, the players' profiles (names, bot accounts) as seats show them, and
 a match read and shown as the caller may see it (its seat, its view, its events with the
-deadline)."""
+deadline), and a finished hand's public replay (which the replay's page shows too,
+service/web/replay.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from ..game import GameError, MatchSettings, State, deadline, view, visible
+from ..game.record import export
 from ..game.settings import DEFAULT_BOT_LEVEL
+from ..game.state import ENDED
 from ..store import (
     IdempotencyMismatch,
     Loaded,
@@ -185,6 +188,22 @@ def with_bot_accounts(seats: list[dict[str, Any] | None]) -> list[dict[str, Any]
         if seat is not None:
             seat["bot_account"] = bot_account_of(known, seat["player"])
     return seats
+
+
+def public_replay(match_id: uuid.UUID) -> dict[str, Any]:
+    """The finished hand's record, unless it was a private table's hand (or is not over)."""
+    stored, latest = since(match_id, 0)
+    found = services().tables.table_store.by_match(match_id)
+    private = found is not None and services().tables.table_store.load(found[0]).state.private
+    if latest.state.phase != ENDED or private:
+        raise ApiError(
+            403,
+            "replay_not_available",
+            "a hand's replay is public once it has ended, but for a private table's hands",
+        )
+    document = export([s.event for s in stored])
+    with_bot_accounts(document["seats"])
+    return document
 
 
 def view_document(loaded: Loaded, who: Caller) -> dict[str, Any]:

@@ -80,7 +80,7 @@ class ApiError(Exception):
         self.members = members or {}
 
 
-#: Where the service describes every problem code (service/api/problem_docs.py).
+#: Where the service describes every problem code (service/web/problem_docs.py).
 PROBLEMS_PATH = "/docs/problems"
 
 

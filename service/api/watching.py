@@ -1,11 +1,10 @@
-"""Watching (docs/tables.md, "Watching"): a public table's watcher stream and pages, and a
-finished hand's public replay (in the API and on a page). Anyone may watch, without a
+"""Watching (docs/tables.md, "Watching"): a public table's watcher stream, and a finished
+hand's public replay (its page is service/web/replay.py's). Anyone may watch, without a
 token: a watcher sees what the table's onlookers see (``service/app/watching.py``),
 ``DDZ_WATCH_DELAY_SECONDS`` behind the table."""
 
 from __future__ import annotations
 
-import secrets
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,18 +12,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import marshmallow as ma
-from flask import Blueprint as PageBlueprint
-from flask import make_response, render_template
 from marshmallow import fields as f
 
 from ..app.feed import HELD_SECONDS, Cursor
 from ..app.watching import Watched, Watching
-from ..game.record import export
-from ..game.state import ENDED
 from ..store import StoreError, TooManySubscriptions
 from ..store.tables import TableNotFound
 from . import schemas
-from .documents import game_error, since, with_bot_accounts
+from .documents import game_error, public_replay
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
@@ -46,8 +41,6 @@ bp = Blueprint(
     description="Watching: a public table's events as its onlookers see them, and the "
     "replay of a finished hand; for anyone, without a token",
 )
-#: The replay's page (HTML, not in the contract).
-pages = PageBlueprint("replay_page", __name__, url_prefix="/replay", template_folder="templates")
 
 #: An item's id (service.app.feed.Cursor, as the player's own stream's).
 ITEM_ID = r"^[0-9]{1,20}-[0-9]{1,20}-[0-9]{1,3}$"
@@ -248,22 +241,6 @@ def watch_stream(table_id):
     return response
 
 
-def _replay(match_id: uuid.UUID) -> dict[str, Any]:
-    """The finished hand's record, unless it was a private table's hand (or is not over)."""
-    stored, latest = since(match_id, 0)
-    found = services().tables.table_store.by_match(match_id)
-    private = found is not None and services().tables.table_store.load(found[0]).state.private
-    if latest.state.phase != ENDED or private:
-        raise ApiError(
-            403,
-            "replay_not_available",
-            "a hand's replay is public once it has ended, but for a private table's hands",
-        )
-    document = export([s.event for s in stored])
-    with_bot_accounts(document["seats"])
-    return document
-
-
 @bp.route("/matches/<uuid:match_id>/replay", methods=["GET"])
 @bp.response(200, schemas.HandRecord)
 @bp.doc(
@@ -277,18 +254,4 @@ def replay(match_id):
     dealt, the bottom, every action, the result and settlement), for anyone once the hand
     has ended; a private table's hands are not public (403 ``replay_not_available``). The
     page ``/replay/{match_id}`` shows it."""
-    return _replay(match_id)
-
-
-@pages.route("/<uuid:match_id>", methods=["GET"])
-def replay_page(match_id):
-    """The replay as a page: the seats, each hand as dealt, every action, the result."""
-    nonce = secrets.token_urlsafe(16)
-    response = make_response(
-        render_template("replay/page.html", record=_replay(match_id), nonce=nonce)
-    )
-    # Its own style, and nothing else.
-    response.headers["Content-Security-Policy"] = (
-        f"default-src 'none'; style-src 'nonce-{nonce}'; frame-ancestors 'none'; base-uri 'none'"
-    )
-    return response
+    return public_replay(match_id)

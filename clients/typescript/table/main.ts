@@ -2,7 +2,7 @@
  * The reference web table (`/play/` of the service): sign up with a name, take a quick
  * match or open a private table with an invite link, and play, on a phone or a desktop,
  * in Chinese or English. Built on the TypeScript client; bundled by esbuild into
- * service/api/static/play/play.js.
+ * service/web/static/play/play.js.
  *
  * What the table shows is the service's: the caller's view of the match (re-read when the
  * match's stream says something happened), the table's document, the player's own stream.

@@ -1,7 +1,7 @@
 /**
  * What is generated is committed, and must be what its sources make now: the contract's
  * types (src/schema.d.ts, from openapi.yaml) and the web table's script
- * (service/api/static/play/play.js, from table/ and src/), which `ddz serve` serves
+ * (service/web/static/play/play.js, from table/ and src/), which `ddz serve` serves
  * without Node.
  */
 
@@ -45,5 +45,5 @@ test("the contract's types are generated from the committed openapi.yaml", () =>
 test("the web table's script is built from its sources", () => {
   const output = join(scratch, "play.js");
   run("build:table", output);
-  same(output, "../../service/api/static/play/play.js", "npm run build:table");
+  same(output, "../../service/web/static/play/play.js", "npm run build:table");
 });

@@ -8,7 +8,7 @@ from __future__ import annotations
 from flask import Blueprint, render_template
 from markupsafe import Markup, escape
 
-from .problems import PROBLEMS_PATH
+from ..api.problems import PROBLEMS_PATH
 
 bp = Blueprint("problem_docs", __name__)
 

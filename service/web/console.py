@@ -53,6 +53,7 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from ..api.services import services
 from ..app import audit, standing, work
 from ..app.metrics import SIGN_INS_FAILED
 from ..config import Config
@@ -79,7 +80,6 @@ from ..game.views import codes_in_order
 from ..rules import RULESETS, ReportChoice
 from ..store import MatchNotFound, StoredEvent, ledger, reports
 from ..store.operators import ACTIONS, NAME, ROLES, VIAS, OperatorExists
-from .services import services
 
 log = logging.getLogger("ddz.console")
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates")
