@@ -1,3 +1,4 @@
+// bot.ts: answers each your_turn of the player's stream, from the lobby to a settled hand
 import { Client, type Command, type Schemas } from "ddz-client";
 
 /** An action for a your_turn item: the first value offered for a bid, 摊打 or 报到; else the
