@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 PACKAGE = ROOT / "clients" / "typescript"
 README = PACKAGE / "README.md"
 #: How the README compiles its example in an app: strict, nothing skipped, nothing mapped.
-TSC = ["--strict", "--module", "nodenext", "--target", "es2022"]
+TSC = ["--strict", "--module", "nodenext", "--target", "es2022", "--types", "node"]
 
 
 def npm() -> str:
