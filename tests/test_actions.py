@@ -55,9 +55,8 @@ def test_a_decision_is_known_everywhere(cls):
     assert COMMANDS[cls.name] is cls and cls.name in PLAYER_ACTIONS
     assert cls in CANDIDATES, "the actions offered to a seat do not ask the decider about it"
     assert cls in decider._DECIDE and cls in decider._VERIFY
-    assert cls.name in schemas.Action().fields["action"].validate.choices
-    # A command body of its own, and a hand record's entry of its own, in the contract.
-    for kinds in (schemas.CommandRequestSchema, schemas.ActionEntry):
+    # An offered action, a command body and a hand record's entry of its own, in the contract.
+    for kinds in (schemas.Action, schemas.CommandRequestSchema, schemas.ActionEntry):
         own = kinds.type_schemas[cls.name]
         assert own.fields["action"].validate.choices == [cls.name]
     # The record's action entry and the command, both ways; the event it causes names it.

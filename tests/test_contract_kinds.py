@@ -13,8 +13,8 @@ from event_hands import played_hands
 from jsonschema import Draft202012Validator
 
 from service.api import openapi_document
-from service.game import OPERATOR, offered, replay, visible
-from service.game.actions import COMMANDS
+from service.game import OPERATOR, evolve, initial_state, offered, replay, visible
+from service.game.actions import COMMANDS, PLAYER_ACTIONS
 from service.game.events import MATCH_EVENTS
 from service.game.record import export
 
@@ -90,3 +90,28 @@ def test_every_action_offered_is_a_command_body_of_its_kind_and_of_no_other():
                     sent["cards"] = ["S3"]
                 assert body.is_valid(sent), sent
                 assert [a for a, v in kinds.items() if v.is_valid(sent)] == [action["action"]]
+
+
+def test_every_action_offered_is_its_kind_of_action_with_its_choices_typed():
+    """A view's and a your_turn's ``actions``: each kind its own schema, so that a generated
+    client knows a bid's choices are 0-3, 摊打's booleans, 报到's its three words."""
+    assert set(kinds_of("Action")) == set(PLAYER_ACTIONS)
+    kinds = {action: validator(name) for action, name in kinds_of("Action").items()}
+    offered_kinds = set()
+    for events in played_hands()[:8]:
+        state = initial_state
+        for event in events:
+            state = evolve(state, event)
+            # The seat to act, and those the system plays (offered resume).
+            acting = {state.turn, *(i for i, gone in enumerate(state.disconnected) if gone)}
+            for seat in acting - {None}:
+                for action in offered(state, seat):
+                    valid = [a for a, v in kinds.items() if v.is_valid(action)]
+                    assert valid == [action["action"]], action
+                    offered_kinds.add(action["action"])
+    assert offered_kinds == set(PLAYER_ACTIONS)
+    items = spec()["components"]["schemas"]["BidAction"]["properties"]["choices"]["items"]
+    assert items == {"type": "integer", "enum": [0, 1, 2, 3]}
+    assert not kinds["bid"].is_valid({"action": "bid", "choices": [True]})
+    assert not kinds["report"].is_valid({"action": "report", "choices": ["fold"]})
+    assert not kinds["play"].is_valid({"action": "play", "choices": [1]})

@@ -288,7 +288,9 @@ def tables_lobby_and_me(contract: Contract, tokens: list[str]) -> None:
     call("GET", "/v1/me/matches", token=tokens[0], params={"cursor": "bm90LWl0"}, expect=422)
     call("GET", "/v1/me/tables", token=tokens[0], expect=200)
     items = call("GET", "/v1/me/events", token=tokens[0], expect=200).json()["items"]
-    assert items[0]["type"] == "hand_started"  # the match above, from its first item
+    # The match above, from its first item: a match of no table, so no table nor hand number.
+    assert items[0]["type"] == "hand_started"
+    assert (items[0]["table_id"], items[0]["hand_number"]) == (None, None)
     call("GET", "/v1/me/events", token=tokens[0], params={"after": "x"}, expect=422)
     call("GET", "/v1/me/stream", token=tokens[0], headers={"Last-Event-ID": "x"}, expect=400)
     with contract.http.get(

@@ -69,10 +69,6 @@ STORABLE_TEXT = Pattern(
 )
 PHASES = list(game_state.PHASES)
 COMBINATION_TYPES = [kind.value for kind in CombinationType]
-#: The JSON type of a value of each Python type the game's documents hold.
-JSON_TYPES = {bool: "boolean", int: "integer", str: "string"}
-#: The JSON types an action's ``value`` may take.
-VALUE_TYPES = sorted({JSON_TYPES[kind] for kind, _ in VALUES.values()})
 
 
 def shown_by_type(hint: Any, **options: Any) -> f.Field:
@@ -391,12 +387,33 @@ class Lead(ma.Schema):
     rank = f.String(required=True, allow_none=True)
 
 
-class Action(ma.Schema):
-    action = f.String(required=True, validate=validate.OneOf(PLAYER_ACTIONS))
-    choices = f.List(
-        f.Raw(metadata={"type": VALUE_TYPES}),
-        metadata={"description": "The values the action may take, where it takes one"},
-    )
+def action_fields(action: str) -> dict[str, f.Field]:
+    """What a view offers of ``action`` (an action of ``PLAYER_ACTIONS``) besides its name:
+    the values it may take now (some of its ``CANDIDATES``), where it takes one."""
+    cls = COMMANDS[action]
+    if cls not in VALUES:
+        return {}
+    kind, said = VALUES[cls]
+    return {
+        "choices": f.List(
+            shown_by_type(kind, validate=validate.OneOf(CANDIDATES[cls][1] or ())),
+            required=True,
+            validate=validate.Length(min=1),
+            metadata={"description": f"The values it may take now, among {said}"},
+        )
+    }
+
+
+#: An action a view offers, by its ``action``: those that take a value with the values
+#: they may take now, typed as the command's ``value`` is.
+Action = kinds(
+    "Action",
+    "action",
+    {
+        action: kind("action", action, action_fields(action), f"{camel(action)}Action")
+        for action in PLAYER_ACTIONS
+    },
+)
 
 
 class FactorsSchema(by_type(get_type_hints(Factors))):  # type: ignore[misc]
@@ -461,7 +478,7 @@ class View(by_type(SHOWN_BY_TYPE)):  # type: ignore[misc]
         },
     )
     actions = f.List(
-        f.Nested(Action),
+        AsShaped(Action),
         required=True,
         metadata={
             "description": "What the caller may do now. `play` only when the hand holds a legal play"
@@ -747,6 +764,8 @@ class Health(ma.Schema):
 ITEM_SAID = {
     "id": "Its place in the player's stream: resume after it",
     "at": "When its event was recorded",
+    "table_id": "The table (null only in the items of a match that is no table's hand, one "
+    "made by `POST /v1/matches`)",
     "hand_number": "Which hand of its table (1, 2, ...); null for a match that is no table's hand",
     "version": "The match's version the item comes from",
     "ticket_id": "The lobby ticket it seated",
@@ -764,7 +783,7 @@ ITEM_SAID = {
 }
 #: What an item's field of these names holds (the others are shown by their type alone).
 ITEM_DOCUMENTS = {
-    "actions": lambda **o: f.List(f.Nested(Action), **o),
+    "actions": lambda **o: f.List(AsShaped(Action), **o),
     "result": lambda **o: AsShaped(Result, **o),
 }
 

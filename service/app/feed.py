@@ -98,7 +98,7 @@ class YourTurn(OfHand):
     type: Literal["your_turn"]
     seat: int
     phase: str
-    deadline: datetime | None
+    deadline: datetime
     actions: list[dict[str, Any]]
 
 
@@ -322,12 +322,14 @@ class PlayerFeed:
             and given[0] == seat
             and given != decision(step.before)
         ):
+            due = deadline(state, fe.stored.recorded_at)
+            assert due is not None  # a decision is due: its seat has until then
             yield {
                 "type": "your_turn",
                 **where,
                 "seat": seat,
                 "phase": state.phase,
-                "deadline": deadline(state, fe.stored.recorded_at),
+                "deadline": due,
                 "actions": offered(state, seat),
             }
 

@@ -1,7 +1,7 @@
 /**
  * The client: one player's token over HTTP, its requests retried where a retry is safe,
  * and the player's own stream followed across dropped connections. The same behaviour as
- * the Python client (clients/python), typed by the contract (src/schema.d.ts, generated
+ * the Python client (clients/python), typed by the contract (src/schema.ts, generated
  * from openapi.yaml by openapi-typescript; requests sent by openapi-fetch).
  */
 
@@ -444,31 +444,35 @@ export class Client {
   }
 
   /** Bid 1, 2 or 3, or 0 to pass the bid. */
-  bid(matchId: string, value: 0 | 1 | 2 | 3, expectedVersion?: number) {
+  bid(matchId: string, value: 0 | 1 | 2 | 3, expectedVersion?: number): Promise<CommandResult> {
     return this.command(matchId, { action: "bid", value }, { expectedVersion });
   }
 
   /** The landlord shows its hand (摊打) or not. */
-  showHand(matchId: string, value: boolean, expectedVersion?: number) {
+  showHand(matchId: string, value: boolean, expectedVersion?: number): Promise<CommandResult> {
     return this.command(matchId, { action: "show_hand", value }, { expectedVersion });
   }
 
   /** 报到: `play`, `no_play` or `decline`. */
-  report(matchId: string, value: "play" | "no_play" | "decline", expectedVersion?: number) {
+  report(
+    matchId: string,
+    value: "play" | "no_play" | "decline",
+    expectedVersion?: number,
+  ): Promise<CommandResult> {
     return this.command(matchId, { action: "report", value }, { expectedVersion });
   }
 
   /** Play these cards (codes such as `S3`, `BJ`). */
-  play(matchId: string, cards: string[], expectedVersion?: number) {
+  play(matchId: string, cards: string[], expectedVersion?: number): Promise<CommandResult> {
     return this.command(matchId, { action: "play", cards }, { expectedVersion });
   }
 
-  pass(matchId: string, expectedVersion?: number) {
+  pass(matchId: string, expectedVersion?: number): Promise<CommandResult> {
     return this.command(matchId, { action: "pass" }, { expectedVersion });
   }
 
   /** Take the seat back from the system (after a `taken_over` item). */
-  resume(matchId: string, expectedVersion?: number) {
+  resume(matchId: string, expectedVersion?: number): Promise<CommandResult> {
     return this.command(matchId, { action: "resume" }, { expectedVersion });
   }
 

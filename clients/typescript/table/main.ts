@@ -839,10 +839,9 @@ class Table {
     const offered = new Map(view.actions.map((a) => [a.action, a]));
     const busy = this.busy;
     const buttons: HTMLElement[] = [];
-    const bid = offered.get("bid");
+    const bid = view.actions.find((a) => a.action === "bid");
     if (bid) {
-      for (const value of bid.choices ?? []) {
-        const n = Number(value) as 0 | 1 | 2 | 3;
+      for (const n of bid.choices) {
         buttons.push(
           h(
             "button",
@@ -857,10 +856,10 @@ class Table {
         );
       }
     }
-    const show = offered.get("show_hand");
+    const show = view.actions.find((a) => a.action === "show_hand");
     if (show) {
       buttons.push(h("p", { class: "question" }, this.t("showHandQuestion")));
-      for (const value of show.choices ?? []) {
+      for (const value of show.choices) {
         buttons.push(
           h(
             "button",
@@ -868,14 +867,14 @@ class Table {
               "data-show-hand": String(value),
               class: value ? "primary" : "",
               disabled: busy,
-              onclick: () => void this.act({ action: "show_hand", value: value === true }),
+              onclick: () => void this.act({ action: "show_hand", value }),
             },
             value ? this.t("showHandYes") : this.t("showHandNo"),
           ),
         );
       }
     }
-    const report = offered.get("report");
+    const report = view.actions.find((a) => a.action === "report");
     if (report) {
       buttons.push(h("p", { class: "question" }, this.t("reportQuestion")));
       const said: Record<string, Word> = {
@@ -883,8 +882,7 @@ class Table {
         no_play: "reportNoPlay",
         decline: "reportDecline",
       };
-      for (const value of report.choices ?? []) {
-        const choice = String(value) as "play" | "no_play" | "decline";
+      for (const choice of report.choices) {
         buttons.push(
           h(
             "button",

@@ -1,6 +1,6 @@
 /**
  * What is generated is committed, and must be what its sources make now: the contract's
- * types (src/schema.d.ts, from openapi.yaml) and the web table's script
+ * types (src/schema.ts, from openapi.yaml) and the web table's script
  * (service/web/static/play/play.js, from table/ and src/), which `ddz serve` serves
  * without Node.
  */
@@ -37,9 +37,9 @@ function same(generated: string, committed: string, remake: string): void {
 }
 
 test("the contract's types are generated from the committed openapi.yaml", () => {
-  const output = join(scratch, "schema.d.ts");
+  const output = join(scratch, "schema.ts");
   run("generate", output);
-  same(output, "src/schema.d.ts", "npm run generate");
+  same(output, "src/schema.ts", "npm run generate");
 });
 
 test("the web table's script is built from its sources", () => {

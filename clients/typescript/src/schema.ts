@@ -2292,12 +2292,55 @@ export interface components {
             /** @description Empty for a pass */
             cards: string[];
         };
-        Action: {
-            /** @enum {string} */
-            action: "bid" | "show_hand" | "report" | "play" | "pass" | "resume";
-            /** @description The values the action may take, where it takes one */
-            choices?: (boolean | number | string)[];
+        BidAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "bid";
+            /** @description The values it may take now, among 0 (pass), 1, 2 or 3 */
+            choices: (0 | 1 | 2 | 3)[];
         };
+        ShowHandAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "show_hand";
+            /** @description The values it may take now, among true or false */
+            choices: (true | false)[];
+        };
+        ReportAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "report";
+            /** @description The values it may take now, among play, no_play or decline */
+            choices: ("play" | "no_play" | "decline")[];
+        };
+        PlayAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "play";
+        };
+        PassAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "pass";
+        };
+        ResumeAction: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            action: "resume";
+        };
+        Action: components["schemas"]["BidAction"] | components["schemas"]["ShowHandAction"] | components["schemas"]["ReportAction"] | components["schemas"]["PlayAction"] | components["schemas"]["PassAction"] | components["schemas"]["ResumeAction"];
         Factors: {
             marked_joker: boolean;
             first_bid_three: boolean;
@@ -3130,6 +3173,7 @@ export interface components {
              * @description When its event was recorded
              */
             at: string;
+            /** @description The table (null only in the items of a match that is no table's hand, one made by `POST /v1/matches`) */
             table_id: string;
             seat: number;
             /** @description The lobby ticket it seated */
@@ -3149,6 +3193,7 @@ export interface components {
              */
             at: string;
             match_id: string;
+            /** @description The table (null only in the items of a match that is no table's hand, one made by `POST /v1/matches`) */
             table_id: string | null;
             /** @description Which hand of its table (1, 2, ...); null for a match that is no table's hand */
             hand_number: number | null;
@@ -3172,6 +3217,7 @@ export interface components {
              */
             at: string;
             match_id: string;
+            /** @description The table (null only in the items of a match that is no table's hand, one made by `POST /v1/matches`) */
             table_id: string | null;
             /** @description Which hand of its table (1, 2, ...); null for a match that is no table's hand */
             hand_number: number | null;
@@ -3184,7 +3230,7 @@ export interface components {
              * Format: date-time
              * @description When the system takes the seat
              */
-            deadline: string | null;
+            deadline: string;
             /** @description The actions allowed now */
             actions: components["schemas"]["Action"][];
         };
@@ -3202,6 +3248,7 @@ export interface components {
              */
             at: string;
             match_id: string;
+            /** @description The table (null only in the items of a match that is no table's hand, one made by `POST /v1/matches`) */
             table_id: string | null;
             /** @description Which hand of its table (1, 2, ...); null for a match that is no table's hand */
             hand_number: number | null;
@@ -3225,6 +3272,7 @@ export interface components {
              */
             at: string;
             match_id: string;
+            /** @description The table (null only in the items of a match that is no table's hand, one made by `POST /v1/matches`) */
             table_id: string | null;
             /** @description Which hand of its table (1, 2, ...); null for a match that is no table's hand */
             hand_number: number | null;
@@ -3247,6 +3295,7 @@ export interface components {
              */
             at: string;
             match_id: string;
+            /** @description The table (null only in the items of a match that is no table's hand, one made by `POST /v1/matches`) */
             table_id: string | null;
             /** @description Which hand of its table (1, 2, ...); null for a match that is no table's hand */
             hand_number: number | null;
@@ -3268,6 +3317,7 @@ export interface components {
              * @description When its event was recorded
              */
             at: string;
+            /** @description The table (null only in the items of a match that is no table's hand, one made by `POST /v1/matches`) */
             table_id: string;
             seat: number;
             /** @description Which hand of its table (1, 2, ...); null for a match that is no table's hand */
@@ -3286,6 +3336,7 @@ export interface components {
              * @description When its event was recorded
              */
             at: string;
+            /** @description The table (null only in the items of a match that is no table's hand, one made by `POST /v1/matches`) */
             table_id: string;
             seat: number;
             /** @description The seat was freed with the hand's settlement (the player left during the hand, or did nothing in it) */
@@ -3306,6 +3357,7 @@ export interface components {
              * @description When its event was recorded
              */
             at: string;
+            /** @description The table (null only in the items of a match that is no table's hand, one made by `POST /v1/matches`) */
             table_id: string;
             seat: number;
             /** @description The hands the table played */
