@@ -602,6 +602,7 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
     """``ddz operator add|token|list|revoke|remove``: operators' accounts on DATABASE_URL,
     or on the embedded database of ``ddz serve`` on ``--data``."""
     import getpass
+    import warnings
 
     from .serve import NoDatabase, database_of
     from .store import open_pool
@@ -618,8 +619,26 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
         if args.password_stdin:
             password = stdin.readline().rstrip("\n")
         else:
-            password = getpass.getpass(f"password for {args.name}: ")
-            if getpass.getpass("again: ") != password:
+            # Asked on the terminal only: without one, getpass would read stdin with the
+            # echo on (or die of EOFError on an empty one).
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", getpass.GetPassWarning)
+                    password = getpass.getpass(f"password for {args.name}: ")
+                    again = getpass.getpass("again: ")
+            except getpass.GetPassWarning:
+                print(
+                    "ddz operator: no terminal to ask for the password on; give it on the"
+                    " first line of stdin with --password-stdin, as in"
+                    f" printf '%s\\n' \"$PASSWORD\" | ddz operator add {args.name}"
+                    f" --role {args.role} --password-stdin",
+                    file=sys.stderr,
+                )
+                return 2
+            except EOFError:  # Ctrl-D at the prompt
+                print("ddz operator: no password given", file=sys.stderr)
+                return 2
+            if again != password:
                 print("ddz operator: the passwords differ", file=sys.stderr)
                 return 2
         if len(password) < 12:
@@ -1012,13 +1031,16 @@ def build_parser() -> argparse.ArgumentParser:
         "PostgreSQL of ddz serve on --data (started for the command when no serve runs).",
     )
     operator_actions = operator_parser.add_subparsers(dest="action", required=True)
-    add_parser = operator_actions.add_parser("add", help="add an operator (asks for a password)")
+    add_parser = operator_actions.add_parser(
+        "add", help="add an operator (asks for a password at a terminal, or --password-stdin)"
+    )
     add_parser.add_argument("name")
     add_parser.add_argument("--role", choices=("auditor", "admin"), required=True)
     add_parser.add_argument(
         "--password-stdin",
         action="store_true",
-        help="read the password from the first line of stdin instead of asking",
+        help="read the password from the first line of stdin instead of asking (where no"
+        " terminal can ask: a script, CI)",
     )
     token_parser = operator_actions.add_parser(
         "token", help="print a new API token of the operator (shown once)"
