@@ -477,7 +477,8 @@ def run_migrate(stdout: TextIO) -> int:
 def run_rebuild(check: bool, stdout: TextIO, stderr: TextIO) -> int:
     """``ddz rebuild``: the read models made again from the events (``--check``: compared
     only); the differences on stdout, the progress on stderr. Exit status 1 when ``--check``
-    finds anything different, or a rebuild leaves something so."""
+    finds anything different (the ledger check's problems included), or when a rebuild
+    leaves a read model's row differing; a rebuild never looks at existing ledger rows."""
     import time
 
     from .app.rebuild import rebuild
@@ -983,8 +984,10 @@ def build_parser() -> argparse.ArgumentParser:
         "tables, table_hands, player_streams, the lobby's tickets) and writes those that differ, "
         "and writes the settlements and ledger entries the events call for that are missing; online "
         "beside a running service or with it stopped (docs/operations.md). Acts on DATABASE_URL. "
-        "With --check nothing is written: the differences and the full ledger check are printed, "
-        "and the exit status is 1 when anything differs.",
+        "Existing settlements and ledger entries are never changed nor looked at: a rebuild "
+        "exits 1 only when a read model's row still differs after it. With --check nothing is "
+        "written: the differences and the full ledger check (which names a wrong entry) are "
+        "printed, and the exit status is 1 when anything differs.",
     )
     rebuild_parser.add_argument(
         "--check", action="store_true", help="compare and report only; exit 1 if anything differs"
