@@ -477,7 +477,8 @@ def run_migrate(stdout: TextIO) -> int:
 def run_rebuild(check: bool, stdout: TextIO, stderr: TextIO) -> int:
     """``ddz rebuild``: the read models made again from the events (``--check``: compared
     only); the differences on stdout, the progress on stderr. Exit status 1 when ``--check``
-    finds anything different, or a rebuild leaves something so."""
+    finds anything different (the ledger check's problems included), or when a rebuild
+    leaves a read model's row differing; a rebuild never looks at existing ledger rows."""
     import time
 
     from .app.rebuild import rebuild
@@ -602,6 +603,7 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
     """``ddz operator add|token|list|revoke|remove``: operators' accounts on DATABASE_URL,
     or on the embedded database of ``ddz serve`` on ``--data``."""
     import getpass
+    import warnings
 
     from .serve import NoDatabase, database_of
     from .store import open_pool
@@ -618,8 +620,26 @@ def run_operator(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int
         if args.password_stdin:
             password = stdin.readline().rstrip("\n")
         else:
-            password = getpass.getpass(f"password for {args.name}: ")
-            if getpass.getpass("again: ") != password:
+            # Asked on the terminal only: without one, getpass would read stdin with the
+            # echo on (or die of EOFError on an empty one).
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", getpass.GetPassWarning)
+                    password = getpass.getpass(f"password for {args.name}: ")
+                    again = getpass.getpass("again: ")
+            except getpass.GetPassWarning:
+                print(
+                    "ddz operator: no terminal to ask for the password on; give it on the"
+                    " first line of stdin with --password-stdin, as in"
+                    f" printf '%s\\n' \"$PASSWORD\" | ddz operator add {args.name}"
+                    f" --role {args.role} --password-stdin",
+                    file=sys.stderr,
+                )
+                return 2
+            except EOFError:  # Ctrl-D at the prompt
+                print("ddz operator: no password given", file=sys.stderr)
+                return 2
+            if again != password:
                 print("ddz operator: the passwords differ", file=sys.stderr)
                 return 2
         if len(password) < 12:
@@ -964,8 +984,10 @@ def build_parser() -> argparse.ArgumentParser:
         "tables, table_hands, player_streams, the lobby's tickets) and writes those that differ, "
         "and writes the settlements and ledger entries the events call for that are missing; online "
         "beside a running service or with it stopped (docs/operations.md). Acts on DATABASE_URL. "
-        "With --check nothing is written: the differences and the full ledger check are printed, "
-        "and the exit status is 1 when anything differs.",
+        "Existing settlements and ledger entries are never changed nor looked at: a rebuild "
+        "exits 1 only when a read model's row still differs after it. With --check nothing is "
+        "written: the differences and the full ledger check (which names a wrong entry) are "
+        "printed, and the exit status is 1 when anything differs.",
     )
     rebuild_parser.add_argument(
         "--check", action="store_true", help="compare and report only; exit 1 if anything differs"
@@ -1012,13 +1034,16 @@ def build_parser() -> argparse.ArgumentParser:
         "PostgreSQL of ddz serve on --data (started for the command when no serve runs).",
     )
     operator_actions = operator_parser.add_subparsers(dest="action", required=True)
-    add_parser = operator_actions.add_parser("add", help="add an operator (asks for a password)")
+    add_parser = operator_actions.add_parser(
+        "add", help="add an operator (asks for a password at a terminal, or --password-stdin)"
+    )
     add_parser.add_argument("name")
     add_parser.add_argument("--role", choices=("auditor", "admin"), required=True)
     add_parser.add_argument(
         "--password-stdin",
         action="store_true",
-        help="read the password from the first line of stdin instead of asking",
+        help="read the password from the first line of stdin instead of asking (where no"
+        " terminal can ask: a script, CI)",
     )
     token_parser = operator_actions.add_parser(
         "token", help="print a new API token of the operator (shown once)"

@@ -1,19 +1,24 @@
 """A PostgreSQL cluster of a test's own, archiving its WAL, and its backups with pgBackRest
 (encrypted, as deploy/ configures it) or, where pgBackRest is not installed, with
-``pg_basebackup`` and the WAL archived by ``cp``: taken, and restored to a point in time
-into a second cluster. The server's programs are this machine's (``pg_config --bindir``,
-else ``/usr/lib/postgresql/*/bin``), else the ``pgserver`` package's. PostgreSQL refuses
-to run as root: as root, the clusters and pgBackRest run as the user ``pgserver`` makes
-for that."""
+``pg_basebackup`` and the WAL archived by ``cp``: taken, and restored to a point in time.
+With pgBackRest, the restores follow the runbook of docs/operations.md ("Restore
+(runbook)"): its shell blocks run as written, after definitions of this cluster's (the
+same names as the runbook's own). The server's programs are this machine's (``pg_config
+--bindir``, else ``/usr/lib/postgresql/*/bin``), else the ``pgserver`` package's.
+PostgreSQL refuses to run as root: as root, the clusters and pgBackRest run as the user
+``pgserver`` makes for that."""
 
 from __future__ import annotations
 
 import configparser
 import json
 import os
+import re
 import secrets
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -25,8 +30,33 @@ import psycopg
 
 #: pgBackRest's program, when installed (.ci/run installs Debian's).
 PGBACKREST = shutil.which("pgbackrest")
+ROOT = Path(__file__).resolve().parents[1]
 #: pgBackRest's configuration in deploy/compose.yaml.
-DEPLOYED = Path(__file__).resolve().parents[1] / "deploy" / "pgbackrest" / "pgbackrest.conf"
+DEPLOYED = ROOT / "deploy" / "pgbackrest" / "pgbackrest.conf"
+#: Where the restore runbook is, under its heading.
+OPERATIONS = ROOT / "docs" / "operations.md"
+RUNBOOK = "### Restore (runbook)"
+
+
+def runbook() -> dict[str, list[str]]:
+    """The ``sh`` blocks of the restore runbook of docs/operations.md, by the heading
+    (``#### …``) each is under, in order."""
+    text = OPERATIONS.read_text(encoding="utf-8")
+    assert f"\n{RUNBOOK}\n" in text, f"docs/operations.md: no {RUNBOOK!r}"
+    section = text.split(f"\n{RUNBOOK}\n", 1)[1]
+    section = re.split(r"^#{2,3} ", section, flags=re.M)[0]  # to the next section
+    parts = re.split(r"^#### (.+)$", section, flags=re.M)
+    code = r"^```sh\n(.*?)^```$"
+    assert not re.findall(code, parts[0], re.S | re.M), "a runbook block under no heading"
+    return {
+        heading: re.findall(code, body, re.S | re.M)
+        for heading, body in zip(parts[1::2], parts[2::2], strict=True)
+    }
+
+
+def defined(block: str) -> set[str]:
+    """The shell variables and functions a block of definitions defines."""
+    return set(re.findall(r"^([A-Za-z_]\w*)(?:=|\(\) )", block, re.M))
 
 
 def server_programs() -> Path:
@@ -64,21 +94,28 @@ def free_port() -> int:
 
 
 class Cluster:
-    """A cluster in ``data``, listening on a unix socket in ``sockets`` only."""
+    """A cluster in ``data``, listening on a unix socket in ``sockets`` only, its settings
+    in its own ``postgresql.conf`` (as a deployment's are, and a restored copy finds them)."""
 
-    def __init__(self, home: Path, name: str, user: str | None):
+    def __init__(self, home: Path, name: str, user: str | None, sockets: Path | None = None):
         self.data = home / name
-        self.sockets = home / f"{name}-sockets"
         self.log = home / f"{name}.log"
         self.port = free_port()
         self.user = user
-        self.sockets.mkdir()
-        if user:
-            shutil.chown(self.sockets, user)
+        if sockets is None:
+            sockets = home / f"{name}-sockets"
+            sockets.mkdir()
+            if user:
+                shutil.chown(sockets, user)
+        self.sockets = sockets
 
     def run(self, *command: str | Path) -> str:
         done = subprocess.run(
-            [str(c) for c in command], capture_output=True, text=True, user=self.user
+            [str(c) for c in command],
+            capture_output=True,
+            text=True,
+            user=self.user,
+            group=self.user,
         )
         assert done.returncode == 0, f"{' '.join(map(str, command))}:\n{done.stdout}\n{done.stderr}"
         return done.stdout
@@ -86,22 +123,19 @@ class Cluster:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@/{database}?host={self.sockets}&port={self.port}"
 
-    def start(self, *settings: str) -> None:
-        options = " ".join(
-            [f"-p {self.port}", f"-k {self.sockets}", "-c listen_addresses=''"]
-            + [f"-c {s}" for s in settings]
-        )
-        self.run(
-            server_programs() / "pg_ctl",
-            "-D",
-            self.data,
-            "-l",
-            self.log,
-            "-o",
-            options,
-            "-w",
-            "start",
-        )
+    def configure(self, *settings: str) -> None:
+        """Its port and socket, and ``settings``, at the end of its ``postgresql.conf``."""
+        lines = [
+            f"port = {self.port}",
+            f"unix_socket_directories = '{self.sockets}'",
+            "listen_addresses = ''",
+            *settings,
+        ]
+        with open(self.data / "postgresql.conf", "a") as conf:
+            conf.write("\n".join(lines) + "\n")
+
+    def start(self) -> None:
+        self.run(server_programs() / "pg_ctl", "-D", self.data, "-l", self.log, "-w", "start")
 
     def wait_promoted(self, timeout: float = 60) -> None:
         """Until recovery has ended and the cluster takes writes."""
@@ -122,15 +156,22 @@ class Cluster:
 
 
 class Backups:
-    """A cluster that archives its WAL, its base backups, and restores to a point in time."""
+    """A cluster that archives its WAL, its base backups, and its restores to a point in
+    time: in place and beside it, by the runbook (with pgBackRest), or beside it from a
+    base backup (without)."""
 
     def __init__(self, home: Path, user: str | None):
         self.home = home
         self.user = user
         self.tool = "pgBackRest" if PGBACKREST else "pg_basebackup and WAL replay"
         self.primary = Cluster(home, "primary", user)
+        #: The cluster restored beside the primary: its settings are a copy of the
+        #: primary's, its socket in the same directory, on a port of its own.
+        self.beside = Cluster(home, "restored", user, sockets=self.primary.sockets)
         self.archive = home / "archive"
         self.config = home / "pgbackrest.conf"
+        #: Where the runbook's ``writers stop|start`` are written down, in order.
+        self.writers = home / "writers"
 
     def _own(self, *paths: Path) -> None:
         for path in paths:
@@ -179,7 +220,10 @@ class Backups:
         else:
             self._own(self.archive)
             archive = f"test ! -f {self.archive}/%f && cp %p {self.archive}/%f"
-        self.primary.start("wal_level=replica", "archive_mode=on", f"archive_command='{archive}'")
+        self.primary.configure(
+            "wal_level = replica", "archive_mode = on", f"archive_command = '{archive}'"
+        )
+        self.primary.start()
         if PGBACKREST:
             self._pgbackrest("stanza-create")
 
@@ -188,9 +232,13 @@ class Backups:
         return self.primary.run(PGBACKREST, f"--config={self.config}", "--stanza=ddz", *command)
 
     def backup(self) -> None:
-        """A full base backup, taken while the cluster runs."""
+        """A full base backup, taken while the cluster runs. With pgBackRest, it returns a
+        whole second after the backup's end: a target restores from the newest backup that
+        ended before it, as pgBackRest counts, in whole seconds."""
         if PGBACKREST:
             self._pgbackrest("--type=full", "backup")
+            (info,) = json.loads(self._pgbackrest("info", "--output=json"))
+            time.sleep(max(0.0, info["backup"][-1]["timestamp"]["stop"] + 1.1 - time.time()))
         else:
             self.primary.run(
                 server_programs() / "pg_basebackup",
@@ -221,35 +269,82 @@ class Backups:
                 assert time.monotonic() < deadline, "the WAL was not archived"
                 time.sleep(0.1)
 
+    def archived_timelines(self) -> set[int]:
+        """The timelines whose history the repository holds (the first has none)."""
+        named = re.compile(r"([0-9A-F]{8})\.history")
+        found = (named.match(p.name) for p in (self.home / "repo" / "archive").rglob("*"))
+        return {int(m[1], 16) for m in found if m}
+
+    def definitions(self, target: datetime) -> str:
+        """The runbook's definitions for this cluster: the primary is the live cluster,
+        the runbook's commands run as its user, ``ddz`` is the command itself, and the
+        writers (the test's, in its own process, stopped and started by the test) are
+        written down."""
+        quoted = shlex.quote
+        as_user = f"runuser -u {self.user} -- " if self.user else ""
+        log = quoted(str(self.primary.log))
+        return "\n".join(
+            [
+                "STANZA=ddz",
+                f"TARGET={quoted(target.isoformat(sep=' '))}",
+                f"PGDATA={quoted(str(self.primary.data))}",
+                f"LIVE_URL={quoted(self.primary.url('ddz'))}",
+                f"RESTORED={quoted(str(self.beside.data))}",
+                f"PORT={self.beside.port}",
+                f"RESTORED_URL={quoted(self.beside.url('ddz'))}",
+                f'as_postgres() {{ {as_user}"$@"; }}',
+                'ddz() { command ddz "$@"; }',
+                f'writers() {{ echo "$1" >> {quoted(str(self.writers))}; }}',
+                f'database() {{ as_postgres pg_ctl -D "$PGDATA" -l {log} -m fast "$1"; }}',
+            ]
+        )
+
+    def follow(self, block: str, target: datetime) -> str:
+        """A block of the runbook, run as written after this cluster's definitions, in bash
+        stopping at its first failure: what it wrote (stdout, then stderr)."""
+        assert PGBACKREST is not None
+        unset = ("DATABASE_URL", "PGDATA", "PGHOST", "PGPORT", "PGUSER", "PGDATABASE")
+        env = {k: v for k, v in os.environ.items() if k not in unset}
+        # The cluster's programs, this virtualenv's ddz, and the test's configuration of
+        # pgBackRest (an operator's is where pgBackRest looks by default).
+        env["PATH"] = os.pathsep.join(
+            [str(server_programs()), str(Path(sys.executable).parent), env.get("PATH", "")]
+        )
+        env["PGBACKREST_CONFIG"] = str(self.config)
+        script = f"{self.definitions(target)}\n{block}"
+        done = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", script],
+            cwd=self.home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        said = f"{done.stdout}{done.stderr}"
+        assert done.returncode == 0, f"{block}\nexit status {done.returncode}:\n{said[-4000:]}"
+        return said
+
     def restore(self, target: datetime) -> Cluster:
-        """A second cluster from the base backup, its WAL replayed up to ``target`` (the
-        commits at that time or before it, none after), promoted and started."""
-        restored = Cluster(self.home, "restored", self.user)
-        at = target.isoformat(sep=" ")
+        """The cluster beside the primary, restored up to ``target`` (the commits at that
+        time or before it, none after) and promoted: by the runbook's steps with pgBackRest,
+        else from the base backup with the WAL replayed by PostgreSQL."""
         if PGBACKREST:
-            # The latest backup, named: left to choose by the target, pgBackRest takes only a
-            # backup that ended a whole second before it.
-            (info,) = json.loads(self._pgbackrest("info", "--output=json"))
-            self._pgbackrest(
-                f"--set={info['backup'][-1]['label']}",
-                f"--pg1-path={restored.data}",
-                "--type=time",
-                f"--target={at}",
-                "--target-action=promote",
-                "restore",
-            )
+            restore_and_start, _, promote, _ = runbook()["Beside the live cluster"]
+            self.follow(restore_and_start, target)
+            self.follow(promote, target)
         else:
+            restored = self.beside
             self.primary.run("cp", "-a", self.home / "base", restored.data)
             (restored.data / "recovery.signal").touch()
-            with open(restored.data / "postgresql.auto.conf", "a") as conf:
-                conf.write(
-                    f"restore_command = 'cp {self.archive}/%f %p'\n"
-                    f"recovery_target_time = '{at}'\n"
-                    "recovery_target_action = 'promote'\n"
-                )
-        restored.start("archive_mode=off")
-        restored.wait_promoted()
-        return restored
+            restored.configure(
+                "archive_mode = off",
+                f"restore_command = 'cp {self.archive}/%f %p'",
+                f"recovery_target_time = '{target.isoformat(sep=' ')}'",
+                "recovery_target_action = 'promote'",
+            )
+            restored.start()
+        self.beside.wait_promoted()
+        return self.beside
 
 
 @contextmanager
@@ -264,12 +359,19 @@ def backed_up_cluster() -> Iterator[Backups]:
         backups.start()
         yield backups
     finally:
-        for cluster in ("restored", "primary"):
-            data = home / cluster
-            if (data / "postmaster.pid").exists():
+        for cluster in (backups.beside, backups.primary):
+            if (cluster.data / "postmaster.pid").exists():
                 subprocess.run(
-                    [str(server_programs() / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                    [
+                        str(server_programs() / "pg_ctl"),
+                        "-D",
+                        str(cluster.data),
+                        "-m",
+                        "immediate",
+                        "stop",
+                    ],
                     capture_output=True,
                     user=user,
+                    group=user,
                 )
         shutil.rmtree(home, ignore_errors=True)

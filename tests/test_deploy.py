@@ -191,7 +191,10 @@ def test_postgres_archives_its_wal_and_the_backups_run_encrypted_on_a_schedule()
     for conf in (k8s["global"], composed["global"]):
         assert conf["repo1-cipher-type"] == "aes-256-cbc"
         assert "repo1-cipher-pass" not in conf  # the key comes from a secret
-        assert int(conf["repo1-retention-full"]) >= 4  # four weeks of point-in-time recovery
+        # Full backups kept by age (a count would shrink the window with each one taken by
+        # hand): four weeks at least of point-in-time recovery.
+        assert conf["repo1-retention-full-type"] == "time"
+        assert int(conf["repo1-retention-full"]) >= 28
     assert "PGBACKREST_REPO1_CIPHER_PASS" in resource("Secret", "ddz-backup-secrets")["stringData"]
     kinds = {}
     for job in (m for m in manifests() if m["kind"] == "CronJob"):

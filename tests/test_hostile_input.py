@@ -6,7 +6,9 @@ test throws generated hostile requests at every operation of openapi.yaml."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import urllib.parse
 import uuid
 from pathlib import Path
@@ -21,9 +23,12 @@ from jobs import new_match, new_player, take_seat
 from servers import OPERATOR_TOKEN, beating_worker, fresh_database
 
 from service.api import create_app
+from service.api.encoding import I_JSON_RULES, LARGEST_INTEGER, NotIJson, parse_json
 from service.config import Config
 
-OPENAPI = yaml.safe_load((Path(__file__).resolve().parents[1] / "openapi.yaml").read_text())
+ROOT = Path(__file__).resolve().parents[1]
+OPENAPI = yaml.safe_load((ROOT / "openapi.yaml").read_text())
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 JSON_HEADERS = {"Content-Type": "application/json"}
 METHODS = {"get", "post", "put", "patch", "delete"}
 #: Operations of the contract that take a body: (method, path template).
@@ -105,6 +110,34 @@ def test_numbers_json_has_not_and_unpaired_surrogates_are_refused(client, seated
 def test_a_paired_surrogate_escape_is_text_and_accepted(client):
     reply = post_raw(client, "/v1/players", '{"name": "smile \\ud83d\\ude00"}')
     assert reply.status_code == 201 and reply.json["name"] == "smile \N{GRINNING FACE}"
+
+
+def test_what_i_json_refuses_is_said_where_a_400_is_looked_up(client):
+    """The rules that make a body JSON reads a 400 ``invalid_json`` are said in the served
+    contract's 400, on the page of problems at ``invalid_json`` and in the README's errors;
+    the example each rule gives is refused, and the largest integer it names is taken."""
+    said = client.get("/openapi.json").json["components"]["responses"]["BAD_REQUEST"]
+    assert I_JSON_RULES in said["description"]
+    page = client.get("/docs/problems").get_data(as_text=True)
+    entry = re.search(r'<dt id="invalid_json">.*?<dd>(.*?)</dd>', page, re.S)
+    assert entry, "no invalid_json on the page of problems"
+    assert I_JSON_RULES.replace("`", "") in html.unescape(re.sub(r"<[^>]+>", "", entry[1]))
+    assert I_JSON_RULES in " ".join(README.split())
+    for body in (
+        '{"a": 1, "a": 2}',
+        str(LARGEST_INTEGER + 1),
+        str(-LARGEST_INTEGER - 1),
+        "1e400",
+        "NaN",
+        "Infinity",
+        '"\\ud800"',
+    ):
+        with pytest.raises(NotIJson):
+            parse_json(body.encode())
+    assert parse_json(f"[{LARGEST_INTEGER}, {-LARGEST_INTEGER}]".encode()) == [
+        LARGEST_INTEGER,
+        -LARGEST_INTEGER,
+    ]
 
 
 @pytest.mark.parametrize(

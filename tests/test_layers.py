@@ -35,10 +35,16 @@ ENTRIES = {"cli", "serve", "embedded", "gunicorn_conf", "gunicorn_worker"}
 #: API and the web pages from one app, and are entry points as importers, not as imported.
 FACTORY = {"service.api", "service.api.wsgi"}
 #: What the web pages may use of the API (docs/architecture.md): its problem documents,
-#: the process's services (its connections), and its documents of a match (a hand's
-#: public replay, which the replay's page shows). Its blueprints, schemas and routing are
-#: the contract's, and none of the pages' business.
-SHARED_WITH_WEB = {"service.api.problems", "service.api.services", "service.api.documents"}
+#: the process's services (its connections), its documents of a match (a hand's public
+#: replay, which the replay's page shows) and its JSON rules (which the page of problems
+#: states). Its blueprints, schemas and routing are the contract's, and none of the pages'
+#: business.
+SHARED_WITH_WEB = {
+    "service.api.problems",
+    "service.api.services",
+    "service.api.documents",
+    "service.api.encoding",
+}
 #: What the store may not use of the game, although it stores the game's events and folds
 #: them into states: anything that decides (the store decides nothing).
 DECIDING = {

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import requests
 from servers import ROOT, free_port, wait_until_ready
+from terminal import at_a_terminal
 
 from service import embedded
 
@@ -57,20 +58,28 @@ class Newcomer:
     env: dict[str, str]
     log: Path
 
-    def run(self, script: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    def run(
+        self, script: str, typed: list[tuple[str, str]] | None = None, **env: str
+    ) -> subprocess.CompletedProcess[str]:
         """The script in bash at the project's root, stopping at the first failure; in a
-        session of its own, as with no terminal (a password prompt reads stdin)."""
+        session of its own, with no terminal; or, given what is ``typed`` at which prompt,
+        at a terminal. ``env``: variables the reader has set."""
         before = self.log.stat().st_size
-        done = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", script],
-            cwd=self.home,
-            env={**self.env, "API": self.base},
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            start_new_session=True,
-        )
+        argv = ["bash", "-e", "-o", "pipefail", "-c", script]
+        env = {**self.env, "API": self.base, **env}
+        if typed is None:
+            done = subprocess.run(
+                argv,
+                cwd=self.home,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                start_new_session=True,
+            )
+        else:
+            done = at_a_terminal(argv, typed, cwd=self.home, env=env, timeout=300)
         output = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
         assert done.returncode == 0, output
         assert "failed:" not in done.stderr, output  # the api function's words for a 4xx/5xx
@@ -161,10 +170,24 @@ def test_an_engine_in_the_arena_then_on_the_service_through_the_bridge(newcomer)
 
 
 def test_operators_and_the_console(newcomer):
-    add, token = blocks("### Operators and the console")
-    # The password, typed twice at the prompt.
-    done = newcomer.run(add, stdin=f"{PASSWORD}\n{PASSWORD}\n")
+    add, add_in_a_script, token = blocks("### Operators and the console")
+    # The password, typed twice at the prompt of a terminal; without one, the command
+    # says to give it on stdin, and the README's next block does.
+    typed = [("password for ada: ", PASSWORD), ("again: ", PASSWORD)]
+    done = newcomer.run(add, typed)
     assert done.stdout == "operator ada added (admin)\n"
+    refused = subprocess.run(
+        ["bash", "-c", add],
+        cwd=newcomer.home,
+        env=newcomer.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        start_new_session=True,
+    )
+    assert refused.returncode == 2 and "--password-stdin" in refused.stderr, refused.stderr
+    done = newcomer.run(add_in_a_script, PASSWORD="otto's own password")
+    assert done.stdout == "operator otto added (auditor)\n"
     browser = requests.Session()
     page = browser.get(f"{newcomer.base}/console/sign-in", timeout=10).text
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)[1]

@@ -220,3 +220,33 @@ def test_a_rebuild_running_beside_play_never_undoes_an_append(
     assert status == 0, out
     status, out = rebuild("--check")
     assert (status, out) == (0, ""), out
+
+
+def test_a_wrong_ledger_entry_is_left_as_it_is_and_only_the_check_names_it(
+    api, db, rconn, jobs_env
+):
+    """The ledger is never rewritten: a rebuild neither changes a wrong entry nor looks at
+    it (it exits 0, saying nothing of it); ``--check``, whose ledger check recomputes every
+    settled hand, names it and exits 1 (docs/operations.md, "Rebuilding the read models")."""
+    match_id = bot_match(api)
+    drain(
+        rconn,
+        until=lambda: api.get(f"/v1/matches/{match_id}/settlement", headers=OP).status_code == 200,
+    )
+    # A point moved from one side of a movement to the other: the movement still adds to
+    # zero, but no longer books the settlement (as a hand-edited database could).
+    first, second = db.execute(
+        "SELECT entry_id FROM ledger_entries WHERE match_id = %s AND movement = 0"
+        " ORDER BY entry_id LIMIT 2",
+        (match_id,),
+    ).fetchall()
+    with db.transaction():
+        db.execute("SET LOCAL session_replication_role = replica")
+        db.execute("UPDATE ledger_entries SET amount = amount + 1 WHERE entry_id = %s", first)
+        db.execute("UPDATE ledger_entries SET amount = amount - 1 WHERE entry_id = %s", second)
+    damaged = snapshot(db)
+    status, out = rebuild()
+    assert (status, out) == (0, ""), out
+    assert snapshot(db)["ledger_entries"] == damaged["ledger_entries"]
+    status, out = rebuild("--check")
+    assert status == 1 and match_id in out, out

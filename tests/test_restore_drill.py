@@ -1,13 +1,16 @@
 """The restore drill: the service plays on a PostgreSQL cluster of the test's own that
-archives its WAL; a base backup is taken while a hand is played; play goes on; the backup
-is restored, into a second cluster, to a point in time between two commands of a hand. The
-restored database passes the full ledger check, every match on it verifies, its read
-models equal its events, and the service started on it serves every player everything
-up to that point, nothing after it, and plays the interrupted hand on to its settlement.
-
-With pgBackRest (encrypted, compressed, as deploy/ configures it) where it is installed
-(.ci/run installs Debian's); elsewhere with ``pg_basebackup`` and the WAL archived by
-``cp``, replayed to the same point, with the same checks (the test's id says which)."""
+archives its WAL; a base backup is taken while a hand is played; play goes on; the target
+is a point in time between two commands of a hand. With pgBackRest (encrypted,
+compressed, as deploy/ configures it; .ci/run installs Debian's), the drill follows the
+restore runbook of docs/operations.md, every block of it run as written after
+definitions of this cluster's: beside the live cluster first (it stops at the target,
+archives nothing, promoted takes writes and still archives nothing), then in place (with
+``--delta``, no warning). The restored database passes the full ledger check, every match
+on it verifies, its read models equal its events, and the service started on it serves
+every player everything up to that point, nothing after it, and plays the interrupted
+hand on to its settlement. Elsewhere, the backup is ``pg_basebackup``'s and the WAL is
+archived by ``cp`` and replayed to the same point beside the live cluster, with the same
+checks of the data (the test's id says which)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import psycopg
 import pytest
 import redis as redis_lib
 from api_support import OP, bearer
-from clusters import PGBACKREST, backed_up_cluster
+from clusters import PGBACKREST, backed_up_cluster, defined, runbook
 from handplay import environment, finish_hand, next_command, play_hand, run_jobs, seated_hand
 from jobs import new_player
 from servers import OPERATOR_TOKEN, embedded_redis
@@ -54,6 +57,77 @@ def database(cluster_url: str) -> str:
     return cluster_url.replace("/postgres?", "/ddz?")
 
 
+def at_the_target(database_url: str, target) -> None:
+    """What the database restored to ``target`` holds: nothing after it, the three hands
+    settled before it (the ledger check passes), the hand under way at it; every match's
+    events fold, and the read models equal the events. Read-only."""
+    pool = open_pool(database_url, 2, "drill")
+    try:
+        store = EventStore(pool)
+        with pool.connection() as conn:
+            (last,) = conn.execute("SELECT max(recorded_at) FROM events").fetchone()
+            matches = [r[0] for r in conn.execute("SELECT match_id FROM matches")]
+        assert last <= target  # nothing after the point
+        check = check_ledger(pool, store)
+        assert check["ok"] and check["total"] == "0.00", check["problems"]
+        assert check["matches"] == 3  # the three hands settled before the point
+        assert len(matches) == 4
+        for match_id in matches:  # every match's events fold; the ended ones verify
+            store.load(match_id)
+        checked = rebuild(pool, store, write=False)  # read models equal the events
+        assert checked.ok, checked.read_models.differences + checked.ledger
+    finally:
+        pool.close()
+
+
+def follow_the_runbook(backups, target) -> None:
+    """docs/operations.md's restore runbook, each block as written: beside the live
+    cluster, then in place (the service's writers stopped)."""
+    steps = runbook()
+    assert list(steps) == ["Definitions", "In place", "Beside the live cluster"]
+    (definitions,) = steps["Definitions"]
+    # The runbook's definitions name what the drill defines, and nothing else.
+    assert defined(definitions) == defined(backups.definitions(target)), definitions
+    beside_up, look, promote, remove = steps["Beside the live cluster"]
+    beside = backups.beside
+    said = backups.follow(beside_up, target)
+    assert "WARN" not in said and "ERROR" not in said, said
+    with psycopg.connect(beside.url(), autocommit=True) as conn:
+        settings = conn.execute(
+            "SELECT current_setting('archive_mode'), current_setting('port'), pg_is_in_recovery()"
+        ).fetchone()
+        assert settings == ("off", str(beside.port), True)  # at the target, read-only
+    at_the_target(beside.url("ddz"), target)
+    backups.follow(look, target)  # ddz rebuild --check: exit status 0
+    backups.follow(promote, target)
+    with psycopg.connect(beside.url("ddz"), autocommit=True) as conn:
+        conn.execute("CREATE TABLE rehearsal AS SELECT * FROM events")
+        conn.execute("SELECT pg_switch_wal()")
+        conn.execute("CHECKPOINT")
+        archiver = conn.execute(
+            "SELECT archived_count, failed_count FROM pg_stat_archiver"
+        ).fetchone()
+        assert archiver == (0, 0)  # takes writes, archives nothing
+    assert backups.archived_timelines() == set()  # its new timeline is not in the stanza
+    backups.follow(remove, target)
+    assert not beside.data.exists()
+
+    (in_place,) = steps["In place"]
+    log = backups.home / "log" / "ddz-restore.log"  # pgBackRest's, file by file
+    logged = log.stat().st_size
+    said = backups.follow(in_place, target)
+    # Nothing warned of, and --delta at work: most files were found right and kept.
+    assert "WARN" not in said and "ERROR" not in said, said
+    with open(log) as restore:
+        restore.seek(logged)
+        assert "exists and matches backup" in restore.read()
+    assert backups.writers.read_text().split() == ["stop", "start"]
+    # The restored live cluster archives its new timeline into the stanza: the second,
+    # since the cluster restored beside pushed nothing.
+    backups.archived()
+    assert backups.archived_timelines() == {2}
+
+
 @pytest.mark.parametrize("tool", [TOOL])
 def test_a_backup_restored_to_a_point_between_two_commands(tool):
     with backed_up_cluster() as backups, embedded_redis() as redis_url:
@@ -84,29 +158,16 @@ def test_a_backup_restored_to_a_point_between_two_commands(tool):
             time.sleep(0.05)
             finish_hand(client, connection, me, path, rng)  # settled after the point
             _, late_token = new_player(client, "late")
-            app.extensions["ddz"].close()
+            app.extensions["ddz"].close()  # the writers stop
             backups.archived()
 
-        restored = backups.restore(target)
-        restored_url = restored.url("ddz")
+        if PGBACKREST:
+            follow_the_runbook(backups, target)
+            restored_url = url
+        else:
+            restored_url = backups.restore(target).url("ddz")
         connection.flushdb()  # Redis lost with the rest: the workers find the work again
-        pool = open_pool(restored_url, 2, "drill")
-        try:
-            store = EventStore(pool)
-            with pool.connection() as conn:
-                (last,) = conn.execute("SELECT max(recorded_at) FROM events").fetchone()
-                matches = [r[0] for r in conn.execute("SELECT match_id FROM matches")]
-            assert last <= target  # nothing after the point
-            check = check_ledger(pool, store)
-            assert check["ok"] and check["total"] == "0.00", check["problems"]
-            assert check["matches"] == 3  # the three hands settled before the point
-            assert len(matches) == 4
-            for match_id in matches:  # every match's events fold; the ended ones verify
-                store.load(match_id)
-            checked = rebuild(pool, store, write=False)  # read models equal the events
-            assert checked.ok, checked.read_models.differences + checked.ledger
-        finally:
-            pool.close()
+        at_the_target(restored_url, target)
 
         with environment(DATABASE_URL=restored_url, REDIS_URL=redis_url):
             app = service(restored_url, redis_url)

@@ -149,7 +149,8 @@ _HTTP_CODES = {
 #: What each error status means in this API, for its entry in ``components/responses``
 #: (named after the status: ``UNAUTHORIZED``, ...).
 ERROR_DESCRIPTIONS = {
-    400: "The body is not valid JSON (`invalid_json`), or a header is malformed",
+    400: "The body is not valid JSON, is nested too deeply, or is not"
+    f" {encoding.I_JSON_RULES} (`invalid_json`); or a header is malformed (`bad_request`)",
     401: "No bearer token, or one that belongs to no one",
     403: "The token may not do this (a player's, an operator's or an admin's is needed, or a seat at the match)",
     404: "No such resource (`malformed_id`: a path parameter that is not a UUID)",

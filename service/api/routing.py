@@ -9,16 +9,12 @@ say why: ids in the path are UUIDs, and bodies are JSON sent as JSON.
   any other body is a 415. webargs would ignore it instead, and an optional body ignored
   is a request answered with its defaults: ``curl -d '{"unit": "5.00"}'`` (sent as a form)
   created a match at the default stake.
-- A body must be I-JSON (RFC 7493), read by :func:`parse_json`: no name twice in an
-  object (a proxy that keeps the first and a service that keeps the last would read two
-  requests in one), numbers that an IEEE double holds (no integer past ±(2**53 - 1), as
-  Python's own limit on long integers made a 500 of a 5,000-digit one), no ``NaN`` or
-  ``Infinity`` (not JSON at all). Each is 400 ``invalid_json``.
+- A body must be I-JSON (RFC 7493), read by :func:`.encoding.parse_json` (its rules
+  there). Each refusal is 400 ``invalid_json``.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -34,86 +30,10 @@ from werkzeug.exceptions import NotFound
 from werkzeug.routing import Rule as WerkzeugRule
 from werkzeug.routing import UUIDConverter
 
+from .encoding import NotIJson, parse_json
 from .problems import ApiError
 
 JSON = "application/json"
-#: The largest integer I-JSON allows: an IEEE double holds it exactly.
-LARGEST_INTEGER = 2**53 - 1
-
-
-class NotIJson(ValueError):
-    """A body that JSON reads but I-JSON refuses (see the module's text)."""
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in found:
-            raise NotIJson(f"the name {json.dumps(name)} appears twice in one object")
-        found[name] = value
-    return found
-
-
-def _integer(text: str) -> int:
-    # Its length first: Python refuses to convert over 4,300 digits, and takes time near it.
-    if len(text) > 17 or abs(value := int(text)) > LARGEST_INTEGER:
-        raise NotIJson(f"the integer {text[:20]}{'…' if len(text) > 20 else ''} is too large")
-    return value
-
-
-def _number(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise NotIJson(f"the number {text[:20]}{'…' if len(text) > 20 else ''} is too large")
-    return value
-
-
-def _constant(name: str) -> Any:
-    raise NotIJson(f"{name} is not a JSON number")
-
-
-#: A ``\u`` escape of a UTF-16 surrogate: only a body with one can hold a string that
-#: is not Unicode text (an unpaired surrogate, which nothing can store or encode).
-SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def parse_json(body: bytes) -> Any:
-    """The body's JSON value, when the body is I-JSON: else :class:`NotIJson`, or the
-    ``JSONDecodeError`` that webargs answers."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        # As webargs says it of a body it reads itself.
-        raise json.JSONDecodeError(
-            f"Bytes decoding error : {exc.reason}", doc=repr(exc.object), pos=exc.start
-        ) from exc
-    value = json.loads(
-        text,
-        object_pairs_hook=_object,
-        parse_int=_integer,
-        parse_float=_number,
-        parse_constant=_constant,
-    )
-    if SURROGATE_ESCAPE.search(body):
-        _check_strings(value)
-    return value
-
-
-def _check_strings(value: Any) -> None:
-    """Raises unless every string in ``value`` (names included) is Unicode text."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                raise NotIJson("a string holds an unpaired UTF-16 surrogate") from None
-        elif isinstance(item, dict):
-            pending.extend(item)
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
 
 
 class MalformedId(NotFound):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from flask import Blueprint, render_template
 from markupsafe import Markup, escape
 
+from ..api.encoding import I_JSON_RULES
 from ..api.problems import PROBLEMS_PATH
 
 bp = Blueprint("problem_docs", __name__)
@@ -18,7 +19,7 @@ MEANINGS: dict[str, dict[str, str]] = {
     "The request": {
         "bad_request": "The request is not valid HTTP/1.1, or a header of it is malformed.",
         "invalid_json": "The body is not valid JSON (the detail says where it goes wrong), "
-        "or is nested too deeply.",
+        f"is nested too deeply, or is not {I_JSON_RULES}.",
         "unsupported_media_type": "The body is not sent as `Content-Type: application/json` "
         "(a `+json` type is refused too; a charset, if given, must be UTF-8).",
         "body_too_large": "The body is larger than the server accepts (`DDZ_MAX_BODY_BYTES`).",

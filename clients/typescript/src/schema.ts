@@ -3635,7 +3635,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The body is not valid JSON (`invalid_json`), or a header is malformed */
+        /** @description The body is not valid JSON, is nested too deeply, or is not I-JSON (RFC 7493): no name twice in one object, no integer beyond ±(2^53 − 1) (9007199254740991), no number too large for a double (`1e400`), no `NaN` or `Infinity`, and no string holding an unpaired UTF-16 surrogate (an escape such as `\ud800` alone) (`invalid_json`); or a header is malformed (`bad_request`) */
         BAD_REQUEST: {
             headers: {
                 [name: string]: unknown;
