@@ -8,6 +8,7 @@ from typing import Any
 
 import redis
 from rq import SimpleWorker
+from rq.exceptions import StopRequested
 from rq.job import Job
 from rq.queue import Queue
 
@@ -30,8 +31,9 @@ class JobWorker(SimpleWorker):
     if Redis went away at that moment. Those are skipped instead, and the dequeue that
     follows waits for Redis with its back-off (the sweeper's timer tells the outage).
 
-    Redis lost in the middle of a job (taking it, its heartbeat, its end) would end the
-    worker too: the worker waits for Redis instead (see :meth:`execute_job`)."""
+    Redis lost in the middle of a job (taking it, its heartbeat, its end), or around the
+    dequeue (the worker's state), would end the worker too: the worker waits for Redis
+    instead (see :meth:`execute_job` and :meth:`dequeue_job_and_maintain_ttl`)."""
 
     def perform_job(self, job: Job, *args: Any, **kwargs: Any) -> bool:
         with logs.context(job_id=job.id):
@@ -55,7 +57,24 @@ class JobWorker(SimpleWorker):
         except REDIS_AWAY:
             pass
 
-    # --- Redis lost in the middle of a job ---------------------------------------------
+    # --- Redis lost in the middle of a job, or around the dequeue -------------------------
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> tuple[Job, Queue] | None:
+        """RQ's dequeue, waited out when Redis is away: RQ itself waits only around its
+        blocking pop, and a call before or after it (the worker's state, after a Redis
+        failover the old master refusing) would end the worker. A job taken just before
+        the failure is found again by the sweep (it is in no queue a worker reads)."""
+        config = context().config
+        backoff = config.min_backoff_seconds
+        while True:
+            try:
+                return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            except REDIS_AWAY:
+                if self._stop_requested:
+                    raise StopRequested() from None
+                backoff = self._pause(backoff, config.max_backoff_seconds)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         """Runs the job; if Redis goes away while RQ takes it, renews its heartbeat or
