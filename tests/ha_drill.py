@@ -233,6 +233,8 @@ class Figures:
     answered_503: int
     stream_problems: list[str]
     failures: list[str]
+    #: From the Redis master's loss until /readyz answered 200 again.
+    ready_after: float
     seconds: float
 
     def line(self) -> str:
@@ -249,7 +251,8 @@ class Figures:
             f" {self.hands} hands, {len(self.unsettled)} not settled once;"
             f" ledger ok={self.ledger.get('ok')} total={self.ledger.get('total')};"
             f" {len(self.errors)} 5xx; {self.answered_503} 503 with Retry-After;"
-            f" {len(self.stream_problems)} stream gaps; {self.seconds:.0f} s in all"
+            f" {len(self.stream_problems)} stream gaps; ready again {self.ready_after:.1f} s"
+            f" after the Redis master was lost; {self.seconds:.0f} s in all"
         )
         return " ".join(parts)
 
@@ -274,19 +277,10 @@ def service(cluster: Patroni, sentinels: Sentinels, home: Path) -> Iterator[str]
         "PYTHONUNBUFFERED": "1",
     }
     with ExitStack() as stack:
+        # Two API processes (gunicorn workers) and its own worker.
+        arguments = f"serve --port {port} --workers 2 --data {home / 'serve'}".split()
         serve = start(
-            [
-                sys.executable,
-                "-m",
-                "service.cli",
-                "serve",
-                "--port",
-                str(port),
-                "--workers",
-                "2",
-                "--data",
-                str(home / "serve"),
-            ],
+            [sys.executable, "-m", "service.cli", *arguments],
             home / "serve.log",
             cwd=ROOT,
             env=env,
@@ -355,6 +349,9 @@ def drill(
         red = _lose(players, "Redis master")
         sentinels.kill_master()
         _measure(players, red, 60)
+        # Ready again on the new master: Redis answers there, and the workers' heartbeats
+        # are there.
+        ready = wait_until(lambda: _ready(base), 60, "/readyz to answer 200 again")
         time.sleep(play_seconds / 2)
 
         stopping.set()
@@ -393,6 +390,7 @@ def drill(
             answered_503=sum(p.statuses.get(503, 0) for p in players),
             stream_problems=stream_problems,
             failures=failures,
+            ready_after=ready - red.at,
             seconds=time.monotonic() - began,
         )
 
@@ -434,6 +432,12 @@ def _measure(players: list[Client], loss: Loss, timeout: float) -> None:
         loss.first_answer = loss.first_answer if loss.first_answer is not None else first()
         loss.moved = loss.moved if loss.moved is not None else moved()
         time.sleep(0.1)
+
+
+def _ready(base: str) -> float | None:
+    """When /readyz answered 200, if it did."""
+    answered = requests.get(base + "/readyz", timeout=5).status_code == 200
+    return time.monotonic() if answered else None
 
 
 def _all_settled(db: psycopg.Connection, matches: list[str]) -> bool:
