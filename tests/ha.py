@@ -158,9 +158,11 @@ class Link:
             for writer in held:
                 transport = writer.transport
                 sock = transport.get_extra_info("socket")
-                if sock is not None:
+                try:
                     # RST rather than FIN: the connection failed, nobody closed it.
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+                except (AttributeError, OSError):
+                    pass  # closed meanwhile
                 transport.abort()
 
         self._loop.call_soon_threadsafe(self._loop.call_later, self.silent_seconds, reset)
