@@ -71,14 +71,21 @@ log = logging.getLogger(__name__)
 #: Set when this process saw Redis fail (the heartbeat, a job's end, an enqueue): the
 #: sweep runs as soon as Redis answers again, not at its next turn.
 _sweep_wanted = threading.Event()
-#: Set by the heartbeat's thread when Redis answers again after failing: the timers stop
+#: Set when a server that was away answers again (the heartbeat's thread saw Redis
+#: back; a job went through, so PostgreSQL and Redis both answer): the timers stop
 #: backing off.
-_redis_back = threading.Event()
+_back = threading.Event()
 
 
 def sweep_soon() -> None:
     """Has the sweep run at the timers' next pass (Redis lost work of this process)."""
     _sweep_wanted.set()
+
+
+def answering() -> None:
+    """Tells the timers that PostgreSQL and Redis answer (a job went through): if they are
+    backing off from an outage, they try again now."""
+    _back.set()
 
 
 #: A job to make sure of: (job id, kind, the arguments of its function).
@@ -321,10 +328,10 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
                         backoff,
                     )
                 # What was lost meanwhile is found by the sweep that follows the outage,
-                # at once when the heartbeat's thread sees Redis back.
+                # at once when the server is seen back.
                 next_sweep = 0.0
-                (_redis_back if away == "Redis" else stop).wait(backoff)
-                _redis_back.clear()
+                _back.clear()
+                _back.wait(backoff)
                 continue
             if backoff:
                 log.info(
@@ -357,7 +364,7 @@ def keep_alive(stop: threading.Event, worker_name: str) -> threading.Thread:
                 continue
             if failing:
                 failing = False
-                _redis_back.set()
+                _back.set()
         try:
             stopped(connection, worker_name)
         except redis.RedisError:

@@ -16,7 +16,7 @@ from service.app import logs
 from service.app.work import REDIS_AWAY
 
 from .context import context
-from .sweeper import forget, sweep_soon
+from .sweeper import OUTAGES, answering, forget, sweep_soon
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,10 @@ class JobWorker(SimpleWorker):
 
     def perform_job(self, job: Job, *args: Any, **kwargs: Any) -> bool:
         with logs.context(job_id=job.id):
-            return super().perform_job(job, *args, **kwargs)
+            done = super().perform_job(job, *args, **kwargs)
+        if done:
+            answering()
+        return done
 
     def check_for_suspension(self, burst: bool) -> None:
         try:
@@ -56,6 +59,14 @@ class JobWorker(SimpleWorker):
             super().run_maintenance_tasks()  # type: ignore[no-untyped-call]  # RQ leaves it untyped
         except REDIS_AWAY:
             pass
+
+    def handle_exception(self, job: Job, *exc_info: Any) -> None:
+        """A job that failed because PostgreSQL or Redis was away (a failover) left its
+        work undone: the sweep runs as soon as they answer again, rather than at its next
+        turn (a job that fails for another reason waits for that turn)."""
+        if isinstance(exc_info[1], tuple(kind for kind, _ in OUTAGES)):
+            sweep_soon()
+        super().handle_exception(job, *exc_info)
 
     # --- Redis lost in the middle of a job, or around the dequeue -------------------------
 
