@@ -21,8 +21,15 @@ COMMAND_CONNECTIONS = 100
 class Config:
     #: PostgreSQL (libpq URL or DSN): DATABASE_URL.
     database_url: str = "postgresql://postgres@127.0.0.1:5432/ddz"
-    #: Redis: REDIS_URL.
+    #: Redis: REDIS_URL. With sentinels (below), only its database number, user and
+    #: password are used: the sentinels name the server.
     redis_url: str = "redis://127.0.0.1:6379/0"
+    #: Redis Sentinel: the sentinels' addresses, ``host:port`` joined by commas
+    #: (``s1:26379,s2:26379,s3:26379``): REDIS_SENTINELS. Set, every process asks them for
+    #: the master and follows the new one after a failover. Empty: REDIS_URL's server.
+    redis_sentinels: str = ""
+    #: The name the sentinels monitor the master under: REDIS_SENTINEL_MASTER.
+    redis_sentinel_master: str = "ddz"
     #: The operator's bearer token: DDZ_OPERATOR_TOKEN. Unset: no operator access.
     operator_token: str | None = None
     #: Largest request body in bytes: DDZ_MAX_BODY_BYTES.
@@ -194,6 +201,8 @@ class Config:
     _ENV: ClassVar[dict[str, str]] = {
         "database_url": "DATABASE_URL",
         "redis_url": "REDIS_URL",
+        "redis_sentinels": "REDIS_SENTINELS",
+        "redis_sentinel_master": "REDIS_SENTINEL_MASTER",
         "watch_delay_seconds": "DDZ_WATCH_DELAY_SECONDS",
         "operator_token": "DDZ_OPERATOR_TOKEN",
         "max_body_bytes": "DDZ_MAX_BODY_BYTES",

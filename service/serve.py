@@ -1,5 +1,6 @@
 """``ddz serve``: the whole service on one machine — migrations, the API under gunicorn
-and a worker — on DATABASE_URL / REDIS_URL, or on embedded servers when they are unset.
+and a worker — on DATABASE_URL / REDIS_URL (or REDIS_SENTINELS), or on embedded servers
+when they are unset.
 
 One ``serve`` per data directory (a lock on ``<data>/serve.lock``); a taken port is
 refused before anything starts. SIGINT, SIGTERM and SIGHUP (a closed terminal) stop
@@ -207,14 +208,18 @@ def _run(
 ) -> int:
     env = dict(os.environ)
     servers: list[embedded.Child] = []
-    if not env.get("DATABASE_URL") or not env.get("REDIS_URL"):
-        embedded.check_installed(
-            [name for name in ("DATABASE_URL", "REDIS_URL") if not env.get(name)]
-        )
+    # Redis is given by its URL, or by its sentinels (with REDIS_URL's database).
+    missing = [
+        name
+        for name in ("DATABASE_URL", "REDIS_URL")
+        if not env.get(name) and not (name == "REDIS_URL" and env.get("REDIS_SENTINELS"))
+    ]
+    if missing:
+        embedded.check_installed(missing)
         sockets = _sockets(stack, data)
         stack.callback(embedded.stop, servers)
         for name, start in (("DATABASE_URL", embedded.postgres), ("REDIS_URL", embedded.redis)):
-            if not env.get(name) and not stopping.is_set():
+            if name in missing and not stopping.is_set():
                 child, env[name] = start(data, sockets, stopping.is_set)
                 servers.append(child)
                 say(f"embedded {child.name}: {env[name]}")

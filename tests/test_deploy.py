@@ -295,3 +295,151 @@ def _answers(url: str) -> bool:
         return requests.get(url, timeout=2).status_code == 200
     except requests.RequestException:
         return False
+
+
+# --- losing a machine: deploy/compose.ha.yaml and deploy/k8s-ha ------------------------
+
+HA_COMPOSE = ROOT / "deploy" / "compose.ha.yaml"
+K8S_HA = ROOT / "deploy" / "k8s-ha"
+
+
+def test_compose_ha_runs_patroni_on_three_etcd_members_and_redis_under_three_sentinels():
+    services = yaml.safe_load(HA_COMPOSE.read_text())["services"]
+    etcd = sorted(name for name in services if name.startswith("etcd"))
+    nodes = sorted(name for name in services if re.fullmatch(r"pg\d", name))
+    sentinels = sorted(name for name in services if name.startswith("sentinel"))
+    assert len(etcd) == 3 and len(nodes) == 3 and len(sentinels) == 3
+    assert all(services[n]["build"] == "patroni" for n in nodes)
+    members = services["etcd1"]["environment"]["ETCD_INITIAL_CLUSTER"]
+    assert all(f"{name}=http://{name}:2380" in members for name in etcd)
+    patroni = yaml.safe_load((ROOT / "deploy" / "patroni" / "patroni.yml").read_text())
+    assert patroni["etcd3"]["hosts"] == ",".join(f"{name}:2379" for name in etcd)
+    dcs = patroni["bootstrap"]["dcs"]
+    assert dcs["synchronous_mode"] and dcs["synchronous_mode_strict"]
+    # The service reaches whichever node takes writes, and the master the sentinels name.
+    app = services["api"]["environment"]
+    assert set(app) <= SETTINGS
+    for name in ("migrate", "api", "worker"):
+        assert services[name]["environment"] == app
+    url = psycopg_conninfo(re.sub(r"\$\{[^}]*\}", "password", app["DATABASE_URL"]))
+    assert url["host"].split(",") == nodes and url["target_session_attrs"] == "read-write"
+    assert app["REDIS_SENTINELS"] == ",".join(f"{name}:26379" for name in sentinels)
+    conf = (ROOT / "deploy" / "redis" / "sentinel.conf").read_text()
+    monitored = re.search(r"^sentinel monitor (\S+) (\S+) 6379 (\d+)$", conf, re.M)
+    assert monitored and monitored.group(1) == app["REDIS_SENTINEL_MASTER"]
+    assert monitored.group(2) == "redis1" and int(monitored.group(3)) == 2  # two of three
+    assert services["redis2"]["command"][:3] == ["redis-server", "--replicaof", "redis1"]
+
+
+def psycopg_conninfo(url: str) -> dict:
+    import psycopg
+
+    return psycopg.conninfo.conninfo_to_dict(url)
+
+
+@pytest.mark.skipif(docker_compose() is None, reason="Docker's compose is not installed")
+def test_docker_compose_accepts_the_ha_file():
+    checked = subprocess.run(
+        [*docker_compose(), "-f", str(HA_COMPOSE), "config", "--quiet"],
+        env={
+            "DDZ_OPERATOR_TOKEN": "t",
+            "PATRONI_PASSWORD": "p",
+            "DDZ_DB_PASSWORD": "d",
+            "PATH": "/usr/bin:/bin:/usr/local/bin",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 0, checked.stderr
+
+
+def built_ha() -> list[dict]:
+    built = subprocess.run(
+        ["kubectl", "kustomize", str(K8S_HA)], capture_output=True, text=True, timeout=60
+    )
+    assert built.returncode == 0, built.stderr
+    return [doc for doc in yaml.safe_load_all(built.stdout) if doc]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_the_ha_kustomization_builds_valid_resources_reaching_its_own_servers():
+    resources = built_ha()
+    by_kind: dict[str, list[dict]] = {}
+    for built_resource in resources:
+        by_kind.setdefault(built_resource["kind"], []).append(built_resource)
+        if built_resource["kind"] != "Namespace":
+            assert built_resource["metadata"]["namespace"] == "ddz"
+        if built_resource["kind"] != "PostgresCluster":  # the operator's: its CRD checks it
+            kubernetes_validate.validate(built_resource, KUBERNETES_VERSIONS[-1], strict=True)
+    # The operator takes the backups: none of ../k8s's CronJobs and their settings.
+    assert "CronJob" not in by_kind
+    assert "ddz-pgbackrest" not in {c["metadata"]["name"] for c in by_kind["ConfigMap"]}
+    # Every workload reads DATABASE_URL from the operator's Secret for the user ddz.
+    (cluster,) = by_kind["PostgresCluster"]
+    assert [u["name"] for u in cluster["spec"]["users"]] == ["ddz"]
+    for workload in (*by_kind["Deployment"], *by_kind["Job"]):
+        (only,) = workload["spec"]["template"]["spec"]["containers"]
+        if workload["metadata"]["name"] in ("ddz-api", "ddz-worker", "ddz-migrate"):
+            env = {e["name"]: e for e in only["env"]}
+            source = env["DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+            assert source == {"name": "ddz-pguser-ddz", "key": "uri"}
+    # Redis through the sentinels beside each Redis pod.
+    config = next(c for c in by_kind["ConfigMap"] if c["metadata"]["name"] == "ddz-config")
+    assert set(config["data"]) <= SETTINGS
+    (redis,) = by_kind["StatefulSet"]
+    pods = [f"{redis['metadata']['name']}-{i}" for i in range(redis["spec"]["replicas"])]
+    service = redis["spec"]["serviceName"]
+    assert config["data"]["REDIS_SENTINELS"].split(",") == [
+        f"{pod}.{service}.ddz.svc:26379" for pod in pods
+    ]
+    assert len(pods) == 3
+    scripts = next(c for c in by_kind["ConfigMap"] if c["metadata"]["name"] == "ddz-redis")
+    assert (
+        f"sentinel monitor {config['data']['REDIS_SENTINEL_MASTER']} $master 6379 2"
+        in (scripts["data"]["sentinel.sh"])
+    )
+
+
+def test_the_postgres_cluster_replicates_synchronously_and_backs_up_as_the_cronjobs_did():
+    """deploy/k8s-ha's PostgresCluster (Crunchy Data's PGO): three instances, one per
+    node, Patroni's synchronous mode (strict), and pgBackRest's backups to the bucket,
+    path, encryption, retention and schedule of deploy/k8s's backup CronJobs."""
+    cluster = yaml.safe_load((K8S_HA / "postgrescluster.yaml").read_text())["spec"]
+    (instances,) = cluster["instances"]
+    assert instances["replicas"] >= 3
+    spread = instances["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert spread[0]["topologyKey"] == "kubernetes.io/hostname"
+    patroni = cluster["patroni"]["dynamicConfiguration"]
+    assert patroni["synchronous_mode"] and patroni["synchronous_mode_strict"]
+    backups = cluster["backups"]["pgbackrest"]
+    (repo,) = backups["repos"]
+    before = configparser.ConfigParser()
+    before.read_string(resource("ConfigMap", "ddz-pgbackrest")["data"]["pgbackrest.conf"])
+    was = before["global"]
+    assert repo["s3"] == {
+        "bucket": was["repo1-s3-bucket"],
+        "endpoint": was["repo1-s3-endpoint"],
+        "region": was["repo1-s3-region"],
+    }
+    now = backups["global"]
+    for key in ("repo1-path", "repo1-cipher-type", "repo1-retention-full", "repo1-retention-diff"):
+        assert now[key] == was[key], key
+    schedules = {
+        m["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"][
+            2
+        ].removeprefix("--type="): m["spec"]["schedule"]
+        for m in manifests()
+        if m["kind"] == "CronJob"
+    }
+    assert repo["schedules"] == {
+        "full": schedules["full"],
+        "differential": schedules["diff"],
+        "incremental": schedules["incr"],
+    }
+    (secret,) = [c["secret"]["name"] for c in backups["configuration"]]
+    stored = yaml.safe_load((K8S_HA / "postgres-backup-secret.yaml").read_text())
+    assert stored["metadata"]["name"] == secret
+    assert "repo1-cipher-pass=" in stored["stringData"]["s3.conf"]  # the key, from a secret

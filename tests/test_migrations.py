@@ -3,31 +3,36 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
 
 import psycopg
 from psycopg.types.json import Jsonb
 from servers import fresh_database
-from yoyo import get_backend, read_migrations
+from yoyo import read_migrations
 from yoyo.migrations import MigrationList
 
 from service.game import MatchSettings
 from service.game.events import DEFAULT_CLOSE_SECONDS
 from service.store import EventStore, Players, open_pool
-from service.store.migrate import MIGRATIONS, migrate, yoyo_url
+from service.store.migrate import MIGRATIONS, backend, migrate
 from service.store.players import Profile, token_hash
 from service.store.tables import TableStore
 
 
 def migrate_before(url: str, first_not_applied: str) -> None:
     """Applies the migrations before ``first_not_applied`` only, as earlier code did."""
-    backend = get_backend(yoyo_url(url))
     earlier = MigrationList(
         [m for m in read_migrations(str(MIGRATIONS)) if m.id < first_not_applied]
     )
-    with backend.lock():
-        backend.apply_migrations(backend.to_apply(earlier))
+    with psycopg.connect(url, autocommit=True) as conn:
+        migrator = backend(url, conn)
+        with migrator.lock():
+            migrator.apply_migrations(migrator.to_apply(earlier))
 
 
 def test_idempotency_keys_written_before_0003_keep_their_versions(postgres_admin_url):
@@ -206,3 +211,41 @@ def test_rows_written_before_0016_take_their_events_times(postgres_admin_url):
                     f"SELECT created_at, updated_at FROM {table} WHERE {key} = %s", (stream,)
                 ).fetchone()
                 assert row == times, table
+
+
+def _unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ddz_migrate_takes_any_url_libpq_takes(postgres_admin_url, tmp_path):
+    """Several hosts (the first one down, as a failed primary would be) with
+    ``target_session_attrs=read-write``, as a Patroni cluster is reached; and a service
+    file: ``ddz migrate`` finds the server that takes writes and migrates it."""
+    with fresh_database(postgres_admin_url, "ddz_migrations", migrated=False) as url:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+        host, port = str(info.get("host") or "localhost"), str(info.get("port") or 5432)
+        multi_host = psycopg.conninfo.make_conninfo(
+            **{**info, "host": f"127.0.0.1,{host}", "port": f"{_unused_port()},{port}"},
+            target_session_attrs="read-write",
+        )
+        services = tmp_path / "pg_service.conf"
+        services.write_text(
+            "[ddz]\n" + "".join(f"{key}={value}\n" for key, value in info.items()) + "\n"
+        )
+        for dsn, env in (
+            (multi_host, {}),
+            ("service=ddz", {"PGSERVICEFILE": str(services)}),
+        ):
+            done = subprocess.run(
+                [sys.executable, "-m", "service.cli", "migrate"],
+                env={**os.environ, **env, "DATABASE_URL": dsn},
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stderr
+        with psycopg.connect(url) as conn:
+            (applied,) = conn.execute("SELECT count(*) FROM _yoyo_migration").fetchone()
+        assert applied == len(read_migrations(str(MIGRATIONS)))

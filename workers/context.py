@@ -10,6 +10,7 @@ import redis
 from psycopg_pool import ConnectionPool
 
 from service.app.commands import Commands
+from service.app.redis_client import connect
 from service.app.tables import Tables
 from service.app.work import enqueuer, table_enqueuer
 from service.config import Config
@@ -34,7 +35,7 @@ def context() -> Context:
         config.database_url, config.worker_db_pool_size, "ddz-worker", config.db_timeout
     )
     store = EventStore(pool, StateCache(config.state_cache_size))
-    connection = redis.Redis.from_url(config.redis_url)
+    connection = connect(config)
     # After an append, the work the new state calls for (the next bot turn, the settlement).
     commands = Commands(store, enqueuer(connection))
     tables = Tables(

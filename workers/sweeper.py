@@ -53,6 +53,7 @@ from service.app.work import (
     enqueue_once,
     id_of_job,
     job_args,
+    missed,
     queue,
     stopped,
     unmark,
@@ -66,6 +67,26 @@ from .context import context
 from .jobs import match_tickets
 
 log = logging.getLogger(__name__)
+
+#: Set when this process saw Redis fail (the heartbeat, a job's end, an enqueue): the
+#: sweep runs as soon as Redis answers again, not at its next turn.
+_sweep_wanted = threading.Event()
+#: Set when a server that was away answers again (the heartbeat's thread saw Redis
+#: back; a job went through, so PostgreSQL and Redis both answer): the timers stop
+#: backing off.
+_back = threading.Event()
+
+
+def sweep_soon() -> None:
+    """Has the sweep run at the timers' next pass (Redis lost work of this process)."""
+    _sweep_wanted.set()
+
+
+def answering() -> None:
+    """Tells the timers that PostgreSQL and Redis answer (a job went through): if they are
+    backing off from an outage, they try again now."""
+    _back.set()
+
 
 #: A job to make sure of: (job id, kind, the arguments of its function).
 Work = tuple[str, str, Sequence[object]]
@@ -276,6 +297,10 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
         backoff = 0.0
         away: str | None = None
         while not stop.is_set():
+            if _sweep_wanted.is_set() or missed.is_set():
+                _sweep_wanted.clear()
+                missed.clear()
+                next_sweep = 0.0
             try:
                 if time.monotonic() >= next_sweep:
                     sweep()
@@ -302,9 +327,11 @@ def run_periodically(stop: threading.Event) -> threading.Thread:
                         str(exc).strip() or type(exc).__name__,
                         backoff,
                     )
-                # What was lost meanwhile is found by the sweep that follows the outage.
+                # What was lost meanwhile is found by the sweep that follows the outage,
+                # at once when the server is seen back.
                 next_sweep = 0.0
-                stop.wait(backoff)
+                _back.clear()
+                _back.wait(backoff)
                 continue
             if backoff:
                 log.info(
@@ -326,11 +353,18 @@ def keep_alive(stop: threading.Event, worker_name: str) -> threading.Thread:
     beat(connection, worker_name, lasting)
 
     def loop() -> None:
+        failing = False
         while not stop.wait(lasting / 3):
             try:
                 beat(connection, worker_name, lasting)
             except redis.RedisError:
-                pass  # the sweeper's timer reports the outage
+                # The sweeper's timer reports the outage, and sweeps once Redis is back.
+                failing = True
+                _sweep_wanted.set()
+                continue
+            if failing:
+                failing = False
+                _back.set()
         try:
             stopped(connection, worker_name)
         except redis.RedisError:

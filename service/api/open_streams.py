@@ -35,6 +35,9 @@ from dataclasses import dataclass
 
 import redis
 
+from ..app.redis_client import connect
+from ..config import Config
+
 log = logging.getLogger(__name__)
 
 #: How long a lease lasts unless renewed: what a dead process's streams keep of their
@@ -137,10 +140,8 @@ class OpenStreams:
     text). ``issued`` answers which of some token hashes are still issued (after the
     listener reconnects)."""
 
-    def __init__(self, redis_url: str, issued: Callable[[list[bytes]], set[bytes]]):
-        self.redis = redis.Redis.from_url(
-            redis_url, socket_timeout=STORAGE_TIMEOUT, socket_connect_timeout=STORAGE_TIMEOUT
-        )
+    def __init__(self, config: Config, issued: Callable[[list[bytes]], set[bytes]]):
+        self.redis = connect(config, STORAGE_TIMEOUT)
         self._take = self.redis.register_script(TAKE_SCRIPT)
         self._issued = issued
         #: Unique across processes: a lease is ``<process>:<n>``.

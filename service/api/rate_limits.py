@@ -46,13 +46,15 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from flask import Flask, g, request
 from limits import RateLimitItem, parse_many
-from limits.storage import MemoryStorage, RedisStorage
+from limits.storage import MemoryStorage, RedisSentinelStorage, RedisStorage
 from limits.strategies import MovingWindowRateLimiter
 
+from ..app.redis_client import connect, limits_sentinel_uri, sentinels
 from ..config import Config
 from .auth import bearer_token
 from .problems import problem
@@ -308,14 +310,19 @@ class Moving(_Storage):
     """Moving windows, by the ``limits`` package: in Redis, or in this process's memory
     while Redis does not answer (made on first need: it runs a timer thread)."""
 
-    def __init__(self, redis_url: str):
+    def __init__(self, config: Config):
         super().__init__()
-        storage = RedisStorage(
-            redis_url,
-            key_prefix=f"{KEY_PREFIX}:moving",
-            socket_timeout=STORAGE_TIMEOUT,
-            socket_connect_timeout=STORAGE_TIMEOUT,
-        )
+        settings: dict[str, Any] = {
+            "key_prefix": f"{KEY_PREFIX}:moving",
+            "socket_timeout": STORAGE_TIMEOUT,
+            "socket_connect_timeout": STORAGE_TIMEOUT,
+        }
+        storage: RedisStorage
+        if sentinels(config):
+            uri, options = limits_sentinel_uri(config)
+            storage = RedisSentinelStorage(uri, **settings, **options)
+        else:
+            storage = RedisStorage(config.redis_url, **settings)
         self.shared = MovingWindowRateLimiter(storage)
         self.local: MovingWindowRateLimiter | None = None
 
@@ -367,11 +374,9 @@ class Counter(_Storage):
     first (see the module's text); only in memory while Redis does not answer, and sent
     when it answers again."""
 
-    def __init__(self, redis_url: str):
+    def __init__(self, config: Config):
         super().__init__()
-        self.redis = redis.Redis.from_url(
-            redis_url, socket_timeout=STORAGE_TIMEOUT, socket_connect_timeout=STORAGE_TIMEOUT
-        )
+        self.redis = connect(config, STORAGE_TIMEOUT)
         self.count = self.redis.register_script(COUNT_SCRIPT)
         #: Redis key -> the window it counts; the ones with counts not yet sent. A
         #: greenlet switches in the Redis call only; the lock is for threads (the test
@@ -540,7 +545,7 @@ def install(app: Flask, config: Config) -> Counter | None:
         for per in ("name and address", "address")
     ]
 
-    counter, moving = Counter(config.redis_url), Moving(config.redis_url)
+    counter, moving = Counter(config), Moving(config)
     app.extensions["ddz_sign_in_failures"] = SignInFailures(
         moving, tuple(parse_many(config.rate_limit_sign_in_failures_per_name))
     )

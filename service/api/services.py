@@ -11,6 +11,7 @@ from psycopg_pool import ConnectionPool
 from ..app.commands import Commands
 from ..app.feed import PlayerFeed
 from ..app.feed_fanout import FeedFanout
+from ..app.redis_client import connect
 from ..app.tables import Tables
 from ..app.work import enqueuer, table_enqueuer
 from ..config import Config
@@ -46,12 +47,10 @@ class Services:
         announcer = Announcer(pool)
         store = EventStore(pool, StateCache(config.state_cache_size), announcer)
         players = Players(pool)
-        connection = redis.Redis.from_url(
-            config.redis_url, socket_timeout=5, socket_connect_timeout=5
-        )
+        connection = connect(config)
         # After an append, the work the new state calls for (a bot turn) goes on the queue.
         commands = Commands(store, enqueuer(connection))
-        open_streams = OpenStreams(config.redis_url, players.issued)
+        open_streams = OpenStreams(config, players.issued)
 
         def revoked(digest_hex: str | None) -> None:
             players.forget(digest_hex)

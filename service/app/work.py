@@ -15,6 +15,7 @@ append is at the expected version), so nothing can act twice.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -34,6 +35,12 @@ QUEUE = "ddz"
 MARK_SECONDS = 24 * 3600
 _HEARTBEAT = "ddz:worker-alive:"
 _ENQUEUED = "ddz:enqueued:"
+#: What Redis away (stopped, unreachable, or a master demoted under a client that has
+#: not yet followed the new one) raises.
+REDIS_AWAY = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError)
+#: Set when an enqueue of this process failed: the work is in PostgreSQL, and a worker
+#: process sweeps for it as soon as Redis answers again (workers/sweeper.py).
+missed = threading.Event()
 
 
 def queue(connection: redis.Redis) -> Queue:
@@ -231,4 +238,5 @@ def _enqueue(connection: redis.Redis, kind: str, key: str, version: int) -> None
     try:
         enqueue_once(connection, id_of_job(kind, key, version), kind, *job_args(kind, key, version))
     except redis.RedisError as exc:
+        missed.set()
         log.warning("could not enqueue %s for %s at version %s: %s", kind, key, version, exc)
