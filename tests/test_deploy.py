@@ -425,7 +425,13 @@ def test_the_postgres_cluster_replicates_synchronously_and_backs_up_as_the_cronj
         "region": was["repo1-s3-region"],
     }
     now = backups["global"]
-    for key in ("repo1-path", "repo1-cipher-type", "repo1-retention-full", "repo1-retention-diff"):
+    for key in (
+        "repo1-path",
+        "repo1-cipher-type",
+        "repo1-retention-full-type",
+        "repo1-retention-full",
+        "repo1-retention-diff",
+    ):
         assert now[key] == was[key], key
     schedules = {
         m["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"][
