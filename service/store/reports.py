@@ -310,8 +310,12 @@ def _finding(pool: ConnectionPool, text: str) -> tuple[_Condition, _Condition, b
         return named, named, False
 
     def read(conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], float]:
+        # The names found first (by the trigram index, where there is one), then the first
+        # of them by id: asked for in one query, the planner may read the players in the
+        # order of their ids instead, every name checked (0.3-0.5 s at 100,000 players).
         found = conn.execute(
-            "SELECT player_id FROM players WHERE name ILIKE %s ORDER BY player_id LIMIT %s",
+            "WITH named AS MATERIALIZED (SELECT player_id FROM players WHERE name ILIKE %s)"
+            " SELECT player_id FROM named ORDER BY player_id LIMIT %s",
             (_containing(text), NAMED_AT_MOST),
         ).fetchall()
         everyone = conn.execute(
