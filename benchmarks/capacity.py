@@ -63,12 +63,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--pace", type=float, default=1.0, help="think times scaled by this")
-    args = parse(parser, steps="8", ramp=2.0, hold=8.0, processes=1, pace=0.1)
+    args = parse(parser, steps="8", ramp=2.0, hold=10.0, processes=1, pace=0.1)
     steps = [int(s) for s in args.steps.split(",")]
     cores = os.cpu_count() or 1
     # The smoke run's bots come at once, so that hands are dealt within its seconds.
     settings = {"DDZ_LOBBY_BOTS_AFTER": "1"} if args.smoke else {}
     results: list[tuple[int, Window, dict[str, float], dict[int, float], float]] = []
+    decided = 0
     with tempfile.TemporaryDirectory(prefix="ddz-cap-") as scratch:
         folder = Path(scratch)
         with service(folder, args.api, args.workers, settings) as running:
@@ -85,20 +86,26 @@ def main() -> None:
                         running, step, users, args.ramp, args.hold, 5.0, args.processes, args.pace
                     )
                     sampler.generators = [load.pid]
-                    began = time.time()
                     try:
-                        load.wait(timeout=args.ramp + args.hold + 120)
+                        load.wait(timeout=args.ramp + args.hold + 180)
                     finally:
                         stop(load)
+                    made = samples(step)
+                    if not made:
+                        log = (step / "locust.log").read_text(errors="replace")
+                        print(f"Locust made no request; its log ends:\n{log[-1500:]}", flush=True)
+                    # The run began with its first request (Locust takes a while to start).
+                    began = made[0].at if made else time.time()
                     start, end = began + args.ramp, began + args.ramp + args.hold
-                    held = window(samples(step), start, end)
+                    held = window(made, start, end)
+                    decided += sum(1 for s in made if s.name == ACK)
                     groups, processes, machine = sampler.cpu(start, end)
                     results.append((users, held, groups, processes, machine))
                     report(users, held, groups, processes, machine, cores)
             five_hundreds = running.five_hundreds()
     print(f"answers 5xx in the API's log: {five_hundreds}")
     summary(results, cores, args.api, args.workers)
-    if args.smoke and not any(r[1].felt.get(ACK, (0, 0, 0))[2] for r in results):
+    if args.smoke and not decided:
         sys.exit("the smoke run made no decision: the load model did not play")
 
 

@@ -126,6 +126,8 @@ def run(
             ended = time.time()
         settle(running, args.settle)
         found = samples(folder)
+        # The run began with its first request (Locust takes a while to start).
+        began = found[0].at if found else began
         checks = check(running)
         five_hundreds = running.five_hundreds()
     return sampler, found, checks, five_hundreds, began, ended, done

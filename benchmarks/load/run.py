@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from common import free_port, wait_ready
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -45,15 +45,6 @@ PER_ADDRESS = {
 }
 #: The groups of processes whose CPU and memory are told apart.
 GROUPS = ("api", "workers", "postgres", "redis", "generator")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -167,7 +158,7 @@ def service(
     )
     running = Service(f"http://127.0.0.1:{port}", serve, log, env)
     try:
-        wait_ready(running)
+        wait_ready(running.url + "/readyz", serve, timeout=180, log=log)
         text = log.read_text(errors="replace")
         for name, variable in (("PostgreSQL", "DATABASE_URL"), ("Redis", "REDIS_URL")):
             found = re.search(rf"embedded {name}: (\S+)", text)
@@ -212,24 +203,6 @@ def service(
                 serve.wait()
 
 
-def wait_ready(running: Service, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if running.serve.poll() is not None:
-            raise RuntimeError(
-                f"ddz serve exited with {running.serve.returncode}:\n"
-                + running.log.read_text(errors="replace")[-3000:]
-            )
-        try:
-            with urllib.request.urlopen(running.url + "/readyz", timeout=2) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"ddz serve was not ready in {timeout:.0f} s")
-
-
 def generator(
     running: Service,
     folder: Path,
@@ -268,7 +241,11 @@ def generator(
         "WARNING",
     ]
     if processes > 1:
-        command += ["--processes", str(processes)]
+        # The master's port for its workers (it forks them, and they dial --master-port):
+        # a free one, Locust's 5557 may be taken.
+        port = str(free_port())
+        command += ["--processes", str(processes), "--master-bind-host", "127.0.0.1"]
+        command += ["--master-bind-port", port, "--master-port", port]
     return subprocess.Popen(
         command,
         env=env,
