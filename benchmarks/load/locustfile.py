@@ -50,8 +50,13 @@ from typing import Any
 import gevent
 from gevent.queue import Empty, Queue
 from geventhttpclient import HTTPClient
-from locust import FastHttpUser, LoadTestShape, constant, events, task
+from locust import FastHttpUser, LoadTestShape, constant, events, runners, task
 from locust.exception import StopUser
+
+# A generator process's heartbeats may come late on a crowded machine: its master takes it
+# for lost after this many missed seconds (3 by default), and stops the run when the last
+# one is lost.
+runners.HEARTBEAT_LIVENESS = 30
 
 #: The model's knobs, from the environment (the capacity and soak scripts set them).
 USERS = int(os.environ.get("DDZ_LOAD_USERS", "100"))

@@ -252,6 +252,8 @@ def generator(
         stdout=open(folder / "locust.log", "ab"),
         stderr=subprocess.STDOUT,
         cwd=folder,
+        # A group of its own: its forked processes are stopped with it (stop()).
+        start_new_session=True,
     )
 
 
@@ -402,6 +404,7 @@ def window(found: Sequence[Sample], start: float, end: float) -> Window:
 
 
 def stop(process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Stops the generator and every process it forked (its process group)."""
     if process.poll() is None:
         process.terminate()
         try:
@@ -409,3 +412,12 @@ def stop(process: subprocess.Popen[bytes], timeout: float = 60) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            os.killpg(process.pid, 0)
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the group is gone
