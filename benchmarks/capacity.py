@@ -47,6 +47,7 @@ from load.run import (
     samples,
     service,
     stop,
+    stopped_early,
     window,
 )
 
@@ -91,9 +92,9 @@ def main() -> None:
                     finally:
                         stop(load)
                     made = samples(step)
-                    if not made:
-                        log = (step / "locust.log").read_text(errors="replace")
-                        print(f"Locust made no request; its log ends:\n{log[-1500:]}", flush=True)
+                    early = stopped_early(step, made, args.ramp + args.hold)
+                    if early is not None:
+                        print(f"Locust stopped early; its log said:\n{early}", flush=True)
                     # The run began with its first request (Locust takes a while to start).
                     began = made[0].at if made else time.time()
                     start, end = began + args.ramp, began + args.ramp + args.hold

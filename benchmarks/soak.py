@@ -43,6 +43,7 @@ from load.run import (
     samples,
     service,
     stop,
+    stopped_early,
     window,
 )
 
@@ -128,6 +129,9 @@ def run(
         found = samples(folder)
         # The run began with its first request (Locust takes a while to start).
         began = found[0].at if found else began
+        early = stopped_early(folder, found, seconds)
+        if early is not None:
+            print(f"Locust stopped early; its log said:\n{early}", flush=True)
         checks = check(running)
         five_hundreds = running.five_hundreds()
     return sampler, found, checks, five_hundreds, began, ended, done

@@ -238,7 +238,7 @@ def generator(
         "--csv",
         str(folder / "locust"),
         "--loglevel",
-        "WARNING",
+        "INFO",
     ]
     if processes > 1:
         # The master's port for its workers (it forks them, and they dial --master-port):
@@ -401,6 +401,16 @@ def window(found: Sequence[Sample], start: float, end: float) -> Window:
             for name, values in felt.items()
         },
     )
+
+
+def stopped_early(folder: Path, found: Sequence[Sample], planned: float) -> str | None:
+    """What Locust said when its run ended before ``planned`` seconds (its log's lines
+    about stopping, lost generators among them); None when it ran its course."""
+    if found and found[-1].at - found[0].at >= 0.9 * planned:
+        return None
+    log = (folder / "locust.log").read_text(errors="replace").splitlines()
+    said = [line for line in log if re.search(r"missing|stopping|Traceback|Error", line)]
+    return "\n".join(said[-8:]) or "nothing"
 
 
 def stop(process: subprocess.Popen[bytes], timeout: float = 60) -> None:
