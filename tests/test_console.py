@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import getpass
+import html
 import io
 import logging
 import re
@@ -694,6 +695,55 @@ def test_the_audit_page_searches_and_pages_the_trail(service):
     assert "0 entries." in auditor.get(f"/console/audit?operator={who}&via=cli").text
     assert "0 entries." in auditor.get(f"/console/audit?operator={who}&until=2000-01-01").text
     assert auditor.get("/console/audit?page=x").status_code == 400
+
+
+def test_the_lists_page_by_key_and_an_old_page_number_still_works(service):
+    """The pager's links carry the key of the row they continue from; an old link's page
+    number lands on the same page; a key the list never gave is a bad request."""
+    app, match_id, _ = service
+    operators = app.extensions["ddz"].operators
+    who = f"keyed-{uuid.uuid4().hex[:6]}"
+    for n in range(30):
+        operators.audit(
+            who, "replay", "console", match_id=uuid.UUID(match_id), address=f"10.1.0.{n}"
+        )
+    auditor = signed_in(app, "otto")
+
+    def rows(page: str) -> list[str]:
+        return re.findall(r"<td>(10\.1\.0\.\d+)</td>", page)
+
+    def link(page: str, which: str) -> str:
+        found = re.search(rf'<a href="(\?[^"]+)" id="{which}">', page)
+        assert found, which
+        return "/console/audit" + html.unescape(found.group(1))
+
+    first = auditor.get(f"/console/audit?operator={who}").text
+    assert rows(first)[:2] == ["10.1.0.29", "10.1.0.28"] and 'id="previous"' not in first
+    assert "after=" in link(first, "next") and "page=2" in link(first, "next")
+    second = auditor.get(link(first, "next")).text
+    assert rows(second) == [f"10.1.0.{n}" for n in range(4, -1, -1)]
+    assert "Page 2 of 2" in second and 'id="next"' not in second
+    assert rows(auditor.get(f"/console/audit?operator={who}&page=2").text) == rows(second)
+    back = auditor.get(link(second, "previous")).text
+    assert rows(back) == rows(first) and "Page 1 of 2" in back
+    for key in ("after=garbage", "before=WzAsICJ4Il0", "after=WzddCg"):
+        r = auditor.get(f"/console/audit?{key}")
+        assert r.status_code == 400 and "key was not given by this list" in r.text, key
+
+
+def test_the_players_page_finds_a_player_by_name_or_id(service):
+    app, _, _ = service
+    console = signed_in(app, "otto")
+    page = console.get("/console/players?q=CAR").text
+    assert ">carol</a>" in page and ">dave</a>" not in page
+    (dave,) = re.findall(
+        r'href="/console/players/([0-9a-f-]{36})">dave<', console.get("/console/players").text
+    )
+    by_id = console.get(f"/console/players?q={dave}&sort=balance").text
+    assert ">dave</a>" in by_id and ">carol</a>" not in by_id
+    # The sort links keep the search.
+    assert f'href="?kind=&q={dave}&sort=name' in by_id
+    assert "No player with this filter yet." in console.get("/console/players?q=nobody-here").text
 
 
 def ledger_total(app) -> Decimal:

@@ -36,6 +36,8 @@ SNAPSHOT = {
     "settlements": "SELECT match_id, result FROM settlements ORDER BY match_id",
     "ledger_entries": "SELECT match_id, movement, account, seat, kind, amount FROM ledger_entries"
     " ORDER BY match_id, movement, account, seat, amount",
+    "player_figures": "SELECT * FROM player_figures ORDER BY player_id",
+    "ledger_totals": "SELECT * FROM ledger_totals ORDER BY slot",
 }
 
 
@@ -106,6 +108,7 @@ def test_rebuild_makes_every_read_model_again_exactly_and_check_finds_each_damag
         (lobby_table,),
     ).fetchone()
     orphan = uuid.uuid4()
+    (gone,) = db.execute("SELECT player_id FROM players WHERE name = 'gone'").fetchone()
 
     # The damage: each read model wrong in each way it can be.
     db.execute(
@@ -134,6 +137,7 @@ def test_rebuild_makes_every_read_model_again_exactly_and_check_finds_each_damag
         "UPDATE lobby_tickets SET status = 'waiting', table_id = NULL WHERE ticket_id = %s",
         (ids["ticket"],),
     )
+    db.execute("UPDATE player_figures SET hands = hands + 5 WHERE player_id = %s", (gone,))
     # The ledger refuses deletes: as a restore from a damaged backup could leave it.
     with db.transaction():
         db.execute("SET LOCAL session_replication_role = replica")
@@ -160,6 +164,9 @@ def test_rebuild_makes_every_read_model_again_exactly_and_check_finds_each_damag
         f"ledger_entries {hand}: missing",
     ):
         assert any(line.startswith(expected) for line in lines), (expected, out)
+    # Its balance differs too: the entries of its hand are gone.
+    figures = [line for line in lines if line.startswith(f"player_figures {gone}: balance is")]
+    assert figures and "hands is 6, the ledger and the events say 1" in figures[0], out
     assert any("no such join" in line for line in lines)
     assert any(line.startswith("player_streams") and "missing" in line for line in lines)
     assert any(line.startswith("player_streams") and "until None" in line for line in lines)

@@ -53,7 +53,7 @@ class _Deadline:
         if remaining <= 0:
             raise self._timed_out()
         if self._gevent:
-            from gevent import Timeout  # type: ignore[import-untyped]  # no stubs
+            from gevent import Timeout
 
             timer = Timeout(remaining)
             try:

@@ -341,10 +341,12 @@ def verdicts(pool: ConnectionPool) -> dict[str, Any]:
 
     def read(conn: psycopg.Connection) -> dict[str, Any]:
         with conn.transaction():
-            settled = conn.execute("SELECT count(*) FROM settlements").fetchone()
-            checked = conn.execute(
-                "SELECT count(*), coalesce(sum(entries), 0), coalesce(sum(total), 0),"
-                " count(*) FILTER (WHERE cardinality(problems) > 0) FROM ledger_verdicts"
+            # Kept as they change (migrations/0032_ledger_totals.sql): a read of 16 rows,
+            # not of every settlement and verdict of the history.
+            totals = conn.execute(
+                "SELECT coalesce(sum(settled), 0), coalesce(sum(checked), 0),"
+                " coalesce(sum(entries), 0), coalesce(sum(total), 0), coalesce(sum(failing), 0)"
+                " FROM ledger_totals"
             ).fetchone()
             failing = conn.execute(
                 "SELECT match_id, problems FROM ledger_verdicts"
@@ -357,14 +359,13 @@ def verdicts(pool: ConnectionPool) -> dict[str, Any]:
             fully = conn.execute(
                 "SELECT max(finished_at) FROM ledger_checks WHERE finished_at IS NOT NULL"
             ).fetchone()
-        assert settled is not None and checked is not None  # aggregates have their row
-        assert fully is not None
+        assert totals is not None and fully is not None  # aggregates have their row
         return {
-            "settled": settled[0],
-            "checked": checked[0],
-            "entries": checked[1],
-            "total": checked[2],
-            "failing": checked[3],
+            "settled": int(totals[0]),
+            "checked": int(totals[1]),
+            "entries": int(totals[2]),
+            "total": totals[3],
+            "failing": int(totals[4]),
             "failing_shown": [(m, problems) for m, problems in failing],
             "last_check": None if last is None else dict(zip(_CHECK_KEYS, last)),
             "fully_checked_at": fully[0],

@@ -14,7 +14,12 @@ The read models, and what each is made from:
   ``player_joined`` events to the version of the append that freed the player's seat (the
   events of one append are those of one transaction, ``events.xid``);
 - the lobby's tickets: a ticket is seated, at that table, exactly when ``lobby_seatings``
-  (a table of facts that refuses updates and deletes) says so.
+  (a table of facts that refuses updates and deletes) says so;
+- ``player_figures`` (the players page's balance, hands and disconnects of each player)
+  and ``ledger_totals`` (the ledger check's sums): from the settlements, the ledger, its
+  verdicts and the disconnect events, as the database functions ``player_figures_made()``
+  and ``ledger_totals_made()`` add them up (migrations/0031_player_figures.sql and
+  0032_ledger_totals.sql; triggers keep them as hands are settled and entries booked).
 
 The events, the settlements and the ledger entries are never written here: they refuse it.
 
@@ -47,7 +52,15 @@ from .tables import TableLoaded, table_columns
 from .tables import _settled_at as settled_at
 
 #: The read models this module makes again, in the order it makes them.
-READ_MODELS = ("matches", "tables", "table_hands", "player_streams", "lobby_tickets")
+READ_MODELS = (
+    "matches",
+    "tables",
+    "table_hands",
+    "player_streams",
+    "lobby_tickets",
+    "player_figures",
+    "ledger_totals",
+)
 #: Streams read and compared at a time.
 BATCH = 500
 #: Passes over a batch's rows that the service changed while they were being written.
@@ -80,6 +93,65 @@ _ORPHANS = (
     ),
 )
 _FIRST = "SELECT stream_id, type FROM events WHERE version = 1 AND type IN ('match_created', 'table_created')"
+
+
+@dataclass(frozen=True)
+class _Sums:
+    """A read model of sums that triggers keep as rows are written elsewhere, and the
+    database function that makes them again from those rows (its columns: ``key``, then
+    ``columns``)."""
+
+    table: str
+    key: str
+    columns: tuple[str, ...]
+    made: str
+    #: What they are made from, for the differences' wording.
+    source: str
+
+    def _differ(self) -> str:
+        stored = ", ".join(f"r.{c}" for c in self.columns)
+        made = ", ".join(f"m.{c}" for c in self.columns)
+        return (
+            f"SELECT m.{self.key}, {stored}, {made} FROM {self.made}() m"
+            f" LEFT JOIN {self.table} r USING ({self.key})"
+            f" WHERE ({stored}) IS DISTINCT FROM ({made})"
+        )
+
+    def differences(self) -> str:
+        return f"{self._differ()} ORDER BY 1"
+
+    def write(self) -> str:
+        """The differences added to the rows, found in the statement that adds them."""
+        n = len(self.columns)
+        names = ", ".join(self.columns)
+        deltas = ", ".join(f"d.m{i} - coalesce(d.r{i}, 0)" for i in range(n))
+        aliases = ", ".join([f"r{i}" for i in range(n)] + [f"m{i}" for i in range(n)])
+        return (
+            f"INSERT INTO {self.table} AS r ({self.key}, {names})"
+            f" SELECT d.k, {deltas} FROM ({self._differ()}) AS d (k, {aliases}) ORDER BY d.k"
+            f" ON CONFLICT ({self.key}) DO UPDATE SET "
+            + ", ".join(f"{c} = r.{c} + EXCLUDED.{c}" for c in self.columns)
+        )
+
+
+#: The read models of sums: each player's figures (migrations/0031_player_figures.sql), and
+#: the ledger check's totals (migrations/0032_ledger_totals.sql).
+_SUMS = (
+    _Sums(
+        "player_figures",
+        "player_id",
+        ("balance", "hands", "disconnects"),
+        "player_figures_made",
+        "the ledger and the events",
+    ),
+    _Sums(
+        "ledger_totals",
+        "slot",
+        ("settled", "checked", "entries", "total", "failing"),
+        "ledger_totals_made",
+        "the settlements and the verdicts",
+    ),
+)
 
 
 @dataclass
@@ -215,7 +287,38 @@ class ReadModels:
         found.differences += differences
         found.written += written
         found.left += left
+        differences, written = self._sums(write)
+        found.differences += differences
+        found.written += written
         return found
+
+    def _sums(self, write: bool) -> tuple[list[str], int]:
+        """The read models of sums against what their rows make of them. Written as the
+        differences found, added in the statement that finds them: a hand settled
+        meanwhile is in neither side of a difference, and its own addition (a trigger's)
+        stays."""
+
+        def work(conn: psycopg.Connection) -> tuple[list[str], int]:
+            differences: list[str] = []
+            written = 0
+            with conn.transaction():
+                for sums in _SUMS:
+                    rows = conn.execute(sums.differences()).fetchall()
+                    n = len(sums.columns)
+                    for key, *values in rows:
+                        found, made = values[:n], values[n:]
+                        changed = "; ".join(
+                            f"{name} is {was!r}, {sums.source} say {says!r}"
+                            for name, was, says in zip(sums.columns, found, made)
+                            if was != says
+                        )
+                        what = "missing" if found[0] is None else changed
+                        differences.append(f"{sums.table} {key}: {what}")
+                    if write and rows:
+                        written += max(conn.execute(sums.write()).rowcount, 0)
+            return differences, written
+
+        return retried(self.pool, work)
 
     def _batch(
         self, matches: list[uuid.UUID], tables: list[uuid.UUID], write: bool

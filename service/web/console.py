@@ -501,12 +501,22 @@ def _day(name: str) -> dt.date | None:
         return None
 
 
-def _page() -> int:
+def _at() -> reports.At:
+    """Where the page asked for starts: after or before a row's key (the pager's links),
+    or at a page's number (links from before the lists were read by key still work)."""
     raw = request.args.get("page", "1")
     # Nine digits at most: the page's offset must fit PostgreSQL's bigint.
     if not re.fullmatch(r"[0-9]{1,9}", raw):
         abort(400, _("A page is a number, from 1."))
-    return max(1, int(raw))
+    after, before = request.args.get("after"), request.args.get("before")
+    return reports.At(after or None, None if after else before or None, max(1, int(raw)))
+
+
+def _listed(search: Callable[..., reports.Page], *args: Any) -> reports.Page:
+    try:
+        return search(services().pool, *args)
+    except reports.BadKey:
+        abort(400, _("This page's key was not given by this list: go back to its first page."))
 
 
 def _chosen(name: str, allowed: Collection[str]) -> str | None:
@@ -518,21 +528,21 @@ def _chosen(name: str, allowed: Collection[str]) -> str | None:
 def _found(
     template: str,
     title: str,
-    search: Callable[..., tuple[list[dict[str, Any]], int]],
+    search: Callable[..., reports.Page],
     query: Any,
     **context: Any,
 ) -> str:
     """The page asked for of what ``search`` finds for ``query`` (``found`` in the
-    template), newest first."""
-    page = _page()
-    found, total = search(services().pool, query, page, PER_PAGE)
+    template, the page itself ``listed``)."""
+    at = _at()
+    listed = _listed(search, query, at, PER_PAGE)
     return render_template(
         template,
         title=title,
-        found=found,
-        total=total,
-        page=page,
-        pages=max(1, -(-total // PER_PAGE)),
+        found=listed.rows,
+        listed=listed,
+        page=at.page,
+        pages=max(1, -(-listed.total // PER_PAGE)),
         **context,
     )
 
@@ -985,12 +995,11 @@ def players():
     sort = request.args.get("sort", "rate")
     sort = sort if sort in reports.PLAYER_SORTS else "rate"
     descending = request.args.get("order", "desc") != "asc"
-    page = _page()
+    at = _at()
     kind = request.args.get("kind", "")
     kind = kind if kind in PLAYER_KINDS else ""
-    found, total = reports.players(
-        services().pool, sort, descending, page, PER_PAGE, PLAYER_KINDS[kind]
-    )
+    search = request.args.get("q", "").strip()
+    listed = _listed(reports.players, sort, descending, at, PER_PAGE, PLAYER_KINDS[kind], search)
     columns = {
         "name": _("Player"),
         "balance": _("Balance"),
@@ -1001,13 +1010,15 @@ def players():
     return render_template(
         "console/players.html",
         title=_("Players"),
-        players=found,
+        players=listed.rows,
+        listed=listed,
         kind=kind,
+        search=search,
         sort=sort,
         sort_label=columns.get(sort, sort),
         descending=descending,
-        page=page,
-        pages=max(1, -(-total // PER_PAGE)),
+        page=at.page,
+        pages=max(1, -(-listed.total // PER_PAGE)),
         columns=columns.items(),
     )
 

@@ -1,0 +1,1 @@
+"""The load model (locustfile.py) and what the capacity and soak scripts share (run.py)."""
