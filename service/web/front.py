@@ -32,6 +32,8 @@ PAGE_POLICY = (
     " connect-src 'self'; manifest-src 'self'; worker-src 'self'; form-action 'self';"
     " frame-ancestors 'none'; base-uri 'none'"
 )
+#: The web table's service worker fetches the service's own files, nothing else.
+WORKER_POLICY = "default-src 'none'; connect-src 'self'"
 #: The web table's shell, which its service worker keeps: the page and its files.
 PLAY_SHELL = ("play.js", "play.css", "manifest.webmanifest", "icon-192.png", "icon-512.png")
 #: Swagger UI sets style attributes as it draws (the same, with inline styles allowed).
@@ -142,4 +144,7 @@ def play_worker():
     response = Response(script, mimetype="text/javascript")
     # Browsers look for a new worker at every visit: never a stale one.
     response.headers["Cache-Control"] = "no-cache"
+    # A worker's policy is its script's answer's: it fetches the shell, and the requests it
+    # passes through are the page's, under the page's policy.
+    response.headers["Content-Security-Policy"] = WORKER_POLICY
     return response
