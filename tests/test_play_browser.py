@@ -518,6 +518,80 @@ def test_a_reload_with_the_answer_held_back_draws_the_match_as_it_is_now(base_ur
         assert not [k for k in every if k[0] >= 400], every
 
 
+def in_the_background(driver, hidden: bool) -> None:
+    """The page's tab put in the background (another tab in front) or back: what the
+    page reads of its visibility, and the event it is told by. (Headless Chromium draws
+    every tab as if in front.)"""
+    driver.execute_script(
+        "const hidden = arguments[0];"
+        "Object.defineProperty(document, 'hidden', {configurable: true, get: () => hidden});"
+        "Object.defineProperty(document, 'visibilityState', {configurable: true,"
+        " get: () => hidden ? 'hidden' : 'visible'});"
+        "document.dispatchEvent(new Event('visibilitychange'));",
+        hidden,
+    )
+
+
+def test_the_table_installs_opens_offline_and_tells_a_player_in_another_tab(base_url):
+    with chromium(PHONE) as driver:
+        driver.set_script_timeout(30)
+        sign_up(driver, base_url, "ivy")
+        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby")
+        # Installable: a manifest with the page as its start, and icons the service serves.
+        manifest = driver.execute_async_script(
+            "const done = arguments[0];"
+            "fetch(document.querySelector('link[rel=manifest]').href).then(r => r.json()).then(done)"
+        )
+        assert manifest["start_url"] == "/play/" and manifest["display"] == "standalone"
+        sizes = {icon["sizes"] for icon in manifest["icons"]}
+        assert {"192x192", "512x512"} <= sizes
+        for icon in manifest["icons"]:
+            with urllib.request.urlopen(base_url + icon["src"], timeout=30) as answer:
+                assert answer.headers["Content-Type"] == "image/png"
+        # Its worker keeps the shell, and never an answer of the API.
+        kept = driver.execute_async_script(
+            "const done = arguments[0];"
+            "navigator.serviceWorker.ready.then(() => caches.keys())"
+            ".then(names => Promise.all(names.map(n => caches.open(n).then(c => c.keys()))))"
+            ".then(kept => done(kept.flat().map(r => new URL(r.url).pathname)))"
+        )
+        assert "/play/" in kept and "/static/play/play.js" in kept, kept
+        assert not [path for path in kept if path.startswith("/v1/")], kept
+
+        # The player lets the page notify, and plays in another tab: its turn is told in
+        # the page's title and by a notification; back in front, the title is the page's.
+        driver.execute_cdp_cmd(
+            "Browser.grantPermissions", {"permissions": ["notifications"], "origin": base_url}
+        )
+        driver.refresh()
+        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby").pop().click()
+        until(lambda: driver.find_elements(By.CSS_SELECTOR, "#hand .card"), said="a hand dealt")
+        in_the_background(driver, True)
+        until(lambda: driver.title.startswith("● Your turn"), 120, "the turn in the title")
+        told = until(
+            lambda: driver.execute_async_script(
+                "const done = arguments[0];"
+                "navigator.serviceWorker.ready.then(r => r.getNotifications())"
+                ".then(shown => done(shown.map(n => n.title)))"
+            ),
+            10,
+            "the notification",
+        )
+        assert told == ["Your turn"]
+        in_the_background(driver, False)
+        assert driver.title == "Shanghai Dou Dizhu"
+        assert console_errors(driver) == []
+
+        # No network (last: Chromium's emulation holds a stream's events back once it was
+        # on): the page opens all the same, and says so.
+        driver.execute_cdp_cmd("Network.enable", {})
+        offline = {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", offline)
+        driver.refresh()
+        until(lambda: driver.find_elements(By.ID, "lost"), 30, "the page, offline")
+        assert text(driver, "h1") == "Shanghai Dou Dizhu"
+
+
 def cards_outside_the_hand(driver) -> list[str]:
     return driver.execute_script(
         "return [...document.querySelectorAll('.card[data-code]')]"

@@ -116,6 +116,7 @@ const WORDS = {
   howCounted: { zh: "计分明细", en: "How it was counted" },
   nextHand: { zh: "继续", en: "Next hand" },
   scoreboard: { zh: "本桌积分", en: "At this table" },
+  connecting: { zh: "正在连接…", en: "Connecting…" },
   connectionLost: { zh: "连接中断，正在重连…", en: "Connection lost: reconnecting…" },
   refused: { zh: "未能执行：", en: "Not done:" },
   hand: { zh: "第 {n} 局", en: "Hand {n}" },

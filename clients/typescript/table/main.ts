@@ -28,7 +28,7 @@ import {
   TransportError,
   type View,
 } from "../src/index.js";
-import { indicesOf, isRed, legalPlay, rank, roundTurns } from "./cards.js";
+import { CARD, handRows, indicesOf, isRed, legalPlay, rank, roundTurns } from "./cards.js";
 import { fold } from "./fold.js";
 import { cardName, type Lang, multiplierText, rankLabel, say, type Word } from "./i18n.js";
 
@@ -64,11 +64,6 @@ const TABLE_POLL_MS = 2000;
 /** The events of one burst (the bots' moves, an append's several events) come this close
  * together: the view is read once they have stopped coming. */
 const BURST_MS = 150;
-/** The hand's cards: their width, and the least of it that shows when they overlap
- * (a finger's 44 px, and room for the corner's rank and suit); the rows overlap
- * by 22 px of the cards' 74 (play.css), so 52 px of each row shows. */
-const CARD = { width: 54, shown: 44 };
-
 function load<T>(key: string): T | null {
   try {
     const text = localStorage.getItem(key);
@@ -108,24 +103,12 @@ function h(
   return element;
 }
 
-/** How many cards go in each row of a hand of `count` cards `width` px wide, and how far
- * apart they stand: each card shows at least CARD.shown px, rows are filled evenly. */
-export function handRows(count: number, width: number): { rows: number[]; step: number } {
-  const fit = Math.max(1, Math.floor((width - CARD.width) / CARD.shown) + 1);
-  const lines = Math.max(1, Math.ceil(count / fit));
-  const per = Math.ceil(count / lines);
-  const rows: number[] = [];
-  for (let left = count; left > 0; left -= per) rows.push(Math.min(per, left));
-  const step = per > 1 ? Math.min(CARD.width + 4, (width - CARD.width) / (per - 1)) : CARD.width;
-  return { rows, step: Math.floor(step) };
-}
-
 class Table {
   lang: Lang;
   client: Client | null = null;
   saved: Saved | null = load<Saved>(PLAYER_KEY);
   level: Level = load<Level>(LEVEL_KEY) ?? "normal";
-  screen: "signup" | "lobby" | "waiting" | "table" = "signup";
+  screen: "signup" | "connecting" | "lobby" | "waiting" | "table" = "signup";
   ticket: TicketDocument | null = null;
   table: TableDocument | null = null;
   /** The last view read (or answered, or the stream's snapshot). */
@@ -174,7 +157,20 @@ class Table {
         this.render();
       });
     });
-    document.addEventListener("visibilitychange", () => this.render());
+    document.addEventListener("visibilitychange", () => {
+      this.render();
+      this.announce();
+    });
+    // The browser knows before any request fails that there is no network.
+    this.lost = !navigator.onLine;
+    addEventListener("offline", () => {
+      this.lost = true;
+      this.render();
+    });
+    addEventListener("online", () => {
+      this.lost = false;
+      this.render();
+    });
   }
 
   t(word: Word, values?: Record<string, string | number>): string {
@@ -191,6 +187,9 @@ class Table {
     }
     this.client = new Client(location.origin, this.saved.token);
     this.client.playerId = this.saved.playerId;
+    // Drawn at once (a page opened without a network says so), then where the player is.
+    this.screen = "connecting";
+    this.render();
     this.follow(this.client);
   }
 
@@ -693,7 +692,9 @@ class Table {
           ? this.lobbyScreen()
           : this.screen === "waiting"
             ? this.waitingScreen()
-            : this.tableScreen();
+            : this.screen === "connecting"
+              ? h("main", { class: "panel" }, h("p", { id: "connecting" }, this.t("connecting")))
+              : this.tableScreen();
     const page = [this.header(), this.notices(), body];
     const sheet = this.screen === "table" && this.ended ? this.settlement(this.ended) : null;
     // The settlement is a modal sheet: what is under it is out of reach until it is closed.
@@ -1289,6 +1290,8 @@ class Table {
         "span",
         { class: "index joker", "aria-hidden": "true" },
         h("span", { class: "rank" }, this.t(big ? "bigJoker" : "smallJoker")),
+        // Its words read as the card's name does ("small joker", 小王).
+        this.lang === "en" ? " " : "",
         h("span", { class: "suit" }, this.t("joker")),
       );
     }
