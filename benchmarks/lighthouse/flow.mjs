@@ -46,9 +46,14 @@ function score(lhr, category) {
 const base = (process.argv[2] ?? "http://127.0.0.1:8000").replace(/\/+$/, "");
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Waits for `selector` on the page, for at most `seconds`. */
+/** Waits for `selector` on the page, for at most `seconds` (then says what it shows). */
 async function seen(page, selector, seconds = 120) {
-  await page.waitForSelector(selector, { timeout: seconds * 1000 });
+  try {
+    await page.waitForSelector(selector, { timeout: seconds * 1000 });
+  } catch (error) {
+    const shown = await page.evaluate(() => document.body.innerText).catch(() => "");
+    throw new Error(`no ${selector} after ${seconds} s; the page shows:\n${shown}`, { cause: error });
+  }
 }
 
 /** One decision as a person makes it, when the page says it is the player's turn: the
