@@ -360,18 +360,18 @@ def test_a_person_plays_a_whole_hand_against_hard_bots_on_a_phone(base_url, size
         driver.find_element(By.ID, "quick").click()
         until(lambda: driver.find_elements(By.CSS_SELECTOR, "#hand .card"), said="a hand dealt")
         assert len(driver.find_elements(By.CSS_SELECTOR, ".seat")) == 4
-        sizes = {len(seen_of_the_hand(driver))}
-        shots: set[str] = set()
+        # The hand as dealt, the player's bid, the first turn to play (the landlord's 33
+        # cards, or 25): seen as a person sees them, and photographed for docs/screenshots.
+        seen = {"dealt": len(seen_of_the_hand(driver))}
+        shot(driver, f"{named}-bidding")
 
         def look() -> None:
-            # Bidding, then the first turn to play (the landlord's 33 cards, or 25): seen
-            # as a person sees them, and photographed for docs/screenshots.
-            stage = "bidding" if enabled(driver, "[data-bid]") else "play"
-            if stage == "play" and stage not in shots:
-                sizes.add(len(seen_of_the_hand(driver)))
-            if stage not in shots:
-                shot(driver, f"{named}-{stage}")
-                shots.add(stage)
+            if "bid" not in seen and enabled(driver, "[data-bid]"):
+                seen["bid"] = len(seen_of_the_hand(driver))
+                shot(driver, f"{named}-bidding")
+            if "play" not in seen and enabled(driver, "#hint"):
+                seen["play"] = len(seen_of_the_hand(driver))
+                shot(driver, f"{named}-play")
 
         made = play_to_the_end(driver, look=look, bid_high=True)
         assert made, "the player decided nothing"
@@ -383,7 +383,8 @@ def test_a_person_plays_a_whole_hand_against_hard_bots_on_a_phone(base_url, size
         assert console_errors(driver) == []
         views = every[200, "/v1/matches/{id}"]
         assert views <= 12, every
-        print(f"{named}: hand of {sorted(sizes)} cards, {len(made)} decisions: {dict(every)}")
+        print(f"{named}: cards in hand {seen}, {len(made)} decisions")
+        print(f"{named}: {dict(every)}")
         # Neutral words for normal events; no bomb limit where there is none; nobody
         # waited for with every seat taken.
         page = driver.find_element(By.TAG_NAME, "body").text
