@@ -6,17 +6,16 @@ best practices (no console error, no deprecated API, no permission asked unpromp
 Performance depends on the machine's load: the flow prints it, this test does not judge it
 (benchmarks measure speed, docs/web-table.md has the figures).
 
-The flow's packages are installed with ``npm ci`` from its committed package-lock.json,
-again only when that file changes."""
+The flow's packages are installed with ``npm ci`` from its committed package-lock.json
+(tests/node_packages.py)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
+import node_packages
 import pytest
 from servers import lobby_service
 
@@ -28,22 +27,7 @@ FLOW = Path(__file__).resolve().parents[1] / "benchmarks" / "lighthouse"
 
 @pytest.fixture(scope="module")
 def installed() -> Path:
-    npm = shutil.which("npm")
-    assert npm and shutil.which("node"), (
-        "the Lighthouse flow needs Node 20 and npm (.ci/run installs them)"
-    )
-    lock = hashlib.sha256((FLOW / "package-lock.json").read_bytes()).hexdigest()
-    stamp = FLOW / "node_modules" / ".ddz-lock-sha256"
-    if not stamp.exists() or stamp.read_text() != lock:
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline"],
-            cwd=FLOW,
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-        stamp.write_text(lock)
-    return FLOW
+    return node_packages.installed(FLOW)
 
 
 @pytest.fixture(scope="module")

@@ -415,15 +415,21 @@ def decisions_of(base_url: str, match_id: str, seat: int) -> list[int]:
     ]
 
 
+def at_the_first_turn(driver, base_url: str, name: str) -> tuple[str, str, dict]:
+    """A player signed up as ``name``, at a quick match, at its first turn: its token, the
+    match and its view (from the API)."""
+    sign_up(driver, base_url, name)
+    until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby").pop().click()
+    until(lambda: my_turn(driver), 120, "the player's turn")
+    token = player(driver)["token"]
+    (table,) = api(base_url, "/v1/me/tables", token)["tables"]
+    match_id = api(base_url, table["path"], token)["match_id"]
+    return token, match_id, api(base_url, f"/v1/matches/{match_id}", token)
+
+
 def test_a_reload_mid_hand_returns_to_the_seat_and_a_decision_is_sent_once(base_url):
     with chromium(PHONE) as driver:
-        sign_up(driver, base_url, "rey")
-        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby").pop().click()
-        until(lambda: my_turn(driver), 120, "the player's turn")
-        token = player(driver)["token"]
-        (table,) = api(base_url, "/v1/me/tables", token)["tables"]
-        match_id = api(base_url, table["path"], token)["match_id"]
-        view = api(base_url, f"/v1/matches/{match_id}", token)
+        token, match_id, view = at_the_first_turn(driver, base_url, "rey")
         seat, version = view["seat"], view["version"]
         assert codes(driver, "#hand .card") == view["hand"]
 
@@ -471,13 +477,7 @@ def test_a_reload_with_the_answer_held_back_draws_the_match_as_it_is_now(base_ur
     now, the answer the page gets for the decision sent again (the stored first answer)
     draws nothing older, the player acts at once, and the seat is never the system's."""
     with chromium(PHONE) as driver:
-        sign_up(driver, base_url, "hal")
-        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby").pop().click()
-        until(lambda: my_turn(driver), 120, "the player's turn")
-        token = player(driver)["token"]
-        (table,) = api(base_url, "/v1/me/tables", token)["tables"]
-        match_id = api(base_url, table["path"], token)["match_id"]
-        view = api(base_url, f"/v1/matches/{match_id}", token)
+        token, match_id, view = at_the_first_turn(driver, base_url, "hal")
         seat, version = view["seat"], view["version"]
 
         # Every command's answer held back in the browser, once the service has answered.

@@ -10,12 +10,11 @@ only when that file changes (npm keeps its own cache of what it downloaded)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
+import node_packages
 import pytest
 from servers import OPERATOR_TOKEN
 
@@ -25,29 +24,10 @@ pytestmark = pytest.mark.slow
 PACKAGE = Path(__file__).resolve().parents[1] / "clients" / "typescript"
 
 
-def npm() -> str:
-    found = shutil.which("npm")
-    assert found and shutil.which("node"), (
-        "the TypeScript client's tests need Node 20 and npm (.ci/run installs them)"
-    )
-    return found
-
-
 @pytest.fixture(scope="module")
 def installed() -> Path:
     """clients/typescript with its node_modules as its package-lock.json says."""
-    lock = hashlib.sha256((PACKAGE / "package-lock.json").read_bytes()).hexdigest()
-    stamp = PACKAGE / "node_modules" / ".ddz-lock-sha256"
-    if not stamp.exists() or stamp.read_text() != lock:
-        subprocess.run(
-            [npm(), "ci", "--no-audit", "--no-fund", "--prefer-offline"],
-            cwd=PACKAGE,
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-        stamp.write_text(lock)
-    return PACKAGE
+    return node_packages.installed(PACKAGE)
 
 
 def test_the_typescript_client_passes_its_tests_against_ddz_serve(installed, shared_service):
@@ -57,7 +37,7 @@ def test_the_typescript_client_passes_its_tests_against_ddz_serve(installed, sha
         "DDZ_OPERATOR_TOKEN": OPERATOR_TOKEN,
     }
     run = subprocess.run(
-        [npm(), "test"],
+        [node_packages.npm(), "test"],
         cwd=installed,
         env=environment,
         capture_output=True,

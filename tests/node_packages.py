@@ -1,0 +1,35 @@
+"""Node packages of the repository (clients/typescript, benchmarks/lighthouse) for the
+tests that run them: npm, and a package's node_modules as its committed package-lock.json
+says, installed with ``npm ci`` again only when that file changes (npm keeps its own cache
+of what it downloaded)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+
+def npm() -> str:
+    found = shutil.which("npm")
+    assert found and shutil.which("node"), (
+        "these tests need Node 20 and npm (.ci/run installs them)"
+    )
+    return found
+
+
+def installed(package: Path) -> Path:
+    """``package`` with its node_modules as its package-lock.json says."""
+    lock = hashlib.sha256((package / "package-lock.json").read_bytes()).hexdigest()
+    stamp = package / "node_modules" / ".ddz-lock-sha256"
+    if not stamp.exists() or stamp.read_text() != lock:
+        subprocess.run(
+            [npm(), "ci", "--no-audit", "--no-fund", "--prefer-offline"],
+            cwd=package,
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+        stamp.write_text(lock)
+    return package
