@@ -375,6 +375,12 @@ class Table {
           this.changed();
         }
       }
+      // The stream ends, unless stopped, once the match is settled (opened on a settled
+      // match, after its snapshot).
+      if (!stop.signal.aborted) {
+        this.settled = matchId;
+        this.render();
+      }
     } catch (error) {
       this.fail(error);
     }
