@@ -1,22 +1,35 @@
 """The web table (``/play/``) and the API reference (``/docs``) in a real headless
-Chromium, against the service as ``ddz serve`` runs it (its lobby seats bots at once; a
-table rests 30 s between hands, so that the settlement stays on screen):
+Chromium, against the service as ``ddz serve`` runs it, with its default rate limits (its
+lobby seats bots at once; a table rests 30 s between hands, so that the settlement stays
+on screen):
 
-- a person plays a whole hand against bots by clicking, at a phone's size, to the
-  settlement screen, whose numbers are the ledger's;
-- a reload mid-hand comes back to the same seat, and a decision clicked while the
+- a person plays whole hands against ``hard`` bots at full speed, by clicking, at a
+  phone's sizes (360 × 740, 390 × 844) in English and in Chinese: never a 429, never a
+  console error, the view read a few times a hand; the cards read at a glance (each
+  card's corner drawn whole where the next does not cover it, a finger's 44 × 44 px of
+  each, no sideways scroll); the settlement on the first screen, whose numbers are the
+  ledger's; the screenshots of docs/screenshots made on the way;
+- a reload mid-hand comes back to the same seat: with the answer to a decision held back
+  (DevTools' Fetch interception) the page draws the match as it is now, the player acts
+  again at once and the seat is never taken over; a decision clicked while the
   connection was down is sent once, after the reload, neither lost nor made twice;
+- the page installs (its manifest, icons and service worker, which keeps the shell and
+  never the API) and tells a player in another tab that it is their turn;
 - two browsers at one private table see each other's plays and never each other's cards;
 - the Chinese page shows the bidding and the settlement in Chinese (at a desktop's size);
 - /docs draws the contract with no request leaving the machine.
 
-Screenshots go to DDZ_TEST_SCREENSHOTS when it is set."""
+Screenshots go to DDZ_TEST_SCREENSHOTS when it is set (``DDZ_TEST_SCREENSHOTS=docs/screenshots``
+makes the README's again)."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -26,23 +39,32 @@ from browsers import DESKTOP, PHONE, chromium, requested, screenshots
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from servers import OPERATOR_TOKEN, lobby_service
+from servers import OPERATOR_TOKEN, claimed_redis_db, ddz_serve, fresh_database
 
 # Slow: starts a service and browsers.
 pytestmark = pytest.mark.slow
 
 DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
+#: The phones the table is drawn for: a small Android's and an iPhone's screen.
+PHONES = [(360, 740), (390, 844)]
 
 
 @pytest.fixture(scope="module")
 def base_url(postgres_admin_url, redis_server, tmp_path_factory):
-    with lobby_service(
-        postgres_admin_url,
-        redis_server,
-        tmp_path_factory.mktemp("play"),
-        "play",
-        DDZ_TABLE_NEXT_HAND_SECONDS="30",
-    ) as base:
+    """``ddz serve`` as a player meets it: its default rate limits (20 reads a second per
+    token among them), bots seated at once by the lobby."""
+    with (
+        fresh_database(postgres_admin_url, "ddz_play") as database_url,
+        claimed_redis_db(redis_server) as redis_url,
+        ddz_serve(
+            database_url,
+            redis_url,
+            tmp_path_factory.mktemp("play"),
+            DDZ_LOBBY_BOTS_AFTER="0",
+            DDZ_KEEPALIVE_SECONDS="1",
+            DDZ_TABLE_NEXT_HAND_SECONDS="30",
+        ) as (base, _),
+    ):
         yield base
 
 
@@ -90,17 +112,26 @@ def enabled(driver, selector: str) -> list:
 
 
 def my_turn(driver) -> bool:
+    """The page says it is the player's turn, and has what it needs to decide (the legal
+    plays, on a turn to play)."""
     try:
-        return bool(driver.find_elements(By.CSS_SELECTOR, "#controls.mine button:enabled"))
+        return bool(
+            driver.find_elements(
+                By.CSS_SELECTOR, '#controls.mine:not([aria-busy="true"]) button:enabled'
+            )
+        )
     except WebDriverException:
         return False
 
 
-def decide(driver, by_keyboard: bool = False, bids: list[str] | None = None) -> str | None:
-    """One decision, as a person makes it by clicking: no bid (the first value offered),
-    the hand kept hidden, no 报到, a legal play (the first hint; from the keyboard, its
-    cards chosen again one by one and played with Enter), or a pass. ``bids`` collects the
-    bid buttons' words. None when the page was redrawn meanwhile (decide again)."""
+def decide(
+    driver, by_keyboard: bool = False, bids: list[str] | None = None, bid_high: bool = False
+) -> str | None:
+    """One decision, as a person makes it by clicking: no bid (the first value offered;
+    ``bid_high``: the highest), the hand kept hidden, no 报到, a legal play (the first
+    hint; from the keyboard, its cards chosen again one by one and played with Enter), or
+    a pass. ``bids`` collects the bid buttons' words. None when the page was redrawn
+    meanwhile (decide again)."""
     try:
         take_back = enabled(driver, "#resume")
         if take_back:
@@ -110,7 +141,7 @@ def decide(driver, by_keyboard: bool = False, bids: list[str] | None = None) -> 
         if offered:
             if bids is not None:
                 bids += [b.text for b in offered]
-            offered[0].click()
+            offered[-1 if bid_high else 0].click()
             return "bid"
         for selector, action in (
             ('[data-show-hand="false"]', "show_hand"),
@@ -151,8 +182,11 @@ def decide(driver, by_keyboard: bool = False, bids: list[str] | None = None) -> 
         return None
 
 
-def play_to_the_end(driver, seconds: float = 240, **options) -> list[str]:
-    """Decides each time the page says it is the player's turn, until the settlement."""
+def play_to_the_end(
+    driver, seconds: float = 240, look: Callable[[], None] | None = None, **options
+) -> list[str]:
+    """Decides each time the page says it is the player's turn, until the settlement;
+    ``look`` sees the page before each decision."""
     deadline = time.monotonic() + seconds
     made: list[str] = []
     while not driver.find_elements(By.ID, "settlement"):
@@ -164,8 +198,10 @@ def play_to_the_end(driver, seconds: float = 240, **options) -> list[str]:
         except WebDriverException:
             continue
         if not version:
-            time.sleep(0.1)
+            time.sleep(0.05)
             continue
+        if look is not None:
+            look()
         decided = decide(driver, **options)
         if decided is None:
             continue
@@ -186,7 +222,7 @@ def texts(driver, selector: str) -> list[str]:
     """The words of the elements ``selector`` finds, read at once (the page redraws as
     the service's answers come, so elements found one call earlier may be gone)."""
     return driver.execute_script(
-        "return [...document.querySelectorAll(arguments[0])].map(e => e.innerText.trim())",
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.textContent.trim())",
         selector,
     )
 
@@ -207,40 +243,164 @@ def fits(driver) -> bool:
     return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
 
 
-def test_a_person_plays_a_whole_hand_against_bots_at_phone_size(base_url):
-    with chromium(PHONE) as driver:
-        sign_up(driver, base_url, "pat")
-        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby").pop().click()
+def answers(driver) -> Counter[tuple[int, str]]:
+    """The page's requests answered since the last call (the browser's performance log),
+    by status and path, ids as ``{id}``."""
+    found: Counter[tuple[int, str]] = Counter()
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.responseReceived":
+            response = message["params"]["response"]
+            path = urllib.parse.urlsplit(response["url"]).path
+            found[
+                response["status"],
+                re.sub(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", "{id}", path),
+            ] += 1
+    return found
+
+
+def console_errors(driver) -> list[dict]:
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+#: What a person sees of each card of the hand: the part of it a finger reaches (the
+#: points where it is the topmost element), and whether each text of its corner (rank,
+#: suit) is drawn whole there (every corner of the text's box, and its middle, on the card)
+#: and within the card's edges.
+SEEN_OF_THE_HAND = """
+const hand = document.getElementById('hand');
+hand.scrollIntoView({block: 'end'});
+const on = (card, x, y) => { const hit = document.elementFromPoint(x, y); return !!hit && card.contains(hit); };
+return [...hand.querySelectorAll('.card')].map(card => {
+  const box = card.getBoundingClientRect();
+  let left = Infinity, right = -Infinity, top = Infinity, bottom = -Infinity, area = 0;
+  for (let y = Math.floor(box.top) + 0.5; y < box.bottom; y++) {
+    for (let x = Math.floor(box.left) + 0.5; x < box.right; x++) {
+      if (on(card, x, y)) {
+        area++; left = Math.min(left, x); right = Math.max(right, x);
+        top = Math.min(top, y); bottom = Math.max(bottom, y);
+      }
+    }
+  }
+  const texts = [...card.querySelectorAll('.rank, .suit')].map(t => {
+    const r = t.getBoundingClientRect();
+    const points = [[r.left + 0.5, r.top + 0.5], [r.right - 0.5, r.top + 0.5],
+      [r.left + 0.5, r.bottom - 0.5], [r.right - 0.5, r.bottom - 0.5],
+      [(r.left + r.right) / 2, (r.top + r.bottom) / 2]];
+    return {text: t.textContent, drawn: points.every(([x, y]) => on(card, x, y)),
+      inside: r.left >= box.left && r.right <= box.right && r.top >= box.top && r.bottom <= box.bottom};
+  });
+  return {code: card.dataset.code, width: right - left + 1, height: bottom - top + 1, area, texts};
+});
+"""
+
+
+def seen_of_the_hand(driver) -> list[dict]:
+    """Each card of the hand as a person sees it (:data:`SEEN_OF_THE_HAND`), checked: a
+    finger's 44 × 44 px of each card, its rank and suit drawn whole, no text past its
+    edges, and no sideways scroll."""
+    cards = driver.execute_script(SEEN_OF_THE_HAND)
+    assert cards, "no hand"
+    for card in cards:
+        assert card["width"] >= 44 and card["height"] >= 44, card
+        assert card["area"] >= 44 * 44, card
+        for shown in card["texts"]:
+            assert shown["drawn"] and shown["inside"], (card["code"], shown)
+    assert fits(driver), "the hand scrolls sideways"
+    return cards
+
+
+def settle(driver, base_url: str, named: str) -> None:
+    """The settlement as the player sees it (photographed as ``named``): on the first
+    screen, no sideways scroll, the nets the ledger's once the page says the hand is
+    settled."""
+    until(
+        lambda: driver.find_elements(By.CSS_SELECTOR, '#settlement[data-settled="true"]'),
+        60,
+        "the hand settled in the ledger",
+    )
+    shot(driver, named)
+    sheet = driver.execute_script(
+        "const s = document.getElementById('settlement').getBoundingClientRect();"
+        "const e = document.getElementById('settlement');"
+        "return {top: s.top, bottom: s.bottom, height: innerHeight,"
+        " sideways: e.scrollWidth > e.clientWidth}"
+    )
+    assert sheet["top"] >= 0 and sheet["bottom"] <= sheet["height"] + 0.5, sheet
+    assert not sheet["sideways"] and fits(driver), sheet
+    rows = texts(driver, "#nets tbody tr th")
+    nets = [Decimal(n) for n in texts(driver, "#nets tbody .net")]
+    assert len(rows) == len(nets) == 4
+    # The nets shown are the ledger's: the player's is its balance, and the house's cut
+    # closes the sum.
+    me = api(base_url, "/v1/me", player(driver)["token"])
+    (mine,) = [n for row, n in zip(rows, nets) if row.startswith(("You", "你"))]
+    assert mine == Decimal(me["balance"])
+    assert Decimal(text(driver, "#my-net").split(": ")[1]) == mine
+    house = Decimal(text(driver, "#house").split(": ")[1])
+    assert sum(nets) + house == 0
+    # The multiplier as players read it: an integer, or a decimal whose fraction a tap shows.
+    shown = text(driver, "#multiplier-value")
+    assert re.fullmatch(r"×\d+(\.\d{1,2})?", shown), shown
+    if driver.find_element(By.ID, "multiplier-value").tag_name == "button":
+        driver.find_element(By.ID, "multiplier-value").click()
+        assert re.fullmatch(r"×\d+/\d+", text(driver, "#multiplier-value"))
+    assert texts(driver, "#factors li")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("size", PHONES, ids=[f"{w}x{h}" for w, h in PHONES])
+def test_a_person_plays_a_whole_hand_against_hard_bots_on_a_phone(base_url, size, lang):
+    width, height = size
+    named = f"{width}x{height}-{lang}"
+    with chromium(size) as driver:
+        sign_up(driver, base_url, f"pat-{named}", lang=lang)
+        until(lambda: driver.find_elements(By.ID, "level"), said="the lobby")
+        driver.find_element(By.CSS_SELECTOR, '#level option[value="hard"]').click()
+        driver.find_element(By.ID, "quick").click()
         until(lambda: driver.find_elements(By.CSS_SELECTOR, "#hand .card"), said="a hand dealt")
         assert len(driver.find_elements(By.CSS_SELECTOR, ".seat")) == 4
-        assert fits(driver), "the table scrolls sideways on a phone"
-        shot(driver, "phone-dealt")
+        # The hand as dealt, the player's bid, the first turn to play (the landlord's 33
+        # cards, or 25): seen as a person sees them, and photographed for docs/screenshots.
+        seen = {"dealt": len(seen_of_the_hand(driver))}
+        shot(driver, f"{named}-bidding")
 
-        made = play_to_the_end(driver)
+        def look() -> None:
+            if "bid" not in seen and enabled(driver, "[data-bid]"):
+                seen["bid"] = len(seen_of_the_hand(driver))
+                shot(driver, f"{named}-bidding")
+            if "play" not in seen and enabled(driver, "#hint"):
+                seen["play"] = len(seen_of_the_hand(driver))
+                shot(driver, f"{named}-play")
+
+        made = play_to_the_end(driver, look=look, bid_high=True)
         assert made, "the player decided nothing"
-        shot(driver, "phone-settlement")
-        assert fits(driver)
-        assert text(driver, "#winner") in ("The landlord wins", "The farmers win")
-        assert "Multiplier ×" in text(driver, "#multiplier")
-        rows = texts(driver, "#nets tbody tr th")
-        nets = [Decimal(n) for n in texts(driver, "#nets tbody .net")]
-        assert len(rows) == len(nets) == 4
-        # The nets shown are the ledger's: the player's is its balance, and the house's cut
-        # closes the sum.
-        me = api(base_url, "/v1/me", player(driver)["token"])
-        (mine,) = [n for row, n in zip(rows, nets) if "You" in row]
-        assert mine == Decimal(me["balance"])
-        house = Decimal(text(driver, "#house").split(": ")[1])
-        assert sum(nets) + house == 0
+        settle(driver, base_url, f"{named}-settlement")
+        every = answers(driver)
+        # Never throttled by itself: no 429, nothing in the console; the view read a few
+        # times a hand (the stream's events folded in between), not after every event.
+        assert not [k for k in every if k[0] == 429], every
+        assert console_errors(driver) == []
+        views = every[200, "/v1/matches/{id}"]
+        assert views <= 12, every
+        print(f"{named}: cards in hand {seen}, {len(made)} decisions")
+        print(f"{named}: {dict(every)}")
+        # Neutral words for normal events; no bomb limit where there is none; nobody
+        # waited for with every seat taken.
+        page = driver.find_element(By.TAG_NAME, "body").text
+        assert not any(
+            w in page for w in ("no limit", "不限", "Waiting for players", "等待其他玩家")
+        )
 
-        # Leaving between hands: back to the lobby. The panel may be drawn again between
+        # Leaving between hands: back to the lobby. The sheet may be drawn again between
         # finding its button and clicking it: then the new button is clicked.
         until(
             lambda: driver.find_element(By.ID, "leave-after").click() or True,
             said="the button to leave after the hand",
         )
         until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby after leaving")
-        assert text(driver, "#message") == "You left the table."
+        assert text(driver, "#message") in ("You left the table.", "你已离开牌桌。")
+        assert "info" in driver.find_element(By.ID, "message").get_attribute("class")
 
 
 def decisions_of(base_url: str, match_id: str, seat: int) -> list[int]:
@@ -255,15 +415,21 @@ def decisions_of(base_url: str, match_id: str, seat: int) -> list[int]:
     ]
 
 
+def at_the_first_turn(driver, base_url: str, name: str) -> tuple[str, str, dict]:
+    """A player signed up as ``name``, at a quick match, at its first turn: its token, the
+    match and its view (from the API)."""
+    sign_up(driver, base_url, name)
+    until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby").pop().click()
+    until(lambda: my_turn(driver), 120, "the player's turn")
+    token = player(driver)["token"]
+    (table,) = api(base_url, "/v1/me/tables", token)["tables"]
+    match_id = api(base_url, table["path"], token)["match_id"]
+    return token, match_id, api(base_url, f"/v1/matches/{match_id}", token)
+
+
 def test_a_reload_mid_hand_returns_to_the_seat_and_a_decision_is_sent_once(base_url):
     with chromium(PHONE) as driver:
-        sign_up(driver, base_url, "rey")
-        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby").pop().click()
-        until(lambda: my_turn(driver), 120, "the player's turn")
-        token = player(driver)["token"]
-        (table,) = api(base_url, "/v1/me/tables", token)["tables"]
-        match_id = api(base_url, table["path"], token)["match_id"]
-        view = api(base_url, f"/v1/matches/{match_id}", token)
+        token, match_id, view = at_the_first_turn(driver, base_url, "rey")
         seat, version = view["seat"], view["version"]
         assert codes(driver, "#hand .card") == view["hand"]
 
@@ -303,6 +469,128 @@ def test_a_reload_mid_hand_returns_to_the_seat_and_a_decision_is_sent_once(base_
         assert decisions_of(base_url, match_id, seat)[0] == version
         assert decisions_of(base_url, match_id, seat).count(version) == 1
         assert after["version"] > version
+
+
+def test_a_reload_with_the_answer_held_back_draws_the_match_as_it_is_now(base_url):
+    """The decision reaches the service, its answer does not reach the page (DevTools
+    holds it back), and the page is reloaded: it draws the match as the service has it
+    now, the answer the page gets for the decision sent again (the stored first answer)
+    draws nothing older, the player acts at once, and the seat is never the system's."""
+    with chromium(PHONE) as driver:
+        token, match_id, view = at_the_first_turn(driver, base_url, "hal")
+        seat, version = view["seat"], view["version"]
+
+        # Every command's answer held back in the browser, once the service has answered.
+        held = {"urlPattern": "*/commands", "requestStage": "Response"}
+        driver.execute_cdp_cmd("Fetch.enable", {"patterns": [held]})
+        until(lambda: decide(driver), 10, "a decision clicked")
+        until(lambda: decisions_of(base_url, match_id, seat) == [version], 30, "the decision")
+        assert driver.execute_script("return localStorage.getItem('ddz.pending')")
+        # The held answer dies with the page; the reloaded page's requests go through.
+        nothing = {"urlPattern": "*/nothing-is-held-back", "requestStage": "Response"}
+        driver.execute_cdp_cmd("Fetch.enable", {"patterns": [nothing]})
+        driver.refresh()
+
+        # The page shows the version the service is at, and when it is the player's turn
+        # there, the player may act at once.
+        def as_the_service_has_it() -> bool:
+            now = api(base_url, f"/v1/matches/{match_id}", token)
+            shown = driver.execute_script(
+                "const c = document.getElementById('controls');"
+                "return c && {version: Number(c.dataset.version),"
+                " mine: c.classList.contains('mine')}"
+            )
+            mine = now["turn"] == seat and bool(now["actions"])
+            return bool(shown) and shown == {"version": now["version"], "mine": mine}
+
+        until(as_the_service_has_it, 30, "the match as the service has it")
+        assert driver.execute_script("return localStorage.getItem('ddz.pending')") is None
+        shot(driver, "phone-after-held-answer")
+        made = play_to_the_end(driver)
+        assert made, "the player could not act again"
+
+        # Each decision once; the seat never the system's (no deadline missed).
+        decided = decisions_of(base_url, match_id, seat)
+        assert decided[0] == version and len(decided) == len(set(decided))
+        events = api(base_url, f"/v1/admin/matches/{match_id}/events", OPERATOR_TOKEN)["events"]
+        assert not [e for e in events if e["type"] == "disconnect"], "the seat was taken over"
+        assert console_errors(driver) == []
+        every = answers(driver)
+        assert not [k for k in every if k[0] >= 400], every
+
+
+def in_the_background(driver, hidden: bool) -> None:
+    """The page's tab put in the background (another tab in front) or back: what the
+    page reads of its visibility, and the event it is told by. (Headless Chromium draws
+    every tab as if in front.)"""
+    driver.execute_script(
+        "const hidden = arguments[0];"
+        "Object.defineProperty(document, 'hidden', {configurable: true, get: () => hidden});"
+        "Object.defineProperty(document, 'visibilityState', {configurable: true,"
+        " get: () => hidden ? 'hidden' : 'visible'});"
+        "document.dispatchEvent(new Event('visibilitychange'));",
+        hidden,
+    )
+
+
+def test_the_table_installs_opens_offline_and_tells_a_player_in_another_tab(base_url):
+    with chromium(PHONE) as driver:
+        driver.set_script_timeout(30)
+        sign_up(driver, base_url, "ivy")
+        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby")
+        # Installable: a manifest with the page as its start, and icons the service serves.
+        manifest = driver.execute_async_script(
+            "const done = arguments[0];"
+            "fetch(document.querySelector('link[rel=manifest]').href).then(r => r.json()).then(done)"
+        )
+        assert manifest["start_url"] == "/play/" and manifest["display"] == "standalone"
+        sizes = {icon["sizes"] for icon in manifest["icons"]}
+        assert {"192x192", "512x512"} <= sizes
+        for icon in manifest["icons"]:
+            with urllib.request.urlopen(base_url + icon["src"], timeout=30) as answer:
+                assert answer.headers["Content-Type"] == "image/png"
+        # Its worker keeps the shell, and never an answer of the API.
+        kept = driver.execute_async_script(
+            "const done = arguments[0];"
+            "navigator.serviceWorker.ready.then(() => caches.keys())"
+            ".then(names => Promise.all(names.map(n => caches.open(n).then(c => c.keys()))))"
+            ".then(kept => done(kept.flat().map(r => new URL(r.url).pathname)))"
+        )
+        assert "/play/" in kept and "/static/play/play.js" in kept, kept
+        assert not [path for path in kept if path.startswith("/v1/")], kept
+
+        # The player lets the page notify, and plays in another tab: its turn is told in
+        # the page's title and by a notification; back in front, the title is the page's.
+        driver.execute_cdp_cmd(
+            "Browser.grantPermissions", {"permissions": ["notifications"], "origin": base_url}
+        )
+        driver.refresh()
+        until(lambda: driver.find_elements(By.ID, "quick"), said="the lobby").pop().click()
+        until(lambda: driver.find_elements(By.CSS_SELECTOR, "#hand .card"), said="a hand dealt")
+        in_the_background(driver, True)
+        until(lambda: driver.title.startswith("● Your turn"), 120, "the turn in the title")
+        told = until(
+            lambda: driver.execute_async_script(
+                "const done = arguments[0];"
+                "navigator.serviceWorker.ready.then(r => r.getNotifications())"
+                ".then(shown => done(shown.map(n => n.title)))"
+            ),
+            10,
+            "the notification",
+        )
+        assert told == ["Your turn"]
+        in_the_background(driver, False)
+        assert driver.title == "Shanghai Dou Dizhu"
+        assert console_errors(driver) == []
+
+        # No network (last: Chromium's emulation holds a stream's events back once it was
+        # on): the page opens all the same, and says so.
+        driver.execute_cdp_cmd("Network.enable", {})
+        offline = {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", offline)
+        driver.refresh()
+        until(lambda: driver.find_elements(By.ID, "lost"), 30, "the page, offline")
+        assert text(driver, "h1") == "Shanghai Dou Dizhu"
 
 
 def cards_outside_the_hand(driver) -> list[str]:
@@ -405,8 +693,11 @@ def test_the_chinese_page_shows_bidding_and_settlement_in_chinese(base_url):
         assert text(driver, "#settlement h2") == "本局结束"
         assert text(driver, "#winner") in ("地主胜", "农民胜")
         assert "倍数" in text(driver, "#multiplier")
-        headers = texts(driver, "#settlement thead th")
-        assert headers == ["玩家", "净得", "输赢", "封顶后", "系统得分", "掉线罚分"]
+        assert texts(driver, "#settlement thead th") == ["玩家", "净得"]
+        # How each net was counted, in words, a tap away.
+        driver.find_element(By.CSS_SELECTOR, "#counted summary").click()
+        for counted in texts(driver, "#counted dd"):
+            assert all(w in counted for w in ("输赢", "封顶后", "系统得分", "掉线罚分")), counted
 
 
 def test_the_api_reference_loads_with_no_request_leaving_the_machine(base_url):

@@ -12,8 +12,6 @@ only when that file changes (npm keeps its own cache of what it downloaded)."""
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import re
@@ -24,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import node_packages
 import pytest
 from servers import OPERATOR_TOKEN, ROOT
 
@@ -36,27 +35,6 @@ README = PACKAGE / "README.md"
 TSC = ["--strict", "--module", "nodenext", "--target", "es2022", "--types", "node"]
 
 
-def npm() -> str:
-    found = shutil.which("npm")
-    assert found and shutil.which("node"), (
-        "the TypeScript client's tests need Node 20 and npm (.ci/run installs them)"
-    )
-    return found
-
-
-@contextmanager
-def package_lock() -> Iterator[None]:
-    """The package's folder to this process alone while it installs its node_modules/: the
-    test processes of a run share it."""
-    name = hashlib.sha256(str(PACKAGE).encode()).hexdigest()[:16]
-    with open(Path(tempfile.gettempdir()) / f"ddz-typescript-{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def run(command: list[str], cwd: Path, **options) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, **options)
 
@@ -64,14 +42,7 @@ def run(command: list[str], cwd: Path, **options) -> subprocess.CompletedProcess
 @pytest.fixture(scope="module")
 def installed() -> Path:
     """clients/typescript with its node_modules as its package-lock.json says."""
-    lock = hashlib.sha256((PACKAGE / "package-lock.json").read_bytes()).hexdigest()
-    stamp = PACKAGE / "node_modules" / ".ddz-lock-sha256"
-    with package_lock():
-        if not stamp.exists() or stamp.read_text() != lock:
-            ci = run([npm(), "ci", "--no-audit", "--no-fund", "--prefer-offline"], PACKAGE)
-            assert ci.returncode == 0, ci.stdout + ci.stderr
-            stamp.write_text(lock)
-    return PACKAGE
+    return node_packages.installed(PACKAGE)
 
 
 def test_the_typescript_client_passes_its_tests_against_ddz_serve(installed, shared_service):
@@ -80,7 +51,7 @@ def test_the_typescript_client_passes_its_tests_against_ddz_serve(installed, sha
         "DDZ_URL": shared_service,
         "DDZ_OPERATOR_TOKEN": OPERATOR_TOKEN,
     }
-    test = run([npm(), "test"], installed, env=environment)
+    test = run([node_packages.npm(), "test"], installed, env=environment)
     output = test.stdout + test.stderr
     assert test.returncode == 0, output[-6000:]
     assert "# fail 0" in output and "# pass 0" not in output, output[-3000:]
@@ -115,7 +86,7 @@ def app(installed, tmp_path_factory) -> Path:
         installed, sources, ignore=shutil.ignore_patterns("node_modules", "dist", "build", "*.tgz")
     )
     (sources / "node_modules").symlink_to(installed / "node_modules")
-    pack = run([npm(), "pack", "--json", "--pack-destination", str(packed)], sources)
+    pack = run([node_packages.npm(), "pack", "--json", "--pack-destination", str(packed)], sources)
     assert pack.returncode == 0, pack.stdout + pack.stderr
     (made,) = json.loads(pack.stdout)
     tarball = packed / made["filename"]
@@ -131,7 +102,7 @@ def app(installed, tmp_path_factory) -> Path:
     )
     install = run(
         [
-            npm(),
+            node_packages.npm(),
             "install",
             "--no-audit",
             "--no-fund",

@@ -126,7 +126,16 @@ CATEGORY_OF = {
     # The front door, the API reference and the web table: pages and their files.
     **{
         f"front.{page}": READS
-        for page in ("index", "docs", "docs_asset", "openapi_json", "openapi_yaml", "asset", "play")
+        for page in (
+            "index",
+            "docs",
+            "docs_asset",
+            "openapi_json",
+            "openapi_yaml",
+            "asset",
+            "play",
+            "play_worker",
+        )
     },
     # The console: its pages as reads of the address (they take no bearer token); signing
     # in (a POST of the form) is its own category, see request_category().

@@ -4,7 +4,8 @@ the internet), ``/openapi.json`` and ``/openapi.yaml`` the contract as this serv
 generates it (the committed ``openapi.yaml``, which tests/test_front.py compares); and
 ``/play/`` the reference web table, a page built on the TypeScript client
 (clients/typescript; its built files are committed under ``static/play``, so that serving
-needs no Node). Plain Flask: pages and files, not in ``openapi.yaml``."""
+needs no Node), installable on a phone (its manifest, icons and service worker,
+``/play/sw.js``, which keeps the page's shell and never an answer of the API). Plain Flask: pages and files, not in ``openapi.yaml``."""
 
 from __future__ import annotations
 
@@ -28,8 +29,13 @@ ASSET_CACHE = "public, max-age=3600"
 #: A page runs its own scripts and styles and talks to its own service, nothing else.
 PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
-    " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    " connect-src 'self'; manifest-src 'self'; worker-src 'self'; form-action 'self';"
+    " frame-ancestors 'none'; base-uri 'none'"
 )
+#: The web table's service worker fetches the service's own files, nothing else.
+WORKER_POLICY = "default-src 'none'; connect-src 'self'"
+#: The web table's shell, which its service worker keeps: the page and its files.
+PLAY_SHELL = ("play.js", "play.css", "manifest.webmanifest", "icon-192.png", "icon-512.png")
 #: Swagger UI sets style attributes as it draws (the same, with inline styles allowed).
 DOCS_POLICY = PAGE_POLICY.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
 
@@ -125,3 +131,20 @@ def asset(folder: str, name: str):
 @bp.route("/play/")
 def play():
     return _page("play/index.html")
+
+
+@bp.route("/play/sw.js")
+def play_worker():
+    """The web table's service worker, at the page's path so that it serves the page
+    (its scope). Its list of files names this version's: a new version of the service
+    is a new worker, which replaces the files kept."""
+    files = ["/play/", *(asset_url("play", name) for name in PLAY_SHELL)]
+    shell = "ddz-play-" + hashlib.sha256(" ".join(files).encode()).hexdigest()[:12]
+    script = render_template("play/sw.js", shell=shell, files=files)
+    response = Response(script, mimetype="text/javascript")
+    # Browsers look for a new worker at every visit: never a stale one.
+    response.headers["Cache-Control"] = "no-cache"
+    # A worker's policy is its script's answer's: it fetches the shell, and the requests it
+    # passes through are the page's, under the page's policy.
+    response.headers["Content-Security-Policy"] = WORKER_POLICY
+    return response

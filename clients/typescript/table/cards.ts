@@ -53,3 +53,20 @@ export function roundTurns(history: Schemas["Turn"][]): Map<number, Schemas["Tur
   for (const turn of history.slice(start)) turns.set(turn.seat, turn);
   return turns;
 }
+
+/** The hand's cards: their width, and the least of it that shows when they overlap
+ * (a finger's 44 px, and room for the corner's rank and suit); the rows overlap
+ * by 22 px of the cards' 74 (play.css), so 52 px of each row shows. */
+export const CARD = { width: 54, shown: 44 };
+
+/** How many cards go in each row of a hand of `count` cards `width` px wide, and how far
+ * apart they stand: each card shows at least CARD.shown px, rows are filled evenly. */
+export function handRows(count: number, width: number): { rows: number[]; step: number } {
+  const fit = Math.max(1, Math.floor((width - CARD.width) / CARD.shown) + 1);
+  const lines = Math.max(1, Math.ceil(count / fit));
+  const per = Math.ceil(count / lines);
+  const rows: number[] = [];
+  for (let left = count; left > 0; left -= per) rows.push(Math.min(per, left));
+  const step = per > 1 ? Math.min(CARD.width + 4, (width - CARD.width) / (per - 1)) : CARD.width;
+  return { rows, step: Math.floor(step) };
+}

@@ -23,6 +23,11 @@ const WORDS = {
   afterSeconds: { zh: "{n} 秒后", en: "after {n} s" },
   never: { zh: "不补", en: "never" },
   unit: { zh: "底分", en: "Stake" },
+  botLevel: { zh: "机器人", en: "Bots" },
+  levelEasy: { zh: "简单", en: "easy" },
+  levelNormal: { zh: "普通", en: "normal" },
+  levelHard: { zh: "困难", en: "hard" },
+  notifyMe: { zh: "轮到我时提醒", en: "Notify my turn" },
   waitingForTable: { zh: "正在找牌桌…", en: "Finding a table…" },
   cancel: { zh: "取消", en: "Cancel" },
   invite: { zh: "邀请链接", en: "Invite link" },
@@ -36,17 +41,20 @@ const WORDS = {
   left: { zh: "你已离开牌桌。", en: "You left the table." },
   closed: { zh: "牌桌已关闭。", en: "The table has closed." },
   waitingPlayers: { zh: "等待其他玩家…", en: "Waiting for players…" },
+  dealing: { zh: "发牌中…", en: "Dealing…" },
   nextHandAt: { zh: "下一局即将开始", en: "The next hand starts soon" },
   you: { zh: "你", en: "You" },
   bot: { zh: "机器人", en: "Bot" },
   empty: { zh: "空位", en: "Empty seat" },
   seat: { zh: "座位", en: "Seat" },
   cards: { zh: "张", en: "cards" },
-  bombsLeft: { zh: "炸弹", en: "bombs" },
-  noLimit: { zh: "不限", en: "no limit" },
+  bombsLeft: { zh: "可炸 {n} 次", en: "{n} bombs left" },
   landlord: { zh: "地主", en: "Landlord" },
   farmer: { zh: "农民", en: "Farmer" },
   markedCard: { zh: "标记牌", en: "Marked card" },
+  bigJoker: { zh: "大", en: "BIG" },
+  smallJoker: { zh: "小", en: "SMALL" },
+  joker: { zh: "王", en: "JOKER" },
   bottom: { zh: "底牌", en: "Bottom" },
   shownHand: { zh: "摊牌", en: "Shown hand" },
   reported: { zh: "报到", en: "Reported" },
@@ -96,7 +104,7 @@ const WORDS = {
   factorShowHand: { zh: "摊打 ×2", en: "摊打 shown hand ×2" },
   factorReportPlay: { zh: "报到打 ×2", en: "报到 then play ×2" },
   factorReportNoPlay: { zh: "报到不打 ×{n} 组", en: "报到 and stop, ×{n} units" },
-  factorBombs: { zh: "炸弹 {n} 个 ×{m}", en: "{n} bombs ×{m}" },
+  factorBombs: { zh: "炸弹 {n} 个 ×{m}", en: "bombs: {n}, ×{m}" },
   noFactors: { zh: "无加倍", en: "no factors" },
   player: { zh: "玩家", en: "Player" },
   gross: { zh: "输赢", en: "Gross" },
@@ -105,8 +113,10 @@ const WORDS = {
   penalty: { zh: "掉线罚分", en: "Penalty" },
   net: { zh: "净得", en: "Net" },
   house: { zh: "系统", en: "House" },
+  howCounted: { zh: "计分明细", en: "How it was counted" },
   nextHand: { zh: "继续", en: "Next hand" },
   scoreboard: { zh: "本桌积分", en: "At this table" },
+  connecting: { zh: "正在连接…", en: "Connecting…" },
   connectionLost: { zh: "连接中断，正在重连…", en: "Connection lost: reconnecting…" },
   refused: { zh: "未能执行：", en: "Not done:" },
   hand: { zh: "第 {n} 局", en: "Hand {n}" },
@@ -128,8 +138,8 @@ const SUITS: Record<string, { zh: string; en: string }> = {
 
 /** A card as a screen reader says it. */
 export function cardName(lang: Lang, code: string): string {
-  if (code === "BJ") return lang === "zh" ? "小王" : "black joker";
-  if (code === "RJ") return lang === "zh" ? "大王" : "red joker";
+  if (code === "BJ") return lang === "zh" ? "小王" : "small joker";
+  if (code === "RJ") return lang === "zh" ? "大王" : "big joker";
   const suit = SUITS[code[0] ?? ""]?.[lang] ?? "";
   const rank = rankLabel(code[1] ?? "");
   return lang === "zh" ? `${suit}${rank}` : `${rank} of ${suit}`;
@@ -137,4 +147,13 @@ export function cardName(lang: Lang, code: string): string {
 
 export function rankLabel(rank: string): string {
   return rank === "T" ? "10" : rank;
+}
+
+/** A multiplier as players read it: an integer as it is, a fraction (`128/3`) as a
+ * decimal of at most two places, with the fraction kept to be shown on demand. */
+export function multiplierText(value: string): { decimal: string; fraction: string | null } {
+  const [numerator, denominator] = value.split("/");
+  if (denominator === undefined) return { decimal: value, fraction: null };
+  const exact = Number(numerator) / Number(denominator);
+  return { decimal: String(Math.round(exact * 100) / 100), fraction: value };
 }

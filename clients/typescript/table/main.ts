@@ -4,16 +4,21 @@
  * in Chinese or English. Built on the TypeScript client; bundled by esbuild into
  * service/web/static/play/play.js.
  *
- * What the table shows is the service's: the caller's view of the match (re-read when the
- * match's stream says something happened), the table's document, the player's own stream.
- * A command is kept in the browser's storage until its answer comes, with its
- * Idempotency-Key: a page reloaded (or a connection lost) before the answer sends it
- * again with the same key, so a decision is neither lost nor made twice.
+ * What the table shows is the service's current state: the caller's view of the match
+ * (the snapshot its stream starts with, or a read), with the events that came since
+ * folded in (fold.ts): the page reads the view again only when an event says more than it
+ * can fold (a few times a hand, once per burst of events), and never draws a view older
+ * than the one it has. A command is kept in the browser's storage until its answer comes,
+ * with its Idempotency-Key: a page reloaded (or a connection lost) before the answer first
+ * draws the match as it is now, then sends the decision again with the same key if the
+ * seat may still make it, so a decision is neither lost nor made twice; the stored first
+ * answer that comes back is older than what the page shows and changes nothing.
  */
 
 import {
   Client,
   type Command,
+  type EventDocument,
   newKey,
   ProblemError,
   type Schemas,
@@ -23,10 +28,13 @@ import {
   TransportError,
   type View,
 } from "../src/index.js";
-import { indicesOf, isRed, legalPlay, rank, roundTurns } from "./cards.js";
-import { cardName, type Lang, rankLabel, say, type Word } from "./i18n.js";
+import { CARD, handRows, indicesOf, isRed, legalPlay, rank, roundTurns } from "./cards.js";
+import { fold } from "./fold.js";
+import { cardName, type Lang, multiplierText, rankLabel, say, type Word } from "./i18n.js";
 
 type Legal = Schemas["Legal"];
+type YourTurn = Schemas["YourTurnItem"];
+type Level = "easy" | "normal" | "hard";
 
 interface Saved {
   token: string;
@@ -41,12 +49,21 @@ interface Pending {
   key: string;
 }
 
+/** A line above the screen: news (neutral) or a refusal, a failure (an error). */
+interface Notice {
+  text: string;
+  kind: "info" | "error";
+}
+
 const PLAYER_KEY = "ddz.player";
 const PENDING_KEY = "ddz.pending";
 const LANG_KEY = "ddz.lang";
+const LEVEL_KEY = "ddz.level";
 /** How often the table is read again while it waits (for players, or the next deal). */
 const TABLE_POLL_MS = 2000;
-
+/** The events of one burst (the bots' moves, an append's several events) come this close
+ * together: the view is read once they have stopped coming. */
+const BURST_MS = 150;
 function load<T>(key: string): T | null {
   try {
     const text = localStorage.getItem(key);
@@ -90,22 +107,35 @@ class Table {
   lang: Lang;
   client: Client | null = null;
   saved: Saved | null = load<Saved>(PLAYER_KEY);
-  screen: "signup" | "lobby" | "waiting" | "table" = "signup";
+  level: Level = load<Level>(LEVEL_KEY) ?? "normal";
+  screen: "signup" | "connecting" | "lobby" | "waiting" | "table" = "signup";
   ticket: TicketDocument | null = null;
   table: TableDocument | null = null;
+  /** The last view read (or answered, or the stream's snapshot). */
   view: View | null = null;
+  /** The match's events that came after it, folded into what the page shows. */
+  news: EventDocument[] = [];
+  /** The player's last your_turn item: the actions offered, at its version. */
+  offered: YourTurn | null = null;
   legal: Legal | null = null;
+  legalAsked = "";
   selected = new Set<number>();
   hint = -1;
   /** The last ended hand's view, shown until dismissed or the next decision comes. */
   ended: View | null = null;
   dismissed: string | null = null;
-  message = "";
+  /** The match whose `settled` event came: its nets are the ledger's. */
+  settled: string | null = null;
+  fraction = false;
+  notice: Notice | null = null;
   lost = false;
   busy = false;
+  /** The version whose turn was announced (a tab in the background is told once). */
+  announced = "";
   watching: { matchId: string; stop: AbortController } | null = null;
   refreshing: Promise<void> | null = null;
   again = false;
+  reading: number | null = null;
   poller: number | null = null;
   readonly root: HTMLElement;
 
@@ -118,6 +148,29 @@ class Table {
         ? asked
         : (kept ?? (navigator.language.toLowerCase().startsWith("zh") ? "zh" : "en"));
     setInterval(() => this.tick(), 500);
+    let framed = false;
+    addEventListener("resize", () => {
+      if (framed) return;
+      framed = true;
+      requestAnimationFrame(() => {
+        framed = false;
+        this.render();
+      });
+    });
+    document.addEventListener("visibilitychange", () => {
+      this.render();
+      this.announce();
+    });
+    // The browser knows before any request fails that there is no network.
+    this.lost = !navigator.onLine;
+    addEventListener("offline", () => {
+      this.lost = true;
+      this.render();
+    });
+    addEventListener("online", () => {
+      this.lost = false;
+      this.render();
+    });
   }
 
   t(word: Word, values?: Record<string, string | number>): string {
@@ -134,6 +187,9 @@ class Table {
     }
     this.client = new Client(location.origin, this.saved.token);
     this.client.playerId = this.saved.playerId;
+    // Drawn at once (a page opened without a network says so), then where the player is.
+    this.screen = "connecting";
+    this.render();
     this.follow(this.client);
   }
 
@@ -182,10 +238,12 @@ class Table {
         return this.readTable();
       case "your_turn":
         if (this.ended !== null && this.ended.match_id !== item.match_id) this.dismiss();
-        return this.refresh();
+        this.offered = item;
+        return this.changed();
       case "taken_over":
       case "hand_ended":
-        return this.refresh();
+        // The match's stream brings the events; a read follows if it does not.
+        return this.wantView();
       case "left":
       case "table_closed":
         this.leaveScreen(item.type === "left" ? "left" : "closed");
@@ -220,7 +278,11 @@ class Table {
 
   async quickMatch(unit: string): Promise<void> {
     try {
-      const ticket = await this.client!.quickMatch({ unit, allow_bots: true });
+      const ticket = await this.client!.quickMatch({
+        unit,
+        allow_bots: true,
+        bot_level: this.level,
+      });
       // The stream may have seated the player before this answer came.
       if (this.screen === "table" || ticket.status !== "waiting") return;
       this.ticket = ticket;
@@ -245,7 +307,12 @@ class Table {
 
   async createPrivate(unit: string, botsAfter: number | null): Promise<void> {
     try {
-      const table = await this.client!.createTable({ unit, private: true, bots_after: botsAfter });
+      const table = await this.client!.createTable({
+        unit,
+        private: true,
+        bots_after: botsAfter,
+        bot_level: this.level,
+      });
       await this.openTable(table.table_id);
     } catch (error) {
       this.fail(error);
@@ -287,7 +354,7 @@ class Table {
     this.render();
   }
 
-  /** The match as it happens: its view read again after each of its events. */
+  /** The match as it happens: its stream's snapshot (the view now), then its events. */
   async watch(matchId: string): Promise<void> {
     this.watching?.stop.abort();
     const stop = new AbortController();
@@ -297,15 +364,66 @@ class Table {
       for await (const message of this.client!.watch(matchId, null, { signal: stop.signal })) {
         this.lost = false;
         if (message.type === "snapshot") {
-          await this.show(message.view);
+          this.show(message.view);
           await this.sendPending();
-        } else {
-          await this.refresh();
+        } else if (message.type === "settled") {
+          // The ledger holds the hand's settlement: the nets shown are its own.
+          this.settled = matchId;
+          this.render();
+        } else if (this.view?.match_id === matchId && message.version > this.view.version) {
+          this.news.push(message);
+          this.changed();
         }
+      }
+      // The stream ends, unless stopped, once the match is settled (opened on a settled
+      // match, after its snapshot).
+      if (!stop.signal.aborted) {
+        this.settled = matchId;
+        this.render();
       }
     } catch (error) {
       this.fail(error);
     }
+  }
+
+  /** What the page shows of the match: the view with the events since folded in, and
+   * the actions of the player's your_turn item when it is of that version. */
+  current(): View | null {
+    if (this.view === null) return null;
+    const { view } = fold(this.view, this.news);
+    const item = this.offered;
+    if (item?.match_id === view.match_id && item.version === view.version) {
+      return { ...view, actions: item.actions, deadline: item.deadline };
+    }
+    return view;
+  }
+
+  /** Whether the page knows less than the service said: an event it cannot fold, or a
+   * turn of a version it has not reached. */
+  behind(): boolean {
+    if (this.view === null) return false;
+    const { view, behind } = fold(this.view, this.news);
+    const item = this.offered;
+    return behind > 0 || (item?.match_id === view.match_id && item.version > view.version);
+  }
+
+  /** Something changed: drawn, the view read once the burst is over if the page is
+   * behind, the legal plays read on the player's turn to play, the turn announced. */
+  changed(): void {
+    if (this.behind()) this.wantView();
+    this.render();
+    void this.readLegal();
+    this.announce();
+  }
+
+  /** A read of the view once the events of this burst have come (none if the page has
+   * caught up by then). */
+  wantView(): void {
+    if (this.reading !== null) return;
+    this.reading = window.setTimeout(() => {
+      this.reading = null;
+      if (this.behind() || this.view === null) void this.refresh();
+    }, BURST_MS);
   }
 
   /** Reads the view again (one read at a time; a read asked meanwhile follows it). */
@@ -320,7 +438,7 @@ class Table {
       do {
         this.again = false;
         try {
-          await this.show(await this.client!.match(matchId));
+          this.show(await this.client!.match(matchId));
         } catch (error) {
           this.fail(error);
         }
@@ -333,25 +451,72 @@ class Table {
     }
   }
 
-  async show(view: View): Promise<void> {
-    if (this.view?.match_id !== view.match_id || this.view.version !== view.version) {
-      this.hint = -1;
+  /** A view of the match: kept unless it is older than the one the page has (a replayed
+   * answer, a read overtaken by an answer) or of another match than the one followed. */
+  show(view: View): void {
+    const had = this.view;
+    if (this.watching !== null && view.match_id !== this.watching.matchId) return;
+    if (had?.match_id === view.match_id && view.version < had.version) return;
+    if (had?.match_id !== view.match_id) {
+      this.selected.clear();
+      this.news = [];
+      this.fraction = false;
     }
-    if (this.view?.match_id !== view.match_id) this.selected.clear();
+    if (had?.match_id !== view.match_id || had.version !== view.version) this.hint = -1;
     this.view = view;
+    this.news = this.news.filter((event) => event.version > view.version);
     if (view.phase === "ended" && view.result !== null && this.dismissed !== view.match_id) {
       this.ended = view;
     }
-    const plays = view.actions.some((a) => a.action === "play");
-    if (plays && this.legal?.version !== view.version) {
-      try {
-        this.legal = await this.client!.legal(view.match_id);
-      } catch (error) {
-        this.fail(error);
-      }
-    } else if (!plays) {
+    this.changed();
+  }
+
+  /** The legal plays, read once per turn to play. */
+  async readLegal(): Promise<void> {
+    const view = this.current();
+    const plays = view?.actions.some((a) => a.action === "play") ?? false;
+    if (view === null || !plays) {
       this.legal = null;
+      return;
     }
+    const asked = `${view.match_id}:${view.version}`;
+    if (this.legal?.version === view.version || this.legalAsked === asked) return;
+    this.legalAsked = asked;
+    try {
+      const legal = await this.client!.legal(view.match_id);
+      if (legal.version === this.current()?.version) {
+        this.legal = legal;
+        this.render();
+      }
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  /** The player's turn, told once when the tab is in the background: its title (see
+   * render), a vibration where allowed, a notification when the player allowed them. */
+  announce(): void {
+    const view = this.current();
+    if (view === null || view.turn !== view.seat || !view.actions.length) return;
+    const turn = `${view.match_id}:${view.version}`;
+    if (this.announced === turn || !document.hidden) return;
+    this.announced = turn;
+    navigator.vibrate?.([150, 80, 150]);
+    if (!("Notification" in window) || Notification.permission !== "granted") return;
+    const title = this.t("yourTurn");
+    const options = { body: this.t("title"), tag: "ddz-turn", lang: this.lang };
+    // A phone's browser shows a page's notifications through its service worker only.
+    void navigator.serviceWorker
+      ?.getRegistration()
+      .then((registration) => {
+        if (registration) return registration.showNotification(title, options);
+        new Notification(title, options);
+      })
+      .catch(() => undefined);
+  }
+
+  async askNotifications(): Promise<void> {
+    await Notification.requestPermission();
     this.render();
   }
 
@@ -368,10 +533,7 @@ class Table {
       this.table = table;
       const mine = table.seats.find((s) => s?.player === this.saved?.playerId);
       if (mine === undefined) this.leaveScreen("left");
-      else {
-        this.message = this.t("leaveDuringHand");
-        this.render();
-      }
+      else this.tell("leaveDuringHand");
     } catch (error) {
       this.fail(error);
     }
@@ -384,9 +546,16 @@ class Table {
     this.poller = null;
     this.table = null;
     this.view = null;
+    this.news = [];
     this.legal = null;
+    this.ended = null;
     this.screen = "lobby";
-    this.message = this.t(why);
+    this.tell(why);
+  }
+
+  /** News for the player, in neutral colours. */
+  tell(word: Word): void {
+    this.notice = { text: this.t(word), kind: "info" };
     this.render();
   }
 
@@ -394,7 +563,7 @@ class Table {
 
   /** Sends a decision, kept in storage with its key until its answer comes. */
   async act(body: Command): Promise<void> {
-    const view = this.view;
+    const view = this.current();
     if (view === null || this.busy) return;
     const pending: Pending = {
       matchId: view.match_id,
@@ -406,13 +575,21 @@ class Table {
     await this.send(pending);
   }
 
-  /** A decision sent before the page was reloaded (or the connection lost), sent again
-   * with its key: applied once whether or not the first attempt reached the service. */
+  /** A decision sent before the page was reloaded (or the connection lost), once the
+   * page has drawn the match as it is: sent again with its key while the seat may still
+   * make it (applied once whether or not the first attempt reached the service; the
+   * first answer, if it did, is older than the view and changes nothing); dropped when
+   * the match has moved past it (it was made, or the system made it). */
   async sendPending(): Promise<void> {
     const pending = load<Pending>(PENDING_KEY);
-    if (pending === null || this.busy) return;
-    if (pending.matchId === this.view?.match_id) await this.send(pending);
-    else store(PENDING_KEY, null); // a hand that is over: nothing to decide in it
+    const view = this.current();
+    if (pending === null || this.busy || view === null) return;
+    const open =
+      pending.matchId === view.match_id &&
+      (view.version === pending.expectedVersion ||
+        view.actions.some((offered) => offered.action === pending.body.action));
+    if (open) await this.send(pending);
+    else store(PENDING_KEY, null);
   }
 
   async send(pending: Pending): Promise<void> {
@@ -426,26 +603,26 @@ class Table {
       store(PENDING_KEY, null);
       this.selected.clear();
       this.busy = false;
-      this.message = "";
-      await this.show(answer.view);
+      this.notice = null;
+      this.show(answer.view);
     } catch (error) {
       this.busy = false;
       if (error instanceof ProblemError) {
         // Refused (the match moved on, say): nothing to send again.
         store(PENDING_KEY, null);
-        await this.refresh();
+        void this.refresh();
       }
       this.fail(error);
     }
   }
 
   playSelected(): void {
-    const view = this.view;
+    const view = this.current();
     if (view === null || this.legal === null) return;
     const cards = [...this.selected].sort((a, b) => a - b).map((i) => view.hand[i] ?? "");
     const play = legalPlay(this.legal.plays, cards);
     if (play === undefined) {
-      this.message = this.t("notLegal");
+      this.notice = { text: this.t("notLegal"), kind: "error" };
       this.render();
       return;
     }
@@ -454,7 +631,7 @@ class Table {
 
   nextHint(): void {
     const plays = this.legal?.plays ?? [];
-    const view = this.view;
+    const view = this.current();
     if (!plays.length || view === null) return;
     this.hint = (this.hint + 1) % plays.length;
     this.selected = new Set(indicesOf(view.hand, plays[this.hint]?.cards ?? []));
@@ -464,18 +641,18 @@ class Table {
   toggle(index: number): void {
     if (this.selected.has(index)) this.selected.delete(index);
     else this.selected.add(index);
-    this.message = "";
+    this.notice = null;
     this.render();
     (this.root.querySelector(`[data-card="${index}"]`) as HTMLElement | null)?.focus();
   }
 
   fail(error: unknown): void {
     if (error instanceof ProblemError) {
-      this.message = `${this.t("refused")} ${error.detail} (${error.code})`;
+      this.notice = { text: `${this.t("refused")} ${error.detail} (${error.code})`, kind: "error" };
     } else if (error instanceof TransportError || error instanceof TypeError) {
       this.lost = true;
     } else {
-      this.message = String(error);
+      this.notice = { text: String(error), kind: "error" };
     }
     this.render();
   }
@@ -484,6 +661,11 @@ class Table {
     this.lang = lang;
     store(LANG_KEY, lang);
     this.render();
+  }
+
+  setLevel(level: Level): void {
+    this.level = level;
+    store(LEVEL_KEY, level);
   }
 
   /** The countdowns, each second. */
@@ -499,9 +681,15 @@ class Table {
 
   // --- drawing -------------------------------------------------------------------------
 
+  myTurn(view: View | null): boolean {
+    return view !== null && view.turn === view.seat && view.actions.length > 0;
+  }
+
   render(): void {
     document.documentElement.lang = this.lang === "zh" ? "zh-CN" : "en";
-    document.title = this.t("title");
+    // A tab in the background says whose turn it is in its title.
+    const waiting = this.screen === "table" && document.hidden && this.myTurn(this.current());
+    document.title = waiting ? `● ${this.t("yourTurn")} · ${this.t("title")}` : this.t("title");
     const focused = document.activeElement?.getAttribute("data-focus") ?? null;
     const body =
       this.screen === "signup"
@@ -510,10 +698,19 @@ class Table {
           ? this.lobbyScreen()
           : this.screen === "waiting"
             ? this.waitingScreen()
-            : this.tableScreen();
-    this.root.replaceChildren(this.header(), this.notices(), body);
-    if (focused !== null) {
-      (this.root.querySelector(`[data-focus="${focused}"]`) as HTMLElement | null)?.focus();
+            : this.screen === "connecting"
+              ? h("main", { class: "panel" }, h("p", { id: "connecting" }, this.t("connecting")))
+              : this.tableScreen();
+    const page = [this.header(), this.notices(), body];
+    const sheet = this.screen === "table" && this.ended ? this.settlement(this.ended) : null;
+    // The settlement is a modal sheet: what is under it is out of reach until it is closed.
+    for (const part of page) part.inert = sheet !== null;
+    this.root.replaceChildren(...page, ...(sheet ? [sheet] : []));
+    const opened = sheet !== null && this.root.dataset.sheet !== this.ended?.match_id;
+    this.root.dataset.sheet = sheet ? (this.ended?.match_id ?? "") : "";
+    const focus = opened ? "next-hand" : focused;
+    if (focus !== null) {
+      (this.root.querySelector(`[data-focus="${focus}"]`) as HTMLElement | null)?.focus();
     }
     this.tick();
   }
@@ -541,11 +738,12 @@ class Table {
   }
 
   notices(): HTMLElement {
+    const notice = this.notice;
     return h(
       "div",
       { class: "notices", role: "status", "aria-live": "polite", id: "notice" },
       this.lost && h("p", { class: "lost", id: "lost" }, this.t("connectionLost")),
-      this.message && h("p", { class: "message", id: "message" }, this.message),
+      notice && h("p", { class: `message ${notice.kind}`, id: "message" }, notice.text),
     );
   }
 
@@ -587,6 +785,36 @@ class Table {
     return select;
   }
 
+  levelPicker(): HTMLSelectElement {
+    const levels: [Level, Word][] = [
+      ["easy", "levelEasy"],
+      ["normal", "levelNormal"],
+      ["hard", "levelHard"],
+    ];
+    return h(
+      "select",
+      {
+        id: "level",
+        "data-focus": "level",
+        onchange: (event: Event) =>
+          this.setLevel((event.target as HTMLSelectElement).value as Level),
+      },
+      ...levels.map(([level, word]) =>
+        h("option", { value: level, selected: level === this.level }, this.t(word)),
+      ),
+    ) as HTMLSelectElement;
+  }
+
+  /** The offer to be told of one's turn when the tab is in the background. */
+  notifyOffer(): HTMLElement | null {
+    if (!("Notification" in window) || Notification.permission !== "default") return null;
+    return h(
+      "button",
+      { id: "notify", class: "quiet", onclick: () => void this.askNotifications() },
+      this.t("notifyMe"),
+    );
+  }
+
   lobbyScreen(): HTMLElement {
     const unit = this.unitPicker();
     const bots = h(
@@ -600,7 +828,17 @@ class Table {
     return h(
       "main",
       { class: "panel lobby" },
-      h("p", {}, h("label", { for: "unit" }, this.t("unit")), " ", unit),
+      h(
+        "p",
+        { class: "settings" },
+        h("label", { for: "unit" }, this.t("unit")),
+        " ",
+        unit,
+        " ",
+        h("label", { for: "level" }, this.t("botLevel")),
+        " ",
+        this.levelPicker(),
+      ),
       h(
         "section",
         {},
@@ -626,6 +864,7 @@ class Table {
         h("p", {}, this.t("privateTableSaid")),
         h("p", {}, h("label", { for: "bots" }, this.t("botsFill")), " ", bots),
       ),
+      this.notifyOffer(),
       h(
         "button",
         {
@@ -658,22 +897,25 @@ class Table {
     return info.name ?? "?";
   }
 
-  mySeat(): number {
+  mySeat(view: View | null): number {
     const seat =
-      this.view?.seat ?? this.table?.seats.findIndex((s) => s?.player === this.saved?.playerId);
+      view?.seat ?? this.table?.seats.findIndex((s) => s?.player === this.saved?.playerId);
     return seat === undefined || seat === null || seat < 0 ? 0 : seat;
   }
 
   tableScreen(): HTMLElement {
     const table = this.table;
-    const view = this.view;
-    const me = this.mySeat();
+    const current = this.current();
     // The felt shows the hand under way, or the last one until the next is dealt.
-    const shown = view !== null && (view.match_id === table?.match_id || !table?.match_id);
-    const playing = shown && view.phase !== "ended";
+    const view =
+      current !== null && (current.match_id === table?.match_id || !table?.match_id)
+        ? current
+        : null;
+    const playing = view !== null && view.phase !== "ended";
+    const me = this.mySeat(view);
     const places = ["bottom", "right", "top", "left"];
     const seats = [0, 1, 2, 3].map((offset) =>
-      this.seatBox((me + offset) % 4, places[offset] ?? "", shown),
+      this.seatBox((me + offset) % 4, places[offset] ?? "", view),
     );
     return h(
       "main",
@@ -688,16 +930,16 @@ class Table {
             this.t("hand", { n: (table.hands ?? 0) + (table.match_id ? 1 : 0) }),
           ),
         table?.invite && this.inviteBox(table),
+        this.notifyOffer(),
         h(
           "button",
           { id: "leave", class: "quiet", onclick: () => void this.leaveTable() },
           this.t("leaveTable"),
         ),
       ),
-      h("div", { class: "felt" }, ...seats, this.centre(shown), shown && this.shownCards(view)),
+      h("div", { class: "felt" }, ...seats, this.centre(view), view && this.shownCards(view)),
       playing ? this.controls(view) : this.between(),
       playing && this.handBox(view),
-      this.ended && this.settlement(this.ended),
       this.scoreboard(),
     );
   }
@@ -712,8 +954,7 @@ class Table {
     );
   }
 
-  seatBox(seat: number, place: string, shown: boolean): HTMLElement {
-    const view = shown ? this.view : null;
+  seatBox(seat: number, place: string, view: View | null): HTMLElement {
     const info = view?.seats[seat] ?? null;
     const acting = view !== null && view.turn === seat && view.deadline !== null;
     const turn = view !== null ? roundTurns(view.history).get(seat) : undefined;
@@ -741,20 +982,17 @@ class Table {
         { class: "facts" },
         landlord && h("span", { class: "badge role" }, this.t("landlord")),
         info && h("span", { class: "count" }, `${info.cards} ${this.t("cards")}`),
+        // A bomb limit is shown where there is one (a farmer's, under some rulesets).
         info &&
-          view?.landlord !== null &&
-          h(
-            "span",
-            { class: "bombs" },
-            `${this.t("bombsLeft")} ${info.bombs_left === null ? this.t("noLimit") : info.bombs_left}`,
-          ),
+          info.bombs_left !== null &&
+          h("span", { class: "bombs" }, this.t("bombsLeft", { n: info.bombs_left })),
         view?.marked_seat === seat &&
           view.marked_card &&
           h(
             "span",
             { class: "badge marked", title: this.t("markedCard") },
             `${this.t("markedCard")} `,
-            this.card(view.marked_card, "mini"),
+            this.card(view.marked_card),
           ),
         view !== null && (bid ?? null) !== null
           ? h(
@@ -777,7 +1015,7 @@ class Table {
           { class: "played", "data-played": seat },
           turn.action === "pass"
             ? h("span", { class: "pass" }, this.t("passed"))
-            : h("span", { class: "cards" }, ...turn.cards.map((c) => this.card(c, "small"))),
+            : h("span", { class: "cards" }, ...turn.cards.map((c) => this.card(c))),
         ),
     );
   }
@@ -800,39 +1038,43 @@ class Table {
           "div",
           { class: "row", "aria-label": `${this.seatName(landlord)}: ${this.t(word)}` },
           h("span", { class: "what" }, `${this.seatName(landlord)} · ${this.t(word)}`),
-          h("span", { class: "cards" }, ...cards.map((c) => this.card(c, "mini"))),
+          h("span", { class: "cards" }, ...cards.map((c) => this.card(c))),
         ),
       ),
     );
   }
 
-  centre(shown: boolean): HTMLElement {
-    const view = shown ? this.view : null;
+  centre(view: View | null): HTMLElement {
     return h(
       "section",
       { class: "centre", "aria-label": this.t("title") },
       view?.bottom &&
         h(
           "div",
-          { class: "bottom" },
-          `${this.t("bottom")}: `,
-          ...view.bottom.map((c) => this.card(c, "mini")),
+          { class: "bottom", id: "bottom" },
+          h("span", { class: "what" }, this.t("bottom")),
+          h("span", { class: "cards" }, ...view.bottom.map((c) => this.card(c))),
         ),
       view && view.bid !== null && h("div", { class: "stake" }, `${this.t("bid")} ${view.bid}`),
     );
   }
 
+  /** Between hands, or before the hand's first view: what the table waits for (never
+   * "waiting for players" with every seat taken). */
   between(): HTMLElement {
     const table = this.table;
-    return h(
-      "div",
-      { class: "controls" },
-      h(
-        "p",
-        { id: "between" },
-        table?.waiting?.what === "deal" ? this.t("nextHandAt") : this.t("waitingPlayers"),
-      ),
-    );
+    const empty = table?.seats.some((seat) => seat === null) ?? false;
+    const word: Word | null =
+      table === null || table.closed
+        ? null
+        : empty
+          ? "waitingPlayers"
+          : table.waiting?.what === "deal"
+            ? "nextHandAt"
+            : table.match_id
+              ? "dealing"
+              : null;
+    return h("div", { class: "controls" }, word && h("p", { id: "between" }, this.t(word)));
   }
 
   controls(view: View): HTMLElement {
@@ -896,6 +1138,8 @@ class Table {
         );
       }
     }
+    // The plays are read at the turn's start: until they come, nothing to hint or check.
+    const reading = offered.has("play") && this.legal?.version !== view.version;
     if (offered.has("play")) {
       const cards = [...this.selected].map((i) => view.hand[i] ?? "");
       const legal = this.legal !== null && legalPlay(this.legal.plays, cards) !== undefined;
@@ -913,7 +1157,11 @@ class Table {
         ),
       );
       buttons.push(
-        h("button", { id: "hint", disabled: busy, onclick: () => this.nextHint() }, this.t("hint")),
+        h(
+          "button",
+          { id: "hint", disabled: busy || reading, onclick: () => this.nextHint() },
+          this.t("hint"),
+        ),
       );
     } else if (offered.has("pass")) {
       buttons.push(h("p", { class: "question" }, this.t("canOnlyPass")));
@@ -941,13 +1189,14 @@ class Table {
         ),
       );
     }
-    const mine = view.turn === view.seat && view.actions.length > 0;
+    const mine = this.myTurn(view);
     return h(
       "div",
       {
         class: `controls${mine ? " mine" : ""}`,
         id: "controls",
         "data-version": view.version,
+        "aria-busy": reading ? "true" : "false",
         role: "group",
         "aria-label": mine ? this.t("yourTurn") : this.t("waitingForOthers"),
       },
@@ -964,9 +1213,13 @@ class Table {
     );
   }
 
+  /** The player's hand: rows of cards filled evenly, each showing at least its corner
+   * (rank and suit) and a finger's width, the rows overlapping by less than a card. */
   handBox(view: View): HTMLElement {
     const playable = new Set((this.legal?.plays ?? []).flatMap((p) => p.cards.map(rank)));
-    const cards = view.hand.map((code, i) => {
+    const width = Math.min(this.root.clientWidth || innerWidth, 1024) - 24;
+    const { rows, step } = handRows(view.hand.length, width);
+    const card = (code: string, i: number) => {
       const selected = this.selected.has(i);
       return h(
         "button",
@@ -981,19 +1234,32 @@ class Table {
           onclick: () => this.toggle(i),
           onkeydown: (event: KeyboardEvent) => this.cardKey(event, i, view.hand.length),
         },
-        ...this.face(code),
+        this.face(code),
       );
+    };
+    let first = 0;
+    const lines = rows.map((count) => {
+      const line = h(
+        "div",
+        { class: "row" },
+        ...view.hand.slice(first, first + count).map((code, i) => card(code, first + i)),
+      );
+      first += count;
+      return line;
     });
-    return h(
-      "section",
+    const box = h(
+      "div",
       {
         class: "hand",
         id: "hand",
         role: "toolbar",
         "aria-label": `${this.t("yourHand")}: ${view.hand.length} ${this.t("cards")}, ${this.selected.size} ${this.t("selected")}`,
       },
-      ...cards,
+      ...lines,
     );
+    // Set through the CSSOM: the page's policy allows no style attribute.
+    box.style.setProperty("--overlap", `${step - CARD.width}px`);
+    return box;
   }
 
   cardKey(event: KeyboardEvent, index: number, count: number): void {
@@ -1019,33 +1285,39 @@ class Table {
     }
   }
 
-  face(code: string): Node[] {
+  /** A card's corner, as it shows when covered: its rank over its suit; a joker's size
+   * in words over 王 or JOKER (told apart by more than its colour). */
+  face(code: string): HTMLElement {
     if (code === "BJ" || code === "RJ") {
-      return [
-        h(
-          "span",
-          { class: "rank joker", "aria-hidden": "true" },
-          this.lang === "zh" ? (code === "RJ" ? "大王" : "小王") : "JOKER",
-        ),
-      ];
+      const big = code === "RJ";
+      return h(
+        "span",
+        { class: "index joker", "aria-hidden": "true" },
+        h("span", { class: "rank" }, this.t(big ? "bigJoker" : "smallJoker")),
+        // Its words read as the card's name does ("small joker", 小王).
+        this.lang === "en" ? " " : "",
+        h("span", { class: "suit" }, this.t("joker")),
+      );
     }
     const suit = { S: "♠", H: "♥", C: "♣", D: "♦" }[code[0] ?? "S"] ?? "";
-    return [
-      h("span", { class: "rank", "aria-hidden": "true" }, rankLabel(code[1] ?? "")),
-      h("span", { class: "suit", "aria-hidden": "true" }, suit),
-    ];
+    return h(
+      "span",
+      { class: "index", "aria-hidden": "true" },
+      h("span", { class: "rank" }, rankLabel(code[1] ?? "")),
+      h("span", { class: "suit" }, suit),
+    );
   }
 
-  card(code: string, size: "mini" | "small"): HTMLElement {
+  card(code: string): HTMLElement {
     return h(
       "span",
       {
-        class: `card ${size}${isRed(code) ? " red" : ""}`,
+        class: `card small${isRed(code) ? " red" : ""}${code === "BJ" || code === "RJ" ? " joker" : ""}`,
         role: "img",
         "aria-label": cardName(this.lang, code),
         "data-code": code,
       },
-      ...this.face(code),
+      this.face(code),
     );
   }
 
@@ -1062,33 +1334,38 @@ class Table {
     if (factors.bombs)
       said.push(this.t("factorBombs", { n: factors.bombs, m: 2 ** factors.bombs }));
     const money = result.settlement;
-    const cell = (values: string[], seat: number) => h("td", {}, values[seat] ?? "");
-    const rows = [0, 1, 2, 3].map((seat) =>
-      h(
-        "tr",
-        { class: seat === view.seat ? "me" : "" },
-        h(
-          "th",
-          { scope: "row" },
-          this.seatName(seat),
-          " ",
-          h("small", {}, seat === result.landlord ? this.t("landlord") : this.t("farmer")),
-        ),
-        h("td", { class: "net" }, money.net[seat] ?? ""),
-        cell(money.gross, seat),
-        cell(money.after_cap, seat),
-        cell(money.rake, seat),
-        cell(money.penalty, seat),
-      ),
-    );
+    const signed = (amount: string) =>
+      amount.startsWith("-") || Number(amount) === 0 ? amount : `+${amount}`;
+    const seats = [0, 1, 2, 3];
+    const role = (seat: number) =>
+      seat === result.landlord ? this.t("landlord") : this.t("farmer");
+    const mine = view.seat !== null ? money.net[view.seat] : undefined;
+    const { decimal, fraction } = multiplierText(result.multiplier);
+    const multiplier = fraction
+      ? h(
+          "button",
+          {
+            id: "multiplier-value",
+            class: "quiet",
+            "aria-pressed": this.fraction ? "true" : "false",
+            "aria-label": `${this.t("multiplier")} ${decimal} = ${fraction}`,
+            onclick: () => {
+              this.fraction = !this.fraction;
+              this.render();
+            },
+          },
+          `×${this.fraction ? fraction : decimal}`,
+        )
+      : h("strong", { id: "multiplier-value" }, `×${decimal}`);
     return h(
       "section",
       {
         class: "settlement",
         id: "settlement",
         role: "dialog",
-        "aria-modal": "false",
+        "aria-modal": "true",
         "aria-labelledby": "settlement-title",
+        "data-settled": this.settled === view.match_id ? "true" : "false",
       },
       h("h2", { id: "settlement-title" }, this.t("handEnded")),
       h(
@@ -1096,35 +1373,76 @@ class Table {
         { class: "winner", id: "winner" },
         result.winner === "landlord" ? this.t("landlordWins") : this.t("farmersWin"),
       ),
+      mine !== undefined &&
+        h(
+          "p",
+          { class: `mine ${Number(mine) < 0 ? "down" : "up"}`, id: "my-net" },
+          `${this.t("you")}: ${signed(mine)}`,
+        ),
       h(
         "p",
         { id: "multiplier" },
-        `${this.t("bid")} ${result.bid} · ${this.t("multiplier")} ×${result.multiplier}`,
-        h("br"),
-        said.length ? said.join(" · ") : this.t("noFactors"),
+        `${this.t("bid")} ${result.bid} · ${this.t("multiplier")} `,
+        multiplier,
       ),
       h(
-        "div",
-        { class: "scroll" },
+        "ul",
+        { id: "factors", class: "factors" },
+        ...(said.length ? said : [this.t("noFactors")]).map((words) => h("li", {}, words)),
+      ),
+      h(
+        "table",
+        { id: "nets" },
         h(
-          "table",
-          { id: "nets" },
+          "thead",
+          {},
           h(
-            "thead",
+            "tr",
             {},
+            h("th", { scope: "col" }, this.t("player")),
+            h("th", { scope: "col" }, this.t("net")),
+          ),
+        ),
+        h(
+          "tbody",
+          {},
+          ...seats.map((seat) =>
             h(
               "tr",
-              {},
-              h("th", { scope: "col" }, this.t("player")),
-              ...(["net", "gross", "afterCap", "cut", "penalty"] as Word[]).map((w) =>
-                h("th", { scope: "col" }, this.t(w)),
-              ),
+              { class: seat === view.seat ? "me" : "" },
+              h("th", { scope: "row" }, this.seatName(seat), " ", h("small", {}, role(seat))),
+              h("td", { class: "net" }, signed(money.net[seat] ?? "")),
             ),
           ),
-          h("tbody", {}, ...rows),
         ),
       ),
-      h("p", { id: "house" }, `${this.t("house")}: ${money.house}`),
+      h(
+        "details",
+        { id: "counted" },
+        h("summary", {}, this.t("howCounted")),
+        h(
+          "dl",
+          {},
+          ...seats.flatMap((seat) => [
+            h("dt", {}, this.seatName(seat)),
+            h(
+              "dd",
+              {},
+              (
+                [
+                  ["gross", money.gross],
+                  ["afterCap", money.after_cap],
+                  ["cut", money.rake],
+                  ["penalty", money.penalty],
+                ] as [Word, string[]][]
+              )
+                .map(([word, amounts]) => `${this.t(word)} ${amounts[seat] ?? ""}`)
+                .join(" · "),
+            ),
+          ]),
+        ),
+        h("p", { id: "house" }, `${this.t("house")}: ${money.house}`),
+      ),
       h(
         "div",
         { class: "buttons" },
@@ -1140,7 +1458,7 @@ class Table {
         ),
         h(
           "button",
-          { id: "leave-after", onclick: () => void this.leaveTable() },
+          { id: "leave-after", "data-focus": "leave-after", onclick: () => void this.leaveTable() },
           this.t("leaveTable"),
         ),
       ),
@@ -1167,4 +1485,10 @@ const root = document.getElementById("app");
 if (root !== null) {
   const table = new Table(root);
   void table.start();
+  // The page's shell, kept for a return without a network (never the API's answers).
+  if ("serviceWorker" in navigator) {
+    addEventListener("load", () => {
+      navigator.serviceWorker.register("/play/sw.js", { scope: "/play/" }).catch(() => undefined);
+    });
+  }
 }
