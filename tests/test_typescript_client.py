@@ -18,8 +18,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import node_packages
