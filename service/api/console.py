@@ -434,8 +434,7 @@ def sign_in():
         found.operator_id, ctx.config.console_session_seconds
     )
     target = request.args.get("next", "")
-    # Only a path of the console: never somewhere else.
-    if not target.startswith("/console/") or target.startswith("//"):
+    if not _on_site(target, "/console/"):
         target = url_for("console.matches")
     return _redirect_keeping(
         target, KNOWN_COOKIE, _known_browsers().dumps(found.name), KNOWN_SECONDS, "/console"
@@ -448,9 +447,15 @@ def language(code: str):
     chosen on (of the console or a replay page, nowhere else). A preference, not an act:
     a GET, so that the public replay page, which has no session for a CSRF token, has it."""
     target = request.args.get("next", "")
-    if not target.startswith(("/console/", "/replay/")):
+    if not _on_site(target, "/console/", "/replay/"):
         target = url_for("console.home")
     return _redirect_keeping(target, LANGUAGE_COOKIE, code, LANGUAGE_SECONDS, "/")
+
+
+def _on_site(target: str, *paths: str) -> bool:
+    """Whether ``next`` names a page under one of ``paths`` of this site: never another
+    site (``//host``), and nothing a header cannot carry (a CR or LF answered 500)."""
+    return target.startswith(paths) and not target.startswith("//") and target.isprintable()
 
 
 def _redirect_keeping(
