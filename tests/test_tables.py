@@ -88,19 +88,27 @@ def test_four_people_play_two_hands_in_a_row_at_one_table(api, db, rconn, jobs_e
     assert sum(board.values()) <= 0  # what the players won and lost, less the house's part
 
 
-def test_a_private_table_refuses_without_its_code(api, rconn, jobs_env):
+def test_a_private_table_is_none_without_its_code(api, rconn, jobs_env):
+    """Without its invite code a private table is answered as a table that does not
+    exist, seen or joined; with it, the guest sits there and sees it (and its code)."""
     (host_id, host), (guest_id, guest) = people(api, 2)
     created = new_table(api, host, private=True)
     code = created["invite"]
     assert code
-    assert table(api, created["table_id"], guest)["invite"] is None  # not to those not seated
+    nowhere = f"/v1/tables/{uuid.uuid4()}"
+    absent = api.get(nowhere, headers=bearer(guest))
+    assert absent.status_code == 404
+    r = api.get(f"/v1/tables/{created['table_id']}", headers=bearer(guest))
+    assert (r.status_code, r.get_data()) == (404, absent.get_data())
     for body in ({}, {"invite": "wrong"}):
+        absent = api.post(f"{nowhere}/seats", json=body, headers=bearer(guest))
         r = join(api, created["table_id"], guest, **body)
-        assert r.status_code == 403 and r.json["code"] == "invite_required", r.json
+        assert (r.status_code, r.get_data()) == (404, absent.get_data()), r.json
     assert table(api, created["table_id"], host)["seats"][1] is None
     r = join(api, created["table_id"], guest, invite=code)
     assert r.status_code == 201 and r.json["seats"][1]["player"] == guest_id
     assert r.json["invite"] == code
+    assert table(api, created["table_id"], guest)["invite"] == code
 
 
 def test_bots_fill_the_empty_seats_after_bots_after_and_a_leaver_is_freed_at_hand_end(

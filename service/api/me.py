@@ -394,10 +394,10 @@ def my_stream():
     player_id = who.player or ""
     after = _cursor_of(last_event_id())
     with ExitStack() as held:
+        opened = open_stream(who)  # the caller's bounds first (see long_poll)
+        held.callback(opened.close)
         slot = admitted()
         held.callback(slot.close)
-        opened = open_stream(who)
-        held.callback(opened.close)
 
         def generate() -> Iterator[str]:
             yield RETRY

@@ -1,11 +1,13 @@
 """Watching (docs/tables.md, "Watching"): a public table's watcher stream and pages, and a
 finished hand's public replay (in the API and on a page). Anyone may watch, without a
 token: a watcher sees what the table's onlookers see (``service/app/watching.py``),
-``DDZ_WATCH_DELAY_SECONDS`` behind the table."""
+``DDZ_WATCH_DELAY_SECONDS`` behind the table. A watcher holds its connection as a
+player's stream does, under the same bounds (by its token's, or its address's alone)."""
 
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,22 +23,32 @@ from ..app.feed import HELD_SECONDS, Cursor
 from ..app.watching import Watched, Watching
 from ..game.record import export
 from ..game.state import ENDED
-from ..store import StoreError, TooManySubscriptions
-from ..store.tables import TableNotFound
+from ..store import StoreError
 from . import schemas
-from .documents import game_error, since, with_bot_accounts
+from .documents import (
+    game_error,
+    no_such_table,
+    optional_caller,
+    private_hands_hidden,
+    since,
+    with_bot_accounts,
+)
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
 from .streaming import (
+    HELD_OPEN,
     KEEP_ALIVE,
     RETRY,
     TOO_MANY_STREAMS,
+    admitted,
     event_stream,
     last_event_id,
+    long_poll,
+    open_stream,
     sse,
     stream_doc,
-    too_many_streams,
+    token_ended,
 )
 
 bp = Blueprint(
@@ -117,13 +129,14 @@ def _watching() -> Watching:
 
 
 def _public(table_id: uuid.UUID) -> str | None:
-    """The hand under way at the public table (404 for a table that is not, or private)."""
+    """The hand under way at the public table (a private one is answered as a table that
+    does not exist)."""
     try:
         state = services().tables.table_store.load(table_id).state
     except StoreError as exc:
         raise game_error(exc) from None
     if state.private:
-        raise game_error(TableNotFound("no such public table"))
+        raise no_such_table()
     return state.match_id
 
 
@@ -175,20 +188,29 @@ def watch(query, table_id):
     """A public table's items after ``after``: its events and its hands' events, each as
     the table's onlookers see it, in one order (from the start of its latest hand without
     ``after``), ``DDZ_WATCH_DELAY_SECONDS`` behind the table; with ``wait``, waits up to
-    that many seconds for the next (long-polling). A private table is not watched (404)."""
+    that many seconds for the next (long-polling), held as a stream is: under the bounds
+    of the caller's token, or of its address alone without one. A private table is not
+    watched (404, as for a table that does not exist)."""
+    who = optional_caller()
     current = _public(table_id)
     after = _after(query["after"], table_id)
     watched = {table_id} | ({uuid.UUID(current)} if current else set())
     notifier = services().notifier
     deadline_at = time.monotonic() + query["wait"]
-    while True:
-        with notifier.watch_all(list(watched)) as woken:
+    with long_poll(who, query["wait"]) as opened, notifier.watch_all(list(watched)) as woken:
+        if opened is not None:
+            opened.on_revoked(woken.set)
+        while True:
+            # Cleared before each read: what is appended during it wakes the next wait.
+            woken.clear()
             got = _read(table_id, after)
+            if opened is not None and not opened.valid():
+                raise token_ended(opened)  # nothing after the token's end
             remaining = deadline_at - time.monotonic()
-            if got.items or remaining <= 0 or notifier.draining:
+            if got.items or remaining <= 0 or notifier.draining or opened is None:
                 return {"items": got.items, "last_id": str(got.resume)}
             after = got.resume
-            woken.wait(_wait_for(got, remaining))
+            woken.wait(opened.wait(_wait_for(got, remaining)))
 
 
 @bp.route("/tables/<uuid:table_id>/watch/stream", methods=["GET"])
@@ -200,7 +222,8 @@ def watch(query, table_id):
             "the start of the table's latest hand), each with `id:` its id and `event:` its "
             "type, `DDZ_WATCH_DELAY_SECONDS` behind the table; `Last-Event-ID` resumes after "
             "an item with nothing lost or repeated. Comments keep a quiet connection alive; "
-            "the server closes the stream after a while, and the client reconnects.",
+            "the server closes the stream after a while, and the client reconnects. A watcher "
+            "without a token is counted by its address alone. " + HELD_OPEN,
             schema=WATCH_EVENT,
             resume="Resume after this item (the `id` of the last event received)",
             id_pattern=ITEM_ID,
@@ -215,17 +238,28 @@ def watch(query, table_id):
     }
 )
 def watch_stream(table_id):
+    who = optional_caller()
     current = _public(table_id)
     after = _after(last_event_id(), table_id)
+    opened = open_stream(who)  # the caller's bounds first, as every stream's
     try:
-        slot = services().fanout.admit()
-    except TooManySubscriptions as exc:
-        raise too_many_streams(exc) from None
+        slot = admitted()
+    except BaseException:
+        opened.close()
+        raise
     config, notifier = services().config, services().notifier
     watched = {table_id} | ({uuid.UUID(current)} if current else set())
 
     def follow() -> Iterator[str]:
         nonlocal after
+        # The wait under way, woken by a revocation of the watcher's token too.
+        waiting: list[threading.Event] = []
+
+        def revoked() -> None:
+            for woken in list(waiting):
+                woken.set()
+
+        opened.on_revoked(revoked)
         yield RETRY
         ends = time.monotonic() + config.stream_seconds
         while not notifier.draining:
@@ -233,32 +267,33 @@ def watch_stream(table_id):
             if remaining <= 0:
                 return  # the client reconnects
             with notifier.watch_all(list(watched)) as woken:
+                waiting[:] = [woken]
                 got = _read(table_id, after)
+                if not opened.valid():
+                    return  # nothing after the token's end
                 after = got.resume
                 _matches_of(got.items, watched)
                 for item in got.items:
                     yield sse(item["type"], ITEM.dump(item), item["id"])
                 if got.items:
                     continue
-                if not woken.wait(_wait_for(got, min(config.keepalive_seconds, remaining))):
+                wait = _wait_for(got, min(config.keepalive_seconds, remaining))
+                if not woken.wait(opened.wait(wait)):
                     yield KEEP_ALIVE
 
     response = event_stream(follow())
-    response.call_on_close(slot.close)  # also when the stream never starts
+    # Also when the stream never starts (the client left first).
+    response.call_on_close(opened.close)
+    response.call_on_close(slot.close)
     return response
 
 
 def _replay(match_id: uuid.UUID) -> dict[str, Any]:
-    """The finished hand's record, unless it was a private table's hand (or is not over)."""
+    """The finished hand's record (a private table's hand is hidden from whoever was not
+    dealt it before this: :func:`private_hands_hidden`)."""
     stored, latest = since(match_id, 0)
-    found = services().tables.table_store.by_match(match_id)
-    private = found is not None and services().tables.table_store.load(found[0]).state.private
-    if latest.state.phase != ENDED or private:
-        raise ApiError(
-            403,
-            "replay_not_available",
-            "a hand's replay is public once it has ended, but for a private table's hands",
-        )
+    if latest.state.phase != ENDED:
+        raise ApiError(403, "replay_not_available", "a hand's replay is public once it has ended")
     document = export([s.event for s in stored])
     with_bot_accounts(document["seats"])
     return document
@@ -272,15 +307,18 @@ def _replay(match_id: uuid.UUID) -> dict[str, Any]:
         "404": {"$ref": "#/components/responses/NOT_FOUND"},
     }
 )
+@private_hands_hidden(token=False)
 def replay(match_id):
     """A finished hand's public replay: its hand record (``ddz-hand/1``: every hand as
     dealt, the bottom, every action, the result and settlement), for anyone once the hand
-    has ended; a private table's hands are not public (403 ``replay_not_available``). The
-    page ``/replay/{match_id}`` shows it."""
+    has ended (before: 403 ``replay_not_available``); a private table's hand only to those
+    dealt it (with their token), and to anyone else 404 as a match that does not exist.
+    The page ``/replay/{match_id}`` shows it."""
     return _replay(match_id)
 
 
 @pages.route("/<uuid:match_id>", methods=["GET"])
+@private_hands_hidden(token=False)
 def replay_page(match_id):
     """The replay as a page: the seats, each hand as dealt, every action, the result."""
     nonce = secrets.token_urlsafe(16)

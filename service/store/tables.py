@@ -117,6 +117,17 @@ class Ticket:
     ladder: bool = False
 
 
+@dataclass(frozen=True)
+class HandOf:
+    """The table whose hand a match is: which hand, whether the table is private, and the
+    players dealt the hand (a hand's seats never change once dealt)."""
+
+    table_id: uuid.UUID
+    number: int
+    private: bool
+    players: frozenset[str]
+
+
 _TICKET = "ticket_id, player_id, settings, allow_bots, status, table_id, created_at, ladder"
 #: How many tables a bot account may sit at at once (a person sits at one): the default of
 #: ``DDZ_BOT_ACCOUNT_TABLES``.
@@ -124,10 +135,15 @@ BOT_ACCOUNT_TABLES = 4
 
 
 class TableStore:
+    #: Matches whose table (or none) is remembered, up to this many: what a match is never
+    #: changes, and every read of a match asks (beyond that, forgotten all at once).
+    HANDS_CACHE = 20_000
+
     def __init__(self, events: EventStore, bot_account_tables: int = BOT_ACCOUNT_TABLES):
         self.events = events
         self.pool = events.pool
         self.bot_account_tables = bot_account_tables
+        self._hands: dict[uuid.UUID, HandOf | None] = {}
 
     def _run(
         self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None = None
@@ -254,6 +270,42 @@ class TableStore:
             lambda conn: conn.execute(
                 "SELECT table_id, number FROM table_hands WHERE match_id = %s", (match_id,)
             ).fetchone()
+        )
+
+    def hand_of(self, match_id: uuid.UUID) -> HandOf | None:
+        """The table whose hand the match is (None: a match no table dealt, or none at
+        all), read once per process. A table's hand is dealt in the transaction that
+        records it at its table, so no reader of the match finds it recorded nowhere."""
+        if match_id in self._hands:
+            return self._hands[match_id]
+        row = self._run(
+            lambda conn: conn.execute(
+                "SELECT h.table_id, h.number, t.private, m.seats FROM table_hands h"
+                " JOIN tables t ON t.table_id = h.table_id"
+                " JOIN matches m ON m.match_id = h.match_id WHERE h.match_id = %s",
+                (match_id,),
+            ).fetchone()
+        )
+        hand = None
+        if row is not None:
+            table_id, number, private, seats = row
+            players = frozenset(s["player"] for s in seats if s and s.get("player"))
+            hand = HandOf(table_id, number, private, players)
+        if len(self._hands) >= self.HANDS_CACHE:
+            self._hands.clear()
+        self._hands[match_id] = hand
+        return hand
+
+    def was_seated(self, table_id: uuid.UUID, player: str) -> bool:
+        """Whether the player took a seat at the table at some time."""
+        return self._run(
+            lambda conn: (
+                conn.execute(
+                    "SELECT 1 FROM player_streams WHERE stream_id = %s AND player_id = %s LIMIT 1",
+                    (table_id, player),
+                ).fetchone()
+                is not None
+            )
         )
 
     def due_now(self) -> list[tuple[uuid.UUID, int]]:

@@ -304,7 +304,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List matches, newest first, optionally by status (open, playing, ended). */
+        /**
+         * List matches, newest first, optionally by status (open, playing, ended).
+         * @description A table's hands are listed to those dealt them (and to operators); others find them at
+         *     their table.
+         */
         get: {
             parameters: {
                 query?: {
@@ -459,7 +463,8 @@ export interface paths {
         };
         /**
          * The caller's view of the match (docs/rules.md §6): its own hand, counts, the play to beat,
-         *     whose turn and until when, and the actions the caller may take now.
+         *     whose turn and until when, and the actions the caller may take now. A table's hand is
+         *     read by those dealt it: anyone else watches the table (403 `watch_table`).
          */
         get: {
             parameters: {
@@ -482,6 +487,7 @@ export interface paths {
                     };
                 };
                 401: components["responses"]["UNAUTHORIZED"];
+                403: components["responses"]["FORBIDDEN"];
                 404: components["responses"]["NOT_FOUND"];
                 429: components["responses"]["TOO_MANY_REQUESTS"];
                 500: components["responses"]["INTERNAL_SERVER_ERROR"];
@@ -670,7 +676,8 @@ export interface paths {
          * The events the caller may see after version ``after``; with ``wait``, waits up to
          *     that many seconds for the next one (long-polling). A long poll is held as a stream is
          *     (see the match's stream): it ends with 401 when its token is revoked or expires, and
-         *     counts against the same bounds.
+         *     counts against the same bounds. A table's hand is read by those dealt it: anyone else
+         *     watches the table (403 `watch_table`).
          */
         get: {
             parameters: {
@@ -697,6 +704,7 @@ export interface paths {
                     };
                 };
                 401: components["responses"]["UNAUTHORIZED"];
+                403: components["responses"]["FORBIDDEN"];
                 404: components["responses"]["NOT_FOUND"];
                 422: components["responses"]["UNPROCESSABLE_ENTITY"];
                 429: components["responses"]["TOO_MANY_REQUESTS"];
@@ -726,6 +734,8 @@ export interface paths {
          * @description First a `snapshot` event with the caller's view (its `id` is the version), then each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments keep a quiet connection alive; the server closes the stream after a while (and at once when the server process is stopping), and the client reconnects.
          *
          *     A match's last event is `settled`: the settlement job appends it shortly after `hand_ended`, once the ledger holds the hand's settlement. The stream closes right after sending `settled` (a stream opened on a settled match sends its snapshot and closes), and a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.
+         *
+         *     A table's hand is followed by those dealt it: anyone else watches the table (403 `watch_table`).
          *
          *     A stream ends when the token that opened it is revoked or expires. A caller holds at most a few event streams and long polls open at once (beyond: 429 `open_stream_limit`), and a server process a bounded number, so that they never take the connections commands need (beyond: 503 `too_many_streams`); both with `Retry-After`.
          */
@@ -773,6 +783,7 @@ export interface paths {
                 };
                 400: components["responses"]["BAD_REQUEST"];
                 401: components["responses"]["UNAUTHORIZED"];
+                403: components["responses"]["FORBIDDEN"];
                 404: components["responses"]["NOT_FOUND"];
                 429: components["responses"]["TOO_MANY_REQUESTS"];
                 500: components["responses"]["INTERNAL_SERVER_ERROR"];
@@ -798,7 +809,8 @@ export interface paths {
         };
         /**
          * The hand record (``ddz-hand/1``): to the seated players once the hand has ended, to
-         *     operators at any time.
+         *     operators at any time (a table's hand to anyone else: 403 `watch_table`, and its
+         *     replay once it has ended).
          */
         get: {
             parameters: {
@@ -907,7 +919,9 @@ export interface paths {
         };
         /**
          * The table: its seats with the players' names, the hand under way, the hands played,
-         *     the scoreboard (each player's net at this table) and what it waits for.
+         *     the scoreboard (each player's net at this table) and what it waits for. A private
+         *     table is shown to those who sat there (and operators); to anyone else it is 404, as a
+         *     table that does not exist.
          */
         get: {
             parameters: {
@@ -1934,7 +1948,9 @@ export interface paths {
          * A public table's items after ``after``: its events and its hands' events, each as
          *     the table's onlookers see it, in one order (from the start of its latest hand without
          *     ``after``), ``DDZ_WATCH_DELAY_SECONDS`` behind the table; with ``wait``, waits up to
-         *     that many seconds for the next (long-polling). A private table is not watched (404).
+         *     that many seconds for the next (long-polling), held as a stream is: under the bounds
+         *     of the caller's token, or of its address alone without one. A private table is not
+         *     watched (404, as for a table that does not exist).
          */
         get: {
             parameters: {
@@ -1986,7 +2002,7 @@ export interface paths {
         };
         /**
          * Server-Sent Events of a public table, as its onlookers see it
-         * @description The items of `GET /v1/tables/{table_id}/watch` as they happen (from the start of the table's latest hand), each with `id:` its id and `event:` its type, `DDZ_WATCH_DELAY_SECONDS` behind the table; `Last-Event-ID` resumes after an item with nothing lost or repeated. Comments keep a quiet connection alive; the server closes the stream after a while, and the client reconnects.
+         * @description The items of `GET /v1/tables/{table_id}/watch` as they happen (from the start of the table's latest hand), each with `id:` its id and `event:` its type, `DDZ_WATCH_DELAY_SECONDS` behind the table; `Last-Event-ID` resumes after an item with nothing lost or repeated. Comments keep a quiet connection alive; the server closes the stream after a while, and the client reconnects. A watcher without a token is counted by its address alone. A stream ends when the token that opened it is revoked or expires. A caller holds at most a few event streams and long polls open at once (beyond: 429 `open_stream_limit`), and a server process a bounded number, so that they never take the connections commands need (beyond: 503 `too_many_streams`); both with `Retry-After`.
          */
         get: {
             parameters: {
@@ -2044,8 +2060,9 @@ export interface paths {
         /**
          * A finished hand's public replay: its hand record (``ddz-hand/1``: every hand as
          *     dealt, the bottom, every action, the result and settlement), for anyone once the hand
-         *     has ended; a private table's hands are not public (403 ``replay_not_available``). The
-         *     page ``/replay/{match_id}`` shows it.
+         *     has ended (before: 403 ``replay_not_available``); a private table's hand only to those
+         *     dealt it (with their token), and to anyone else 404 as a match that does not exist.
+         *     The page ``/replay/{match_id}`` shows it.
          */
         get: {
             parameters: {
