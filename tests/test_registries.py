@@ -231,21 +231,22 @@ def test_every_route_that_holds_a_connection_is_admitted_under_the_bounds(config
             )
 
         services = app.extensions["ddz"]
-        taken = services.open_streams.open(None, None, [Bound("address", address, 1)])
-        try:
-            for template, waits in routes:
-                with held(template, waits) as r:
-                    assert r.status_code == 429, f"{template} held without admission"
-                    assert r.json["code"] == "open_stream_limit", r.json
-        finally:
-            taken.close()
-        slot = services.fanout.admit()
-        try:
-            for template, waits in routes:
-                with held(template, waits) as r:
-                    assert r.status_code == 503, f"{template} held without admission"
-                    assert r.json["code"] == "too_many_streams", r.json
-        finally:
-            slot.close()
+        # The address's one place taken, then the process's: each route is refused.
+        for take, status, code in (
+            (
+                lambda: services.open_streams.open(None, None, [Bound("address", address, 1)]),
+                429,
+                "open_stream_limit",
+            ),
+            (services.fanout.admit, 503, "too_many_streams"),
+        ):
+            taken = take()
+            try:
+                for template, waits in routes:
+                    with held(template, waits) as r:
+                        assert r.status_code == status, f"{template} held without admission"
+                        assert r.json["code"] == code, r.json
+            finally:
+                taken.close()
     finally:
         app.extensions["ddz"].close()

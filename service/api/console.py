@@ -79,6 +79,7 @@ from ..game.views import codes_in_order
 from ..rules import RULESETS, ReportChoice
 from ..store import MatchNotFound, StoredEvent, ledger, reports
 from ..store.operators import ACTIONS, NAME, ROLES, VIAS, OperatorExists
+from ..store.ratings import NOT_SETTLED, VOIDED_ALREADY, RatingStore
 from .services import services
 
 log = logging.getLogger("ddz.console")
@@ -795,6 +796,7 @@ def match(match_id: uuid.UUID):
         factor_names=explain.NAMES,
         settlement=ledger.settlement(ctx.pool, match_id),
         voided=ledger.voided(ctx.pool, match_id),
+        rating_voided=RatingStore(ctx.pool).voided(match_id),
         entries=entries,
         verdict=verdict,
         steps=replay(stored),
@@ -1118,6 +1120,26 @@ def void_hand(match_id: uuid.UUID):
     else:
         _audit("void", match_id=match_id, reason=reason)
         flash(_("The hand is voided: every amount it moved is moved back."))
+    return redirect(url_for("console.match", match_id=match_id), 303)
+
+
+@bp.route("/matches/<uuid:match_id>/void-rating", methods=["POST"])
+@admin_only
+def void_rating(match_id: uuid.UUID):
+    """Voids a settled hand's rating effect (admins only), with the reason: each rating
+    change it made is taken back, and ``ddz ratings rebuild`` leaves it out."""
+    reason = _reason()
+    if reason is None:
+        flash(_("Say why: the reason goes to the audit trail."))
+        return redirect(url_for("console.match", match_id=match_id), 303)
+    done = RatingStore(services().pool).void(match_id, g.operator.name, reason)
+    if done == NOT_SETTLED:
+        abort(404)
+    if done == VOIDED_ALREADY:
+        flash(_("This hand's rating was voided already."))
+    else:
+        _audit("void_rating", match_id=match_id, reason=reason)
+        flash(_("The hand's rating is voided: every rating change it made is taken back."))
     return redirect(url_for("console.match", match_id=match_id), 303)
 
 

@@ -30,6 +30,7 @@ from ..store.players import Profile
 from ..store.tables import (
     BotAccountRequired,
     HandOf,
+    LobbyTable,
     SeatedElsewhere,
     TableNotFound,
     TicketNotFound,
@@ -55,6 +56,7 @@ STORE_STATUS: dict[type[StoreError], int] = {
     TicketSeated: 409,
     SeatedElsewhere: 409,
     BotAccountRequired: 403,
+    LobbyTable: 403,
 }
 #: HTTP status of the decider's refusals that are not 422 (the rules refuse the command),
 #: by code.

@@ -64,6 +64,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         "far behind it as the server keeps watchers; `table_id` names it), or replays the "
         "hand once it has ended (`GET /v1/matches/{match_id}/replay`).",
         "bot_account_required": "The ladder is for bot accounts (authors' programs).",
+        "person_required": "A bot account belongs to a person: register it with a person's "
+        "token, not a bot account's or an operator's.",
         "player_not_found": "No player has this id.",
         "not_your_ledger": "A player reads only their own ledger.",
         "rate_limited": "Too many requests from this token or address: `detail` names the "
@@ -139,6 +141,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         "no_players": "No player is seated at this table.",
         "not_current_hand": "That match is not the table's hand under way.",
         "invalid_net": "A settlement's net amounts are one per seat.",
+        "lobby_table": "The lobby made this table, and only the lobby seats players there "
+        "(its hands are rated: nobody chooses their opponents): ask it for a quick match.",
         "ticket_not_found": "The caller has no lobby ticket with this id.",
         "ticket_waiting": "The player has a ticket waiting already (`ticket_id` names it): "
         "cancel it to post another or to take a seat at a table.",

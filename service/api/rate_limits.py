@@ -147,6 +147,7 @@ CATEGORY_OF = {
             "player_standing",
             "correct_balance",
             "void_hand",
+            "void_rating",
             "system",
             "audit_page",
             "operators",

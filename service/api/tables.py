@@ -62,7 +62,11 @@ class TableCreate(schemas.MatchCreate):
     )
     private = schemas.JsonBoolean(
         load_default=False,
-        metadata={"description": "A private table is joined only with its invite code"},
+        metadata={
+            "description": "A private table is joined only with its invite code. Its hands "
+            "are not rated, as no table players make is: only the lobby's tables rate hands "
+            '(docs/ratings.md, "Fair play")'
+        },
     )
 
 
@@ -116,6 +120,14 @@ class TableDocument(ma.Schema):
     ruleset = f.String(required=True)
     options = f.Nested(schemas.Options, required=True)
     private = f.Boolean(required=True)
+    rated = f.Boolean(
+        required=True,
+        metadata={
+            "description": "Whether its hands are rated: only at a table the lobby made, where "
+            "nobody chose their opponents (its quick match's rates people, its ladder's bot "
+            "accounts); a table players made, a private one above all, is unrated"
+        },
+    )
     invite = f.String(
         required=True,
         allow_none=True,
@@ -155,6 +167,7 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
         "version": state.version,
         **state.table.settings(),
         "private": state.private,
+        "rated": services().tables.table_store.lobby_of(uuid.UUID(state.table_id)) is not None,
         "invite": state.invite if seated else None,
         "bots_after": state.bots_after,
         "next_hand_seconds": state.next_hand_seconds,
@@ -191,6 +204,7 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
 @bp.doc(**documented(401, 403, 409, 422))
 def create_table(body, key=None):
     """Create a table and take its first seat. A private table answers with its invite code.
+    A table players make is unrated (``rated`` false): only the lobby's tables rate hands.
     A person sits at one table at a time (a bot account at a few, the server's
     ``bot_account_tables``): 409 ``seated_elsewhere``, or ``ticket_waiting`` while its lobby
     ticket waits. With an ``Idempotency-Key`` header a retry gets the first answer and

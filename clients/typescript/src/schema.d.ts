@@ -133,7 +133,8 @@ export interface paths {
         put?: never;
         /**
          * Create a player (or a bot account, for an author's program). The token in the answer
-         *     is shown only this once.
+         *     is shown only this once. A bot account belongs to the person whose token registers it
+         *     (without a token: 401; with a bot account's or an operator's: 403 `person_required`).
          */
         post: {
             parameters: {
@@ -159,6 +160,8 @@ export interface paths {
                     };
                 };
                 400: components["responses"]["BAD_REQUEST"];
+                401: components["responses"]["UNAUTHORIZED"];
+                403: components["responses"]["FORBIDDEN"];
                 408: components["responses"]["REQUEST_TIMEOUT"];
                 413: components["responses"]["REQUEST_ENTITY_TOO_LARGE"];
                 415: components["responses"]["UNSUPPORTED_MEDIA_TYPE"];
@@ -859,6 +862,7 @@ export interface paths {
         put?: never;
         /**
          * Create a table and take its first seat. A private table answers with its invite code.
+         *     A table players make is unrated (``rated`` false): only the lobby's tables rate hands.
          *     A person sits at one table at a time (a bot account at a few, the server's
          *     ``bot_account_tables``): 409 ``seated_elsewhere``, or ``ticket_waiting`` while its lobby
          *     ticket waits. With an ``Idempotency-Key`` header a retry gets the first answer and
@@ -1264,7 +1268,8 @@ export interface paths {
         };
         /**
          * The caller's matches, newest first, a page at a time: the table, the seats by name,
-         *     the caller's seat and role, the result and the caller's net, and the record's path.
+         *     the caller's seat and role, the result and the caller's net, the record's path, and
+         *     whether the hand counts in the caller's rating (a private table's never does).
          */
         get: {
             parameters: {
@@ -1848,8 +1853,9 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * A player's public profile: its name, whether it is a bot account, its rating in
-         *     each ruleset it played and its rated hands. Anyone may read it, without a token.
+         * A player's public profile: its name, whether it is a bot account (and whose), its
+         *     rating in each ruleset it played and its rated hands. Anyone may read it, without a
+         *     token.
          */
         get: {
             parameters: {
@@ -1893,7 +1899,8 @@ export interface paths {
         };
         /**
          * The caller's ratings, and its rating history a page at a time, newest first: each
-         *     hand's change, with whether it counted as won.
+         *     rated hand's change, with whether it counted as won and whether an operator voided it
+         *     (only the lobby's tables rate hands: docs/ratings.md, "Fair play").
          */
         get: {
             parameters: {
@@ -2138,7 +2145,7 @@ export interface components {
             /** @default player */
             name?: string;
             /**
-             * @description Register a bot account (an author's program): its seats are marked as such to every other player; set now, never changed
+             * @description Register a bot account (an author's program): its seats are marked as such to every other player; set now, never changed. Send your own token (a person's): the bot account is yours (it never sits at a rated table with you or your other bot accounts, and is suspended and banned with you)
              * @default false
              */
             bot_account?: boolean;
@@ -2149,6 +2156,11 @@ export interface components {
             name: string;
             /** @description A bot account: an author's program playing through the API (not a system bot, whose seat has `bot` true and no player) */
             bot_account: boolean;
+            /**
+             * Format: uuid
+             * @description A bot account's owner: the person whose token registered it (null for a person, and for a bot account registered before owners were kept)
+             */
+            owner_id: string | null;
             /** @description Bearer token; shown once, stored only as a hash */
             token: string;
         };
@@ -2963,7 +2975,7 @@ export interface components {
              */
             close_after?: number | null;
             /**
-             * @description A private table is joined only with its invite code
+             * @description A private table is joined only with its invite code. Its hands are not rated, as no table players make is: only the lobby's tables rate hands (docs/ratings.md, "Fair play")
              * @default false
              */
             private?: boolean;
@@ -3002,6 +3014,8 @@ export interface components {
             ruleset: string;
             options: components["schemas"]["Options"];
             private: boolean;
+            /** @description Whether its hands are rated: only at a table the lobby made, where nobody chose their opponents (its quick match's rates people, its ladder's bot accounts); a table players made, a private one above all, is unrated */
+            rated: boolean;
             /** @description A private table's invite code, shown to its seated players */
             invite: string | null;
             bots_after: number | null;
@@ -3116,6 +3130,8 @@ export interface components {
             net: string | null;
             /** @description The hand record's path */
             record: string;
+            /** @description Whether the hand counts in the caller's rating: only the hands of a table the lobby made do (its quick match's for a person, its ladder's for a bot account), never a private table's or any other whose players chose each other, nor one whose rating an operator voided (docs/ratings.md, "Fair play") */
+            rated: boolean;
         };
         MyMatches: {
             /** @description Newest first */
@@ -3460,12 +3476,22 @@ export interface components {
             bot_account: boolean;
             /** Format: date-time */
             created_at: string;
+            /**
+             * Format: uuid
+             * @description A bot account's owner: the person whose token registered it (null for a person, and for a bot account registered before owners were kept)
+             */
+            owner_id: string | null;
         };
         PlayerList: {
             /** @description Newest first */
             players: components["schemas"]["RegisteredPlayer"][];
             /** @description The next page; null: no more */
             next_cursor: string | null;
+        };
+        OwnerDocument: {
+            /** Format: uuid */
+            player_id: string;
+            name: string;
         };
         Ranked: {
             /** @description The conservative rating, `mu - 3 sigma`, which the leaderboards order by */
@@ -3483,6 +3509,8 @@ export interface components {
             /** Format: uuid */
             player_id: string;
             name: string;
+            /** @description A bot account's owner: the person whose token registered it (null for a person, and for a bot account registered before owners were kept) */
+            owner: components["schemas"]["OwnerDocument"] | null;
         };
         Leaderboard: {
             ruleset: string;
@@ -3514,6 +3542,8 @@ export interface components {
             name: string;
             /** @description A bot account: an author's program playing through the API (not a system bot, whose seat has `bot` true and no player) */
             bot_account: boolean;
+            /** @description A bot account's owner: the person whose token registered it (null for a person, and for a bot account registered before owners were kept) */
+            owner: components["schemas"]["OwnerDocument"] | null;
             /** @description Rated hands, in every ruleset */
             hands: number;
             /** @description One per ruleset the player has played */
@@ -3543,6 +3573,8 @@ export interface components {
             after: components["schemas"]["RatingDocument"];
             /** Format: date-time */
             at: string;
+            /** @description An operator voided the hand's rating: this change was taken back (docs/ratings.md, "Fair play") */
+            voided: boolean;
         };
         MyRatings: {
             ratings: components["schemas"]["RulesetRating"][];
@@ -3609,6 +3641,26 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description No bearer token, or one that belongs to no one */
+        UNAUTHORIZED: {
+            headers: {
+                /** @description The challenge: `Bearer realm="ddz"` */
+                "WWW-Authenticate"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The token may not do this (a player's, an operator's or an admin's is needed, or a seat at the match) */
+        FORBIDDEN: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description The body did not arrive within `DDZ_BODY_SECONDS` of the request's headers (`body_timeout`); the connection is closed */
         REQUEST_TIMEOUT: {
             headers: {
@@ -3650,26 +3702,6 @@ export interface components {
             headers: {
                 /** @description Seconds until the limit lets requests through again */
                 "Retry-After"?: number;
-                [name: string]: unknown;
-            };
-            content: {
-                "application/problem+json": components["schemas"]["Problem"];
-            };
-        };
-        /** @description No bearer token, or one that belongs to no one */
-        UNAUTHORIZED: {
-            headers: {
-                /** @description The challenge: `Bearer realm="ddz"` */
-                "WWW-Authenticate"?: string;
-                [name: string]: unknown;
-            };
-            content: {
-                "application/problem+json": components["schemas"]["Problem"];
-            };
-        };
-        /** @description The token may not do this (a player's, an operator's or an admin's is needed, or a seat at the match) */
-        FORBIDDEN: {
-            headers: {
                 [name: string]: unknown;
             };
             content: {
