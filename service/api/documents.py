@@ -2,8 +2,8 @@
 operation documents, a decider's or the store's refusal as a problem, the cursors of lists
 that are newest first, the players' profiles (names, bot accounts) as seats show them, a
 match read and shown as the caller may see it (its seat, its view, its events with the
-deadline), and who may read a table's hand at all (docs/tables.md, "Who sees a table's
-hand")."""
+deadline), and who may read a table's hand at all (docs/tables.md, "Who sees what of a
+table")."""
 
 from __future__ import annotations
 

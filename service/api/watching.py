@@ -48,7 +48,6 @@ from .streaming import (
     open_stream,
     sse,
     stream_doc,
-    token_ended,
 )
 
 bp = Blueprint(
@@ -204,11 +203,13 @@ def watch(query, table_id):
             # Cleared before each read: what is appended during it wakes the next wait.
             woken.clear()
             got = _read(table_id, after)
-            if opened is not None and not opened.valid():
-                raise token_ended(opened)  # nothing after the token's end
             remaining = deadline_at - time.monotonic()
-            if got.items or remaining <= 0 or notifier.draining or opened is None:
+            # A read that does not wait, or a watcher's token that ended, ends the poll
+            # (what it holds is anyone's to see).
+            ended = notifier.draining or opened is None or not opened.valid()
+            if got.items or remaining <= 0 or ended:
                 return {"items": got.items, "last_id": str(got.resume)}
+            assert opened is not None  # a poll that waits holds its place
             after = got.resume
             woken.wait(opened.wait(_wait_for(got, remaining)))
 
@@ -270,7 +271,7 @@ def watch_stream(table_id):
                 waiting[:] = [woken]
                 got = _read(table_id, after)
                 if not opened.valid():
-                    return  # nothing after the token's end
+                    return  # the watcher's token ended: so does its stream
                 after = got.resume
                 _matches_of(got.items, watched)
                 for item in got.items:
