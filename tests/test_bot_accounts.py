@@ -1,13 +1,19 @@
 """Bot accounts: a player registered as an author's program (``bot_account``), not a system
-bot. It says so in ``/v1/me``; every other player sees its seats marked, at a table, at a
-match, in the lists of matches and in the hand record; operators list the bot accounts.
-It sits at tables and matches as a person does."""
+bot, by the person whose token registers it (its owner, shown on its profile and to
+operators). It says so in ``/v1/me``; every other player sees its seats marked, at a
+table, at a match, in the lists of matches and in the hand record; operators list the bot
+accounts. It sits at tables and matches as a person does, and is suspended, banned and
+reinstated with its owner."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 from api_support import ClientApi, assert_problem
 from servers import OPERATOR_TOKEN
+
+from service.app import standing
 
 
 @pytest.fixture()
@@ -15,8 +21,12 @@ def api(client):
     return ClientApi(client)
 
 
-def register(api, name: str, **body) -> dict:
-    reply = api.request("POST", "/v1/players", json_body={"name": name, **body})
+def register(api, name: str, owner: str | None = None, **body) -> dict:
+    """A new player; a bot account registered with ``owner``'s token (a new person's when
+    none is given)."""
+    if body.get("bot_account") and owner is None:
+        owner = register(api, f"{name}-owner")["token"]
+    reply = api.request("POST", "/v1/players", owner, json_body={"name": name, **body})
     assert reply.status == 201, reply.text
     return reply.json
 
@@ -128,3 +138,71 @@ def test_operators_list_the_bot_accounts(api):
     # Operators only.
     assert_problem(api.request("GET", "/v1/admin/players", person["token"]), 403)
     assert_problem(api.request("GET", "/v1/admin/players?cursor=bm90LWl0", OPERATOR_TOKEN), 422)
+
+
+def test_a_bot_account_belongs_to_the_person_whose_token_registers_it(api):
+    """Anyone could declare a bot account with a sign-up, tied to nobody: now a bot
+    account needs its owner's token, a person's, and shows whose it is."""
+    person = register(api, "author")
+    bot = register(api, "engine", owner=person["token"], bot_account=True)
+    assert bot["owner_id"] == person["player_id"] and person["owner_id"] is None
+    body = {"name": "stray", "bot_account": True}
+    assert_problem(api.request("POST", "/v1/players", json_body=body), 401, "unauthorized")
+    for token in (bot["token"], OPERATOR_TOKEN):
+        reply = api.request("POST", "/v1/players", token, json_body=body)
+        assert_problem(reply, 403, "person_required")
+    # Whose it is: on its public profile, and to operators.
+    profile = api.request("GET", f"/v1/players/{bot['player_id']}").json
+    assert profile["owner"] == {"player_id": person["player_id"], "name": "author"}
+    assert api.request("GET", f"/v1/players/{person['player_id']}").json["owner"] is None
+    listed = api.request("GET", "/v1/admin/players?bot_account=true", OPERATOR_TOKEN).json
+    (shown,) = [p for p in listed["players"] if p["player_id"] == bot["player_id"]]
+    assert shown["owner_id"] == person["player_id"]
+
+
+def test_a_bot_account_is_suspended_banned_and_reinstated_with_its_owner(api, app):
+    """A banned person came back with a new sign-up and kept their bots: now what an
+    operator does to a person it does to their bot accounts, whose seats the system takes
+    over and whose waiting tickets are cancelled, and whose tokens work again only when
+    the person is reinstated."""
+    ctx = app.extensions["ddz"]
+    person = register(api, "cheat")
+    bots = [
+        register(api, f"cheat-bot{n}", owner=person["token"], bot_account=True) for n in range(2)
+    ]
+    other = register(api, "neighbour-bot", bot_account=True)
+    # One bot seated in a hand under way (with system bots), the other waiting in the lobby.
+    match_id = api.request("POST", "/v1/matches", bots[0]["token"], json_body={}).json["match_id"]
+    assert api.request("POST", f"/v1/matches/{match_id}/seats", bots[0]["token"]).status == 201
+    for seat in (1, 2, 3):
+        seated = api.request(
+            "POST",
+            f"/v1/matches/{match_id}/seats",
+            bots[0]["token"],
+            json_body={"seat": seat, "bot": True},
+        )
+        assert seated.status == 201, seated.text
+    ticket = api.request("POST", "/v1/lobby/tickets", bots[1]["token"], json_body={}).json
+    for ban in ("suspended", "banned"):
+        taken = standing.set_standing(
+            ctx.pool, ctx.players, ctx.commands, uuid.UUID(person["player_id"]), ban
+        )
+        assert taken is not None
+        for player in (person, *bots):
+            reply = api.request("GET", "/v1/me", player["token"])
+            assert_problem(reply, 403, f"player_{ban}")
+        assert api.request("GET", "/v1/me", other["token"]).status == 200
+    view = api.request("GET", f"/v1/matches/{match_id}", OPERATOR_TOKEN).json
+    assert view["seats"][0]["disconnected"] is True  # the system plays the bot account's seat
+    waited = ctx.tables.table_store.ticket(uuid.UUID(ticket["ticket_id"]))
+    assert waited.status == "cancelled"
+    # A bot reinstated alone stays refused while its owner is banned.
+    standing.set_standing(
+        ctx.pool, ctx.players, ctx.commands, uuid.UUID(bots[0]["player_id"]), "active"
+    )
+    assert_problem(api.request("GET", "/v1/me", bots[0]["token"]), 403, "player_banned")
+    standing.set_standing(
+        ctx.pool, ctx.players, ctx.commands, uuid.UUID(person["player_id"]), "active"
+    )
+    for player in (person, *bots):
+        assert api.request("GET", "/v1/me", player["token"]).status == 200

@@ -55,6 +55,12 @@ def bridge(base: str, token: str, engine: str, *args: str, log: Path) -> subproc
         )
 
 
+def bot_account(service: str, name: str) -> Client:
+    """A new bot account, registered by a new person (its owner)."""
+    with Client.register(service, f"{name}-author") as author:
+        return Client.register(service, name, bot_account=True, owner_token=author.token)
+
+
 def finished(process: subprocess.Popen, log: Path, timeout: float = 120) -> int:
     try:
         return process.wait(timeout)
@@ -164,7 +170,7 @@ def test_two_bridges_play_at_a_private_table(service, tmp_path):
 
 
 def test_two_bridges_of_one_player_answer_each_turn_once_and_both_leave(service, tmp_path):
-    player = Client.register(service, "twin-bot", bot_account=True)
+    player = bot_account(service, "twin-bot")
     table = player.create_table(bots_after=0, next_hand_seconds=0)
     log = tmp_path / "bridge.log"
     at_table = ["--table", table["table_id"], "--hands", "1"]
@@ -179,7 +185,7 @@ def test_two_bridges_of_one_player_answer_each_turn_once_and_both_leave(service,
 def test_a_token_revoked_in_play_stops_the_bridge_without_blaming_the_engine(
     service, caplog, monkeypatch
 ):
-    owner = Client.register(service, "revoked-bot", bot_account=True)
+    owner = bot_account(service, "revoked-bot")
     tokens = httpx.Client(base_url=service, headers={"Authorization": f"Bearer {owner.token}"})
     second = tokens.post("/v1/me/tokens", json={"label": "bridge"}).json()
     revoke = functools.partial(tokens.delete, f"/v1/me/tokens/{second['token_id']}")
@@ -334,7 +340,8 @@ def test_two_bridged_bot_accounts_play_rated_hands_on_the_ladder(service, tmp_pa
         person.quick_match(ladder=True)
     assert refused.value.status == 403 and refused.value.code == "bot_account_required"
     person.close()
-    accounts = [Client.register(service, f"ladder-{i}", bot_account=True) for i in range(2)]
+    # Two people's: the lobby never seats one person's bot accounts together.
+    accounts = [bot_account(service, f"ladder-{i}") for i in range(2)]
     logs = [tmp_path / f"ladder{i}.log" for i in range(2)]
     bridges = [
         bridge(service, a.token, EXAMPLE, "--ladder", "--unit", "7.00", "--hands", "2", log=log)

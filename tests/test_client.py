@@ -71,7 +71,10 @@ def test_the_readme_bot_plays_a_hand_from_the_lobby_through_its_stream_over_a_ba
 ):
     network = BadNetwork()
     bot = readme_bot()
-    with Client.register(service, "readme-bot", bot_account=True, transport=network) as client:
+    author = Client.register(service, "readme-author")
+    with Client.register(
+        service, "readme-bot", bot_account=True, owner_token=author.token, transport=network
+    ) as client:
         seen: list[FeedItem] = []
         follow = client.stream
 

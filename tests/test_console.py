@@ -336,7 +336,10 @@ def test_the_players_page_shows_who_disconnects(service):
 def test_the_players_page_lists_the_bot_accounts_marked(service):
     app, _, _ = service
     client = app.test_client()
-    r = client.post("/v1/players", json={"name": "engine-x", "bot_account": True})
+    author = client.post("/v1/players", json={"name": "an author"}).json["token"]
+    r = client.post(
+        "/v1/players", json={"name": "engine-x", "bot_account": True}, headers=bearer(author)
+    )
     assert r.status_code == 201
     console = signed_in(app, "otto")
     everyone = console.get("/console/players").text
@@ -867,6 +870,61 @@ def test_voiding_a_hand_moves_back_every_amount_it_moved(service):
     )
     assert "voided already" in again.text
     assert ledger_total(app) == total
+
+
+def test_an_admin_voids_a_hands_rating_with_a_reason_in_the_trail(service):
+    """The void of a hand's rating effect (docs/ratings.md, "Fair play"): an admin's act on
+    the match page, with its reason in the audit trail; once; an auditor may not."""
+    app, played, _ = service
+    match_path = f"/console/matches/{played}"
+    otto = signed_in(app, "otto")
+    page = otto.get(match_path).text
+    assert 'id="void-rating"' not in page
+    refused = otto.post(
+        f"{match_path}/void-rating", data={"csrf_token": csrf_of(page), "reason": "farmed"}
+    )
+    assert refused.status_code == 403
+    ada = signed_in(app, "ada")
+    page = admin_post(ada, match_path, f"{match_path}/void-rating", reason=" ").text
+    assert "Say why" in page and 'id="void-rating"' in page
+    page = admin_post(ada, match_path, f"{match_path}/void-rating", reason="one person, two seats")
+    assert 'id="rating-voided">Its rating voided by ada' in page.text
+    assert 'id="void-rating"' not in page.text
+    void = next(t for t in trail(app) if t["action"] == "void_rating")
+    assert (void["operator"], str(void["match_id"]), void["reason"]) == (
+        "ada",
+        played,
+        "one person, two seats",
+    )
+    again = ada.post(
+        f"{match_path}/void-rating",
+        data={"csrf_token": csrf_of(page.text), "reason": "twice"},
+        follow_redirects=True,
+    )
+    assert "rating was voided already" in again.text
+    unsettled = f"/console/matches/{uuid.uuid4()}"
+    assert (
+        ada.post(
+            f"{unsettled}/void-rating", data={"csrf_token": csrf_of(page.text), "reason": "x"}
+        ).status_code
+        == 404
+    )
+
+
+def test_the_player_page_shows_a_bot_accounts_owner_and_a_persons_bots(service):
+    app, _, _ = service
+    client = app.test_client()
+    person = client.post("/v1/players", json={"name": "maker"}).json
+    bot = client.post(
+        "/v1/players",
+        json={"name": "maker-bot", "bot_account": True},
+        headers=bearer(person["token"]),
+    ).json
+    otto = signed_in(app, "otto")
+    page = otto.get(f"/console/players/{bot['player_id']}").text
+    assert f'id="owner"><a href="/console/players/{person["player_id"]}">maker</a>' in page
+    page = otto.get(f"/console/players/{person['player_id']}").text
+    assert f'id="bots"><a href="/console/players/{bot["player_id"]}">maker-bot</a>' in page
 
 
 def test_matches_are_found_by_a_pasted_match_or_table_id(service):

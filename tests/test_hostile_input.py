@@ -2,7 +2,9 @@
 must be I-JSON (RFC 7493: no name twice in an object, no integer past ±(2**53 - 1), no
 NaN, no unpaired surrogate); amounts, numbers of the query and ids in the path are read
 as the contract writes them (ASCII digits, nothing after the last one); and a property
-test throws generated hostile requests at every operation of openapi.yaml."""
+test throws generated hostile requests at every operation of openapi.yaml. No query
+parameter of a page reaches a header it could break: a CR or LF anywhere is an invalid
+value like any other, never a 500."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import psycopg
 import pytest
 import yaml
 from api_support import PROBLEM_JSON, bearer
+from flask import url_for
+from handplay import PASSWORDS, add_operator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobs import new_match, new_player, take_seat
@@ -24,6 +28,7 @@ from servers import OPERATOR_TOKEN, beating_worker, fresh_database
 
 from service.api import create_app
 from service.api.encoding import I_JSON_RULES, LARGEST_INTEGER, NotIJson, parse_json
+from service.api.rate_limits import UNLIMITED
 from service.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -424,3 +429,111 @@ def test_a_command_body_is_read_as_its_schema_reads_it(action, fields):
         assert load(body, None) is None
     else:
         assert load(body, None) == expected
+
+
+#: Values that break a header they reach: a CR and LF (the header after them injected),
+#: a lone LF, a lone CR; each after a path a page would otherwise go back to.
+HEADER_BREAKERS = (
+    "/console/\r\nSet-Cookie: injected=1",
+    "/replay/\nSet-Cookie: injected=1",
+    "/console/matches\rX-Injected: 1",
+)
+SERVICE = Path(__file__).resolve().parents[1] / "service"
+
+
+def query_names() -> set[str]:
+    """Every query parameter the pages read: each name a view or a template asks
+    ``request.args`` for, and each field of the templates' forms (GET forms are queries)."""
+    names: set[str] = set()
+    for path in SERVICE.rglob("*"):
+        if path.suffix in (".py", ".html"):
+            text = path.read_text()
+            names |= set(re.findall(r"""request\.args\.get\(\s*["'](\w+)["']""", text))
+            names |= set(re.findall(r"""<(?:input|select)[^>]*\bname="(\w+)\"""", text))
+    return names - {"csrf_token", "password"}
+
+
+def page_paths(app) -> list[str]:
+    """A path of each page that answers GET (the console's, the replay's, the front
+    door's and the docs'; not the API's JSON routes, the health checks or the metrics),
+    any id in it a new one."""
+    paths = []
+    for rule in app.url_map.iter_rules():
+        if "GET" not in rule.methods or rule.rule.startswith(("/v1/", "/static/")):
+            continue
+        if rule.endpoint in UNLIMITED:
+            continue
+        values = {name: uuid.uuid4() for name in rule.arguments}
+        if "code" in rule.arguments:
+            values["code"] = "en"  # the language switch
+        if "name" in rule.arguments or "filename" in rule.arguments:
+            continue  # a file of a page: no query
+        with app.test_request_context():
+            paths.append(url_for(rule.endpoint, **values))
+    return paths
+
+
+def sign_in(app, query: str = ""):
+    """A new browser signing in to the console as ada: itself, and the answer."""
+    browser = app.test_client()
+    page = browser.get("/console/sign-in").get_data(as_text=True)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    answer = browser.post(
+        f"/console/sign-in{query}",
+        data={"name": "ada", "password": PASSWORDS["ada"], "csrf_token": token},
+    )
+    return browser, answer
+
+
+@pytest.fixture(scope="module")
+def console(ops):
+    """A browser signed in to the console of this module's service, and its app."""
+    app, _, _ = ops
+    add_operator("ada", "admin")
+    browser, answer = sign_in(app)
+    assert answer.status_code == 302
+    return app, browser
+
+
+def assert_unbroken(reply, where: str) -> None:
+    """Answered (no 500), with no header but those the page sets itself, and a redirect
+    only to a page of this site."""
+    assert reply.status_code < 500, (where, reply.status_code, reply.get_data(as_text=True))
+    assert "injected" not in reply.headers.get("Set-Cookie", "").lower(), where
+    assert "X-Injected" not in reply.headers, where
+    for value in reply.headers.values():
+        assert "\r" not in value and "\n" not in value, (where, value)
+    location = reply.headers.get("Location")
+    if location is not None:
+        parts = urllib.parse.urlsplit(location)
+        assert parts.netloc in ("", "localhost") and parts.path.startswith("/"), (where, location)
+
+
+@pytest.mark.slow
+def test_a_cr_or_lf_in_any_query_parameter_of_a_page_is_an_invalid_value(console):
+    """``/console/language/en?next=/console/%0d%0aSet-Cookie:%20x=1`` (and the same from a
+    replay page) answered 500, a header that cannot hold a newline; now the switch goes to
+    the default page, as for any other target that is not the console's or a replay's.
+    Every query parameter the pages read, on every page, and the sign-in's ``next``."""
+    app, browser = console
+    names, paths = query_names(), page_paths(app)
+    assert {"next", "page", "since", "until", "player", "days"} <= names, names
+    assert "/console/language/en" in paths and "/console/matches" in paths, paths
+    for path in paths:
+        # Each parameter alone (one that a page refuses first cannot hide another) ...
+        for name in sorted(names):
+            query = urllib.parse.urlencode({name: HEADER_BREAKERS[0]})
+            assert_unbroken(browser.get(f"{path}?{query}"), f"{path}?{query}")
+        # ... and every one at once, with each way to break a line.
+        for value in HEADER_BREAKERS:
+            query = urllib.parse.urlencode(dict.fromkeys(names, value))
+            assert_unbroken(browser.get(f"{path}?{query}"), f"{path}?{query}")
+    switched = browser.get(
+        "/console/language/en?" + urllib.parse.urlencode({"next": HEADER_BREAKERS[0]})
+    )
+    assert switched.status_code == 302 and switched.headers["Location"].endswith("/console/")
+    # Signing in goes to the matches instead.
+    for value in HEADER_BREAKERS:
+        _, signed = sign_in(app, "?" + urllib.parse.urlencode({"next": value}))
+        assert_unbroken(signed, f"sign-in next={value!r}")
+        assert signed.status_code == 302 and signed.headers["Location"].endswith("/console/matches")

@@ -300,6 +300,103 @@ def test_a_caller_holds_at_most_its_bounds_of_streams_and_long_polls_across_proc
             response.close()
 
 
+def watched_table(client) -> str:
+    """A public table (its creator seated), to watch."""
+    api = ClientApi(client)
+    owner = new_player(api, "watched")
+    reply = owner.post("/v1/tables", {})
+    assert reply.status == 201, reply.text
+    return reply.json["table_id"]
+
+
+def watcher(client, path: str, address: str, token: str | None = None):
+    """A watcher's stream or long poll from ``address`` (with a token, or none), left
+    open until its response is closed."""
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    return client.get(path, headers=headers, environ_base={"REMOTE_ADDR": address}, buffered=False)
+
+
+def test_watchers_are_held_to_the_bounds_of_players_streams(two_processes):
+    """Seven watcher streams from one address all got 200 with its bound at 4 (one address
+    held 36 of a process's 40 places, and players' streams were refused): a watcher now
+    takes a place under its address's bound, and its token's and player's when it sends
+    one; its long polls too."""
+    a, b = two_processes
+    table_id = watched_table(a)
+    stream, poll = f"/v1/tables/{table_id}/watch/stream", f"/v1/tables/{table_id}/watch?wait=5"
+    group = uuid.uuid4().int % 0xFFFF
+    net, next_net = f"2001:db8:3:{group:x}", f"2001:db8:3:{group + 1:x}"
+    held = []
+    try:
+        # Anonymous: four from one /64, over both processes; the fifth, stream or long poll,
+        # is refused at once.
+        held += [watcher((a, b)[n % 2], stream, f"{net}::{n}") for n in range(4)]
+        assert [r.status_code for r in held] == [200] * 4
+        for client in (a, b):
+            assert_bounded(watcher(client, stream, f"{net}::ff"), "address")
+            assert_bounded(watcher(client, poll, f"{net}:1::1"), "address")
+        # Another /64 is served.
+        held.append(watcher(b, stream, f"{next_net}::1"))
+        assert held[-1].status_code == 200
+        # With a token, its bounds as well: two streams of one token (from anywhere).
+        keeper = new_player(ClientApi(a), "keeper")
+        elsewhere = [f"2001:db8:4:{group:x}::{n}" for n in range(3)]
+        held += [watcher(a, stream, place, keeper.token) for place in elsewhere[:2]]
+        assert [r.status_code for r in held[-2:]] == [200, 200]
+        assert_bounded(watcher(b, stream, elsewhere[2], keeper.token), "token")
+        assert_bounded(watcher(b, poll, elsewhere[2], keeper.token), "token")
+    finally:
+        for response in reversed(held):
+            response.close()
+
+
+@pytest.mark.slow
+def test_watchers_long_polls_take_places_of_the_process_and_of_their_address(config):
+    """Forty watch long polls on a process of 40 places left a player's stream served: a
+    watcher's long poll holds one of the process's places (a player's stream beyond them
+    is 503 ``too_many_streams``) and one of its address's (429 beyond)."""
+    app = create_app(dataclasses.replace(config, max_streams=4, max_streams_per_address=3))
+    try:
+        table_id = watched_table(app.test_client())
+        api = ClientApi(app.test_client())
+        player = new_player(api, "player")
+        # After what the table holds (its two events, which the feed may hold back a
+        # moment behind others' transactions), a long poll waits: the table is quiet.
+        seen, start = 0, ""
+        while seen < 2:
+            query = {"wait": 2, **({"after": start} if start else {})}
+            page = app.test_client().get(f"/v1/tables/{table_id}/watch", query_string=query)
+            seen, start = seen + len(page.json["items"]), page.json["last_id"]
+        poll = f"/v1/tables/{table_id}/watch?after={start}&wait=8"
+        address = f"192.0.2.{uuid.uuid4().int % 250 + 1}"
+        replies: list = []
+
+        def poll_from(where: str) -> None:
+            replies.append(watcher(app.test_client(), poll, where).status_code)
+
+        polls = [threading.Thread(target=poll_from, args=(address,)) for _ in range(7)]
+        for thread in polls:
+            thread.start()
+        fanout = app.extensions["ddz"].fanout
+        # Three of the address's seven held, four refused at once.
+        wait_for(lambda: fanout.open == 3 and len(replies) == 4)
+        assert replies == [429] * 4
+        # Another address's watcher takes the process's last place: then neither a
+        # player's stream nor another watcher has one.
+        polls.append(threading.Thread(target=poll_from, args=("192.0.2.254",)))
+        polls[-1].start()
+        wait_for(lambda: fanout.open == 4)
+        mine = watcher(app.test_client(), "/v1/me/stream", "192.0.2.253", player.token)
+        assert mine.status_code == 503 and mine.json["code"] == "too_many_streams"
+        late = watcher(app.test_client(), poll, "192.0.2.252")
+        assert late.status_code == 503 and late.json["code"] == "too_many_streams"
+        for thread in polls:
+            thread.join(15)
+        assert sorted(replies) == [200] * 4 + [429] * 4
+    finally:
+        app.extensions["ddz"].close()
+
+
 def test_a_dead_processs_places_lapse_and_a_live_ones_stay(redis_url, monkeypatch):
     """A process that dies leaves its streams' places taken until their leases lapse;
     one that lives renews them."""

@@ -1,23 +1,25 @@
 """Ratings (docs/ratings.md): the model's update of a hand; each settled hand rated exactly
 once by the rating job, under retries, replays and two runs at once; rebuilt from the
-events to the same ratings; the leaderboards' order and pages, the public profile and the
-caller's history, over the API with real RQ workers (burst mode, in this process)."""
+events to the same ratings; only the lobby's tables rated; an operator's void of a hand's
+rating, honoured by the rebuild; the leaderboards' order and pages, the public profile and
+the caller's history, over the API with real RQ workers (burst mode, in this process)."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import uuid
 
 import pytest
 from api_support import bearer
-from jobs import drain, human_match, new_player, play_hand, run_burst
+from jobs import drain, human_match, join, new_player, new_table, play_hand, run_burst
 
 import workers.context
 import workers.jobs
 from service.app import work
 from service.app.ratings import rebuild
 from service.game.ratings import PROVISIONAL_HANDS, RatedHand, Rating, rate
-from service.store.ratings import RatingStore
+from service.store.ratings import NOT_SETTLED, VOIDED, VOIDED_ALREADY, RatingStore
 from workers import sweeper
 from workers.jobs import rate_hand
 
@@ -84,13 +86,31 @@ def ratings_unqueued(monkeypatch, jobs_env):
     monkeypatch.setattr(workers.jobs, "rate_later", lambda connection, match_id: None)
 
 
-def played_hand(api, rconn) -> tuple[str, dict[str, str]]:
-    """A hand of two people and two system bots played to its end and settled."""
-    match_id, players = human_match(api, 2, turn_seconds=60)
-    tokens = dict(players)
-    play_hand(api, match_id, tokens, rconn)
+#: Each quick match here at a stake of its own, so that the lobby seats its tickets alone.
+_stakes = itertools.count(101)
+
+
+def lobby_hand(api, rconn, players: list[tuple[str, str]]) -> str:
+    """A quick match of these players (the lobby's table, system bots in the seats left),
+    its first hand played to its end and settled; the table then rests a minute."""
+    unit = f"{next(_stakes)}.00"
+    for _, token in players:
+        r = api.post("/v1/lobby/tickets", json={"unit": unit}, headers=bearer(token))
+        assert r.status_code == 201, r.json
+    assert workers.context.context().tables.match_tickets(0, 60) == 1
+    run_burst(rconn)  # the table deals
+    table_id = api.get("/v1/me/tables", headers=bearer(players[0][1])).json["tables"][0]
+    table = api.get(f"/v1/tables/{table_id['table_id']}", headers=bearer(players[0][1])).json
+    assert table["rated"] is True
+    play_hand(api, table["match_id"], dict(players), rconn)
     drain(rconn)
-    return match_id, tokens
+    return table["match_id"]
+
+
+def played_hand(api, rconn) -> tuple[str, dict[str, str]]:
+    """A quick match's hand of two new people and two system bots, played and settled."""
+    players = [new_player(api, f"q{i}") for i in range(2)]
+    return lobby_hand(api, rconn, players), dict(players)
 
 
 @pytest.mark.slow
@@ -157,9 +177,122 @@ def test_a_lost_rating_job_is_found_by_the_sweep_and_a_rebuild_gives_the_same(
         assert len(changes_of(db, match_id)) == 2
 
 
+def leave_tables(api, *players: tuple[str, str]) -> None:
+    """Each player leaves the table where it sits (in its rest: free of charge)."""
+    for _, token in players:
+        table = api.get("/v1/me/tables", headers=bearer(token)).json["tables"][0]["table_id"]
+        assert api.post(f"/v1/tables/{table}/leave", headers=bearer(token)).status_code == 200
+
+
+def my_match(api, token: str, match_id: str) -> dict:
+    """The hand as the caller's own list shows it."""
+    listed = api.get("/v1/me/matches", headers=bearer(token)).json["matches"]
+    return next(m for m in listed if m["match_id"] == match_id)
+
+
+def rated_hands(api, player_id: str) -> int:
+    return api.get(f"/v1/players/{player_id}").json["hands"]
+
+
+@pytest.mark.slow
+def test_only_the_lobbys_tables_rate_hands_and_a_private_tables_say_they_do_not(
+    api, db, rconn, jobs_env
+):
+    """A private table's hand was rated (a profile showed one rated hand after one private
+    hand): a person with a few accounts at a private table moved ratings at will. Now a
+    hand is rated only where nobody chose their opponents: for the people at the lobby's
+    quick match (a bot account there plays unrated); not at a private table (which says so
+    when it is made, and in the players' history), nor at a match of POST /v1/matches."""
+    # A private table: two people, system bots in the other seats.
+    (host_id, host), (guest_id, guest) = new_player(api, "host"), new_player(api, "guest")
+    created = new_table(api, host, private=True, bots_after=0, next_hand_seconds=60)
+    assert created["rated"] is False and created["private"] is True
+    assert join(api, created["table_id"], guest, invite=created["invite"]).status_code == 201
+    run_burst(rconn)
+    private = api.get(f"/v1/tables/{created['table_id']}", headers=bearer(host)).json["match_id"]
+    play_hand(api, private, {host_id: host, guest_id: guest}, rconn)
+    drain(rconn)
+    # A match of POST /v1/matches.
+    alone, players = human_match(api, 2, turn_seconds=60)
+    play_hand(api, alone, dict(players), rconn)
+    drain(rconn)
+    for match_id, token in ((private, host), (alone, players[0][1])):
+        assert changes_of(db, match_id) == []
+        assert my_match(api, token, match_id)["rated"] is False
+    assert rated_hands(api, host_id) == rated_hands(api, guest_id) == 0
+    # The lobby's quick match: its people are rated, a bot account among them is not.
+    people = [new_player(api, f"quick{i}") for i in range(2)]
+    owner = new_player(api, "its owner")[1]
+    r = api.post(
+        "/v1/players", json={"name": "program", "bot_account": True}, headers=bearer(owner)
+    )
+    program = (r.json["player_id"], r.json["token"])
+    quick = lobby_hand(api, rconn, [*people, program])
+    assert sorted(p for p, _, _ in changes_of(db, quick)) == sorted(p for p, _ in people)
+    for player_id, token in people:
+        assert my_match(api, token, quick)["rated"] is True
+        assert rated_hands(api, player_id) == 1
+    assert my_match(api, program[1], quick)["rated"] is False
+    assert rated_hands(api, program[0]) == 0
+
+
+@pytest.mark.slow
+def test_an_operators_void_takes_a_hands_rating_back_and_a_rebuild_leaves_it_out(
+    api, db, rconn, ratings_unqueued
+):
+    """An operator voids a hand's rating effect: each change it made is taken back from
+    the rating as it stands, the history says so, and ``ddz ratings rebuild`` makes every
+    rating as if the hand had never been rated; a hand voided before its rating job rates
+    no one."""
+    p, q, r = (new_player(api, name) for name in ("p", "q", "r"))
+    farmed = lobby_hand(api, rconn, [p, q])
+    leave_tables(api, p, q)
+    fair = lobby_hand(api, rconn, [p, r])
+    for match_id in (farmed, fair):
+        assert rate_hand(match_id) == "rated 2 players"
+    before = ratings_of(db, [p[0], q[0]])
+    assert before[p[0]][3] == 2
+    ctx = workers.context.context()
+    store = RatingStore(ctx.pool)
+    assert store.void(uuid.UUID(farmed), "ada", "the two are one person") == VOIDED
+    assert store.void(uuid.UUID(farmed), "ada", "again") == VOIDED_ALREADY
+    assert store.void(uuid.uuid4(), "ada", "no such hand") == NOT_SETTLED
+    assert store.voided(uuid.UUID(farmed)).reason == "the two are one person"
+    after = ratings_of(db, [p[0], q[0]])
+    (change,) = [
+        c
+        for c in db.execute(
+            "SELECT mu_before, mu FROM rating_changes WHERE match_id = %s AND player_id = %s",
+            (farmed, p[0]),
+        ).fetchall()
+    ]
+    assert after[p[0]][3] == 1
+    assert after[p[0]][1] == pytest.approx(before[p[0]][1] - (change[1] - change[0]))
+    # q's only hand was the farmed one: back to a new player's rating.
+    assert after[q[0]][1:] == pytest.approx((Rating().mu, Rating().sigma, 0))
+    history = api.get("/v1/me/ratings", headers=bearer(p[1])).json["changes"]
+    assert {c["match_id"]: c["voided"] for c in history} == {farmed: True, fair: False}
+    # The rebuild: as if the farmed hand had never been rated.
+    rebuild(ctx.store, store)
+    assert changes_of(db, farmed) == []
+    assert ratings_of(db, [p[0]])[p[0]][3] == 1
+    assert [
+        c["match_id"] for c in api.get("/v1/me/ratings", headers=bearer(p[1])).json["changes"]
+    ] == [fair]
+    # Voided before its rating job: rated for no one.
+    leave_tables(api, p, r)
+    early = lobby_hand(api, rconn, [p, r])
+    assert store.void(uuid.UUID(early), "ada", "collusion") == VOIDED
+    assert rate_hand(early) == "rated 0 players"
+    assert changes_of(db, early) == []
+    assert my_match(api, p[1], early)["rated"] is False
+
+
 def rated_player(api, db, name: str, mu: float, sigma: float, bot_account: bool = False) -> str:
-    """A player with a rating set here (the leaderboard's order is what is tested)."""
-    r = api.post("/v1/players", json={"name": name, "bot_account": bot_account})
+    """A player with a rating set here (the leaderboard's order is what is tested); a bot
+    account registered by a new person."""
+    headers = bearer(new_player(api, f"{name}'s owner")[1]) if bot_account else {}
+    r = api.post("/v1/players", json={"name": name, "bot_account": bot_account}, headers=headers)
     assert r.status_code == 201, r.json
     player_id = r.json["player_id"]
     db.execute(

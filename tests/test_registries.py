@@ -1,7 +1,9 @@
 """Every registry kept beside the thing it names is complete, and says where to add what is
 missing: each refusal of the store has its HTTP status, each of a match's events its
 summary (which the console and the workers' log show), each endpoint its rate-limit
-category, and each event class its place in the streams' registry. And what is derived
+category, each event class its place in the streams' registry, and each route that holds
+a connection (a stream, a long poll) its admission under the bounds on what is held open.
+And what is derived
 from a registry holds: the system's players take a decision they have no rule for with
 its first candidate, which the decider always accepts."""
 
@@ -14,14 +16,18 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
+import yaml
+from api_support import bearer
 from event_hands import played_hands
 from flask import Flask
 
 import service.store
-from service.api import rate_limits
+from service.api import create_app, rate_limits
 from service.api.documents import STORE_STATUS, game_error
+from service.api.open_streams import Bound
 from service.game import can, evolve, initial_state, seat_view
 from service.game import events as events_module
 from service.game.actions import CANDIDATES
@@ -169,3 +175,79 @@ def test_a_decision_new_to_a_policy_is_taken_with_its_first_candidate(policy, mo
             break
     view = dataclasses.replace(seat_view(state, state.turn), phase="doubling")
     assert policy.act(view) == Double(state.turn, False, PLAYER)
+
+
+OPENAPI = yaml.safe_load((Path(__file__).resolve().parents[1] / "openapi.yaml").read_text())
+
+
+def holding_routes() -> list[tuple[str, bool]]:
+    """(path template, whether it long-polls) of each operation of the contract that holds
+    a connection: a stream (``text/event-stream``) or a long poll (a ``wait`` in its query)."""
+    found = []
+    for path, operations in OPENAPI["paths"].items():
+        get = operations.get("get")
+        if get is None:
+            continue
+        streams = "text/event-stream" in get["responses"].get("200", {}).get("content", {})
+        waits = any(p["in"] == "query" and p["name"] == "wait" for p in get.get("parameters", []))
+        if streams or waits:
+            found.append((path, waits))
+    return found
+
+
+def test_every_route_that_holds_a_connection_is_admitted_under_the_bounds(config):
+    """Each stream and long poll of the contract is refused when its caller's address
+    holds as many as it may (429 ``open_stream_limit``) and when the process does (503
+    ``too_many_streams``), rather than held: so a new one cannot forget its admission, as
+    the watchers' did (one address took 36 of a process's 40 places). The ids in the
+    paths: a match the player sits at, and a public table the player sits at; a new
+    parameter in a path needs its value in ``ids`` here."""
+    address = "198.51.100.38"
+    app = create_app(dataclasses.replace(config, max_streams=1, max_streams_per_address=1))
+    client = app.test_client()
+    try:
+        made = client.post("/v1/players", json={"name": "holder"}).json
+        token, headers = made["token"], bearer(made["token"])
+        match_id = client.post("/v1/matches", headers=headers).json["match_id"]
+        assert client.post(f"/v1/matches/{match_id}/seats", headers=headers).status_code == 201
+        table_id = client.post("/v1/tables", headers=headers).json["table_id"]
+        ids = {"match_id": match_id, "table_id": table_id}
+        routes = holding_routes()
+        assert {path for path, _ in routes} >= {
+            "/v1/matches/{match_id}/stream",
+            "/v1/matches/{match_id}/events",
+            "/v1/me/stream",
+            "/v1/me/events",
+            "/v1/tables/{table_id}/watch",
+            "/v1/tables/{table_id}/watch/stream",
+        }
+
+        def held(template: str, waits: bool):
+            path = re.sub(r"{(\w+)}", lambda m: ids[m[1]], template)
+            return client.get(
+                path + ("?wait=1" if waits else ""),
+                headers=bearer(token),
+                environ_base={"REMOTE_ADDR": address},
+                buffered=False,
+            )
+
+        services = app.extensions["ddz"]
+        # The address's one place taken, then the process's: each route is refused.
+        for take, status, code in (
+            (
+                lambda: services.open_streams.open(None, None, [Bound("address", address, 1)]),
+                429,
+                "open_stream_limit",
+            ),
+            (services.fanout.admit, 503, "too_many_streams"),
+        ):
+            taken = take()
+            try:
+                for template, waits in routes:
+                    with held(template, waits) as r:
+                        assert r.status_code == status, f"{template} held without admission"
+                        assert r.json["code"] == code, r.json
+            finally:
+                taken.close()
+    finally:
+        app.extensions["ddz"].close()

@@ -88,19 +88,27 @@ def test_four_people_play_two_hands_in_a_row_at_one_table(api, db, rconn, jobs_e
     assert sum(board.values()) <= 0  # what the players won and lost, less the house's part
 
 
-def test_a_private_table_refuses_without_its_code(api, rconn, jobs_env):
+def test_a_private_table_is_none_without_its_code(api, rconn, jobs_env):
+    """Without its invite code a private table is answered as a table that does not
+    exist, seen or joined; with it, the guest sits there and sees it (and its code)."""
     (host_id, host), (guest_id, guest) = people(api, 2)
     created = new_table(api, host, private=True)
     code = created["invite"]
     assert code
-    assert table(api, created["table_id"], guest)["invite"] is None  # not to those not seated
+    nowhere = f"/v1/tables/{uuid.uuid4()}"
+    absent = api.get(nowhere, headers=bearer(guest))
+    assert absent.status_code == 404
+    r = api.get(f"/v1/tables/{created['table_id']}", headers=bearer(guest))
+    assert (r.status_code, r.get_data()) == (404, absent.get_data())
     for body in ({}, {"invite": "wrong"}):
+        absent = api.post(f"{nowhere}/seats", json=body, headers=bearer(guest))
         r = join(api, created["table_id"], guest, **body)
-        assert r.status_code == 403 and r.json["code"] == "invite_required", r.json
+        assert (r.status_code, r.get_data()) == (404, absent.get_data()), r.json
     assert table(api, created["table_id"], host)["seats"][1] is None
     r = join(api, created["table_id"], guest, invite=code)
     assert r.status_code == 201 and r.json["seats"][1]["player"] == guest_id
     assert r.json["invite"] == code
+    assert table(api, created["table_id"], guest)["invite"] == code
 
 
 def test_bots_fill_the_empty_seats_after_bots_after_and_a_leaver_is_freed_at_hand_end(
@@ -782,7 +790,7 @@ def test_a_person_sits_at_one_table_and_a_bot_account_at_a_few(api, rconn, jobs_
     api.delete(f"/v1/lobby/tickets/{waiting['ticket_id']}", headers=bearer(me))
     assert join(api, theirs, me).status_code == 201
     # A bot account (a program) may follow a few tables: DDZ_BOT_ACCOUNT_TABLES, 4 here.
-    r = api.post("/v1/players", json={"name": "engine", "bot_account": True})
+    r = api.post("/v1/players", json={"name": "engine", "bot_account": True}, headers=bearer(me))
     engine = r.json["token"]
     tables = [new_table(api, engine)["table_id"] for _ in range(4)]
     r = api.post("/v1/tables", json={}, headers=bearer(engine))
@@ -815,6 +823,38 @@ def test_a_seat_freed_between_hands_goes_to_a_waiting_ticket_before_the_bots(api
     assert now["match_id"] is None and now["waiting"]["what"] == "deal"
     assert ticket_now(api, picky, refused["ticket_id"])["status"] == "waiting"
     api.delete(f"/v1/lobby/tickets/{refused['ticket_id']}", headers=bearer(picky))
+
+
+def test_the_lobby_seats_no_bot_account_with_its_owner_and_no_one_picks_a_seat_it_gave(
+    api, rconn, jobs_env
+):
+    """Where hands are rated nobody chooses their opponents: the lobby never seats one
+    person's accounts together (a person and its bot accounts, or two of its bot
+    accounts), and nobody takes a seat at a table the lobby made but through the lobby
+    (403 ``lobby_table``), where a friend could join a friend before."""
+    owner_id, owner = new_player(api, "owner")
+    programs = []
+    for n in range(2):
+        r = api.post(
+            "/v1/players", json={"name": f"program{n}", "bot_account": True}, headers=bearer(owner)
+        )
+        programs.append((r.json["player_id"], r.json["token"]))
+    strangers = people(api, 2)
+    # Five tickets of three people: no table of four.
+    for _, token in [(owner_id, owner), *programs, *strangers]:
+        ticket(api, token, unit="13.00", allow_bots=False)
+    assert match_tickets() == 0
+    # A fourth person: the owner (waiting longest of the three) sits with the others.
+    late_id, late = new_player(api, "fourth")
+    ticket(api, late, unit="13.00", allow_bots=False)
+    assert match_tickets() == 1
+    table_id = api.get("/v1/me/tables", headers=bearer(late)).json["tables"][0]["table_id"]
+    seated = {s["player"] for s in table(api, table_id, late)["seats"]}
+    assert seated == {owner_id, late_id, *(p for p, _ in strangers)}
+    assert table(api, table_id, late)["rated"] is True
+    # Only the lobby seats there: a seat asked for is refused, full table or not.
+    r = join(api, table_id, programs[0][1])
+    assert r.status_code == 403 and r.json["code"] == "lobby_table", r.json
 
 
 def test_a_table_of_people_only_that_no_one_refills_closes_and_says_so(api, rconn, jobs_env):

@@ -8,11 +8,14 @@ table's hand. Real RQ workers in burst mode, in this process (the fixtures of ``
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from api_support import Knowledge, Observer, bearer, choice, leaks, seed_where
 from jobs import events, join, new_player, new_table, run_burst, worker_app
+from servers import OPERATOR_TOKEN
 
 import service.app.tables
 from service.rules import counts_of, report_units
@@ -165,24 +168,126 @@ def test_a_watcher_sees_whole_hands_with_show_hand_and_report_as_onlookers_do(
 DECISIONS = {"bid", "show_hand", "report", "play", "pass"}
 
 
-def test_a_private_table_is_not_watched_and_a_hand_is_replayed_only_once_ended(
-    api, rconn, jobs_env
-):
-    owner = new_player(api, "private")
-    private = new_table(api, owner[1], private=True)["table_id"]
-    r = api.get(f"/v1/tables/{private}/watch")
-    assert r.status_code == 404 and r.json["code"] == "table_not_found"
-    assert api.get(f"/v1/tables/{private}/watch/stream").status_code == 404
-    four = [new_player(api, f"r{i}") for i in range(4)]
-    table_id = new_table(api, four[0][1], turn_seconds=60, private=True, next_hand_seconds=0)
+def seated_table(api, rconn, prefix: str, **options) -> tuple[str, str, dict[str, str]]:
+    """A table of four people (joined with its invite code when private) and its first
+    hand dealt: the table, the hand and the people's tokens by player."""
+    four = [new_player(api, f"{prefix}{i}") for i in range(4)]
+    created = new_table(api, four[0][1], turn_seconds=60, next_hand_seconds=0, **options)
     for _, token in four[1:]:
-        join(api, table_id["table_id"], token, invite=table_id["invite"])
+        r = join(api, created["table_id"], token, invite=created["invite"])
+        assert r.status_code == 201, r.json
     run_burst(rconn)
-    match_id = api.get(f"/v1/tables/{table_id['table_id']}", headers=bearer(four[0][1])).json[
+    match_id = api.get(f"/v1/tables/{created['table_id']}", headers=bearer(four[0][1])).json[
         "match_id"
     ]
-    r = api.get(f"/v1/matches/{match_id}/replay")
+    assert match_id
+    return created["table_id"], match_id, dict(four)
+
+
+def answer(api, method: str, path: str, token: str | None, body=None):
+    """The answer to a request: its status, type and body (a stream's but its body: it is
+    closed at once)."""
+    headers = {} if token is None else bearer(token)
+    r = api.open(path, method=method, headers=headers, json=body, buffered=False)
+    try:
+        data = b"" if r.status_code == 200 else r.get_data()
+        # A page's nonce is new at each answer.
+        return r.status_code, r.content_type, re.sub(rb"nonce[-=]\"?[\w-]+", b"nonce", data)
+    finally:
+        r.close()
+
+
+def path_of(rule: str, ids: dict[str, str]) -> str:
+    """The rule's path with these ids."""
+    return re.sub(r"<(?:\w+:)?(\w+)>", lambda m: ids[m[1]], rule)
+
+
+def routes_with_ids(app) -> list[tuple[str, str]]:
+    """(method, rule) of every route whose path holds a table's or a match's id."""
+    return sorted(
+        (method, rule.rule)
+        for rule in app.url_map.iter_rules()
+        if {"table_id", "match_id"} & rule.arguments
+        for method in rule.methods - {"HEAD", "OPTIONS"}
+    )
+
+
+def test_a_private_table_and_its_hands_are_nothing_to_whoever_never_sat_there(
+    api, wapp, rconn, jobs_env
+):
+    """An account seated elsewhere that knew a private table's id followed its hand
+    through the table, the match's view and events, while /watch said 404: now every
+    route with the table's or the hand's id in its path answers whoever was not dealt it,
+    and anyone without a token, exactly as for ids that do not exist; the invite code is
+    the only way in. Those dealt the hand (and operators) see it."""
+    table_id, match_id, tokens = seated_table(api, rconn, "hidden", private=True)
+    _, outsider = new_player(api, "outsider")
+    nowhere = {"table_id": str(uuid.uuid4()), "match_id": str(uuid.uuid4())}
+    here = {"table_id": table_id, "match_id": match_id}
+    routes = routes_with_ids(wapp)
+    assert len(routes) >= 15, routes
+    for method, rule in routes:
+        for body in [None] if method == "GET" else [{}, {"action": "pass"}]:
+            for token in (None, outsider):
+                got = answer(api, method, path_of(rule, here), token, body)
+                expected = answer(api, method, path_of(rule, nowhere), token, body)
+                for real, fake in zip(here.values(), nowhere.values()):
+                    got = (got[0], got[1], got[2].replace(real.encode(), fake.encode()))
+                assert got == expected, (method, rule, token is not None, body)
+    # Nor is it listed to the outsider; its players find it, and its operators.
+    listed = api.get("/v1/matches", headers=bearer(outsider)).json["matches"]
+    assert match_id not in [m["match_id"] for m in listed]
+    for token in (*tokens.values(), OPERATOR_TOKEN):
+        assert api.get(f"/v1/matches/{match_id}", headers=bearer(token)).status_code == 200
+        assert api.get(f"/v1/tables/{table_id}", headers=bearer(token)).status_code == 200
+    seated = next(iter(tokens.values()))
+    assert match_id in [
+        m["match_id"] for m in api.get("/v1/matches", headers=bearer(seated)).json["matches"]
+    ]
+    r = api.get(f"/v1/matches/{match_id}/replay", headers=bearer(seated))
     assert r.status_code == 403 and r.json["code"] == "replay_not_available"
+    # Ended, the hand is replayed for those dealt it (with their token), for no one else.
+    play_showing_and_reporting(api, match_id, tokens, "play")
+    assert api.get(f"/v1/matches/{match_id}/replay", headers=bearer(seated)).status_code == 200
+    for token in (None, outsider):
+        headers = {} if token is None else bearer(token)
+        r = api.get(f"/v1/matches/{match_id}/replay", headers=headers)
+        absent = api.get(f"/v1/matches/{nowhere['match_id']}/replay", headers=headers)
+        assert (r.status_code, r.get_data()) == (404, absent.get_data())
+    assert api.get(f"/replay/{match_id}").status_code == 404
+
+
+def test_who_was_not_dealt_a_tables_hand_watches_the_table_instead(
+    worker_database_url, worker_redis_url, rconn, jobs_env
+):
+    """Any account seated nowhere read a table's hand live through the match's view,
+    events and stream, while watchers were kept behind: now every route of the match
+    sends it to the table's watchers (403 ``watch_table``, naming the table), where the
+    delay holds. Those dealt the hand read it as ever."""
+    delayed = worker_app(worker_database_url, worker_redis_url, watch_delay_seconds=600)
+    try:
+        api = delayed.test_client()
+        table_id, match_id, tokens = seated_table(api, rconn, "live")
+        _, outsider = new_player(api, "onlooker")
+        for path in ("", "/events?after=0", "/events?after=0&wait=2", "/stream", "/record"):
+            r = api.get(f"/v1/matches/{match_id}{path}", headers=bearer(outsider))
+            assert r.status_code == 403 and r.json["code"] == "watch_table", (path, r.json)
+            assert (
+                r.json["table_id"] == table_id
+                and f"/v1/tables/{table_id}/watch" in r.json["detail"]
+            )
+        listed = api.get("/v1/matches", headers=bearer(outsider)).json["matches"]
+        assert match_id not in [m["match_id"] for m in listed]
+        # The table itself is public: its hand's id and the watchers' items, ten minutes behind.
+        assert (
+            api.get(f"/v1/tables/{table_id}", headers=bearer(outsider)).json["match_id"] == match_id
+        )
+        watched = api.get(f"/v1/tables/{table_id}/watch", headers=bearer(outsider)).json
+        assert watched["items"] == []
+        for token in tokens.values():
+            assert api.get(f"/v1/matches/{match_id}", headers=bearer(token)).status_code == 200
+    finally:
+        delayed.extensions["ddz"].close()
 
 
 def test_a_watcher_is_as_far_behind_the_table_as_the_server_says(

@@ -1,18 +1,20 @@
 """What the blueprints share, so that none imports another: the error responses an
 operation documents, a decider's or the store's refusal as a problem, the cursors of lists
-that are newest first, the players' profiles (names, bot accounts) as seats show them, and
-a match read and shown as the caller may see it (its seat, its view, its events with the
-deadline), and a finished hand's public replay (which the replay's page shows too,
+that are newest first, the players' profiles (names, bot accounts) as seats show them, a
+match read and shown as the caller may see it (its seat, its view, its events with the
+deadline), who may read a table's hand at all (docs/tables.md, "Who sees what of a
+table"), and a finished hand's public replay (which the replay's page shows too,
 service/web/replay.py)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from ..game import GameError, MatchSettings, State, deadline, view, visible
 from ..game.record import export
@@ -30,15 +32,19 @@ from ..store.creations import KeyInUse
 from ..store.players import Profile
 from ..store.tables import (
     BotAccountRequired,
+    HandOf,
+    LobbyTable,
     SeatedElsewhere,
     TableNotFound,
     TicketNotFound,
     TicketSeated,
     TicketWaiting,
 )
-from .auth import BEARER, Caller
+from .auth import BEARER, Caller, bearer_token, caller
 from .problems import ApiError
 from .services import services
+
+_View = TypeVar("_View", bound=Callable[..., Any])
 
 #: HTTP status of each refusal of the store, by its class: every StoreError has one
 #: (tests/test_registries.py), for what the store refuses is no rule of the game.
@@ -53,13 +59,13 @@ STORE_STATUS: dict[type[StoreError], int] = {
     TicketSeated: 409,
     SeatedElsewhere: 409,
     BotAccountRequired: 403,
+    LobbyTable: 403,
 }
 #: HTTP status of the decider's refusals that are not 422 (the rules refuse the command),
 #: by code.
 GAME_STATUS = {
     "not_seated": 403,
     "table_not_found": 404,
-    "invite_required": 403,
     "table_full": 409,
     "table_closed": 409,
 }
@@ -191,16 +197,11 @@ def with_bot_accounts(seats: list[dict[str, Any] | None]) -> list[dict[str, Any]
 
 
 def public_replay(match_id: uuid.UUID) -> dict[str, Any]:
-    """The finished hand's record, unless it was a private table's hand (or is not over)."""
+    """The finished hand's record (a private table's hand is hidden from whoever was not
+    dealt it before this: :func:`private_hands_hidden`)."""
     stored, latest = since(match_id, 0)
-    found = services().tables.table_store.by_match(match_id)
-    private = found is not None and services().tables.table_store.load(found[0]).state.private
-    if latest.state.phase != ENDED or private:
-        raise ApiError(
-            403,
-            "replay_not_available",
-            "a hand's replay is public once it has ended, but for a private table's hands",
-        )
+    if latest.state.phase != ENDED:
+        raise ApiError(403, "replay_not_available", "a hand's replay is public once it has ended")
     document = export([s.event for s in stored])
     with_bot_accounts(document["seats"])
     return document
@@ -234,3 +235,71 @@ def event_documents(found: list[StoredEvent], seat, latest: Loaded) -> list[dict
             }
         )
     return documents
+
+
+def no_such_match() -> ApiError:
+    """What a match that does not exist is answered, and so a private table's hand to
+    whoever is not seated at it."""
+    return game_error(MatchNotFound("no such match"))
+
+
+def no_such_table() -> ApiError:
+    """What a table that does not exist is answered, and so a private table to whoever
+    never sat at it."""
+    return game_error(TableNotFound("no such table"))
+
+
+def optional_caller() -> Caller | None:
+    """The caller of a route anyone may call: None without a token, or with one that is
+    not valid (refused, such a route is answered as to anyone)."""
+    if not bearer_token():
+        return None
+    try:
+        return caller()
+    except ApiError:
+        return None
+
+
+def seated_at(hand: HandOf, who: Caller | None) -> bool:
+    """Whether the caller may read the table's hand: an operator, or a player dealt it."""
+    return who is not None and (who.operator is not None or who.player in hand.players)
+
+
+def private_hands_hidden(token: bool = True) -> Callable[[_View], _View]:
+    """A route's decorator, the innermost (after its arguments are read, so that a bad
+    one is answered as for any match): a match in the path that is a private table's hand
+    is answered as a match that does not exist (:func:`no_such_match`) to whoever was not
+    dealt it, an anonymous caller included (an operator sees it). ``token``: the route
+    needs one (a caller without one gets the 401 any match would give)."""
+
+    def hide(view: _View) -> _View:
+        @functools.wraps(view)
+        def hidden(*args: Any, **kwargs: Any) -> Any:
+            hand = services().tables.table_store.hand_of(kwargs["match_id"])
+            if hand is None or not hand.private:
+                return view(*args, **kwargs)
+            if not seated_at(hand, caller() if token else optional_caller()):
+                raise no_such_match()
+            return view(*args, **kwargs)
+
+        return cast(_View, hidden)
+
+    return hide
+
+
+def watchers_only(match_id: uuid.UUID, who: Caller | None) -> None:
+    """A table's hand is read by those dealt it (and operators); anyone else watches the
+    table, as far behind it as the server keeps its watchers, or replays the hand once it
+    has ended: 403 ``watch_table``, naming the table. A match no table dealt is read by
+    anyone with a token, as onlookers see it."""
+    hand = services().tables.table_store.hand_of(match_id)
+    if hand is None or seated_at(hand, who):
+        return
+    raise ApiError(
+        403,
+        "watch_table",
+        f"this hand is one of table {hand.table_id}: who was not dealt it watches the table"
+        f" (GET /v1/tables/{hand.table_id}/watch), as far behind it as the server keeps"
+        f" watchers, or replays the hand once it has ended (GET /v1/matches/{match_id}/replay)",
+        members={"table_id": str(hand.table_id)},
+    )

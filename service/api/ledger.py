@@ -14,7 +14,7 @@ from ..app import work
 from ..game import explain
 from ..store import ledger
 from .auth import admin, caller, operator
-from .documents import documented, load, seat_of
+from .documents import documented, load, private_hands_hidden, seat_of
 from .problems import ApiError
 from .routing import Blueprint
 from .schemas import FactorsSchema
@@ -179,6 +179,7 @@ class LedgerCheck(ma.Schema):
 @bp.route("/matches/<uuid:match_id>/settlement", methods=["GET"])
 @bp.response(200, SettlementSchema)
 @bp.doc(**documented(401, 403, 404))
+@private_hands_hidden()
 def match_settlement(match_id: uuid.UUID):
     """The settlement of an ended hand, as written to the ledger: factors, multiplier,
     gross, after the cap, system cut, penalty, net and the house's share; and ``explained``,

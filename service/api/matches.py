@@ -51,11 +51,13 @@ from .documents import (
     event_documents,
     game_error,
     load,
+    private_hands_hidden,
     profiles,
     seat_of,
     since,
     table_of,
     view_document,
+    watchers_only,
     with_bot_accounts,
 )
 from .open_streams import OpenStream
@@ -162,9 +164,14 @@ def create_match(body, key=None):
 @bp.response(200, schemas.MatchList)
 @bp.doc(**documented(401, 422))
 def list_matches(query):
-    """List matches, newest first, optionally by status (open, playing, ended)."""
-    caller()
-    listed = services().store.listed(query.get("status"), query["limit"])
+    """List matches, newest first, optionally by status (open, playing, ended).
+
+    A table's hands are listed to those dealt them (and to operators); others find them at
+    their table."""
+    who = caller()
+    listed = services().store.listed(
+        query.get("status"), query["limit"], None if who.operator else who.player or ""
+    )
     # The page's players read at once (then each match's seats find them known).
     profiles(s.player for loaded, _, _ in listed for s in loaded.state.seats if s is not None)
     return {
@@ -183,6 +190,7 @@ def list_matches(query):
 )
 @bp.response(201, schemas.View)
 @bp.doc(**documented(401, 403, 404, 409, 422))
+@private_hands_hidden()
 def take_seat(body, match_id):
     """Take a seat (a given one, or any free one), or fill one with a system bot: only a
     player seated at the match, or an operator, seats a bot (403 `not_seated`), so that
@@ -212,11 +220,14 @@ def take_seat(body, match_id):
 
 @bp.route("/<uuid:match_id>", methods=["GET"])
 @bp.response(200, schemas.View)
-@bp.doc(**documented(401, 404))
+@bp.doc(**documented(401, 403, 404))
+@private_hands_hidden()
 def get_match(match_id):
     """The caller's view of the match (docs/rules.md §6): its own hand, counts, the play to beat,
-    whose turn and until when, and the actions the caller may take now."""
+    whose turn and until when, and the actions the caller may take now. A table's hand is
+    read by those dealt it: anyone else watches the table (403 `watch_table`)."""
     who = caller()
+    watchers_only(match_id, who)
     # As a command's answer: plain JSON of the document, already in the schema's shape
     # (the contract tests hold it to the schema); the schema's dump was half the read's CPU.
     return encoding.json_response(view_document(load(match_id), who))
@@ -225,6 +236,7 @@ def get_match(match_id):
 @bp.route("/<uuid:match_id>/legal", methods=["GET"])
 @bp.response(200, schemas.Legal)
 @bp.doc(**documented(401, 403, 404))
+@private_hands_hidden()
 def legal(match_id):
     """The caller's legal plays now, each with concrete cards (for hints and bots)."""
     who = player()
@@ -256,6 +268,7 @@ def to_command(body: dict, seat: int) -> Command:
 @bp.arguments(schemas.IdempotencyHeader(), location="headers", as_kwargs=True)
 @bp.response(200, schemas.CommandResult)
 @bp.doc(**documented(401, 403, 404, 409, 422))
+@private_hands_hidden()
 def command(body, match_id, key=None):
     """Act for the caller's seat: an action its view offers (``actions``), or resume.
     With ``expected_version`` a stale view gets 409. With an ``Idempotency-Key`` header a
@@ -292,6 +305,7 @@ def command(body, match_id, key=None):
 @bp.route("/<uuid:match_id>/leave", methods=["POST"])
 @bp.response(200, schemas.CommandResult)
 @bp.doc(**documented(401, 403, 404, 409, 422))
+@private_hands_hidden()
 def leave(match_id):
     """Leave the hand: the seat is disconnected on purpose and the system plays it to the
     end (系统代打). The first seat to disconnect pays the penalty; ``resume`` takes control
@@ -314,13 +328,16 @@ def viewer(state: State, who: Caller):
 @bp.route("/<uuid:match_id>/events", methods=["GET"])
 @bp.arguments(schemas.EventsQuery(), location="query")
 @bp.response(200, schemas.EventList)
-@bp.doc(**documented(401, 404, 422))
+@bp.doc(**documented(401, 403, 404, 422))
+@private_hands_hidden()
 def events(query, match_id):
     """The events the caller may see after version ``after``; with ``wait``, waits up to
     that many seconds for the next one (long-polling). A long poll is held as a stream is
     (see the match's stream): it ends with 401 when its token is revoked or expires, and
-    counts against the same bounds."""
+    counts against the same bounds. A table's hand is read by those dealt it: anyone else
+    watches the table (403 `watch_table`)."""
     who = caller()
+    watchers_only(match_id, who)
     notifier = services().notifier
     deadline_at = time.monotonic() + query["wait"]
     with long_poll(who, query["wait"]) as opened, notifier.watch(match_id) as woken:
@@ -372,7 +389,8 @@ def _last_event_id() -> int | None:
         "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "
         "a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an "
         "EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.\n\n"
-        + HELD_OPEN,
+        "A table's hand is followed by those dealt it: anyone else watches the table (403 "
+        "`watch_table`).\n\n" + HELD_OPEN,
         schema=schemas.STREAM_EVENT,
         resume="Resume after this version (the `id` of the last event received)",
         id_pattern="^[0-9]{1,9}$",
@@ -382,13 +400,16 @@ def _last_event_id() -> int | None:
             },
             "400": {"$ref": "#/components/responses/BAD_REQUEST"},
             "401": {"$ref": "#/components/responses/UNAUTHORIZED"},
+            "403": {"$ref": "#/components/responses/FORBIDDEN"},
             "404": {"$ref": "#/components/responses/NOT_FOUND"},
             **TOO_MANY_STREAMS,
         },
     )
 )
+@private_hands_hidden()
 def stream(match_id):
     who = caller()
+    watchers_only(match_id, who)
     resume_after = _last_event_id()
     with ExitStack() as held:
         opened = open_stream(who)
@@ -617,10 +638,13 @@ def _rendered(found: list[StoredEvent], seat, latest: Loaded) -> bytes:
 @bp.route("/<uuid:match_id>/record", methods=["GET"])
 @bp.response(200, schemas.HandRecord)
 @bp.doc(**documented(401, 403, 404))
+@private_hands_hidden()
 def record(match_id):
     """The hand record (``ddz-hand/1``): to the seated players once the hand has ended, to
-    operators at any time."""
+    operators at any time (a table's hand to anyone else: 403 `watch_table`, and its
+    replay once it has ended)."""
     who = caller()
+    watchers_only(match_id, who)
     stored, latest = since(match_id, 0)
     state = latest.state
     if not who.operator and (seat_of(state, who) is None or state.phase != ENDED):

@@ -13,7 +13,9 @@ from marshmallow import fields as f
 
 from ..app.feed import HELD_SECONDS, Cursor
 from ..app.feed_fanout import PlayerSubscription
+from ..game.ratings import Terms
 from ..store import ReaderFailed, ledger
+from ..store.ratings import RatingStore
 from . import encoding, schemas
 from .auth import player
 from .documents import (
@@ -78,6 +80,15 @@ class MyMatch(ma.Schema):
         required=True, allow_none=True, metadata={"description": "The caller's net, once ended"}
     )
     record = f.String(required=True, metadata={"description": "The hand record's path"})
+    rated = f.Boolean(
+        required=True,
+        metadata={
+            "description": "Whether the hand counts in the caller's rating: only the hands "
+            "of a table the lobby made do (its quick match's for a person, its ladder's for a "
+            "bot account), never a private table's or any other whose players chose each "
+            'other, nor one whose rating an operator voided (docs/ratings.md, "Fair play")'
+        },
+    )
 
 
 class MyMatches(ma.Schema):
@@ -119,18 +130,26 @@ def get_me():
 @bp.doc(**documented(401, 403, 422))
 def my_matches(query):
     """The caller's matches, newest first, a page at a time: the table, the seats by name,
-    the caller's seat and role, the result and the caller's net, and the record's path."""
+    the caller's seat and role, the result and the caller's net, the record's path, and
+    whether the hand counts in the caller's rating (a private table's never does)."""
     who = player()
     limit = query["limit"]
     found = services().store.of_player(who.player or "", after_cursor(query["cursor"]), limit + 1)
     page = found[:limit]
     known = profiles(s.player for loaded, _, _ in page for s in loaded.state.seats if s is not None)
+    voided = RatingStore(services().pool).voided_among(
+        [uuid.UUID(loaded.state.match_id or "") for loaded, _, _ in page]
+    )
+    mine = frozenset({who.player or ""} if bot_account_of(known, who.player) else ())
+    tables = services().tables.table_store
     matches: list[dict[str, Any]] = []
     for loaded, created_at, table_id in page:
         state = loaded.state
         seat = seat_of(state, who)
         assert seat is not None
         result = state.result
+        lobby = None if table_id is None else tables.lobby_of(table_id)
+        rated = Terms(lobby, uuid.UUID(state.match_id or "") in voided, mine)
         matches.append(
             {
                 "match_id": state.match_id,
@@ -153,6 +172,7 @@ def my_matches(query):
                 "winner": None if result is None else result.outcome.winner,
                 "net": None if result is None else result.settlement.to_json()["net"][seat],
                 "record": f"/v1/matches/{state.match_id}/record",
+                "rated": rated.rates(who.player or ""),
             }
         )
     more = len(found) > limit
@@ -394,10 +414,10 @@ def my_stream():
     player_id = who.player or ""
     after = _cursor_of(last_event_id())
     with ExitStack() as held:
+        opened = open_stream(who)  # the caller's bounds first (see long_poll)
+        held.callback(opened.close)
         slot = admitted()
         held.callback(slot.close)
-        opened = open_stream(who)
-        held.callback(opened.close)
 
         def generate() -> Iterator[str]:
             yield RETRY

@@ -25,8 +25,9 @@ process holds of it, and decided on the total. A round trip per request took a t
 an API worker's time under load, for limits that a player at the table never comes near.
 The price: a caller who spreads a burst over ``P`` processes faster than they send their
 counts can get one limit and the share of it from each other process in one window (with
-two processes and half, a limit and a half); one process alone counts exactly. A share of
-0 counts every request in Redis, as a limit shared exactly needs.
+two processes and half, a limit and a half); one process alone counts exactly, for what it
+sent to Redis is held against the limit until Redis answers. A share of 0 counts every
+request in Redis, as a limit shared exactly needs.
 
 Operator requests and the health checks are not limited. When Redis does not answer, each
 process counts in its own memory only (one warning; Redis is tried again after a while,
@@ -157,6 +158,7 @@ CATEGORY_OF = {
             "player_standing",
             "correct_balance",
             "void_hand",
+            "void_rating",
             "system",
             "audit_page",
             "operators",
@@ -298,6 +300,16 @@ class _Held:
     known: int = 0
     #: Counted here since, not yet sent.
     pending: int = 0
+    #: Sent to Redis, its total not back yet: still held against the limit meanwhile,
+    #: or the requests that came during the round trip were decided on a stale count (one
+    #: process let about twice its limit through).
+    sending: int = 0
+
+    @property
+    def counted(self) -> int:
+        """The window's total as this process knows it (at least the total of what it
+        counted itself)."""
+        return self.known + self.sending + self.pending
 
 
 class _Storage:
@@ -409,7 +421,7 @@ class Counter(_Storage):
                 self._unreachable(exc, now)
         with self.lock:
             self._count(mine)
-        return self._over(mine, {id(h): h.known + h.pending for h in mine.values()}, now)
+        return self._over(mine, {id(h): h.counted for h in mine.values()}, now)
 
     def _count(self, mine: dict[str, _Held]) -> None:
         for name, held in mine.items():
@@ -433,8 +445,7 @@ class Counter(_Storage):
     def _hit_shared(self, mine: dict[str, _Held], now: float) -> Refusal | None:
         with self.lock:
             local = all(
-                h.known + h.pending + 1 <= h.window.amount * h.limit.local_share
-                for h in mine.values()
+                h.counted + 1 <= h.window.amount * h.limit.local_share for h in mine.values()
             )
             if local:
                 self._count(mine)
@@ -464,8 +475,9 @@ class Counter(_Storage):
             sent = []
             for name, held in {**self.unsent, **mine}.items():
                 if held.ends > now:
-                    sent.append((name, held, held.pending + (name in mine)))
-                    held.pending = 0
+                    by = held.pending + (name in mine)
+                    sent.append((name, held, by))
+                    held.pending, held.sending = 0, held.sending + by
             self.unsent.clear()
             self.sent_at = time.monotonic()
         if not sent:
@@ -478,13 +490,16 @@ class Counter(_Storage):
         except redis.RedisError:
             with self.lock:  # held for the next send; this request is counted by the caller
                 for name, held, by in sent:
+                    held.sending -= by
                     held.pending += by - (name in mine)
                     if held.pending:
                         self.unsent[name] = held
             raise
         with self.lock:
-            for (_, held, _), total in zip(sent, totals):
-                held.known = max(held.known, total)
+            for (_, held, by), total in zip(sent, totals):
+                # The total holds what was sent: known from now on. (A send that overlaps
+                # this one may be in both for a moment: counted twice, never missed.)
+                held.known, held.sending = max(held.known, total), held.sending - by
         return {id(held): total for (_, held, _), total in zip(sent, totals)}
 
     @staticmethod

@@ -74,10 +74,22 @@ class LeaderboardQuery(ma.Schema):
     limit = schemas.QueryInteger(load_default=20, validate=validate.Range(1, 100))
 
 
+class OwnerDocument(ma.Schema):
+    player_id = f.UUID(required=True)
+    name = f.String(required=True)
+
+
+def _owner_field() -> f.Nested:
+    return f.Nested(
+        OwnerDocument, required=True, allow_none=True, metadata={"description": schemas.OWNER}
+    )
+
+
 class Ranked(RatingDocument):
     rank = f.Integer(required=True, metadata={"description": "1 for the first"})
     player_id = f.UUID(required=True)
     name = f.String(required=True)
+    owner = _owner_field()
 
 
 class Leaderboard(ma.Schema):
@@ -102,6 +114,7 @@ class Profile(ma.Schema):
     player_id = f.UUID(required=True)
     name = f.String(required=True)
     bot_account = f.Boolean(required=True, metadata={"description": schemas.BOT_ACCOUNT})
+    owner = _owner_field()
     hands = f.Integer(required=True, metadata={"description": "Rated hands, in every ruleset"})
     ratings = f.List(
         f.Nested(RulesetRating),
@@ -132,6 +145,13 @@ class Change(ma.Schema):
     before = f.Nested(RatingDocument, required=True)
     after = f.Nested(RatingDocument, required=True)
     at = f.DateTime(required=True)
+    voided = f.Boolean(
+        required=True,
+        metadata={
+            "description": "An operator voided the hand's rating: this change was taken back "
+            '(docs/ratings.md, "Fair play")'
+        },
+    )
 
 
 class MyRatings(ma.Schema):
@@ -184,6 +204,7 @@ def leaderboard(query):
                 "rank": row.rank,
                 "player_id": row.player_id,
                 "name": row.name,
+                "owner": None if row.owner is None else vars(row.owner),
                 **rating_document(row.rating),
             }
             for row in page
@@ -198,16 +219,19 @@ def leaderboard(query):
 @bp.response(200, Profile)
 @bp.doc(responses={"404": {"$ref": "#/components/responses/NOT_FOUND"}})
 def profile(player_id):
-    """A player's public profile: its name, whether it is a bot account, its rating in
-    each ruleset it played and its rated hands. Anyone may read it, without a token."""
+    """A player's public profile: its name, whether it is a bot account (and whose), its
+    rating in each ruleset it played and its rated hands. Anyone may read it, without a
+    token."""
     known = profiles([str(player_id)]).get(str(player_id))
     if known is None:
         raise ApiError(404, "player_not_found", "no such player")
     rated = _ratings().of_player(player_id)
+    owner = None if known.owner_id is None else profiles([known.owner_id])[known.owner_id]
     return {
         "player_id": player_id,
         "name": known.name,
         "bot_account": known.bot_account,
+        "owner": None if owner is None else {"player_id": known.owner_id, "name": owner.name},
         "hands": sum(r.rating.hands for r in rated),
         "ratings": [_ruleset_rating(r.ruleset, r.rating, r.updated_at) for r in rated],
     }
@@ -223,7 +247,8 @@ def _ruleset_rating(ruleset: str, rating: Rating, at) -> dict[str, Any]:
 @bp.doc(**documented(401, 403, 422))
 def my_ratings(query):
     """The caller's ratings, and its rating history a page at a time, newest first: each
-    hand's change, with whether it counted as won."""
+    rated hand's change, with whether it counted as won and whether an operator voided it
+    (only the lobby's tables rate hands: docs/ratings.md, "Fair play")."""
     who = player()
     store = _ratings()
     limit = query["limit"]
@@ -244,6 +269,7 @@ def my_ratings(query):
                 "before": rating_document(c.before),
                 "after": rating_document(c.after),
                 "at": c.changed_at,
+                "voided": c.voided,
             }
             for c in page
         ],

@@ -207,13 +207,22 @@ BOT_ACCOUNT = (
 )
 
 
+#: What the owner of a bot account is, wherever one is shown.
+OWNER = (
+    "A bot account's owner: the person whose token registered it (null for a person, and "
+    "for a bot account registered before owners were kept)"
+)
+
+
 class PlayerCreate(Strict):
     name = f.String(load_default="player", validate=[validate.Length(1, 64), STORABLE_TEXT])
     bot_account = JsonBoolean(
         load_default=False,
         metadata={
             "description": "Register a bot account (an author's program): its seats are "
-            "marked as such to every other player; set now, never changed"
+            "marked as such to every other player; set now, never changed. Send your own "
+            "token (a person's): the bot account is yours (it never sits at a rated table "
+            "with you or your other bot accounts, and is suspended and banned with you)"
         },
     )
 
@@ -222,6 +231,7 @@ class PlayerCreated(ma.Schema):
     player_id = f.UUID(required=True)
     name = f.String(required=True)
     bot_account = f.Boolean(required=True, metadata={"description": BOT_ACCOUNT})
+    owner_id = f.UUID(required=True, allow_none=True, metadata={"description": OWNER})
     token = f.String(
         required=True, metadata={"description": "Bearer token; shown once, stored only as a hash"}
     )
@@ -251,6 +261,7 @@ class RegisteredPlayer(ma.Schema):
     name = f.String(required=True)
     bot_account = f.Boolean(required=True, metadata={"description": BOT_ACCOUNT})
     created_at = f.DateTime(required=True)
+    owner_id = f.UUID(required=True, allow_none=True, metadata={"description": OWNER})
 
 
 class PlayerList(ma.Schema):

@@ -47,23 +47,29 @@ def too_many_streams(exc: TooManySubscriptions) -> ApiError:
     )
 
 
-def open_stream(who: Caller) -> OpenStream:
-    """Admits an event stream or long poll of the caller under the bounds on what one
-    caller holds open (429 ``open_stream_limit`` beyond one), and watches its token: it
-    ends when the token is revoked or expires (service/api/open_streams.py). Close it when
-    the stream ends."""
+def open_stream(who: Caller | None) -> OpenStream:
+    """Admits an event stream or long poll of the caller (None: one without a token, a
+    watcher's) under the bounds on what one caller holds open (429 ``open_stream_limit``
+    beyond one): its token's, its player's and its address's, or its address's alone
+    without a token. Watches the token: the stream ends when it is revoked or expires
+    (service/api/open_streams.py). Close it when the stream ends."""
     config = services().config
     bounds = []
     # As the rate limits: not the shared operator token's, and not with the limits off.
-    if config.rate_limits and who.operator is not BOOTSTRAP:
-        account = who.player_id or (who.operator and who.operator.operator_id)
-        bounds = [
-            Bound("token", token_key(), config.max_streams_per_token),
-            Bound("player", str(account), config.max_streams_per_player),
-            Bound("address", address_key(), config.max_streams_per_address),
-        ]
+    if config.rate_limits and (who is None or who.operator is not BOOTSTRAP):
+        bounds = [Bound("address", address_key(), config.max_streams_per_address)]
+        if who is not None:
+            account = who.player_id or (who.operator and who.operator.operator_id)
+            bounds[:0] = [
+                Bound("token", token_key(), config.max_streams_per_token),
+                Bound("player", str(account), config.max_streams_per_player),
+            ]
     try:
-        opened = services().open_streams.open(credential(who), who.expires_at, bounds)
+        opened = services().open_streams.open(
+            None if who is None else credential(who),
+            None if who is None else who.expires_at,
+            bounds,
+        )
     except TooManyOpen as exc:
         raise ApiError(
             429,
@@ -72,6 +78,8 @@ def open_stream(who: Caller) -> OpenStream:
             f"polls, as many as it may: end one, or retry after {STREAMS_RETRY_AFTER} s",
             headers={"Retry-After": str(STREAMS_RETRY_AFTER)},
         ) from None
+    if who is None:
+        return opened  # no token to watch
     try:
         # Watched from now on: a revocation that came since the token was looked up is
         # seen by looking it up again.
@@ -97,22 +105,24 @@ def token_ended(opened: OpenStream) -> ApiError:
 
 
 @contextmanager
-def long_poll(who: Caller, seconds: float) -> Iterator[OpenStream | None]:
+def long_poll(who: Caller | None, seconds: float) -> Iterator[OpenStream | None]:
     """A request that waits up to ``seconds`` is held open as a stream is (see
     :func:`open_stream` and :func:`admitted`) while it waits; one that does not wait is
     a read (None)."""
     if seconds <= 0:
         yield None
         return
-    slot = admitted()
+    # The caller's bounds first: a caller at its bound takes no place of the process, not
+    # even for a moment (its flood would have others refused 503 meanwhile).
+    opened = open_stream(who)
     try:
-        opened = open_stream(who)
+        slot = admitted()
         try:
             yield opened
         finally:
-            opened.close()
+            slot.close()
     finally:
-        slot.close()
+        opened.close()
 
 
 def sse(event: str, data: Any, event_id: int | str | None = None) -> str:

@@ -15,9 +15,17 @@ from ..game.table_play import BOTS, CLOSE, DEAL, MAX_WAIT_SECONDS, TableState
 from ..store import StoreError
 from ..store.tables import TableLoaded
 from . import schemas
-from .auth import caller, player
+from .auth import Caller, caller, player
 from .creations import created
-from .documents import bot_account_of, documented, game_error, name_of, profiles, table_of
+from .documents import (
+    bot_account_of,
+    documented,
+    game_error,
+    name_of,
+    no_such_table,
+    profiles,
+    table_of,
+)
 from .routing import Blueprint
 from .services import services
 
@@ -54,7 +62,11 @@ class TableCreate(schemas.MatchCreate):
     )
     private = schemas.JsonBoolean(
         load_default=False,
-        metadata={"description": "A private table is joined only with its invite code"},
+        metadata={
+            "description": "A private table is joined only with its invite code. Its hands "
+            "are not rated, as no table players make is: only the lobby's tables rate hands "
+            '(docs/ratings.md, "Fair play")'
+        },
     )
 
 
@@ -108,6 +120,14 @@ class TableDocument(ma.Schema):
     ruleset = f.String(required=True)
     options = f.Nested(schemas.Options, required=True)
     private = f.Boolean(required=True)
+    rated = f.Boolean(
+        required=True,
+        metadata={
+            "description": "Whether its hands are rated: only at a table the lobby made, where "
+            "nobody chose their opponents (its quick match's rates people, its ladder's bot "
+            "accounts); a table players made, a private one above all, is unrated"
+        },
+    )
     invite = f.String(
         required=True,
         allow_none=True,
@@ -147,6 +167,7 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
         "version": state.version,
         **state.table.settings(),
         "private": state.private,
+        "rated": services().tables.table_store.lobby_of(uuid.UUID(state.table_id)) is not None,
         "invite": state.invite if seated else None,
         "bots_after": state.bots_after,
         "next_hand_seconds": state.next_hand_seconds,
@@ -183,6 +204,7 @@ def table_document(loaded: TableLoaded, viewer: str | None) -> dict[str, Any]:
 @bp.doc(**documented(401, 403, 409, 422))
 def create_table(body, key=None):
     """Create a table and take its first seat. A private table answers with its invite code.
+    A table players make is unrated (``rated`` false): only the lobby's tables rate hands.
     A person sits at one table at a time (a bot account at a few, the server's
     ``bot_account_tables``): 409 ``seated_elsewhere``, or ``ticket_waiting`` while its lobby
     ticket waits. With an ``Idempotency-Key`` header a retry gets the first answer and
@@ -218,14 +240,31 @@ def _load(table_id: uuid.UUID) -> TableLoaded:
         raise game_error(exc) from None
 
 
+def _private_to(loaded: TableLoaded, table_id: uuid.UUID, who: Caller) -> bool:
+    """Whether the table is private to the caller: it never sat there (an operator sees
+    every table)."""
+    state = loaded.state
+    if not state.private or who.operator is not None:
+        return False
+    player = who.player or ""
+    if state.seat_of(player) is not None:
+        return False
+    return not services().tables.table_store.was_seated(table_id, player)
+
+
 @bp.route("/<uuid:table_id>", methods=["GET"])
 @bp.response(200, TableDocument)
 @bp.doc(**documented(401, 404))
 def get_table(table_id):
     """The table: its seats with the players' names, the hand under way, the hands played,
-    the scoreboard (each player's net at this table) and what it waits for."""
+    the scoreboard (each player's net at this table) and what it waits for. A private
+    table is shown to those who sat there (and operators); to anyone else it is 404, as a
+    table that does not exist."""
     who = caller()
-    return table_document(_load(table_id), who.player)
+    loaded = _load(table_id)
+    if _private_to(loaded, table_id, who):
+        raise no_such_table()
+    return table_document(loaded, who.player)
 
 
 @bp.route("/<uuid:table_id>/seats", methods=["POST"])
@@ -244,7 +283,11 @@ def join_table(body, table_id, key=None):
     def create() -> dict:
         try:
             loaded = services().tables.join(table_id, who.player or "", body["invite"])
-        except (GameError, StoreError) as exc:
+        except GameError as exc:
+            if exc.code == "invite_required":
+                raise no_such_table() from None  # nothing said of a private table
+            raise game_error(exc) from None
+        except StoreError as exc:
             raise game_error(exc) from None
         return table_document(loaded, who.player)
 
@@ -262,6 +305,10 @@ def leave_table(table_id):
     who = player()
     try:
         loaded = services().tables.leave(table_id, who.player or "")
-    except (GameError, StoreError) as exc:
+    except GameError as exc:
+        if exc.code == "not_seated" and _private_to(_load(table_id), table_id, who):
+            raise no_such_table() from None
+        raise game_error(exc) from None
+    except StoreError as exc:
         raise game_error(exc) from None
     return table_document(loaded, who.player)

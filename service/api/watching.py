@@ -1,10 +1,12 @@
 """Watching (docs/tables.md, "Watching"): a public table's watcher stream, and a finished
 hand's public replay (its page is service/web/replay.py's). Anyone may watch, without a
 token: a watcher sees what the table's onlookers see (``service/app/watching.py``),
-``DDZ_WATCH_DELAY_SECONDS`` behind the table."""
+``DDZ_WATCH_DELAY_SECONDS`` behind the table. A watcher holds its connection as a
+player's stream does, under the same bounds (by its token's, or its address's alone)."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,22 +18,30 @@ from marshmallow import fields as f
 
 from ..app.feed import HELD_SECONDS, Cursor
 from ..app.watching import Watched, Watching
-from ..store import StoreError, TooManySubscriptions
-from ..store.tables import TableNotFound
+from ..store import StoreError
 from . import schemas
-from .documents import game_error, public_replay
+from .documents import (
+    game_error,
+    no_such_table,
+    optional_caller,
+    private_hands_hidden,
+    public_replay,
+)
 from .problems import ApiError
 from .routing import Blueprint
 from .services import services
 from .streaming import (
+    HELD_OPEN,
     KEEP_ALIVE,
     RETRY,
     TOO_MANY_STREAMS,
+    admitted,
     event_stream,
     last_event_id,
+    long_poll,
+    open_stream,
     sse,
     stream_doc,
-    too_many_streams,
 )
 
 bp = Blueprint(
@@ -110,13 +120,14 @@ def _watching() -> Watching:
 
 
 def _public(table_id: uuid.UUID) -> str | None:
-    """The hand under way at the public table (404 for a table that is not, or private)."""
+    """The hand under way at the public table (a private one is answered as a table that
+    does not exist)."""
     try:
         state = services().tables.table_store.load(table_id).state
     except StoreError as exc:
         raise game_error(exc) from None
     if state.private:
-        raise game_error(TableNotFound("no such public table"))
+        raise no_such_table()
     return state.match_id
 
 
@@ -168,20 +179,31 @@ def watch(query, table_id):
     """A public table's items after ``after``: its events and its hands' events, each as
     the table's onlookers see it, in one order (from the start of its latest hand without
     ``after``), ``DDZ_WATCH_DELAY_SECONDS`` behind the table; with ``wait``, waits up to
-    that many seconds for the next (long-polling). A private table is not watched (404)."""
+    that many seconds for the next (long-polling), held as a stream is: under the bounds
+    of the caller's token, or of its address alone without one. A private table is not
+    watched (404, as for a table that does not exist)."""
+    who = optional_caller()
     current = _public(table_id)
     after = _after(query["after"], table_id)
     watched = {table_id} | ({uuid.UUID(current)} if current else set())
     notifier = services().notifier
     deadline_at = time.monotonic() + query["wait"]
-    while True:
-        with notifier.watch_all(list(watched)) as woken:
+    with long_poll(who, query["wait"]) as opened, notifier.watch_all(list(watched)) as woken:
+        if opened is not None:
+            opened.on_revoked(woken.set)
+        while True:
+            # Cleared before each read: what is appended during it wakes the next wait.
+            woken.clear()
             got = _read(table_id, after)
             remaining = deadline_at - time.monotonic()
-            if got.items or remaining <= 0 or notifier.draining:
+            # A read that does not wait, or a watcher's token that ended, ends the poll
+            # (what it holds is anyone's to see).
+            ended = notifier.draining or opened is None or not opened.valid()
+            if got.items or remaining <= 0 or ended:
                 return {"items": got.items, "last_id": str(got.resume)}
+            assert opened is not None  # a poll that waits holds its place
             after = got.resume
-            woken.wait(_wait_for(got, remaining))
+            woken.wait(opened.wait(_wait_for(got, remaining)))
 
 
 @bp.route("/tables/<uuid:table_id>/watch/stream", methods=["GET"])
@@ -193,7 +215,8 @@ def watch(query, table_id):
             "the start of the table's latest hand), each with `id:` its id and `event:` its "
             "type, `DDZ_WATCH_DELAY_SECONDS` behind the table; `Last-Event-ID` resumes after "
             "an item with nothing lost or repeated. Comments keep a quiet connection alive; "
-            "the server closes the stream after a while, and the client reconnects.",
+            "the server closes the stream after a while, and the client reconnects. A watcher "
+            "without a token is counted by its address alone. " + HELD_OPEN,
             schema=WATCH_EVENT,
             resume="Resume after this item (the `id` of the last event received)",
             id_pattern=ITEM_ID,
@@ -208,17 +231,28 @@ def watch(query, table_id):
     }
 )
 def watch_stream(table_id):
+    who = optional_caller()
     current = _public(table_id)
     after = _after(last_event_id(), table_id)
+    opened = open_stream(who)  # the caller's bounds first, as every stream's
     try:
-        slot = services().fanout.admit()
-    except TooManySubscriptions as exc:
-        raise too_many_streams(exc) from None
+        slot = admitted()
+    except BaseException:
+        opened.close()
+        raise
     config, notifier = services().config, services().notifier
     watched = {table_id} | ({uuid.UUID(current)} if current else set())
 
     def follow() -> Iterator[str]:
         nonlocal after
+        # The wait under way, woken by a revocation of the watcher's token too.
+        waiting: list[threading.Event] = []
+
+        def revoked() -> None:
+            for woken in list(waiting):
+                woken.set()
+
+        opened.on_revoked(revoked)
         yield RETRY
         ends = time.monotonic() + config.stream_seconds
         while not notifier.draining:
@@ -226,18 +260,24 @@ def watch_stream(table_id):
             if remaining <= 0:
                 return  # the client reconnects
             with notifier.watch_all(list(watched)) as woken:
+                waiting[:] = [woken]
                 got = _read(table_id, after)
+                if not opened.valid():
+                    return  # the watcher's token ended: so does its stream
                 after = got.resume
                 _matches_of(got.items, watched)
                 for item in got.items:
                     yield sse(item["type"], ITEM.dump(item), item["id"])
                 if got.items:
                     continue
-                if not woken.wait(_wait_for(got, min(config.keepalive_seconds, remaining))):
+                wait = _wait_for(got, min(config.keepalive_seconds, remaining))
+                if not woken.wait(opened.wait(wait)):
                     yield KEEP_ALIVE
 
     response = event_stream(follow())
-    response.call_on_close(slot.close)  # also when the stream never starts
+    # Also when the stream never starts (the client left first).
+    response.call_on_close(opened.close)
+    response.call_on_close(slot.close)
     return response
 
 
@@ -249,9 +289,11 @@ def watch_stream(table_id):
         "404": {"$ref": "#/components/responses/NOT_FOUND"},
     }
 )
+@private_hands_hidden(token=False)
 def replay(match_id):
     """A finished hand's public replay: its hand record (``ddz-hand/1``: every hand as
     dealt, the bottom, every action, the result and settlement), for anyone once the hand
-    has ended; a private table's hands are not public (403 ``replay_not_available``). The
-    page ``/replay/{match_id}`` shows it."""
+    has ended (before: 403 ``replay_not_available``); a private table's hand only to those
+    dealt it (with their token), and to anyone else 404 as a match that does not exist.
+    The page ``/replay/{match_id}`` shows it."""
     return public_replay(match_id)

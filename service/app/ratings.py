@@ -1,22 +1,24 @@
 """Ratings applied (docs/ratings.md): each settled hand rated once, from its events, by the
 rating job (``rate_hand``, enqueued after the settlement and found again by the workers'
-sweep); and every rating made again from the events (``ddz ratings rebuild``)."""
+sweep), for those it rates in fairness (:func:`~service.game.ratings.fairly_rated`); and
+every rating made again from the events (``ddz ratings rebuild``), voided hands left out."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
 
-from ..game.ratings import Rating, rate, rated_hand
+from ..game.ratings import Rating, fairly_rated, rate, rated_hand
 from ..store import EventStore
 from ..store.ratings import RatingStore
 
 
 def rate_settled(store: EventStore, ratings: RatingStore, match_id: uuid.UUID) -> str:
     """Rates the settled hand, once (a second call, or two at once, rate it once)."""
-    hand = rated_hand(s.event for s in store.read(match_id))
-    if hand is None:
+    dealt = rated_hand(s.event for s in store.read(match_id))
+    if dealt is None:
         return "not ended"
+    hand = fairly_rated(dealt, ratings.terms(match_id, dealt.rated))
     changes = ratings.rate_hand(
         match_id, hand.ruleset, hand.rated, lambda before: rate(hand, before)
     )
@@ -33,10 +35,11 @@ def rebuild(
     hands = 0
     with ratings.rebuilding() as rebuilding:
         current: dict[str, dict[str, Rating]] = {}
-        for match_id in rebuilding.hands():
-            hand = rated_hand(s.event for s in store.read(match_id, 0, rebuilding.conn))
-            if hand is None:
+        for match_id, terms in rebuilding.hands():
+            dealt = rated_hand(s.event for s in store.read(match_id, 0, rebuilding.conn))
+            if dealt is None:
                 continue  # a settled hand has ended: nothing is missing but by hand
+            hand = fairly_rated(dealt, terms)
             before = current.setdefault(hand.ruleset, {})
             changes = rate(hand, before)
             before.update((c.player, c.after) for c in changes)

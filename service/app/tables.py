@@ -151,7 +151,9 @@ class Tables:
         )[0]
 
     def join(self, table_id: uuid.UUID, player: str, invite: str | None) -> TableLoaded:
-        """The player takes a seat, unless it sits at as many tables as it may."""
+        """The player takes a seat, unless it sits at as many tables as it may, or the
+        lobby made the table (only the lobby seats there)."""
+        self.table_store.refuse_lobby_table(table_id)
         return self.execute(
             table_id,
             lambda _: Join(player, invite),
@@ -350,8 +352,7 @@ class Tables:
                 commands.append(FillWithBots())
             events, state = decide_all(initial_table, commands)
             _, loaded = self.table_store.append(conn, table_id, None, events, state)
-            if ladder:
-                self.table_store.ladder_table(conn, table_id)
+            self.table_store.lobby_table(conn, table_id, ladder)
             self._seat_tickets(conn, table_id, state, seated)
         if self.on_table is not None:
             self.on_table(table_id, loaded)

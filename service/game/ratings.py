@@ -12,13 +12,18 @@ player disconnected (a missed deadline, or a leave) counts as that player's loss
 its team did. System bot seats are no rated players: they play at the model's prior
 rating, and nothing of theirs is kept.
 
+Fair play (:func:`fairly_rated`): a hand rates only those whose opponents nobody chose, at
+a table the lobby made: the people at its quick match, the bot accounts on its ladder.
+Anyone else plays at the prior, as a system bot's seat does, and keeps nothing; so does
+everyone in a hand whose rating an operator voided.
+
 Pure: the store keeps the ratings, the application applies each settled hand once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from openskill.models import PlackettLuce, PlackettLuceRating
 
@@ -82,6 +87,36 @@ class Change:
     before: Rating
     after: Rating
     won: bool
+
+
+#: The lobby's tables (see :class:`Terms`): a quick match's, which rates people, and the
+#: ladder's, which rates bot accounts.
+QUICK_MATCH, LADDER = "quick_match", "ladder"
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What decides whom a settled hand rates: the kind of lobby table that dealt it
+    (:data:`QUICK_MATCH`, :data:`LADDER`; None: a table players made, or a match no table
+    dealt), whether an operator voided its rating, and which of its players are bot
+    accounts."""
+
+    lobby: str | None
+    voided: bool
+    bot_accounts: frozenset[str]
+
+    def rates(self, player: str) -> bool:
+        if self.voided or self.lobby is None:
+            return False
+        return (player in self.bot_accounts) == (self.lobby == LADDER)
+
+
+def fairly_rated(hand: RatedHand, terms: Terms) -> RatedHand:
+    """The hand with only the players it rates under ``terms``; the others' seats are as
+    a system bot's (the prior, nothing kept, no loss for a disconnect)."""
+    players = tuple(p if p is not None and terms.rates(p) else None for p in hand.players)
+    kept = frozenset(s for s in hand.disconnected if players[s] is not None)
+    return replace(hand, players=players, disconnected=kept)
 
 
 def rated_hand(events: Iterable[Event]) -> RatedHand | None:

@@ -138,13 +138,17 @@ def decide_table(state: TableState, command: TableCommand) -> list[Event]:
             )
         ]
     _created(state)
+    # First: without its invite code, nothing is said of a private table (not even that it
+    # closed), and the API answers as for a table that does not exist.
+    if (
+        isinstance(command, Join)
+        and state.private
+        and not compare_digest(command.invite or "", state.invite or "")
+    ):
+        raise GameError("this table is private: join it with its invite code", "invite_required")
     if state.closed and not isinstance(command, (Leave, RecordHand)):
         raise GameError("this table has closed", "table_closed")
     if isinstance(command, Join):
-        if state.private and not compare_digest(command.invite or "", state.invite or ""):
-            raise GameError(
-                "this table is private: join it with its invite code", "invite_required"
-            )
         if state.seat_of(command.player) is not None:
             raise GameError("the player is seated at this table already", "already_seated")
         free = free_seats(state)

@@ -319,14 +319,23 @@ class EventStore:
 
     # The read model: the ``matches`` table, written with the events (see :meth:`append`)
 
-    def listed(self, status: str | None, limit: int) -> list[tuple[Loaded, datetime, datetime]]:
+    def listed(
+        self, status: str | None, limit: int, viewer: str | None = None
+    ) -> list[tuple[Loaded, datetime, datetime]]:
         """The newest ``limit`` matches (of that status, if given), each with its state and
-        the times it was created and last changed, from one connection."""
-        sql = "SELECT match_id, created_at, updated_at FROM matches"
+        the times it was created and last changed, from one connection. With ``viewer`` (a
+        player, or "" for nobody), a table's hands only where the viewer was dealt them."""
+        sql = "SELECT match_id, created_at, updated_at FROM matches m WHERE true"
         params: list[Any] = []
         if status is not None:
-            sql += " WHERE status = %s"
+            sql += " AND status = %s"
             params.append(status)
+        if viewer is not None:
+            sql += (
+                " AND (NOT EXISTS (SELECT 1 FROM table_hands h WHERE h.match_id = m.match_id)"
+                " OR m.seats @> %s)"
+            )
+            params.append(Jsonb([{"player": viewer}]))
         sql += " ORDER BY created_at DESC LIMIT %s"
         params.append(limit)
         return [

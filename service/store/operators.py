@@ -304,8 +304,9 @@ class Operators:
 #: What the audit trail records: reads of hidden data (``events``, ``record``, ``stream``,
 #: ``replay``), what is done to operators (``add``, ``token``, ``revoke``, ``remove``),
 #: signing in and out of the console, exports, full checks of the ledger, and what is
-#: done to players (``suspend``, ``ban``, ``reinstate``) and to the ledger (``correct``
-#: a balance, ``void`` a hand), each with its reason.
+#: done to players (``suspend``, ``ban``, ``reinstate``), to the ledger (``correct`` a
+#: balance, ``void`` a hand) and to ratings (``void_rating``: a hand's), each with its
+#: reason.
 ACTIONS = (
     "events",
     "record",
@@ -327,6 +328,7 @@ ACTIONS = (
     "reinstate",
     "correct",
     "void",
+    "void_rating",
 )
 #: The ways in.
 VIAS = ("api", "console", "cli")

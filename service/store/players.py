@@ -49,11 +49,13 @@ _COLUMNS = "token_id, player_id, last4, label, created_at, expires_at"
 
 @dataclass(frozen=True)
 class Profile:
-    """What other players are shown of a player: its name and whether it is a bot account
-    (an author's program). Both are set at registration and never change."""
+    """What other players are shown of a player: its name, whether it is a bot account
+    (an author's program) and, for a bot account, the person it belongs to (None for one
+    registered before owners were kept). All are set at registration and never change."""
 
     name: str
     bot_account: bool
+    owner_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,15 @@ class Registered:
     name: str
     bot_account: bool
     created_at: dt.datetime
+    owner_id: uuid.UUID | None = None
+
+
+#: A player's standing with its owner's (a bot account is suspended and banned with the
+#: person it belongs to): the worse of the two. ``p`` is the player, ``o`` its owner.
+_STANDING = (
+    "CASE WHEN 'banned' IN (p.standing, o.standing) THEN 'banned'"
+    " WHEN 'suspended' IN (p.standing, o.standing) THEN 'suspended' ELSE 'active' END"
+)
 
 
 #: A player's standings: in good standing, suspended (until reinstated), banned.
@@ -84,17 +95,20 @@ class Players:
         #: Counts revocations heard, so that a read that raced one is not remembered.
         self._forgotten = 0
 
-    def create(self, name: str, bot_account: bool = False) -> tuple[uuid.UUID, str]:
-        """A new player (``bot_account``: an author's program) and its first token; the
-        token is never stored and cannot be shown again."""
+    def create(
+        self, name: str, bot_account: bool = False, owner: uuid.UUID | None = None
+    ) -> tuple[uuid.UUID, str]:
+        """A new player (``bot_account``: an author's program, which belongs to the person
+        ``owner``) and its first token; the token is never stored and cannot be shown
+        again."""
         player_id, token, token_id = uuid.uuid4(), secrets.token_urlsafe(32), uuid.uuid4()
 
         def insert(conn: psycopg.Connection) -> None:
             with conn.transaction():
                 conn.execute(
-                    "INSERT INTO players (player_id, name, bot_account) VALUES (%s, %s, %s)"
-                    " ON CONFLICT (player_id) DO NOTHING",
-                    (player_id, name, bot_account),
+                    "INSERT INTO players (player_id, name, bot_account, owner_id)"
+                    " VALUES (%s, %s, %s, %s) ON CONFLICT (player_id) DO NOTHING",
+                    (player_id, name, bot_account, owner),
                 )
                 self._issue(conn, player_id, None, None, token, token_id)
 
@@ -111,12 +125,12 @@ class Players:
         rows = retried(
             self.pool,
             lambda conn: conn.execute(
-                "SELECT player_id::text, name, bot_account FROM players"
+                "SELECT player_id::text, name, bot_account, owner_id::text FROM players"
                 " WHERE player_id = ANY(%s::uuid[])",
                 (missing,),
             ).fetchall(),
         )
-        read = {player_id: Profile(name, bot_account) for player_id, name, bot_account in rows}
+        read = {player_id: Profile(*profile) for player_id, *profile in rows}
         with self._lock:
             if len(self._profiles) + len(read) > self.CACHE_SIZE:
                 self._profiles.clear()
@@ -131,7 +145,7 @@ class Players:
         rows = retried(
             self.pool,
             lambda conn: conn.execute(
-                "SELECT player_id, name, bot_account, created_at FROM players"
+                "SELECT player_id, name, bot_account, created_at, owner_id FROM players"
                 " WHERE (%(kind)s::boolean IS NULL OR bot_account = %(kind)s)"
                 " AND (%(at)s::timestamptz IS NULL OR (created_at, player_id) < (%(at)s, %(id)s))"
                 " ORDER BY created_at DESC, player_id DESC LIMIT %(limit)s",
@@ -222,8 +236,8 @@ class Players:
             self.pool,
             lambda conn: conn.execute(
                 "SELECT t.token_id, t.player_id, t.last4, t.label, t.created_at, t.expires_at,"
-                " p.standing FROM tokens t JOIN players p USING (player_id)"
-                " WHERE t.token_hash = %s",
+                f" {_STANDING} FROM tokens t JOIN players p USING (player_id)"
+                " LEFT JOIN players o ON o.player_id = p.owner_id WHERE t.token_hash = %s",
                 (digest,),
             ).fetchone(),
         )
@@ -238,13 +252,14 @@ class Players:
             self._known[digest] = found
         return found
 
-    def set_standing(self, player_id: uuid.UUID, standing: str) -> bool:
-        """Sets the player's standing (:data:`STANDINGS`); unless ``active``, cancels their
-        waiting lobby tickets. Every process forgets their tokens at once (the notification
-        of REVOKED_CHANNEL, which also ends the streams they hold open), so that the next
-        request reads the standing. False when there is no such player."""
+    def set_standing(self, player_id: uuid.UUID, standing: str) -> list[uuid.UUID] | None:
+        """Sets the player's standing (:data:`STANDINGS`), and its bot accounts' with it;
+        unless ``active``, cancels their waiting lobby tickets. Every process forgets their
+        tokens at once (the notification of REVOKED_CHANNEL, which also ends the streams
+        they hold open), so that the next request reads the standing. The players whose
+        standing it set (the player first); None when there is no such player."""
 
-        def write(conn: psycopg.Connection) -> list[str] | None:
+        def write(conn: psycopg.Connection) -> tuple[list[uuid.UUID], list[str]] | None:
             with conn.transaction():
                 found = conn.execute(
                     "UPDATE players SET standing = %s WHERE player_id = %s RETURNING 1",
@@ -252,24 +267,32 @@ class Players:
                 ).fetchone()
                 if found is None:
                     return None
+                bots = conn.execute(
+                    "UPDATE players SET standing = %s WHERE owner_id = %s RETURNING player_id",
+                    (standing, player_id),
+                ).fetchall()
+                players = [player_id, *sorted(row[0] for row in bots)]
                 if standing != "active":
                     conn.execute(
                         "UPDATE lobby_tickets SET status = 'cancelled', updated_at = now()"
-                        " WHERE player_id = %s AND status = 'waiting'",
-                        (player_id,),
+                        " WHERE player_id = ANY(%s) AND status = 'waiting'",
+                        (players,),
                     )
                 rows = conn.execute(
                     "SELECT encode(token_hash, 'hex'), pg_notify(%s, encode(token_hash, 'hex'))"
-                    " FROM tokens WHERE player_id = %s",
-                    (REVOKED_CHANNEL, player_id),
+                    " FROM tokens WHERE player_id = ANY(%s)",
+                    (REVOKED_CHANNEL, players),
                 ).fetchall()
-            return [row[0] for row in rows]
+            return players, [row[0] for row in rows]
 
         with self.pool.connection() as conn:
-            hashes = write(conn)
-        for digest_hex in hashes or []:
+            written = write(conn)
+        if written is None:
+            return None
+        players, hashes = written
+        for digest_hex in hashes:
             self.forget(digest_hex)  # this process at once; the others when notified
-        return hashes is not None
+        return players
 
     def forget(self, digest_hex: str | None) -> None:
         """A token was revoked (by its hash, hex), or, with None, any may have been (the

@@ -1,6 +1,8 @@
 """Ratings on PostgreSQL (docs/ratings.md): each player's rating per ruleset (``ratings``),
-each change (``rating_changes``) and each settled hand with its rating pending or done
-(``rated_hands``, a row added by a trigger in the settlement's own transaction).
+each change (``rating_changes``), each settled hand with its rating pending or done
+(``rated_hands``, a row added by a trigger in the settlement's own transaction), what
+decides whom a hand rates (the lobby's tables, the bot accounts) and the hands whose
+rating an operator voided (``rating_voids``).
 
 A hand is rated once: its rating claims the hand's row (``rated_at``) in the transaction
 that writes the changes, so a retried or repeated job finds it done. The players' rows are
@@ -20,21 +22,50 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ..game.ratings import Change, Rating
+from ..game.ratings import LADDER, QUICK_MATCH, Change, Rating, Terms
 from .pool import retried
 
 #: The advisory lock of the ratings: shared by each hand's rating, held alone by a rebuild.
 _LOCK = 0x64647A72  # "ddzr"
 
 
+#: The kind of lobby table that dealt a hand (:class:`Terms`), by its table's rows.
+_LOBBY_OF_HAND = (
+    "(SELECT CASE WHEN EXISTS (SELECT 1 FROM ladder_tables l WHERE l.table_id = h.table_id)"
+    f" THEN '{LADDER}' WHEN EXISTS (SELECT 1 FROM lobby_tables l WHERE l.table_id = h.table_id)"
+    f" THEN '{QUICK_MATCH}' END FROM table_hands h WHERE h.match_id = %(match)s)"
+)
+#: What an operator's void of a hand's rating found: done now, done before, or no settled
+#: hand to void.
+VOIDED, VOIDED_ALREADY, NOT_SETTLED = "voided", "voided already", "not settled"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The person a bot account belongs to."""
+
+    player_id: uuid.UUID
+    name: str
+
+
 @dataclass(frozen=True)
 class Ranked:
-    """A row of a leaderboard."""
+    """A row of a leaderboard (a bot account's with its owner, when it has one)."""
 
     rank: int
     player_id: uuid.UUID
     name: str
     rating: Rating
+    owner: Owner | None = None
+
+
+@dataclass(frozen=True)
+class RatingVoid:
+    """An operator's void of a hand's rating: who, why and when."""
+
+    operator: str
+    reason: str
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -56,6 +87,8 @@ class Changed:
     before: Rating
     after: Rating
     changed_at: datetime
+    #: An operator voided the hand's rating: the change was taken back.
+    voided: bool = False
 
 
 class RatingStore:
@@ -84,6 +117,11 @@ class RatingStore:
                 ).fetchone()
                 if claimed is None:
                     return None
+                voided = conn.execute(
+                    "SELECT 1 FROM rating_voids WHERE match_id = %s", (match_id,)
+                ).fetchone()
+                if voided is not None:
+                    return []  # voided before it was rated: it rates no one
                 before = self._locked(conn, ruleset, sorted(players))
                 changes = rate(before)
                 with conn.cursor() as cursor:
@@ -122,6 +160,91 @@ class RatingStore:
                 found[player] = Rating(*row)
         return found
 
+    def terms(self, match_id: uuid.UUID, players: Sequence[str]) -> Terms:
+        """What decides whom the hand rates: its lobby table's kind, whether its rating is
+        voided (a void after this read is still honoured: :meth:`rate_hand`), and which of
+        ``players`` are bot accounts."""
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                f"SELECT {_LOBBY_OF_HAND},"
+                " EXISTS (SELECT 1 FROM rating_voids WHERE match_id = %(match)s),"
+                " array(SELECT player_id::text FROM players"
+                "  WHERE player_id = ANY(%(players)s::uuid[]) AND bot_account)",
+                {"match": match_id, "players": list(players)},
+            ).fetchone(),
+        )
+        assert row is not None  # a SELECT without FROM answers one row
+        lobby, voided, bots = row
+        return Terms(lobby, voided, frozenset(bots))
+
+    def void(self, match_id: uuid.UUID, operator: str, reason: str) -> str:
+        """Voids the settled hand's rating effect, once (:data:`VOIDED`, or
+        :data:`VOIDED_ALREADY`, or :data:`NOT_SETTLED`), with who and why: each of its
+        changes is taken back from the player's rating as it stands (its mean less the
+        hand's change, its deviation widened by what the hand narrowed it, a rated hand
+        fewer), in one transaction. A hand not rated yet is rated for no one."""
+
+        def work(conn: psycopg.Connection) -> str:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_LOCK,))
+                # The hand's row, locked: its rating, under way, is done first or after.
+                if (
+                    conn.execute(
+                        "SELECT 1 FROM rated_hands WHERE match_id = %s FOR UPDATE", (match_id,)
+                    ).fetchone()
+                    is None
+                ):
+                    return NOT_SETTLED
+                if (
+                    conn.execute(
+                        "INSERT INTO rating_voids (match_id, operator, reason)"
+                        " VALUES (%s, %s, %s) ON CONFLICT (match_id) DO NOTHING RETURNING 1",
+                        (match_id, operator, reason),
+                    ).fetchone()
+                    is None
+                ):
+                    return VOIDED_ALREADY
+                for player, ruleset in conn.execute(
+                    "SELECT player_id, ruleset FROM rating_changes WHERE match_id = %s"
+                    " ORDER BY player_id",
+                    (match_id,),
+                ).fetchall():
+                    conn.execute(
+                        "UPDATE ratings r SET mu = r.mu - (c.mu - c.mu_before),"
+                        " sigma = sqrt(r.sigma ^ 2 + greatest(0, c.sigma_before ^ 2 - c.sigma ^ 2)),"
+                        " hands = r.hands - 1, updated_at = now() FROM rating_changes c"
+                        " WHERE c.match_id = %s AND c.player_id = %s"
+                        " AND r.player_id = c.player_id AND r.ruleset = %s",
+                        (match_id, player, ruleset),
+                    )
+                return VOIDED
+
+        return retried(self.pool, work)
+
+    def voided_among(self, match_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of these hands' ratings an operator voided."""
+        return retried(
+            self.pool,
+            lambda conn: {
+                row[0]
+                for row in conn.execute(
+                    "SELECT match_id FROM rating_voids WHERE match_id = ANY(%s)",
+                    (list(match_ids),),
+                )
+            },
+        )
+
+    def voided(self, match_id: uuid.UUID) -> RatingVoid | None:
+        """The void of the hand's rating, if an operator voided it."""
+        row = retried(
+            self.pool,
+            lambda conn: conn.execute(
+                "SELECT operator, reason, at FROM rating_voids WHERE match_id = %s", (match_id,)
+            ).fetchone(),
+        )
+        return None if row is None else RatingVoid(*row)
+
     def pending(self, limit: int = 1000) -> list[uuid.UUID]:
         """Settled hands whose rating is still to be done, the oldest first."""
         return retried(
@@ -145,8 +268,9 @@ class RatingStore:
         rows = retried(
             self.pool,
             lambda conn: conn.execute(
-                "SELECT r.player_id, p.name, r.mu, r.sigma, r.hands FROM ratings r"
-                " JOIN players p USING (player_id)"
+                "SELECT r.player_id, p.name, r.mu, r.sigma, r.hands, o.player_id, o.name"
+                " FROM ratings r JOIN players p USING (player_id)"
+                " LEFT JOIN players o ON o.player_id = p.owner_id"
                 " WHERE r.ruleset = %s AND r.bot_account = %s AND r.hands > 0"
                 " AND (r.conservative < %s OR (r.conservative = %s AND r.player_id::text > %s))"
                 " ORDER BY r.conservative DESC, r.player_id LIMIT %s",
@@ -154,8 +278,14 @@ class RatingStore:
             ).fetchall(),
         )
         return [
-            Ranked(rank + n, player_id, name, Rating(mu, sigma, hands))
-            for n, (player_id, name, mu, sigma, hands) in enumerate(rows, 1)
+            Ranked(
+                rank + n,
+                player_id,
+                name,
+                Rating(mu, sigma, hands),
+                None if owner_id is None else Owner(owner_id, owner_name),
+            )
+            for n, (player_id, name, mu, sigma, hands, owner_id, owner_name) in enumerate(rows, 1)
         ]
 
     def of_player(self, player_id: uuid.UUID) -> list[Rated]:
@@ -183,7 +313,8 @@ class RatingStore:
         change (its time and match) ``after``."""
         query = (
             "SELECT match_id, ruleset, won, mu_before, sigma_before, mu, sigma, hands,"
-            " changed_at FROM rating_changes WHERE player_id = %(player)s"
+            " changed_at, EXISTS (SELECT 1 FROM rating_voids v WHERE v.match_id = c.match_id)"
+            " FROM rating_changes c WHERE player_id = %(player)s"
             " AND (%(ruleset)s::text IS NULL OR ruleset = %(ruleset)s)"
         )
         params: dict[str, Any] = {"player": player_id, "ruleset": ruleset, "limit": limit}
@@ -204,8 +335,11 @@ class RatingStore:
                 Rating(mu_before, sigma_before, hands - 1),
                 Rating(mu, sigma, hands),
                 at,
+                voided,
             )
-            for match_id, ruleset_, won, mu_before, sigma_before, mu, sigma, hands, at in rows
+            for match_id, ruleset_, won, mu_before, sigma_before, mu, sigma, hands, at, voided in (
+                rows
+            )
         ]
 
     @contextmanager
@@ -235,15 +369,29 @@ class Rebuild:
     #: The hands read whose rating was pending: rated by the rebuild.
     pending: list[uuid.UUID] = field(default_factory=list)
 
-    def hands(self) -> Iterator[uuid.UUID]:
-        """Every settled hand, in the order they were settled."""
+    def hands(self) -> Iterator[tuple[uuid.UUID, Terms]]:
+        """Every settled hand, in the order they were settled, with what decides whom it
+        rates (every bot account is named as one)."""
+        bots = frozenset(
+            row[0]
+            for row in self.conn.execute(
+                "SELECT player_id::text FROM players WHERE bot_account"
+            ).fetchall()
+        )
         rows = self.conn.execute(
-            "SELECT match_id, rated_at IS NULL FROM rated_hands ORDER BY settled_at, match_id"
+            "SELECT r.match_id, r.rated_at IS NULL, v.match_id IS NOT NULL,"
+            f" CASE WHEN l.table_id IS NOT NULL THEN '{LADDER}'"
+            f" WHEN q.table_id IS NOT NULL THEN '{QUICK_MATCH}' END"
+            " FROM rated_hands r LEFT JOIN rating_voids v ON v.match_id = r.match_id"
+            " LEFT JOIN table_hands h ON h.match_id = r.match_id"
+            " LEFT JOIN ladder_tables l ON l.table_id = h.table_id"
+            " LEFT JOIN lobby_tables q ON q.table_id = h.table_id"
+            " ORDER BY r.settled_at, r.match_id"
         ).fetchall()
-        for match_id, pending in rows:
+        for match_id, pending, voided, lobby in rows:
             if pending:
                 self.pending.append(match_id)
-            yield match_id
+            yield match_id, Terms(lobby, voided, bots)
 
     def add(self, match_id: uuid.UUID, ruleset: str, changes: Sequence[Change]) -> None:
         self.changes += ((match_id, ruleset, c) for c in changes)

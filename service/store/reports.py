@@ -442,19 +442,25 @@ PLAYER_HANDS = 50
 
 
 def player(pool: ConnectionPool, player_id: uuid.UUID) -> dict[str, Any] | None:
-    """What the player page shows of a player: profile, standing, the tables where they
-    sit now, and their newest hands (each with the seat, the status, the player's net in
-    it and its table, if a table dealt it)."""
+    """What the player page shows of a player: profile, standing, the owner of a bot
+    account and a person's bot accounts, the tables where they sit now, and their newest
+    hands (each with the seat, the status, the player's net in it and its table, if a
+    table dealt it)."""
 
     def read(conn: psycopg.Connection) -> dict[str, Any] | None:
         with conn.transaction():
             row = conn.execute(
-                "SELECT player_id, name, bot_account, created_at, standing FROM players"
-                " WHERE player_id = %s",
+                "SELECT p.player_id, p.name, p.bot_account, p.created_at, p.standing,"
+                " p.owner_id, o.name FROM players p"
+                " LEFT JOIN players o ON o.player_id = p.owner_id WHERE p.player_id = %s",
                 (player_id,),
             ).fetchone()
             if row is None:
                 return None
+            bots = conn.execute(
+                "SELECT player_id, name FROM players WHERE owner_id = %s ORDER BY created_at",
+                (player_id,),
+            ).fetchall()
             seated = Jsonb([{"player": str(player_id)}])
             hands = conn.execute(
                 "SELECT m.match_id, m.created_at, m.status, m.ruleset, (s.ord - 1)::int,"
@@ -472,11 +478,13 @@ def player(pool: ConnectionPool, player_id: uuid.UUID) -> dict[str, Any] | None:
                 " WHERE seats @> %s ORDER BY created_at DESC",
                 (seated,),
             ).fetchall()
-        keys = ("player_id", "name", "bot_account", "created_at", "standing")
+        keys: tuple[str, ...] = ("player_id", "name", "bot_account", "created_at", "standing")
+        keys += ("owner_id", "owner_name")
         hand_keys = ("match_id", "created_at", "status", "ruleset", "seat", "net", "table_id")
         table_keys = ("table_id", "private", "hands", "match_id", "created_at")
         return {
             **dict(zip(keys, row)),
+            "bots": [{"player_id": b, "name": name} for b, name in bots],
             "hands": [dict(zip(hand_keys, h)) for h in hands],
             "tables": [dict(zip(table_keys, t)) for t in tables],
         }

@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 
 from ..game import Event
 from ..game.events import HandSettled, HandStarted, PlayerJoined
+from ..game.ratings import LADDER, QUICK_MATCH
 from ..game.table_play import TableState, due_at, replay_table
 from .events import (
     NOTIFY_CHANNEL,
@@ -50,6 +51,13 @@ class BotAccountRequired(StoreError):
     """The ladder is for bot accounts."""
 
     code = "bot_account_required"
+
+
+class LobbyTable(StoreError):
+    """A table the lobby made is joined only through the lobby: nobody picks a seat there
+    (its hands are rated, docs/ratings.md)."""
+
+    code = "lobby_table"
 
 
 class SeatedElsewhere(StoreError):
@@ -117,6 +125,17 @@ class Ticket:
     ladder: bool = False
 
 
+@dataclass(frozen=True)
+class HandOf:
+    """The table whose hand a match is: which hand, whether the table is private, and the
+    players dealt the hand (a hand's seats never change once dealt)."""
+
+    table_id: uuid.UUID
+    number: int
+    private: bool
+    players: frozenset[str]
+
+
 _TICKET = "ticket_id, player_id, settings, allow_bots, status, table_id, created_at, ladder"
 #: How many tables a bot account may sit at at once (a person sits at one): the default of
 #: ``DDZ_BOT_ACCOUNT_TABLES``.
@@ -124,10 +143,17 @@ BOT_ACCOUNT_TABLES = 4
 
 
 class TableStore:
+    #: Matches whose table (or none) is remembered, up to this many: what a match is never
+    #: changes, and every read of a match asks (beyond that, forgotten all at once).
+    HANDS_CACHE = 20_000
+
     def __init__(self, events: EventStore, bot_account_tables: int = BOT_ACCOUNT_TABLES):
         self.events = events
         self.pool = events.pool
         self.bot_account_tables = bot_account_tables
+        self._hands: dict[uuid.UUID, HandOf | None] = {}
+        #: Each table's kind of the lobby's, once read (it never changes once made).
+        self._lobby: dict[uuid.UUID, str | None] = {}
 
     def _run(
         self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None = None
@@ -254,6 +280,69 @@ class TableStore:
             lambda conn: conn.execute(
                 "SELECT table_id, number FROM table_hands WHERE match_id = %s", (match_id,)
             ).fetchone()
+        )
+
+    def hand_of(self, match_id: uuid.UUID) -> HandOf | None:
+        """The table whose hand the match is (None: a match no table dealt, or none at
+        all), read once per process. A table's hand is dealt in the transaction that
+        records it at its table, so no reader of the match finds it recorded nowhere."""
+        if match_id in self._hands:
+            return self._hands[match_id]
+        row = self._run(
+            lambda conn: conn.execute(
+                "SELECT h.table_id, h.number, t.private, m.seats FROM table_hands h"
+                " JOIN tables t ON t.table_id = h.table_id"
+                " JOIN matches m ON m.match_id = h.match_id WHERE h.match_id = %s",
+                (match_id,),
+            ).fetchone()
+        )
+        hand = None
+        if row is not None:
+            table_id, number, private, seats = row
+            players = frozenset(s["player"] for s in seats if s and s.get("player"))
+            hand = HandOf(table_id, number, private, players)
+        if len(self._hands) >= self.HANDS_CACHE:
+            self._hands.clear()
+        self._hands[match_id] = hand
+        return hand
+
+    def lobby_of(self, table_id: uuid.UUID) -> str | None:
+        """The kind of the lobby's table it is (its quick match's or its ladder's), None
+        for a table players made; read once per process (the lobby records its table in
+        the transaction that makes it)."""
+        if table_id not in self._lobby:
+            row = self._run(
+                lambda conn: conn.execute(
+                    "SELECT EXISTS (SELECT 1 FROM ladder_tables WHERE table_id = %(t)s),"
+                    " EXISTS (SELECT 1 FROM lobby_tables WHERE table_id = %(t)s)",
+                    {"t": table_id},
+                ).fetchone()
+            )
+            assert row is not None  # a SELECT without FROM answers one row
+            ladder, lobby = row
+            if len(self._lobby) >= self.HANDS_CACHE:
+                self._lobby.clear()
+            self._lobby[table_id] = LADDER if ladder else QUICK_MATCH if lobby else None
+        return self._lobby[table_id]
+
+    def refuse_lobby_table(self, table_id: uuid.UUID) -> None:
+        """Raises :class:`LobbyTable` for a table the lobby made."""
+        if self.lobby_of(table_id) is not None:
+            raise LobbyTable(
+                "the lobby seats this table, and nobody chooses a seat there: ask the lobby"
+                " for a quick match (POST /v1/lobby/tickets)"
+            )
+
+    def was_seated(self, table_id: uuid.UUID, player: str) -> bool:
+        """Whether the player took a seat at the table at some time."""
+        return self._run(
+            lambda conn: (
+                conn.execute(
+                    "SELECT 1 FROM player_streams WHERE stream_id = %s AND player_id = %s LIMIT 1",
+                    (table_id, player),
+                ).fetchone()
+                is not None
+            )
         )
 
     def due_now(self) -> list[tuple[uuid.UUID, int]]:
@@ -445,15 +534,29 @@ class TableStore:
         ladder: bool = False,
     ) -> list[Ticket]:
         """The ``seats`` longest waiting tickets with these settings that no other matcher
-        holds (with ``bots``, only those that allow bots; none of the players ``besides``;
-        the ladder's, or the others), locked until the caller's transaction ends."""
+        holds (with ``bots``, only those that allow bots; the ladder's, or the others),
+        locked until the caller's transaction ends; one person's at most, its own or its
+        bot accounts', and none of the people of the players ``besides`` (a bot account
+        never sits with its owner or its owner's other bots, docs/ratings.md)."""
         rows = conn.execute(
-            f"SELECT {_TICKET} FROM lobby_tickets WHERE status = 'waiting' AND settings = %s"
-            " AND (allow_bots OR NOT %s) AND player_id::text <> ALL(%s) AND ladder = %s"
-            " ORDER BY created_at, ticket_id LIMIT %s FOR UPDATE SKIP LOCKED",
-            (Jsonb(settings), bots, list(besides), ladder, seats),
+            f"SELECT {', '.join(f't.{c}' for c in _TICKET.split(', '))},"
+            " coalesce(p.owner_id, p.player_id)::text FROM lobby_tickets t"
+            " JOIN players p ON p.player_id = t.player_id"
+            " WHERE t.status = 'waiting' AND t.settings = %s AND (t.allow_bots OR NOT %s)"
+            " AND t.ladder = %s AND coalesce(p.owner_id, p.player_id) NOT IN"
+            "  (SELECT coalesce(owner_id, player_id) FROM players"
+            "   WHERE player_id = ANY(%s::uuid[]))"
+            # A few more than the seats: a person's second ticket is passed over.
+            " ORDER BY t.created_at, t.ticket_id LIMIT %s FOR UPDATE OF t SKIP LOCKED",
+            (Jsonb(settings), bots, ladder, list(besides), seats * 4),
         ).fetchall()
-        return [Ticket(*row) for row in rows]
+        claimed: list[Ticket] = []
+        people: set[str] = set()
+        for *ticket, person in rows:
+            if person not in people and len(claimed) < seats:
+                people.add(person)
+                claimed.append(Ticket(*ticket))
+        return claimed
 
     @staticmethod
     def database_now(conn: psycopg.Connection) -> datetime:
@@ -463,9 +566,12 @@ class TableStore:
         return now
 
     @staticmethod
-    def ladder_table(conn: psycopg.Connection, table_id: uuid.UUID) -> None:
-        """Records the new table as the ladder's, in the caller's transaction."""
-        conn.execute("INSERT INTO ladder_tables (table_id) VALUES (%s)", (table_id,))
+    def lobby_table(conn: psycopg.Connection, table_id: uuid.UUID, ladder: bool) -> None:
+        """Records the new table as the lobby's (its quick match's, or its ladder's), in the
+        caller's transaction."""
+        conn.execute("INSERT INTO lobby_tables (table_id) VALUES (%s)", (table_id,))
+        if ladder:
+            conn.execute("INSERT INTO ladder_tables (table_id) VALUES (%s)", (table_id,))
 
     @staticmethod
     def seat_tickets(

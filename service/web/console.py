@@ -80,6 +80,7 @@ from ..game.views import codes_in_order
 from ..rules import RULESETS, ReportChoice
 from ..store import MatchNotFound, StoredEvent, ledger, reports
 from ..store.operators import ACTIONS, NAME, ROLES, VIAS, OperatorExists
+from ..store.ratings import NOT_SETTLED, VOIDED_ALREADY, RatingStore
 
 log = logging.getLogger("ddz.console")
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates")
@@ -434,8 +435,7 @@ def sign_in():
         found.operator_id, ctx.config.console_session_seconds
     )
     target = request.args.get("next", "")
-    # Only a path of the console: never somewhere else.
-    if not target.startswith("/console/") or target.startswith("//"):
+    if not _on_site(target, "/console/"):
         target = url_for("console.matches")
     return _redirect_keeping(
         target, KNOWN_COOKIE, _known_browsers().dumps(found.name), KNOWN_SECONDS, "/console"
@@ -448,9 +448,15 @@ def language(code: str):
     chosen on (of the console or a replay page, nowhere else). A preference, not an act:
     a GET, so that the public replay page, which has no session for a CSRF token, has it."""
     target = request.args.get("next", "")
-    if not target.startswith(("/console/", "/replay/")):
+    if not _on_site(target, "/console/", "/replay/"):
         target = url_for("console.home")
     return _redirect_keeping(target, LANGUAGE_COOKIE, code, LANGUAGE_SECONDS, "/")
+
+
+def _on_site(target: str, *paths: str) -> bool:
+    """Whether ``next`` names a page under one of ``paths`` of this site: never another
+    site (``//host``), and nothing a header cannot carry (a CR or LF answered 500)."""
+    return target.startswith(paths) and not target.startswith("//") and target.isprintable()
 
 
 def _redirect_keeping(
@@ -800,6 +806,7 @@ def match(match_id: uuid.UUID):
         factor_names=explain.NAMES,
         settlement=ledger.settlement(ctx.pool, match_id),
         voided=ledger.voided(ctx.pool, match_id),
+        rating_voided=RatingStore(ctx.pool).voided(match_id),
         entries=entries,
         verdict=verdict,
         steps=replay(stored),
@@ -1124,6 +1131,26 @@ def void_hand(match_id: uuid.UUID):
     else:
         _audit("void", match_id=match_id, reason=reason)
         flash(_("The hand is voided: every amount it moved is moved back."))
+    return redirect(url_for("console.match", match_id=match_id), 303)
+
+
+@bp.route("/matches/<uuid:match_id>/void-rating", methods=["POST"])
+@admin_only
+def void_rating(match_id: uuid.UUID):
+    """Voids a settled hand's rating effect (admins only), with the reason: each rating
+    change it made is taken back, and ``ddz ratings rebuild`` leaves it out."""
+    reason = _reason()
+    if reason is None:
+        flash(_("Say why: the reason goes to the audit trail."))
+        return redirect(url_for("console.match", match_id=match_id), 303)
+    done = RatingStore(services().pool).void(match_id, g.operator.name, reason)
+    if done == NOT_SETTLED:
+        abort(404)
+    if done == VOIDED_ALREADY:
+        flash(_("This hand's rating was voided already."))
+    else:
+        _audit("void_rating", match_id=match_id, reason=reason)
+        flash(_("The hand's rating is voided: every rating change it made is taken back."))
     return redirect(url_for("console.match", match_id=match_id), 303)
 
 

@@ -57,9 +57,16 @@ MEANINGS: dict[str, dict[str, str]] = {
         "not_seated": "The caller has no seat at this match or table.",
         "record_not_available": "A hand record is for the match's seated players once the "
         "hand has ended (and for operators).",
-        "replay_not_available": "A hand's public replay is anyone's once the hand has ended, "
-        "but for a private table's hands (their record is their seated players').",
+        "replay_not_available": "A hand's public replay is anyone's once the hand has ended "
+        "(a private table's hand is shown only to those dealt it: to anyone else it is "
+        "`match_not_found`).",
+        "watch_table": "The hand is a table's, and the caller was not dealt it: who has no "
+        "seat at a table's hand watches the table (`GET /v1/tables/{table_id}/watch`, as "
+        "far behind it as the server keeps watchers; `table_id` names it), or replays the "
+        "hand once it has ended (`GET /v1/matches/{match_id}/replay`).",
         "bot_account_required": "The ladder is for bot accounts (authors' programs).",
+        "person_required": "A bot account belongs to a person: register it with a person's "
+        "token, not a bot account's or an operator's.",
         "player_not_found": "No player has this id.",
         "not_your_ledger": "A player reads only their own ledger.",
         "rate_limited": "Too many requests from this token or address: `detail` names the "
@@ -71,7 +78,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         "seconds.",
     },
     "Matches and commands": {
-        "match_not_found": "No match has this id.",
+        "match_not_found": "No match has this id (or none the caller may know of: a private "
+        "table's hand is answered so to whoever was not dealt it).",
         "match_exists": "A match with this id exists already.",
         "match_full": "Every seat of the match is taken.",
         "match_ended": "The hand has ended: nothing more can be done in it.",
@@ -121,15 +129,21 @@ MEANINGS: dict[str, dict[str, str]] = {
         "once it has finished.",
     },
     "Tables and the lobby": {
-        "table_not_found": "No table has this id.",
+        "table_not_found": "No table has this id (or none the caller may know of: a private "
+        "table is answered so to whoever never sat there, and to a seat asked without its "
+        "invite code).",
         "table_exists": "A table with this id exists already.",
         "table_full": "Every seat of the table is taken.",
-        "invite_required": "The table is private: join it with its invite code.",
+        "invite_required": "The table is private: join it with its invite code (the API "
+        "answers a seat asked without it, or with another, as `table_not_found`: nothing "
+        "is said of a private table to whoever lacks its code).",
         "hand_in_play": "A hand is under way at this table.",
         "table_not_full": "A hand needs the four seats taken.",
         "no_players": "No player is seated at this table.",
         "not_current_hand": "That match is not the table's hand under way.",
         "invalid_net": "A settlement's net amounts are one per seat.",
+        "lobby_table": "The lobby made this table, and only the lobby seats players there "
+        "(its hands are rated: nobody chooses their opponents): ask it for a quick match.",
         "ticket_not_found": "The caller has no lobby ticket with this id.",
         "ticket_waiting": "The player has a ticket waiting already (`ticket_id` names it): "
         "cancel it to post another or to take a seat at a table.",

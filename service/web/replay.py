@@ -8,12 +8,13 @@ import secrets
 
 from flask import Blueprint, make_response, render_template
 
-from ..api.documents import public_replay
+from ..api.documents import private_hands_hidden, public_replay
 
 bp = Blueprint("replay_page", __name__, url_prefix="/replay", template_folder="templates")
 
 
 @bp.route("/<uuid:match_id>", methods=["GET"])
+@private_hands_hidden(token=False)
 def replay_page(match_id):
     """The replay as a page: the seats, each hand as dealt, every action, the result."""
     nonce = secrets.token_urlsafe(16)

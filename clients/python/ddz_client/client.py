@@ -128,14 +128,21 @@ class Client:
 
     @classmethod
     def register(
-        cls, base_url: str, name: str, *, bot_account: bool = False, **options: Any
+        cls,
+        base_url: str,
+        name: str,
+        *,
+        bot_account: bool = False,
+        owner_token: str | None = None,
+        **options: Any,
     ) -> Client:
         """A new player named ``name`` (``bot_account``: an author's program, shown as
-        such to the other seats); the client carries its ``token`` and ``player_id``."""
+        such to the other seats, which belongs to the person whose ``owner_token``
+        registers it); the client carries its ``token`` and ``player_id``."""
         body: dict[str, Any] = {"name": name}
         if bot_account:
             body["bot_account"] = True
-        client = cls(base_url, **options)
+        client = cls(base_url, owner_token if bot_account else None, **options)
         try:
             created = client._json("POST", "/v1/players", json=body, retry=Retry.UNSENT)
         except BaseException:

@@ -29,7 +29,7 @@ class Unauthorized(ProblemError):
 
 
 class Forbidden(ProblemError):
-    """403: the token may not do this (``not_seated``, ``invite_required`` ...)."""
+    """403: the token may not do this (``not_seated``, ``watch_table`` ...)."""
 
 
 class NotFound(ProblemError):

@@ -157,14 +157,16 @@ export class Client {
 
   /**
    * A new player named `name` (`botAccount`: an author's program, shown as such to the
-   * other seats); the client carries its `token` and `playerId`.
+   * other seats, which belongs to the person whose `ownerToken` registers it); the client
+   * carries its `token` and `playerId`.
    */
   static async register(
     baseUrl: string,
     name: string,
-    options: ClientOptions & { botAccount?: boolean } = {},
+    options: ClientOptions & { botAccount?: boolean; ownerToken?: string } = {},
   ): Promise<Client> {
-    const client = new Client(baseUrl, null, options);
+    const owner = options.botAccount ? (options.ownerToken ?? null) : null;
+    const client = new Client(baseUrl, owner, options);
     const body = options.botAccount ? { name, bot_account: true } : { name };
     const created = await client.ask(
       client.api.POST("/v1/players", { body, fetch: client.sending("unsent") }),

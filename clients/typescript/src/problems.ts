@@ -28,7 +28,7 @@ export class ProblemError extends Error {
 export class BadRequest extends ProblemError {}
 /** 401: no token, or one the service does not know. */
 export class Unauthorized extends ProblemError {}
-/** 403: the token may not do this (`not_seated`, `invite_required` ...). */
+/** 403: the token may not do this (`not_seated`, `watch_table` ...). */
 export class Forbidden extends ProblemError {}
 /** 404: no such match, table or ticket (or not the caller's). */
 export class NotFound extends ProblemError {}

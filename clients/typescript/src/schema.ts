@@ -133,7 +133,8 @@ export interface paths {
         put?: never;
         /**
          * Create a player (or a bot account, for an author's program). The token in the answer
-         *     is shown only this once.
+         *     is shown only this once. A bot account belongs to the person whose token registers it
+         *     (without a token: 401; with a bot account's or an operator's: 403 `person_required`).
          */
         post: {
             parameters: {
@@ -159,6 +160,8 @@ export interface paths {
                     };
                 };
                 400: components["responses"]["BAD_REQUEST"];
+                401: components["responses"]["UNAUTHORIZED"];
+                403: components["responses"]["FORBIDDEN"];
                 408: components["responses"]["REQUEST_TIMEOUT"];
                 413: components["responses"]["REQUEST_ENTITY_TOO_LARGE"];
                 415: components["responses"]["UNSUPPORTED_MEDIA_TYPE"];
@@ -304,7 +307,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List matches, newest first, optionally by status (open, playing, ended). */
+        /**
+         * List matches, newest first, optionally by status (open, playing, ended).
+         * @description A table's hands are listed to those dealt them (and to operators); others find them at
+         *     their table.
+         */
         get: {
             parameters: {
                 query?: {
@@ -459,7 +466,8 @@ export interface paths {
         };
         /**
          * The caller's view of the match (docs/rules.md §6): its own hand, counts, the play to beat,
-         *     whose turn and until when, and the actions the caller may take now.
+         *     whose turn and until when, and the actions the caller may take now. A table's hand is
+         *     read by those dealt it: anyone else watches the table (403 `watch_table`).
          */
         get: {
             parameters: {
@@ -482,6 +490,7 @@ export interface paths {
                     };
                 };
                 401: components["responses"]["UNAUTHORIZED"];
+                403: components["responses"]["FORBIDDEN"];
                 404: components["responses"]["NOT_FOUND"];
                 429: components["responses"]["TOO_MANY_REQUESTS"];
                 500: components["responses"]["INTERNAL_SERVER_ERROR"];
@@ -670,7 +679,8 @@ export interface paths {
          * The events the caller may see after version ``after``; with ``wait``, waits up to
          *     that many seconds for the next one (long-polling). A long poll is held as a stream is
          *     (see the match's stream): it ends with 401 when its token is revoked or expires, and
-         *     counts against the same bounds.
+         *     counts against the same bounds. A table's hand is read by those dealt it: anyone else
+         *     watches the table (403 `watch_table`).
          */
         get: {
             parameters: {
@@ -697,6 +707,7 @@ export interface paths {
                     };
                 };
                 401: components["responses"]["UNAUTHORIZED"];
+                403: components["responses"]["FORBIDDEN"];
                 404: components["responses"]["NOT_FOUND"];
                 422: components["responses"]["UNPROCESSABLE_ENTITY"];
                 429: components["responses"]["TOO_MANY_REQUESTS"];
@@ -726,6 +737,8 @@ export interface paths {
          * @description First a `snapshot` event with the caller's view (its `id` is the version), then each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments keep a quiet connection alive; the server closes the stream after a while (and at once when the server process is stopping), and the client reconnects.
          *
          *     A match's last event is `settled`: the settlement job appends it shortly after `hand_ended`, once the ledger holds the hand's settlement. The stream closes right after sending `settled` (a stream opened on a settled match sends its snapshot and closes), and a reconnection with the `Last-Event-ID` of `settled` gets 204 No Content, which tells an EventSource to stop reconnecting. Between `hand_ended` and `settled` the stream stays open.
+         *
+         *     A table's hand is followed by those dealt it: anyone else watches the table (403 `watch_table`).
          *
          *     A stream ends when the token that opened it is revoked or expires. A caller holds at most a few event streams and long polls open at once (beyond: 429 `open_stream_limit`), and a server process a bounded number, so that they never take the connections commands need (beyond: 503 `too_many_streams`); both with `Retry-After`.
          */
@@ -773,6 +786,7 @@ export interface paths {
                 };
                 400: components["responses"]["BAD_REQUEST"];
                 401: components["responses"]["UNAUTHORIZED"];
+                403: components["responses"]["FORBIDDEN"];
                 404: components["responses"]["NOT_FOUND"];
                 429: components["responses"]["TOO_MANY_REQUESTS"];
                 500: components["responses"]["INTERNAL_SERVER_ERROR"];
@@ -798,7 +812,8 @@ export interface paths {
         };
         /**
          * The hand record (``ddz-hand/1``): to the seated players once the hand has ended, to
-         *     operators at any time.
+         *     operators at any time (a table's hand to anyone else: 403 `watch_table`, and its
+         *     replay once it has ended).
          */
         get: {
             parameters: {
@@ -847,6 +862,7 @@ export interface paths {
         put?: never;
         /**
          * Create a table and take its first seat. A private table answers with its invite code.
+         *     A table players make is unrated (``rated`` false): only the lobby's tables rate hands.
          *     A person sits at one table at a time (a bot account at a few, the server's
          *     ``bot_account_tables``): 409 ``seated_elsewhere``, or ``ticket_waiting`` while its lobby
          *     ticket waits. With an ``Idempotency-Key`` header a retry gets the first answer and
@@ -907,7 +923,9 @@ export interface paths {
         };
         /**
          * The table: its seats with the players' names, the hand under way, the hands played,
-         *     the scoreboard (each player's net at this table) and what it waits for.
+         *     the scoreboard (each player's net at this table) and what it waits for. A private
+         *     table is shown to those who sat there (and operators); to anyone else it is 404, as a
+         *     table that does not exist.
          */
         get: {
             parameters: {
@@ -1250,7 +1268,8 @@ export interface paths {
         };
         /**
          * The caller's matches, newest first, a page at a time: the table, the seats by name,
-         *     the caller's seat and role, the result and the caller's net, and the record's path.
+         *     the caller's seat and role, the result and the caller's net, the record's path, and
+         *     whether the hand counts in the caller's rating (a private table's never does).
          */
         get: {
             parameters: {
@@ -1834,8 +1853,9 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * A player's public profile: its name, whether it is a bot account, its rating in
-         *     each ruleset it played and its rated hands. Anyone may read it, without a token.
+         * A player's public profile: its name, whether it is a bot account (and whose), its
+         *     rating in each ruleset it played and its rated hands. Anyone may read it, without a
+         *     token.
          */
         get: {
             parameters: {
@@ -1879,7 +1899,8 @@ export interface paths {
         };
         /**
          * The caller's ratings, and its rating history a page at a time, newest first: each
-         *     hand's change, with whether it counted as won.
+         *     rated hand's change, with whether it counted as won and whether an operator voided it
+         *     (only the lobby's tables rate hands: docs/ratings.md, "Fair play").
          */
         get: {
             parameters: {
@@ -1934,7 +1955,9 @@ export interface paths {
          * A public table's items after ``after``: its events and its hands' events, each as
          *     the table's onlookers see it, in one order (from the start of its latest hand without
          *     ``after``), ``DDZ_WATCH_DELAY_SECONDS`` behind the table; with ``wait``, waits up to
-         *     that many seconds for the next (long-polling). A private table is not watched (404).
+         *     that many seconds for the next (long-polling), held as a stream is: under the bounds
+         *     of the caller's token, or of its address alone without one. A private table is not
+         *     watched (404, as for a table that does not exist).
          */
         get: {
             parameters: {
@@ -1986,7 +2009,7 @@ export interface paths {
         };
         /**
          * Server-Sent Events of a public table, as its onlookers see it
-         * @description The items of `GET /v1/tables/{table_id}/watch` as they happen (from the start of the table's latest hand), each with `id:` its id and `event:` its type, `DDZ_WATCH_DELAY_SECONDS` behind the table; `Last-Event-ID` resumes after an item with nothing lost or repeated. Comments keep a quiet connection alive; the server closes the stream after a while, and the client reconnects.
+         * @description The items of `GET /v1/tables/{table_id}/watch` as they happen (from the start of the table's latest hand), each with `id:` its id and `event:` its type, `DDZ_WATCH_DELAY_SECONDS` behind the table; `Last-Event-ID` resumes after an item with nothing lost or repeated. Comments keep a quiet connection alive; the server closes the stream after a while, and the client reconnects. A watcher without a token is counted by its address alone. A stream ends when the token that opened it is revoked or expires. A caller holds at most a few event streams and long polls open at once (beyond: 429 `open_stream_limit`), and a server process a bounded number, so that they never take the connections commands need (beyond: 503 `too_many_streams`); both with `Retry-After`.
          */
         get: {
             parameters: {
@@ -2044,8 +2067,9 @@ export interface paths {
         /**
          * A finished hand's public replay: its hand record (``ddz-hand/1``: every hand as
          *     dealt, the bottom, every action, the result and settlement), for anyone once the hand
-         *     has ended; a private table's hands are not public (403 ``replay_not_available``). The
-         *     page ``/replay/{match_id}`` shows it.
+         *     has ended (before: 403 ``replay_not_available``); a private table's hand only to those
+         *     dealt it (with their token), and to anyone else 404 as a match that does not exist.
+         *     The page ``/replay/{match_id}`` shows it.
          */
         get: {
             parameters: {
@@ -2121,7 +2145,7 @@ export interface components {
             /** @default player */
             name?: string;
             /**
-             * @description Register a bot account (an author's program): its seats are marked as such to every other player; set now, never changed
+             * @description Register a bot account (an author's program): its seats are marked as such to every other player; set now, never changed. Send your own token (a person's): the bot account is yours (it never sits at a rated table with you or your other bot accounts, and is suspended and banned with you)
              * @default false
              */
             bot_account?: boolean;
@@ -2132,6 +2156,11 @@ export interface components {
             name: string;
             /** @description A bot account: an author's program playing through the API (not a system bot, whose seat has `bot` true and no player) */
             bot_account: boolean;
+            /**
+             * Format: uuid
+             * @description A bot account's owner: the person whose token registered it (null for a person, and for a bot account registered before owners were kept)
+             */
+            owner_id: string | null;
             /** @description Bearer token; shown once, stored only as a hash */
             token: string;
         };
@@ -2989,7 +3018,7 @@ export interface components {
              */
             close_after?: number | null;
             /**
-             * @description A private table is joined only with its invite code
+             * @description A private table is joined only with its invite code. Its hands are not rated, as no table players make is: only the lobby's tables rate hands (docs/ratings.md, "Fair play")
              * @default false
              */
             private?: boolean;
@@ -3028,6 +3057,8 @@ export interface components {
             ruleset: string;
             options: components["schemas"]["Options"];
             private: boolean;
+            /** @description Whether its hands are rated: only at a table the lobby made, where nobody chose their opponents (its quick match's rates people, its ladder's bot accounts); a table players made, a private one above all, is unrated */
+            rated: boolean;
             /** @description A private table's invite code, shown to its seated players */
             invite: string | null;
             bots_after: number | null;
@@ -3142,6 +3173,8 @@ export interface components {
             net: string | null;
             /** @description The hand record's path */
             record: string;
+            /** @description Whether the hand counts in the caller's rating: only the hands of a table the lobby made do (its quick match's for a person, its ladder's for a bot account), never a private table's or any other whose players chose each other, nor one whose rating an operator voided (docs/ratings.md, "Fair play") */
+            rated: boolean;
         };
         MyMatches: {
             /** @description Newest first */
@@ -3495,12 +3528,22 @@ export interface components {
             bot_account: boolean;
             /** Format: date-time */
             created_at: string;
+            /**
+             * Format: uuid
+             * @description A bot account's owner: the person whose token registered it (null for a person, and for a bot account registered before owners were kept)
+             */
+            owner_id: string | null;
         };
         PlayerList: {
             /** @description Newest first */
             players: components["schemas"]["RegisteredPlayer"][];
             /** @description The next page; null: no more */
             next_cursor: string | null;
+        };
+        OwnerDocument: {
+            /** Format: uuid */
+            player_id: string;
+            name: string;
         };
         Ranked: {
             /** @description The conservative rating, `mu - 3 sigma`, which the leaderboards order by */
@@ -3518,6 +3561,8 @@ export interface components {
             /** Format: uuid */
             player_id: string;
             name: string;
+            /** @description A bot account's owner: the person whose token registered it (null for a person, and for a bot account registered before owners were kept) */
+            owner: components["schemas"]["OwnerDocument"] | null;
         };
         Leaderboard: {
             ruleset: string;
@@ -3549,6 +3594,8 @@ export interface components {
             name: string;
             /** @description A bot account: an author's program playing through the API (not a system bot, whose seat has `bot` true and no player) */
             bot_account: boolean;
+            /** @description A bot account's owner: the person whose token registered it (null for a person, and for a bot account registered before owners were kept) */
+            owner: components["schemas"]["OwnerDocument"] | null;
             /** @description Rated hands, in every ruleset */
             hands: number;
             /** @description One per ruleset the player has played */
@@ -3578,6 +3625,8 @@ export interface components {
             after: components["schemas"]["RatingDocument"];
             /** Format: date-time */
             at: string;
+            /** @description An operator voided the hand's rating: this change was taken back (docs/ratings.md, "Fair play") */
+            voided: boolean;
         };
         MyRatings: {
             ratings: components["schemas"]["RulesetRating"][];
@@ -3644,6 +3693,26 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description No bearer token, or one that belongs to no one */
+        UNAUTHORIZED: {
+            headers: {
+                /** @description The challenge: `Bearer realm="ddz"` */
+                "WWW-Authenticate"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The token may not do this (a player's, an operator's or an admin's is needed, or a seat at the match) */
+        FORBIDDEN: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description The body did not arrive within `DDZ_BODY_SECONDS` of the request's headers (`body_timeout`); the connection is closed */
         REQUEST_TIMEOUT: {
             headers: {
@@ -3685,26 +3754,6 @@ export interface components {
             headers: {
                 /** @description Seconds until the limit lets requests through again */
                 "Retry-After"?: number;
-                [name: string]: unknown;
-            };
-            content: {
-                "application/problem+json": components["schemas"]["Problem"];
-            };
-        };
-        /** @description No bearer token, or one that belongs to no one */
-        UNAUTHORIZED: {
-            headers: {
-                /** @description The challenge: `Bearer realm="ddz"` */
-                "WWW-Authenticate"?: string;
-                [name: string]: unknown;
-            };
-            content: {
-                "application/problem+json": components["schemas"]["Problem"];
-            };
-        };
-        /** @description The token may not do this (a player's, an operator's or an admin's is needed, or a seat at the match) */
-        FORBIDDEN: {
-            headers: {
                 [name: string]: unknown;
             };
             content: {

@@ -16,8 +16,8 @@ const WORDS = {
   },
   privateTable: { zh: "私人牌桌", en: "Private table" },
   privateTableSaid: {
-    zh: "建一张只凭邀请链接加入的牌桌。",
-    en: "A table only your invite link opens.",
+    zh: "建一张只凭邀请链接加入的牌桌。私人牌桌的牌局不计等级分。",
+    en: "A table only your invite link opens. Its hands are not rated.",
   },
   botsFill: { zh: "机器人补空位：", en: "Bots take the empty seats:" },
   afterSeconds: { zh: "{n} 秒后", en: "after {n} s" },

@@ -37,8 +37,10 @@ async function allItems(client: Client, last: string): Promise<Item[]> {
 
 test("the README's bot plays a hand from the lobby over a bad network", async () => {
   const network = badNetwork();
+  const owner = await Client.register(BASE, "ts-readme-author");
   const client = await Client.register(BASE, "ts-readme-bot", {
     botAccount: true,
+    ownerToken: owner.token!,
     fetch: network.fetch,
   });
   const seen: StreamItem[] = [];
