@@ -337,12 +337,12 @@ def test_with_no_local_share_processes_share_a_limit_exactly(config, client):
         assert statuses == [200] * 4 + [429] * 2  # reads: 4/minute per token
 
 
-def test_one_process_counts_exactly_while_its_counts_are_on_their_way_to_redis(redis_url):
+def test_one_process_counts_exactly_while_its_counts_are_on_their_way_to_redis(config):
     """Requests that come while the process's counts travel to Redis are decided with
     those counts still held against the limit. Before, the counts were zeroed when sent
     and the total learnt only with the answer: 24 callers at once, each request meeting a
     round trip under way, got about twice the limit through one process."""
-    counter = Counter(redis_url)
+    counter = Counter(config)
     send = counter.count
 
     def slow_round_trip(*args, **kwargs):
