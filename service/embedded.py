@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -205,9 +205,11 @@ def _postgres_user() -> str | None:
     return name
 
 
-def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[Child, str]:
-    """PostgreSQL on ``data/postgres``, listening on a unix socket in ``sockets`` only:
-    the process and its URL."""
+def postgres(
+    data: Path, sockets: Path, stopping: Callable[[], bool], settings: Mapping[str, str] = {}
+) -> tuple[Child, str]:
+    """PostgreSQL on ``data/postgres``, listening on a unix socket in ``sockets`` only,
+    with ``settings`` added to its configuration: the process and its URL."""
     bin_path = _pgserver()._commands.POSTGRES_BIN_PATH
     pgdata = data / "postgres"
     log = data / "postgres.log"
@@ -252,6 +254,7 @@ def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[C
                 str(_PG_PORT),
                 "-c",
                 "logging_collector=off",
+                *(arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")),
             ],
             # SIGINT is PostgreSQL's "fast" shutdown: it ends the sessions, then stops.
             stop_signal=signal.SIGINT,
