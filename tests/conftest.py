@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 from service.rules import RANKS, RULESETS
 
-#: Fixture modules: the servers of the session, the worker tests' own service, and the
-#: operations tests' own service.
-pytest_plugins = ["servers", "jobs", "handplay"]
+#: Fixture modules: the servers of the session, the worker tests' own service, the
+#: operations tests' own service, and the check that no test leaves a process running.
+pytest_plugins = ["servers", "jobs", "handplay", "processes"]
 #: Support modules whose helpers assert: pytest explains their failed asserts as it does
 #: those of test modules and plugins.
 pytest.register_assert_rewrite("api_support", "bad_network", "contract", "processes")

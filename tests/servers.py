@@ -214,6 +214,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         servers.close()
 
 
+def run_server_pids(config: pytest.Config) -> set[int]:
+    """The process ids of the run's embedded servers, when this process started them."""
+    servers = config.stash.get(_RUN_SERVERS, None)
+    return set() if servers is None else {child.process.pid for child in servers.children}
+
+
 def run_server(config: pytest.Config, name: str) -> str:
     """The URL of the run's embedded ``PostgreSQL`` or ``Redis``."""
     workerinput = getattr(config, "workerinput", None)
