@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,24 @@ settings.register_profile("ddz", deadline=None)
 settings.load_profile("ddz")
 
 DATA = Path(__file__).parent / "data"
+
+#: How a module marks every test of its own slow.
+SLOW_THROUGHOUT = re.compile(r"^pytestmark = pytest\.mark\.slow$", re.MULTILINE)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``-m "not slow"`` (``bin/test --fast``) does not import a module whose tests are all
+    slow: they would all be deselected, once every worker had spent its seconds collecting
+    them (schemathesis' generated cases, the browsers' drivers)."""
+    if (
+        config.option.markexpr == "not slow"
+        and collection_path.name.startswith("test_")
+        and collection_path.suffix == ".py"
+        and SLOW_THROUGHOUT.search(collection_path.read_text(encoding="utf-8"))
+    ):
+        return True
+    return None
+
 
 #: A rank string that two decks can hold (each of 3…2 at most 8 times, each joker twice).
 POOL = "".join(ch * 8 for ch in RANKS[:13]) + "BBRR"

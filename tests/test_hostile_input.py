@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import urllib.parse
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
-import yaml
 from api_support import PROBLEM_JSON, bearer
+from contract import committed_document
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobs import new_match, new_player, take_seat
@@ -23,7 +22,7 @@ from servers import OPERATOR_TOKEN, beating_worker, fresh_database
 from service.api import create_app
 from service.config import Config
 
-OPENAPI = yaml.safe_load((Path(__file__).resolve().parents[1] / "openapi.yaml").read_text())
+OPENAPI = committed_document()
 JSON_HEADERS = {"Content-Type": "application/json"}
 METHODS = {"get", "post", "put", "patch", "delete"}
 #: Operations of the contract that take a body: (method, path template).
