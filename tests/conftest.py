@@ -3,10 +3,12 @@ import re
 from pathlib import Path
 
 import pytest
+from argon2 import PasswordHasher
 from hypothesis import settings
 from hypothesis import strategies as st
 
 from service.rules import RANKS, RULESETS
+from service.store import operators
 
 #: Fixture modules: the servers of the session, the worker tests' own service, the
 #: operations tests' own service, and the check that no test leaves a process running.
@@ -38,6 +40,18 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     ):
         return True
     return None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cheap_password_hashes():
+    """Operators' passwords hashed by argon2 at its lowest cost in the tests' processes:
+    they check who gets in, not what a guess costs (a quarter of a second of CPU per hash or
+    check at the service's cost, a hundred of them in a run)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            operators, "_HASHER", PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+        )
+        yield
 
 
 #: A rank string that two decks can hold (each of 3…2 at most 8 times, each joker twice).
