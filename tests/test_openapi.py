@@ -355,6 +355,7 @@ def new_player(contract: Contract, name: str) -> dict:
     return contract.call("POST", "/v1/players", json={"name": name}, expect=201).json()
 
 
+@pytest.mark.slow  # plays a whole match, each answer checked against the document
 def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_worker):
     call = contract.call
     # Health: ready while a worker lives; without one, a problem that says so
