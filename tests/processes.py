@@ -87,6 +87,29 @@ def _running_descendants(kept: set[int]) -> dict[psutil.Process, str]:
     return running
 
 
+def separate_session(test_file: Path, plugins: list[str], **env: str) -> subprocess.Popen[str]:
+    """A pytest session of its own on ``test_file`` (in its folder), with the suite's
+    ``plugins`` (``servers``, …) and ``env`` added to the environment; its output, stderr
+    included, on ``stdout``."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *(arg for plugin in plugins for arg in ("-p", plugin)),
+            str(test_file),
+        ],
+        cwd=test_file.parent,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent), **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 def _ancestry(process: psutil.Process) -> set[int]:
     with contextlib.suppress(psutil.Error):
         return {parent.pid for parent in process.parents()}

@@ -4,20 +4,16 @@ is found too."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 import uuid
-from pathlib import Path
 
 import psutil
 import pytest
+from processes import separate_session
 
 # Slow: starts a pytest session that waits for what its tests left to stop.
 pytestmark = pytest.mark.slow
 
-TESTS = Path(__file__).resolve().parent
 
 SESSION = textwrap.dedent(
     """
@@ -50,28 +46,11 @@ def test_a_session_that_leaves_processes_running_fails_and_stops_them(tmp_path):
     (tmp_path / "test_session.py").write_text(SESSION)
     mark = uuid.uuid4().hex
     try:
-        ran = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "servers",
-                "-p",
-                "processes",
-                "-p",
-                "no:cacheprovider",
-                str(tmp_path / "test_session.py"),
-            ],
-            cwd=tmp_path,
-            env=dict(os.environ, PYTHONPATH=str(TESTS), MARK=mark),
-            capture_output=True,
-            text=True,
-            timeout=120,
+        session = separate_session(
+            tmp_path / "test_session.py", ["servers", "processes"], MARK=mark
         )
-        out = ran.stdout + ran.stderr
-        assert ran.returncode == 1, out
+        out, _ = session.communicate(timeout=120)
+        assert session.returncode == 1, out
         assert "3 passed, 1 error" in out, out
         assert "processes left running after the tests" in out, out
         assert f"{mark} child" in out and f"{mark} orphan" in out, out

@@ -5,9 +5,7 @@ claimed there."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -15,12 +13,12 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis as redis_lib
+from processes import separate_session
 from servers import claimed_redis_db, embedded_redis, redis_db_url
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
 
-TESTS = Path(__file__).resolve().parent
 
 SESSION = textwrap.dedent(
     """
@@ -47,30 +45,10 @@ def session(
     tmp_path: Path, name: str, redis_server: str, wait_for: Path | None = None
 ) -> subprocess.Popen:
     """A pytest session with the suite's fixtures, told to use ``redis_server``."""
-    env = dict(os.environ, DDZ_TEST_REDIS_URL=redis_server)
-    env.update(PYTHONPATH=str(TESTS), NAME=name, URL_FILE=str(tmp_path / f"{name}.url"))
+    env = dict(DDZ_TEST_REDIS_URL=redis_server, NAME=name, URL_FILE=str(tmp_path / f"{name}.url"))
     if wait_for is not None:
         env["WAIT_FOR"] = str(wait_for)
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "servers",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            str(tmp_path / "test_session.py"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    return separate_session(tmp_path / "test_session.py", ["servers"], **env)
 
 
 def test_two_concurrent_test_sessions_keep_to_their_own_redis_data(tmp_path):
