@@ -152,8 +152,8 @@ class RunServers:
                     started.add(name)
                     try:
                         child, url = start(self.folder, sockets, self.closing.is_set)
-                    except embedded.StartError as exc:
-                        _publish(self.folder / f"{name}.failed", str(exc))
+                    except Exception as exc:  # told to whoever waits for it
+                        _publish(self.folder / f"{name}.failed", f"{type(exc).__name__}: {exc}")
                         continue
                     self.children.append(child)
                     _publish(self.folder / f"{name}.url", url)
