@@ -584,7 +584,7 @@ def run_worker(burst: bool) -> int:
     stop = threading.Event()
     # Alive before it takes a job: a started job whose worker's heartbeat lapses is
     # enqueued again by the other workers' timers.
-    keep_alive(stop, worker.name)
+    heartbeat = keep_alive(stop, worker.name)
     # Work lost while no worker ran (or with Redis) is found again before anything else;
     # then deadlines are scanned every second and the sweep runs every 15 s.
     sweep()
@@ -596,6 +596,9 @@ def run_worker(burst: bool) -> int:
         worker.work(burst=burst, logging_level="WARNING")
     finally:
         stop.set()
+        # Its heartbeat removed before the process ends (a daemon thread would be cut off):
+        # /readyz and the other workers' rescue then know at once that it is gone.
+        heartbeat.join(timeout=2)
     return 0
 
 

@@ -18,6 +18,7 @@ dies. A server left running anyway (a ``serve`` killed elsewhere) is stopped whe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -28,7 +29,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -77,17 +78,21 @@ class Child:
         return self.process.poll() is None
 
 
-def _die_with_parent(sig: int) -> Callable[[], None]:
-    """A ``preexec_fn`` asking Linux to send ``sig`` to the child when ``serve`` dies."""
+def _die_with_parent(sig: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to send ``sig`` to the child when the thread that
+    starts it (``serve``'s main thread) ends."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    # Found here, not in the child: it may run as another user (PostgreSQL's, under root),
+    # who may not read the modules that an import there would load.
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
     parent = os.getpid()
 
     def preexec() -> None:
-        if not sys.platform.startswith("linux"):
-            return
-        import ctypes
-
         PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
+        prctl(PR_SET_PDEATHSIG, sig)
         if os.getppid() != parent:  # serve died before the request was made
             os._exit(1)
 
@@ -111,13 +116,14 @@ def stop(children: list[Child], timeout: float = 30.0) -> None:
         try:
             child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            print(
-                f"ddz serve: {child.name} did not stop in {timeout:.0f} s; killing it",
-                file=sys.stderr,
-                flush=True,
-            )
             child.process.kill()
             child.process.wait()
+            with contextlib.suppress(OSError):  # a closed terminal
+                print(
+                    f"ddz serve: {child.name} did not stop in {timeout:.0f} s; killed it",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 def socket_dir(data: Path) -> Path:
@@ -199,9 +205,11 @@ def _postgres_user() -> str | None:
     return name
 
 
-def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[Child, str]:
-    """PostgreSQL on ``data/postgres``, listening on a unix socket in ``sockets`` only:
-    the process and its URL."""
+def postgres(
+    data: Path, sockets: Path, stopping: Callable[[], bool], settings: Mapping[str, str] = {}
+) -> tuple[Child, str]:
+    """PostgreSQL on ``data/postgres``, listening on a unix socket in ``sockets`` only,
+    with ``settings`` added to its configuration: the process and its URL."""
     bin_path = _pgserver()._commands.POSTGRES_BIN_PATH
     pgdata = data / "postgres"
     log = data / "postgres.log"
@@ -225,10 +233,12 @@ def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[C
                 "-U",
                 "postgres",
             ]
-            if (
-                subprocess.run(initdb, stdout=out, stderr=subprocess.STDOUT, user=user).returncode
-                != 0
-            ):
+            # In a session of its own, as every child: a closed terminal's SIGHUP would make
+            # it stop half-way, and serve fail to start instead of stopping.
+            done = subprocess.run(
+                initdb, stdout=out, stderr=subprocess.STDOUT, user=user, start_new_session=True
+            )
+            if done.returncode != 0:
                 raise StartError(f"initdb failed; see {log}")
         child = start(
             "PostgreSQL",
@@ -244,6 +254,7 @@ def postgres(data: Path, sockets: Path, stopping: Callable[[], bool]) -> tuple[C
                 str(_PG_PORT),
                 "-c",
                 "logging_collector=off",
+                *(arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")),
             ],
             # SIGINT is PostgreSQL's "fast" shutdown: it ends the sessions, then stops.
             stop_signal=signal.SIGINT,

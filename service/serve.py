@@ -244,14 +244,11 @@ def _run(
 
     apps: list[embedded.Child] = []
     stack.callback(embedded.stop, apps)
-    apps.append(
-        embedded.start("the worker", [sys.executable, "-m", "service.cli", "worker"], env=env)
-    )
-    apps.append(
-        embedded.start(
+    for name, args in (
+        ("the worker", ["-m", "service.cli", "worker"]),
+        (
             "gunicorn",
             [
-                sys.executable,
                 "-m",
                 "gunicorn",
                 "-c",
@@ -261,9 +258,11 @@ def _run(
                 *(["--workers", str(workers)] if workers else []),
                 "service.api.wsgi:app",
             ],
-            env=env,
-        )
-    )
+        ),
+    ):
+        if stopping.is_set():  # a stop signal while the others started: start no more
+            return 0
+        apps.append(embedded.start(name, [sys.executable, *args], env=env))
     say(f"ddz is serving on http://{host}:{port}  (Ctrl-C stops it)")
     say(f"play in your browser: http://{host}:{port}/play/")
     children = servers + apps

@@ -641,13 +641,13 @@ class StreamReader(threading.Thread):
 def run_bots(redis_url: str) -> None:
     """Runs every queued job (bot turns, and the jobs they enqueue) in this process."""
     import redis as redis_lib
-    from rq import SimpleWorker
 
     from service.app.work import queue
+    from workers.worker import JobWorker
 
     connection = redis_lib.Redis.from_url(redis_url)
     try:
-        SimpleWorker([queue(connection)], connection=connection).work(burst=True)
+        JobWorker([queue(connection)], connection=connection).work(burst=True)
     finally:
         connection.close()
 

@@ -4,11 +4,23 @@ contract's tests (test_openapi, test_schemathesis); no tests here."""
 from __future__ import annotations
 
 import copy
+import functools
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+import yaml
 from jsonschema import Draft202012Validator
+
+COMMITTED = Path(__file__).resolve().parents[1] / "openapi.yaml"
+
+
+@functools.cache
+def committed_document() -> dict:
+    """The committed ``openapi.yaml``, read once per process (by libyaml: PyYAML's own
+    reader takes half a second of CPU over it); shared, so not to be changed."""
+    return yaml.load(COMMITTED.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
 
 
 def resolve(spec: dict, node: Any) -> Any:

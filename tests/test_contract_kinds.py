@@ -42,6 +42,7 @@ def test_each_event_type_has_its_own_kind_of_event_document():
     assert kinds_of("EventDocument") == {cls.type: f"{cls.__name__}Event" for cls in MATCH_EVENTS}
 
 
+@pytest.mark.slow  # every event of two dozen hands against every kind's schema
 @pytest.mark.parametrize("viewer", VIEWERS, ids=str)
 def test_every_event_as_a_viewer_sees_it_is_its_kind_s_payload(viewer):
     payloads = {cls.type: validator(f"{cls.__name__}Payload") for cls in MATCH_EVENTS}
@@ -58,6 +59,7 @@ def test_every_event_as_a_viewer_sees_it_is_its_kind_s_payload(viewer):
     assert seen == set(payloads)
 
 
+@pytest.mark.slow  # every action of two dozen hands against every kind's schema
 def test_every_action_of_a_hand_record_is_its_kind_s_entry():
     entry = validator("ActionEntry")
     assert set(kinds_of("ActionEntry")) == set(COMMANDS)

@@ -13,26 +13,24 @@ import json
 import re
 import urllib.parse
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
-import yaml
 from api_support import PROBLEM_JSON, bearer
+from contract import committed_document
 from flask import url_for
 from handplay import PASSWORDS, add_operator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobs import new_match, new_player, take_seat
-from servers import OPERATOR_TOKEN, beating_worker, fresh_database
+from servers import OPERATOR_TOKEN, ROOT, beating_worker, fresh_database
 
 from service.api import create_app
 from service.api.encoding import I_JSON_RULES, LARGEST_INTEGER, NotIJson, parse_json
 from service.api.rate_limits import UNLIMITED
 from service.config import Config
 
-ROOT = Path(__file__).resolve().parents[1]
-OPENAPI = yaml.safe_load((ROOT / "openapi.yaml").read_text())
+OPENAPI = committed_document()
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 JSON_HEADERS = {"Content-Type": "application/json"}
 METHODS = {"get", "post", "put", "patch", "delete"}
@@ -438,7 +436,7 @@ HEADER_BREAKERS = (
     "/replay/\nSet-Cookie: injected=1",
     "/console/matches\rX-Injected: 1",
 )
-SERVICE = Path(__file__).resolve().parents[1] / "service"
+SERVICE = ROOT / "service"
 
 
 def query_names() -> set[str]:

@@ -56,6 +56,7 @@ def ranks_of(plays):
     return [p.ranks for p in plays]
 
 
+@pytest.mark.slow  # every sub-multiset of 150 hands
 @settings(max_examples=150, deadline=None)
 @given(rank_strings(10), rulesets)
 def test_leads_are_exactly_the_valid_sub_multisets(hand, ruleset):
@@ -64,6 +65,7 @@ def test_leads_are_exactly_the_valid_sub_multisets(hand, ruleset):
     assert set(plays) == oracle.all_plays(hand, ruleset)
 
 
+@pytest.mark.slow  # every sub-multiset of 150 hands
 @settings(max_examples=150, deadline=None)
 @given(rank_strings(10), st.sampled_from(LEADS), rulesets)
 def test_replies_are_exactly_the_sub_multisets_that_beat(hand, lead, ruleset):

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from contract import Contract, play_the_hand, resolve
+from contract import Contract, committed_document, play_the_hand, resolve
 from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 from servers import OPERATOR_TOKEN
 
@@ -32,8 +32,7 @@ METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 
 @pytest.fixture(scope="module")
 def spec() -> dict:
-    with open(SPEC_PATH, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    return committed_document()
 
 
 def operations(spec: dict):
@@ -363,6 +362,7 @@ def new_player(contract: Contract, name: str) -> dict:
     return contract.call("POST", "/v1/players", json={"name": name}, expect=201).json()
 
 
+@pytest.mark.slow  # plays a whole match, each answer checked against the document
 def test_a_scripted_match_answers_as_the_document_says(contract, spec, live_worker):
     call = contract.call
     # Health: ready while a worker lives; without one, a problem that says so

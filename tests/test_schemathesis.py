@@ -25,8 +25,7 @@ from pathlib import Path
 import pytest
 import requests
 import schemathesis
-import yaml
-from contract import Contract, play_the_hand
+from contract import Contract, committed_document, play_the_hand
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from servers import OPERATOR_TOKEN, beating_worker
@@ -93,11 +92,10 @@ def world(live_server) -> World:
     for match_id in (dealt, ended):
         for seat, who in enumerate([token, *others]):
             _post(live_server, f"/v1/matches/{match_id}/seats", {"seat": seat}, who)
-    with open(SPEC_PATH, encoding="utf-8") as f:
-        # Unchecked: the answers are for schemathesis to judge (and test_openapi's).
-        play_the_hand(
-            Contract(yaml.safe_load(f), live_server, checking=False), ended, [token, *others]
-        )
+    # Unchecked: the answers are for schemathesis to judge (and test_openapi's).
+    play_the_hand(
+        Contract(committed_document(), live_server, checking=False), ended, [token, *others]
+    )
     WORLD.base_url, WORLD.player_id, WORLD.token = live_server, player["player_id"], token
     WORLD.matches = [open_match, with_bot, dealt, ended]
     return WORLD
@@ -178,7 +176,7 @@ def valid_requests_pass_validation(ctx, response, case):
     return None
 
 
-DOCUMENT = yaml.safe_load(SPEC_PATH.read_text())
+DOCUMENT = committed_document()
 CHECKER = Contract(DOCUMENT, "", checking=False)
 
 

@@ -166,6 +166,23 @@ def test_a_stop_signal_to_the_process_group_stops_everything(start_serve, long_d
     assert_nothing_left(processes, long_data, port, tmp_path / "tmp")
 
 
+def test_a_closed_terminal_right_after_readiness_stops_everything_every_time(start_serve, tmp_path):
+    """SIGHUP to serve's process group as soon as /readyz answers (a terminal closed once
+    the service is up), five times over on one data directory: each time serve exits 0,
+    every child having stopped on its own (none killed after its grace), and nothing is
+    left. Before, 1 run in 3 left everything running 20 s later: the worker often did not
+    stop on SIGTERM (tests/test_workers_process.py), and serve waited for it."""
+    data = tmp_path / "data"
+    for _ in range(5):
+        port = free_port()
+        serve = start_serve(data, port)
+        processes = serve.wait_ready()
+        serve.signal(signal.SIGHUP)
+        assert serve.proc.wait(60) == 0, serve.output()
+        assert "did not stop" not in serve.output(), serve.output()
+        assert_nothing_left(processes, data, port, tmp_path / "tmp")
+
+
 def test_after_a_crash_nothing_is_left_and_the_next_serve_starts_and_stops_cleanly(
     start_serve, tmp_path
 ):

@@ -13,10 +13,9 @@ from decimal import Decimal
 
 import psycopg
 import pytest
-import yaml
 from api_support import OP, bearer
+from contract import committed_document
 from jobs import choose, drain, feed, join, new_player, new_table, play_hand, run_burst, worker_app
-from servers import ROOT
 
 import service.app.feed
 import workers.context
@@ -919,7 +918,7 @@ def test_a_leave_during_a_hand_says_leaving_then_left_with_the_hand_number(api, 
 
 def test_a_zero_stake_is_refused_as_the_contract_says(api, jobs_env):
     _, token = new_player(api, "zero")
-    spec = yaml.safe_load((ROOT / "openapi.yaml").read_text())
+    spec = committed_document()
     for schema in ("TableCreate", "TicketCreate"):
         for field in ("unit", "cap"):
             pattern = spec["components"]["schemas"][schema]["properties"][field]["pattern"]

@@ -1,23 +1,24 @@
 """Two test runs on one machine at once do not touch each other's Redis data: each
-claims a database of its own (``servers.claimed_redis_db``) and flushes only that one."""
+claims a database of its own (``servers.claimed_redis_db``) and flushes only that one; and
+``DDZ_TEST_REDIS_URL`` keeps a run on the Redis server it names, every fixture's database
+claimed there."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import redis as redis_lib
-from servers import claimed_redis_db, redis_db_url
+from processes import separate_session
+from servers import claimed_redis_db, embedded_redis, redis_db_url
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
 
-TESTS = Path(__file__).resolve().parent
 
 SESSION = textwrap.dedent(
     """
@@ -26,10 +27,10 @@ SESSION = textwrap.dedent(
 
     import redis
 
-    def test_keeps_its_data_while_another_session_runs(redis_url):
+    def test_keeps_its_data_while_another_session_runs(redis_url, own_redis_url):
         mine = redis.Redis.from_url(redis_url)
         mine.set("key", os.environ["NAME"])
-        Path(os.environ["URL_FILE"]).write_text(redis_url)
+        Path(os.environ["URL_FILE"]).write_text(f"{redis_url} {own_redis_url}")
         go = os.environ.get("WAIT_FOR")
         stop_at = time.monotonic() + 60
         while go and not Path(go).exists():
@@ -40,54 +41,50 @@ SESSION = textwrap.dedent(
 )
 
 
-def session(tmp_path: Path, name: str, wait_for: Path | None = None) -> subprocess.Popen:
-    """A pytest session with the suite's fixtures, set up as ``bin/test`` is by default
-    (no DDZ_TEST_REDIS_URL)."""
-    env = {k: v for k, v in os.environ.items() if k != "DDZ_TEST_REDIS_URL"}
-    env.update(PYTHONPATH=str(TESTS), NAME=name, URL_FILE=str(tmp_path / f"{name}.url"))
+def session(
+    tmp_path: Path, name: str, redis_server: str, wait_for: Path | None = None
+) -> subprocess.Popen:
+    """A pytest session with the suite's fixtures, told to use ``redis_server``."""
+    env = dict(DDZ_TEST_REDIS_URL=redis_server, NAME=name, URL_FILE=str(tmp_path / f"{name}.url"))
     if wait_for is not None:
         env["WAIT_FOR"] = str(wait_for)
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "servers",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            str(tmp_path / "test_session.py"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    return separate_session(tmp_path / "test_session.py", ["servers"], **env)
 
 
 def test_two_concurrent_test_sessions_keep_to_their_own_redis_data(tmp_path):
+    """Two sessions told to use one Redis server (a server of this test's own: nothing
+    else claims there) each claim their databases there, and never the same one."""
     (tmp_path / "test_session.py").write_text(SESSION)
     done = tmp_path / "second.done"
-    first = session(tmp_path, "first", wait_for=done)
+    with embedded_redis() as redis_server:
+        urls = run_two_sessions(tmp_path, redis_server, done)
+    socket = urlsplit(redis_server).path
+    assert all(urlsplit(url).path == socket for url in urls), (redis_server, urls)
+    assert len(set(urls)) == 4, urls
+
+
+def run_two_sessions(tmp_path: Path, redis_server: str, done: Path) -> list[str]:
+    """The second session starts (and would flush a shared database) while the first
+    holds its data; the Redis URLs each used (its session's, then a test's own)."""
+    first = session(tmp_path, "first", redis_server, wait_for=done)
     try:
         stop_at = time.monotonic() + 60
         while not (tmp_path / "first.url").exists():
             assert first.poll() is None, first.communicate()[0]
             assert time.monotonic() < stop_at, "the first session did not start"
             time.sleep(0.05)
-        # The second session starts (and would flush a shared database) while the first holds its data.
-        second = session(tmp_path, "second")
+        second = session(tmp_path, "second", redis_server)
         out, _ = second.communicate(timeout=120)
         assert second.returncode == 0, out
     finally:
         done.touch()
         out, _ = first.communicate(timeout=120)
     assert first.returncode == 0, out
-    assert (tmp_path / "first.url").read_text() != (tmp_path / "second.url").read_text()
+    return [
+        url
+        for name in ("first", "second")
+        for url in (tmp_path / f"{name}.url").read_text().split()
+    ]
 
 
 def test_a_claim_skips_claimed_databases_and_other_data_and_is_released(redis_server):

@@ -752,6 +752,7 @@ def _leaky_views():
     ]
 
 
+@pytest.mark.slow  # checks hands whole, once per leak
 @pytest.mark.parametrize(
     "name, leaky", _leaky_views(), ids=["hand", "bottom", "bottom-card", "deal"]
 )

@@ -1,7 +1,7 @@
 """Integration tests of the RQ workers (bot turns, turn timeouts, settlement, the
 sweeper) on a real PostgreSQL (the server of ``servers.py``) and a real Redis.
 
-The jobs run in this process (``rq.SimpleWorker``, burst mode) and read
+The jobs run in this process (``ddz worker``'s class, a ``rq.SimpleWorker``, in burst mode) and read
 DATABASE_URL / REDIS_URL from the environment through ``workers.context.context()``.
 
 Isolation: a PostgreSQL database and a Redis server of this module's own (the fixtures of
@@ -41,6 +41,7 @@ import workers.context
 import workers.jobs
 from service.app import work
 from workers import sweeper
+from workers.worker import JobWorker
 
 # Slow: plays hands through real workers and waits for deadlines (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
@@ -64,7 +65,7 @@ def step_until(conn: redis_lib.Redis, stop, limit: int = 1000) -> None:
         assert ids, "the queue emptied before the awaited job"
         if stop(ids[0]):
             return
-        SimpleWorker([q], connection=conn).work(burst=True, max_jobs=1, logging_level="WARNING")
+        JobWorker([q], connection=conn).work(burst=True, max_jobs=1, logging_level="WARNING")
     raise AssertionError("the awaited job never came")
 
 

@@ -1,7 +1,8 @@
 """The worker as it is deployed: ``python -m service.cli worker`` (``ddz worker``) in a process
 of its own, on a real PostgreSQL and Redis (this module's own, see jobs.py): it plays
-hands to their settlement (bots, and a player's missed deadline); killed with SIGKILL
-mid-hand, a new worker finishes the hand; one of two workers killed, the other keeps the
+hands to their settlement (bots, and a player's missed deadline); SIGTERM stops it within
+seconds, idle or once the job in hand is done; killed with SIGKILL mid-hand, a new worker
+finishes the hand; one of two workers killed, the other keeps the
 deadlines; Redis flushed under it, its deadline scan and sweep go on.
 
 Every wait is bounded; every worker started here is stopped (its process group) at the
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import time
 import uuid
@@ -36,6 +38,7 @@ from processes import WorkerProcess
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
+from service.app import work
 from service.config import Config
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
@@ -45,6 +48,8 @@ SCAN_SECONDS = Config().deadline_scan_seconds
 HEARTBEAT_SECONDS = Config().worker_heartbeat_seconds
 #: A player's turn in the kill test.
 TURN_SECONDS = 4
+#: How soon after SIGTERM a worker with no job in hand exits (RQ's warm shutdown).
+STOP_SECONDS = 5
 
 
 @pytest.fixture()
@@ -162,6 +167,75 @@ def test_worker_process_plays_matches_to_their_settlement(api, db, rconn, start_
 def log_lines(worker) -> list[dict]:
     """The worker's log, each line a JSON object (a line that is not fails here)."""
     return [json.loads(line) for line in worker.full_output().splitlines() if line.strip()]
+
+
+def working(worker: WorkerProcess, rconn) -> bool:
+    """Whether the worker is in RQ's loop (its stop signals handled by RQ), waiting for a
+    job or running one."""
+    name = worker.rq_name(rconn)
+    return name is not None and rconn.hget(f"rq:worker:{name}", "state") in (b"idle", b"busy")
+
+
+def terminate(worker: WorkerProcess, rconn) -> tuple[str, float]:
+    """SIGTERM to the worker process alone, as a supervisor sends it; its RQ name and when."""
+    name = worker.rq_name(rconn)
+    assert name is not None
+    worker.proc.send_signal(signal.SIGTERM)
+    return name, time.monotonic()
+
+
+def assert_stopped(worker: WorkerProcess, rconn, name: str, since: float) -> None:
+    """The worker exited 0 within STOP_SECONDS of ``since``, and nothing says it lives: no
+    heartbeat (which /readyz reads), no registration with RQ."""
+    try:
+        code = worker.proc.wait(max(0.0, since + STOP_SECONDS - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        raise AssertionError(
+            f"the worker did not exit within {STOP_SECONDS} s of SIGTERM:\n{worker.output()}"
+        ) from None
+    assert code == 0, worker.output()
+    assert not work.worker_is_alive(rconn, name)
+    assert name.encode() not in {key.rsplit(b":", 1)[1] for key in rconn.smembers("rq:workers:ddz")}
+
+
+def test_sigterm_stops_an_idle_worker_within_seconds(rconn, start_worker):
+    """SIGTERM to a worker waiting for jobs: it exits 0 within seconds, and its heartbeat
+    goes with it. Several times over: about one stop in three used to wait up to a minute,
+    for RQ's pubsub thread (see workers/worker.py)."""
+    for _ in range(4):
+        worker = start_worker()
+        wait_for(lambda w=worker: working(w, rconn), 30, "the worker to wait for jobs", worker)
+        assert_stopped(worker, rconn, *terminate(worker, rconn))
+
+
+def test_sigterm_mid_job_finishes_the_job_then_stops(
+    api, db, rconn, start_worker, worker_database_url
+):
+    """SIGTERM while a settlement is in hand (made to block: the test holds a lock on the
+    settlements table): the worker takes no other job, finishes that one once the lock is
+    gone, then exits within seconds; the hand is settled once, no job failed."""
+    with psycopg.connect(worker_database_url) as lock:
+        lock.execute("LOCK TABLE settlements IN SHARE MODE")  # reads go on; the INSERT waits
+        worker = start_worker()
+        match_id = bot_match(api)
+        settling = f"settle-{match_id}"
+
+        def in_hand() -> bool:
+            try:
+                job = Job.fetch(settling, connection=rconn)
+            except NoSuchJobError:
+                return False
+            return job.get_status() == JobStatus.STARTED
+
+        wait_for(in_hand, 30, "the settlement to start (and block)", worker)
+        name, _ = terminate(worker, rconn)
+        time.sleep(1)
+        assert worker.alive(), "the worker left the job in hand"
+        lock.rollback()
+        released = time.monotonic()
+    assert_stopped(worker, rconn, name, released)
+    assert_settled_once(api, db, match_id)
+    assert failed_jobs(rconn) == []
 
 
 def test_job_of_a_killed_worker_is_run_again_within_seconds(

@@ -54,6 +54,15 @@ class JobWorker(SimpleWorker):
         except REDIS_AWAY:
             pass
 
+    def unsubscribe(self) -> None:
+        # RQ unsubscribes, then stops its pubsub thread, which redis-py 8 waits for without a
+        # limit; a thread that read the unsubscription's answer before it was told to stop
+        # waits for a new subscription (up to a minute), and so did the worker's exit after
+        # SIGTERM. Told first, the thread leaves as that answer comes.
+        if self.pubsub_thread is not None:
+            self.pubsub_thread.stop(timeout=0)
+        super().unsubscribe()  # type: ignore[no-untyped-call]  # RQ leaves it untyped
+
     def run_maintenance_tasks(self) -> None:
         try:
             super().run_maintenance_tasks()  # type: ignore[no-untyped-call]  # RQ leaves it untyped
