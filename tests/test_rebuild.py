@@ -235,18 +235,26 @@ def test_a_wrong_ledger_entry_is_left_as_it_is_and_only_the_check_names_it(
     """The ledger is never rewritten: a rebuild neither changes a wrong entry nor looks at
     it (it exits 0, saying nothing of it); ``--check``, whose ledger check recomputes every
     settled hand, names it and exits 1 (docs/operations.md, "Rebuilding the read models")."""
-    match_id = bot_match(api)
-    drain(
-        rconn,
-        until=lambda: api.get(f"/v1/matches/{match_id}/settlement", headers=OP).status_code == 200,
-    )
+    # A hand can settle with no point moved (every stake 0 after the cap, no cut, no
+    # penalty): hands are played until one has a movement to damage.
+    for _ in range(5):
+        match_id = bot_match(api)
+        drain(
+            rconn,
+            until=lambda match_id=match_id: (
+                api.get(f"/v1/matches/{match_id}/settlement", headers=OP).status_code == 200
+            ),
+        )
+        entries = db.execute(
+            "SELECT entry_id FROM ledger_entries WHERE match_id = %s AND movement = 0"
+            " ORDER BY entry_id LIMIT 2",
+            (match_id,),
+        ).fetchall()
+        if entries:
+            break
     # A point moved from one side of a movement to the other: the movement still adds to
     # zero, but no longer books the settlement (as a hand-edited database could).
-    first, second = db.execute(
-        "SELECT entry_id FROM ledger_entries WHERE match_id = %s AND movement = 0"
-        " ORDER BY entry_id LIMIT 2",
-        (match_id,),
-    ).fetchall()
+    first, second = entries
     with db.transaction():
         db.execute("SET LOCAL session_replication_role = replica")
         db.execute("UPDATE ledger_entries SET amount = amount + 1 WHERE entry_id = %s", first)

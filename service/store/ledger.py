@@ -341,7 +341,7 @@ def verdicts(pool: ConnectionPool) -> dict[str, Any]:
 
     def read(conn: psycopg.Connection) -> dict[str, Any]:
         with conn.transaction():
-            # Kept as they change (migrations/0032_ledger_totals.sql): a read of 16 rows,
+            # Kept as they change (migrations/0033_ledger_totals.sql): a read of 16 rows,
             # not of every settlement and verdict of the history.
             totals = conn.execute(
                 "SELECT coalesce(sum(settled), 0), coalesce(sum(checked), 0),"

@@ -18,8 +18,8 @@ The read models, and what each is made from:
 - ``player_figures`` (the players page's balance, hands and disconnects of each player)
   and ``ledger_totals`` (the ledger check's sums): from the settlements, the ledger, its
   verdicts and the disconnect events, as the database functions ``player_figures_made()``
-  and ``ledger_totals_made()`` add them up (migrations/0031_player_figures.sql and
-  0032_ledger_totals.sql; triggers keep them as hands are settled and entries booked).
+  and ``ledger_totals_made()`` add them up (migrations/0032_player_figures.sql and
+  0033_ledger_totals.sql; triggers keep them as hands are settled and entries booked).
 
 The events, the settlements and the ledger entries are never written here: they refuse it.
 
@@ -134,8 +134,8 @@ class _Sums:
         )
 
 
-#: The read models of sums: each player's figures (migrations/0031_player_figures.sql), and
-#: the ledger check's totals (migrations/0032_ledger_totals.sql).
+#: The read models of sums: each player's figures (migrations/0032_player_figures.sql), and
+#: the ledger check's totals (migrations/0033_ledger_totals.sql).
 _SUMS = (
     _Sums(
         "player_figures",
