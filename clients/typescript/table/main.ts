@@ -452,11 +452,12 @@ class Table {
   }
 
   /** A view of the match: kept unless it is older than the one the page has (a replayed
-   * answer, a read overtaken by an answer) or of another match than the one followed. */
-  show(view: View): void {
+   * answer, a read overtaken by an answer) or of another match than the one followed.
+   * Whether it was kept (and the page drawn). */
+  show(view: View): boolean {
     const had = this.view;
-    if (this.watching !== null && view.match_id !== this.watching.matchId) return;
-    if (had?.match_id === view.match_id && view.version < had.version) return;
+    if (this.watching !== null && view.match_id !== this.watching.matchId) return false;
+    if (had?.match_id === view.match_id && view.version < had.version) return false;
     if (had?.match_id !== view.match_id) {
       this.selected.clear();
       this.news = [];
@@ -469,6 +470,7 @@ class Table {
       this.ended = view;
     }
     this.changed();
+    return true;
   }
 
   /** The legal plays, read once per turn to play. */
@@ -604,7 +606,9 @@ class Table {
       this.selected.clear();
       this.busy = false;
       this.notice = null;
-      this.show(answer.view);
+      // A replayed first answer is older than the view drawn: the controls, drawn busy
+      // while it was awaited, are drawn again all the same.
+      if (!this.show(answer.view)) this.render();
     } catch (error) {
       this.busy = false;
       if (error instanceof ProblemError) {
