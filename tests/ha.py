@@ -25,6 +25,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +50,32 @@ if REDIS_SERVER is None:
         pass
 #: The master's name the sentinels watch (the service's REDIS_SENTINEL_MASTER).
 MASTER = "ddz"
+
+
+#: Runs a command as the reaper of its orphans (``python -c REAPER command…``), and exits
+#: as the command does. Patroni's PostgreSQL is an orphan (Patroni starts it through a
+#: process that exits), and a postmaster killed in the drill must be reaped for Patroni
+#: to see it gone: under the test session, which is every orphan's subreaper
+#: (tests/processes.py) and reaps none until the end, it stayed a zombie that Patroni took
+#: for a running primary, and no standby was ever promoted. The stop signals reach the
+#: command from its process group (``stop``); the reaper waits for it to exit.
+REAPER = """
+import ctypes, os, signal, subprocess, sys
+ctypes.CDLL(None, use_errno=True).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(sig, signal.SIG_IGN)
+command = subprocess.Popen(sys.argv[1:], restore_signals=True,
+                           preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
+                                               for s in (signal.SIGTERM, signal.SIGINT,
+                                                         signal.SIGHUP)])
+while True:
+    pid, status = os.wait()
+    if pid == command.pid:
+        sys.exit(os.waitstatus_to_exitcode(status))
+"""
+#: The interpreter that runs the reaper: the system's, which Debian's Patroni runs on and
+#: any user can run.
+REAPED = [shutil.which("python3", path="/usr/bin") or sys.executable, "-c", REAPER]
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -269,7 +296,10 @@ class Node:
     def start(self) -> None:
         assert PATRONI, "Patroni is not installed (Debian's patroni)"
         self.process = start(
-            [PATRONI, str(self.config)], self.dir / "patroni.log", user=self.user, cwd=self.dir
+            [*REAPED, PATRONI, str(self.config)],
+            self.dir / "patroni.log",
+            user=self.user,
+            cwd=self.dir,
         )
 
     def url(self, database: str = "postgres") -> str:
