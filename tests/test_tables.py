@@ -19,6 +19,7 @@ from jobs import choose, drain, feed, join, new_player, new_table, play_hand, ru
 
 import service.app.feed
 import workers.context
+from service.app.tables import new_invite
 from workers import sweeper
 
 # Slow: plays hands through real workers and waits for deadlines (bin/test --fast leaves it out).
@@ -184,6 +185,28 @@ def test_leaving_between_hands_frees_the_seat_at_once(api, rconn, jobs_env):
     assert table_id in [t["table_id"] for t in r.json["tables"]]
     r = api.get("/v1/me/tables", headers=bearer(guest))
     assert table_id not in [t["table_id"] for t in r.json["tables"]]
+
+
+def test_a_leave_right_after_settled_is_between_hands(api, rconn, jobs_env, monkeypatch):
+    """A player whose stream said ``settled`` and who leaves at once leaves between hands
+    (``left``, the seat free), even when the worker has not yet recorded the hand at the
+    table (it does so just after the settlement): the leave records it first."""
+    (host_id, host), (guest_id, guest) = people(api, 2)
+    table_id = new_table(api, host, bots_after=0, next_hand_seconds=60, turn_seconds=60)["table_id"]
+    assert join(api, table_id, guest).status_code == 201
+    run_burst(rconn)  # the bots take the other seats, and the hand is dealt
+    match_id = table(api, table_id, host)["match_id"]
+    ctx = workers.context.context()
+    monkeypatch.setattr(ctx.tables, "record_hand", lambda match_id: "not yet")
+    play_hand(api, match_id, {host_id: host, guest_id: guest}, rconn)
+    drain(rconn, until=lambda: any(i["type"] == "settled" for i in feed(api, guest)["items"]))
+    assert table(api, table_id, host)["match_id"] == match_id  # not yet recorded there
+
+    r = api.post(f"/v1/tables/{table_id}/leave", headers=bearer(guest))
+    assert r.status_code == 200 and r.json["seats"][1] is None, r.json
+    assert r.json["hands"] == 1
+    items = feed_until(api, guest, lambda items: items and items[-1]["type"] == "left")
+    assert "leaving" not in [i["type"] for i in items]
 
 
 def test_an_unknown_table_is_404(api, jobs_env):
@@ -927,3 +950,12 @@ def test_a_zero_stake_is_refused_as_the_contract_says(api, jobs_env):
         for body in ({"unit": "0"}, {"unit": "0.00"}, {"cap": "0"}):
             r = api.post(path, json=body, headers=bearer(token))
             assert r.status_code == 422 and r.json["code"] == "invalid_request", (path, r.json)
+
+
+def test_an_invite_code_never_reads_as_a_command_line_option():
+    """One code in 64 drawn as URL-safe base64 began with ``-``, and ``ddz bridge --invite
+    CODE`` then refused it (``expected one argument``)."""
+    codes = [new_invite() for _ in range(4096)]
+    assert not [c for c in codes if c.startswith("-")]
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{16}", c) for c in codes)
+    assert len(set(codes)) == len(codes)

@@ -65,6 +65,15 @@ log = logging.getLogger(__name__)
 LADDER_TOGETHER = 2
 
 
+def new_invite() -> str:
+    """A private table's invite code: 96 random bits, URL-safe, never starting with ``-``
+    (a code passed as written to a command-line option, ``ddz bridge --invite CODE``,
+    must not read as an option)."""
+    while (code := secrets.token_urlsafe(12)).startswith("-"):
+        pass
+    return code
+
+
 @dataclass(frozen=True)
 class TableOptions:
     """What a new table is, beyond its :class:`MatchSettings` of ruleset and money options."""
@@ -131,7 +140,7 @@ class Tables:
         """A new table, with its creator seated when a player made it (unless the player
         sits at as many tables as it may, :meth:`TableStore.hold_seat`)."""
         table_id = uuid.uuid4()
-        invite = secrets.token_urlsafe(12) if options.private else None
+        invite = new_invite() if options.private else None
         create = CreateTable(
             str(table_id),
             table,
@@ -164,6 +173,12 @@ class Tables:
         """The seat is freed now between hands; during a hand the player is disconnected
         from the match (the system plays the seat, the penalty stands) and the seat is
         freed when the hand is settled."""
+        # A settled hand is over for the player (its stream said `settled`) a moment
+        # before the worker that settled it records it at the table: recorded here first,
+        # a leave then is between hands, as the player saw it.
+        current = self.table_store.load(table_id).state.match_id
+        if current is not None:
+            self.record_hand(uuid.UUID(current))
         loaded, events = self.execute(table_id, lambda _: Leave(player))
         left = next(e for e in events if isinstance(e, PlayerLeft))
         match_id = loaded.state.match_id
