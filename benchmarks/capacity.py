@@ -48,6 +48,7 @@ from load.run import (
     service,
     stop,
     stopped_early,
+    wait_for,
     window,
 )
 
@@ -88,7 +89,7 @@ def main() -> None:
                     )
                     sampler.generators = [load.pid]
                     try:
-                        load.wait(timeout=args.ramp + args.hold + 180)
+                        wait_for(load, args.ramp + args.hold + 180)
                     finally:
                         stop(load)
                     made = samples(step)

@@ -44,6 +44,7 @@ from load.run import (
     service,
     stop,
     stopped_early,
+    wait_for,
     window,
 )
 
@@ -121,7 +122,7 @@ def run(
                     act(running)
                     done.append((time.time() - began, what))
                     print(f"{time.time() - began:7.0f} s: {what}", flush=True)
-                load.wait(timeout=max(0.0, began + seconds + 60 - time.time()) + 30)
+                wait_for(load, max(0.0, began + seconds + 60 - time.time()) + 120)
             finally:
                 stop(load)
             ended = time.time()

@@ -413,6 +413,17 @@ def stopped_early(folder: Path, found: Sequence[Sample], planned: float) -> str 
     return "\n".join(said[-8:]) or "nothing"
 
 
+def wait_for(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Waits for the generator to end its run. One still running ``timeout`` seconds on
+    (a thousand users stopping take a while) is told here and left to :func:`stop`: the
+    run's figures are taken all the same, since every request is in the samples already
+    (an hour's soak once ended in a traceback here, its figures lost)."""
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"Locust still ran {timeout:.0f} s on: stopped", flush=True)
+
+
 def stop(process: subprocess.Popen[bytes], timeout: float = 60) -> None:
     """Stops the generator and every process it forked (its process group)."""
     if process.poll() is None:
