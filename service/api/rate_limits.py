@@ -458,12 +458,11 @@ class Counter(_Storage):
                     return None
                 self.sending = True
         if not local:
-            over = [h for h in mine.values() if h.known >= h.window.amount]
-            if over:
+            full = next((h for h in mine.values() if h.known >= h.window.amount), None)
+            if full is not None:
                 # Redis said the window is full: no request gets through until it ends,
                 # and none needs counting (nor waits for a send, see send_lock).
-                held = over[0]
-                return Refusal(held.limit, held.key, held.window, held.ends - now)
+                return Refusal(full.limit, full.key, full.window, full.ends - now)
             # Near a limit: counted in Redis now, so that the total the request is decided
             # on holds everything counted before it.
             with self.send_lock:

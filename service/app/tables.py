@@ -178,7 +178,7 @@ class Tables:
         # a leave then is between hands, as the player saw it.
         current = self.table_store.load(table_id).state.match_id
         if current is not None:
-            self.record_hand(uuid.UUID(current))
+            self._record(table_id, uuid.UUID(current))
         loaded, events = self.execute(table_id, lambda _: Leave(player))
         left = next(e for e in events if isinstance(e, PlayerLeft))
         match_id = loaded.state.match_id
@@ -228,7 +228,9 @@ class Tables:
         found = self.table_store.by_match(match_id)
         if found is None:
             return "no table"
-        table_id, _ = found
+        return self._record(found[0], match_id)
+
+    def _record(self, table_id: uuid.UUID, match_id: uuid.UUID) -> str:
         try:
             state = self.store.load(match_id).state
         except MatchNotFound:
