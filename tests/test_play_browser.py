@@ -504,7 +504,12 @@ def test_a_reload_with_the_answer_held_back_draws_the_match_as_it_is_now(base_ur
             return bool(shown) and shown == {"version": now["version"], "mine": mine}
 
         until(as_the_service_has_it, 30, "the match as the service has it")
-        assert driver.execute_script("return localStorage.getItem('ddz.pending')") is None
+        # The decision sent again is answered (and forgotten) a moment after the view drawn.
+        until(
+            lambda: driver.execute_script("return localStorage.getItem('ddz.pending')") is None,
+            10,
+            "the pending decision answered",
+        )
         shot(driver, "phone-after-held-answer")
         # The hand may end with no other turn of the player's (a landlord's 报到 then 不打
         # ends it at once): every turn it has is the player's own, decided from the page.

@@ -265,3 +265,8 @@ def test_a_wrong_ledger_entry_is_left_as_it_is_and_only_the_check_names_it(
     assert snapshot(db)["ledger_entries"] == damaged["ledger_entries"]
     status, out = rebuild("--check")
     assert status == 1 and match_id in out, out
+    # The damage undone: another test of this database checks every settled hand.
+    with db.transaction():
+        db.execute("SET LOCAL session_replication_role = replica")
+        db.execute("UPDATE ledger_entries SET amount = amount - 1 WHERE entry_id = %s", first)
+        db.execute("UPDATE ledger_entries SET amount = amount + 1 WHERE entry_id = %s", second)
