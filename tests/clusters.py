@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 import psycopg
+from ports import free_port
 
 #: pgBackRest's program, when installed (.ci/run installs Debian's).
 PGBACKREST = shutil.which("pgbackrest")
@@ -83,14 +84,6 @@ def server_user() -> str | None:
     import pgserver.utils
 
     return pgserver.utils.ensure_user_exists("pgserver").pw_name
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Cluster:

@@ -354,16 +354,20 @@ class Patroni:
     """``size`` PostgreSQL instances under Patroni on one etcd, synchronous_mode on."""
 
     def __init__(self, home: Path, size: int = 2):
-        self.user = server_user()
+        self.home, self.user = home, server_user()
         self.etcd = Etcd(home)
         wait_until(lambda: _answers(self.etcd.port), 30, "etcd to answer")
         scope = f"ddz-drill-{os.getpid()}-{free_port()}"
         self.nodes = [Node(home, f"pg{i}", self.etcd, scope, self.user) for i in range(size)]
-        self.nodes[0].start()
-        wait_until(lambda: self.nodes[0].role() == "primary", 90, "the first primary")
-        for node in self.nodes[1:]:
-            node.start()
-        wait_until(self.synchronous, 120, "a synchronous standby")
+        try:
+            self.nodes[0].start()
+            wait_until(lambda: self.nodes[0].role() == "primary", 90, "the first primary")
+            for node in self.nodes[1:]:
+                node.start()
+            wait_until(self.synchronous, 120, "a synchronous standby")
+        except AssertionError as exc:
+            self.close()
+            raise AssertionError(f"{exc}; the servers' logs end:\n{self.log_ends()}") from None
 
     def dsn(self, database: str, **params: str) -> str:
         """libpq's multi-host URL of the cluster, through each node's link: the server
@@ -386,6 +390,14 @@ class Patroni:
                 "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'"
             ).fetchall()
         return bool(rows)
+
+    def log_ends(self, lines: int = 15) -> str:
+        """The last lines of etcd's log and each member's (Patroni's, PostgreSQL's in it)."""
+        ends = []
+        for log in sorted(self.home.rglob("*.log")):
+            text = log.read_text(errors="replace").splitlines()[-lines:]
+            ends.append(f"--- {log.relative_to(self.home)}\n" + "\n".join(text))
+        return "\n".join(ends)
 
     def close(self) -> None:
         for node in self.nodes:

@@ -10,7 +10,6 @@ import contextlib
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from ports import free_port
 from servers import (
     OPERATOR_TOKEN,
     ROOT,
@@ -124,9 +124,7 @@ def gunicorn(
     up: its base URL and process (stopped at the end if still running). It runs no worker,
     so ``/readyz`` would answer 503; ``/healthz`` says the app is loaded. ``settings`` are
     more environment variables (or other values of those set here)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = dict(
         os.environ,
         DATABASE_URL=database_url,

@@ -23,7 +23,6 @@ import functools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 import pytest
 import redis as redis_lib
+from ports import free_port
 from werkzeug.serving import make_server
 
 from service import embedded
@@ -481,9 +481,7 @@ def client(app):
 @contextmanager
 def serving(app) -> Iterator[str]:
     """The app served over real HTTP on a free local port (threaded); its base URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = make_server("127.0.0.1", port, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -498,12 +496,6 @@ def live_server(app):
     """The session's app over HTTP, for streams, concurrent clients and schemathesis."""
     with serving(app) as url:
         yield url
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

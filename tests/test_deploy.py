@@ -11,13 +11,13 @@ from __future__ import annotations
 import configparser
 import re
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
 import yaml
+from ports import free_port
 
 from service.api import openapi_document
 from service.config import COMMAND_CONNECTIONS, Config
@@ -250,9 +250,7 @@ def test_nginx_as_configured_passes_commands_and_a_live_stream_through(
     from processes import gunicorn
 
     with gunicorn(database_url, redis_url, tmp_path / "api.log") as (api_base, _):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         conf = NGINX.read_text()
         conf = conf.replace("server api:8000;", f"server {api_base.removeprefix('http://')};")
         conf = conf.replace("listen 80;", f"listen 127.0.0.1:{port};")

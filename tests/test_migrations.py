@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
 from datetime import timedelta
 
 import psycopg
+from ports import free_port
 from psycopg.types.json import Jsonb
 from servers import fresh_database
 from yoyo import read_migrations
@@ -213,12 +213,6 @@ def test_rows_written_before_0016_take_their_events_times(postgres_admin_url):
                 assert row == times, table
 
 
-def _unused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ddz_migrate_takes_any_url_libpq_takes(postgres_admin_url, tmp_path):
     """Several hosts (the first one down, as a failed primary would be) with
     ``target_session_attrs=read-write``, as a Patroni cluster is reached; and a service
@@ -227,7 +221,7 @@ def test_ddz_migrate_takes_any_url_libpq_takes(postgres_admin_url, tmp_path):
         info = psycopg.conninfo.conninfo_to_dict(url)
         host, port = str(info.get("host") or "localhost"), str(info.get("port") or 5432)
         multi_host = psycopg.conninfo.make_conninfo(
-            **{**info, "host": f"127.0.0.1,{host}", "port": f"{_unused_port()},{port}"},
+            **{**info, "host": f"127.0.0.1,{host}", "port": f"{free_port()},{port}"},
             target_session_attrs="read-write",
         )
         services = tmp_path / "pg_service.conf"

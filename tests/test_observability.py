@@ -19,6 +19,7 @@ import requests
 from api_support import OP
 from handplay import play_hand, run_jobs
 from jobs import new_player
+from ports import free_port
 from prometheus_client.parser import text_string_to_metric_families
 from servers import fresh_database, wait_until_ready
 
@@ -179,9 +180,7 @@ def test_gunicorn_workers_add_up_in_metrics_and_log_json(config, tmp_path):
     """Two gunicorn workers behind one port: /metrics counts every request, whichever
     worker served it; every line gunicorn and the app write is JSON; the metrics
     directory goes when gunicorn does."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"},
         "DATABASE_URL": config.database_url,
@@ -269,9 +268,7 @@ def test_a_worker_serves_its_own_metrics_when_told_where(
     postgres_admin_url, own_redis_url, tmp_path
 ):
     """DDZ_WORKER_METRICS: a worker on a machine of its own is scraped there."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     with fresh_database(postgres_admin_url, "ddz_worker_metrics") as database_url:
         env = {
             **{k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"},

@@ -11,7 +11,6 @@ import dataclasses
 import logging
 import math
 import re
-import socket
 import threading
 import time
 import uuid
@@ -22,6 +21,7 @@ import pytest
 import requests
 from api_support import HttpApi, new_player
 from limits import parse_many
+from ports import free_port
 from processes import gunicorn
 
 from service.api import create_app
@@ -455,9 +455,7 @@ def test_a_local_share_outside_0_to_1_is_refused_at_start(config):
 
 
 def test_without_redis_requests_are_served_and_one_warning_is_logged(config, client, caplog):
-    with socket.socket() as s:  # a port where nothing listens
-        s.bind(("127.0.0.1", 0))
-        dead = f"redis://127.0.0.1:{s.getsockname()[1]}/0"
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # a port where nothing listens
     app = create_app(dataclasses.replace(config, redis_url=dead, **LOW))
     try:
         token = Address(client).player()
