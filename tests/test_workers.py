@@ -135,6 +135,19 @@ def test_all_bot_match_plays_to_the_end_and_settles(api, db, rconn, jobs_env):
     assert sweep_for(rconn, match_id) == NOTHING
 
 
+def test_redis_forgets_a_hands_jobs_within_minutes(api, rconn, jobs_env):
+    """Redis carries work, not history: every key a played hand's jobs left (the job, its
+    result, the mark that it was enqueued) expires within the marks' 10 minutes, so that
+    what Redis holds follows the traffic of the last minutes, not of the day."""
+    match_id = bot_match(api)
+    drain(rconn, until=lambda: is_settled(api, match_id))
+    left = {key.decode(): rconn.ttl(key) for key in rconn.scan_iter(f"*{match_id}*")}
+    assert any(key.startswith("ddz:enqueued:") for key in left)
+    assert any(key.startswith("rq:results:") for key in left), "a finished job's result"
+    for key, ttl in left.items():
+        assert 0 < ttl <= 600, f"{key} expires in {ttl} s"
+
+
 @pytest.mark.parametrize("level", ["easy", "hard"])
 def test_a_match_at_each_bot_level_plays_to_the_end(api, db, rconn, jobs_env, level):
     match_id = bot_match(api, bot_level=level)

@@ -31,8 +31,16 @@ from ..store.tables import TableLoaded
 log = logging.getLogger(__name__)
 
 QUEUE = "ddz"
-#: How long the mark that a job was enqueued is kept.
-MARK_SECONDS = 24 * 3600
+#: How long the mark that a job was enqueued is kept: it only has to keep the command
+#: path from enqueueing a job twice while the first waits or runs; the scans look at the
+#: job itself (``workers.sweeper.ensure``), and a job run twice acts once. Each key a
+#: job leaves in Redis expires, so that Redis holds a few minutes of work whatever the
+#: traffic (a day's marks were 1.7 million keys at 700 players).
+MARK_SECONDS = 600
+#: How long a finished job and its result are kept (about 6 KiB a job in RQ 2): read by
+#: nobody but a person or a test looking just after; a failed job is kept a week.
+RESULT_SECONDS = 60
+FAILURE_SECONDS = 7 * 86400
 _HEARTBEAT = "ddz:worker-alive:"
 _ENQUEUED = "ddz:enqueued:"
 #: What Redis away (stopped, unreachable, or a master demoted under a client that has
@@ -148,8 +156,8 @@ def enqueue_once(connection: redis.Redis, job_id: str, kind: str, *args: object)
             JOBS[kind],
             *args,
             job_id=job_id,
-            result_ttl=600,
-            failure_ttl=7 * 86400,
+            result_ttl=RESULT_SECONDS,
+            failure_ttl=FAILURE_SECONDS,
             pipeline=pipe,
         )
         pipe.execute()
