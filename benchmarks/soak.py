@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -80,9 +81,14 @@ def main() -> None:
         parser.error("--workers must be 2 or more: one is killed on the way")
     seconds = args.minutes * 60
     settings = {"DDZ_LOBBY_BOTS_AFTER": "1"} if args.smoke else {}
-    with tempfile.TemporaryDirectory(prefix="ddz-soak-") as scratch:
-        folder = Path(scratch)
+    folder = Path(tempfile.mkdtemp(prefix="ddz-soak-"))
+    try:
         analyse(args, folder, *run(args, folder, seconds, settings))
+    except BaseException:
+        # An hour's samples are not thrown away with a failed analysis.
+        print(f"the run's samples and logs are kept in {folder}", flush=True)
+        raise
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def run(
