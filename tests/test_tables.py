@@ -230,9 +230,9 @@ def ticket_now(api, token: str, ticket_id: str) -> dict:
     return r.json
 
 
-def match_tickets() -> int:
+def match_tickets(next_hand_seconds: int = 0) -> int:
     ctx = workers.context.context()
-    return ctx.tables.match_tickets(ctx.config.lobby_bots_after, 0)
+    return ctx.tables.match_tickets(ctx.config.lobby_bots_after, next_hand_seconds)
 
 
 def test_four_tickets_are_seated_once_at_one_table_with_two_matchers_racing(
@@ -845,6 +845,55 @@ def test_a_seat_freed_between_hands_goes_to_a_waiting_ticket_before_the_bots(api
     assert now["match_id"] is None and now["waiting"]["what"] == "deal"
     assert ticket_now(api, picky, refused["ticket_id"])["status"] == "waiting"
     api.delete(f"/v1/lobby/tickets/{refused['ticket_id']}", headers=bearer(picky))
+
+
+def test_the_lobby_seats_a_ticket_again_and_again_where_tickets_sat_before(api, rconn, jobs_env):
+    """A seat of a lobby table that a ticket's player left between hands is refilled by
+    the next ticket, and again when that one leaves. Found by the soak: the lobby kept one
+    ticket to a seat of a table for ever, so the first refill of such a seat failed, and
+    with it every later pass of the matcher: nobody was seated from the lobby again."""
+    four = people(api, 4)
+    for _, token in four:
+        ticket(api, token, unit="17.00", allow_bots=False)
+    assert match_tickets(next_hand_seconds=60) >= 1
+    host = four[0][1]
+    table_id = api.get("/v1/me/tables", headers=bearer(host)).json["tables"][0]["table_id"]
+    run_burst(rconn)
+    play_hand(api, table(api, table_id, host)["match_id"], dict(four), rconn)
+    run_burst(rconn)
+    leaving = dict(four)[table(api, table_id, host)["seats"][3]["player"]]
+    for n in range(2):
+        leave(api, table_id, leaving)  # between hands: the rest lasts a minute
+        late_id, leaving = new_player(api, f"late{n}")
+        waiting = ticket(api, leaving, unit="17.00", allow_bots=False)
+        assert match_tickets() >= 1
+        assert table(api, table_id, host)["seats"][3]["player"] == late_id
+        assert ticket_now(api, leaving, waiting["ticket_id"])["table_id"] == table_id
+
+
+def test_a_table_the_lobby_cannot_refill_holds_up_no_other_ticket(
+    api, rconn, jobs_env, monkeypatch, caplog
+):
+    """One table's refill refused by the database is skipped (and logged): the matcher
+    still seats the other tickets, where one failure stopped every later pass."""
+    tables = workers.context.context().tables
+    refillable = tables.table_store.refillable
+
+    def with_a_broken_table():
+        return [(uuid.uuid4(), {"broken": True}, False), *refillable()]
+
+    def refill(table_id, settings, ladder):
+        raise psycopg.errors.UniqueViolation("a refill the database refuses")
+
+    monkeypatch.setattr(tables.table_store, "refillable", with_a_broken_table)
+    monkeypatch.setattr(tables, "_refill", refill)
+    four = people(api, 4)
+    waiting = [ticket(api, token, unit="19.00", allow_bots=False) for _, token in four]
+    assert match_tickets() >= 1
+    assert {
+        ticket_now(api, tok, w["ticket_id"])["status"] for (_, tok), w in zip(four, waiting)
+    } == {"seated"}
+    assert "could not refill table" in caplog.text
 
 
 def test_the_lobby_seats_no_bot_account_with_its_owner_and_no_one_picks_a_seat_it_gave(

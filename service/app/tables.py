@@ -294,7 +294,17 @@ class Tables:
         Returns how many tables it seated tickets at."""
         made = 0
         for table_id, settings, ladder in self.table_store.refillable():
-            made += self._refill(table_id, settings, ladder)
+            try:
+                made += self._refill(table_id, settings, ladder)
+            except psycopg.errors.IntegrityError as exc:
+                # One table the database refuses to refill must not hold up the lobby's
+                # other tables and tickets: it is looked at again on the next pass.
+                log.error(
+                    "could not refill table %s: %s (%s)",
+                    table_id,
+                    type(exc).__name__,
+                    exc.diag.constraint_name,
+                )
         for settings, ladder in self.table_store.waiting_settings(bots_after):
             while self._seat_group(settings, ladder, bots_after, next_hand_seconds, close_after):
                 made += 1
