@@ -4,7 +4,8 @@ the tables") against ``ddz serve`` as deployed, step after step of more players,
 generator beside it on the same machine.
 
     python benchmarks/capacity.py [--steps 500,1000,2000,...] [--ramp S] [--hold S]
-                                  [--api N] [--workers N] [--processes N] [--smoke]
+                                  [--api N] [--workers N] [--processes N]
+                                  [--profile S] [--smoke]
 
 Starts ``ddz serve`` with ``--api`` API processes (one per core by default, as
 service/gunicorn_conf.py sizes them) on a PostgreSQL and a Redis of its own (embedded:
@@ -23,15 +24,22 @@ first (the first group to reach 90 % of the cores it can use: one per process fo
 single-threaded API processes and workers, the machine's for PostgreSQL, Redis and the
 generator).
 
+With ``--profile S``, py-spy reads every API process and worker for ``S`` seconds in the
+middle of each hold, and the step's report adds where their time went (each group's
+busiest functions of the project's own code, as shares of its busy samples). py-spy's
+own CPU is the machine's, not the groups'.
+
 Users are people (90 %), bot accounts (5 %) and watchers (5 %), and one operator.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,8 +50,10 @@ from load.run import (
     TARGETS,
     TURN,
     Sampler,
+    Service,
     Window,
     generator,
+    profile,
     samples,
     service,
     stop,
@@ -65,13 +75,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--pace", type=float, default=1.0, help="think times scaled by this")
-    args = parse(parser, steps="8", ramp=2.0, hold=10.0, processes=1, pace=0.1)
+    parser.add_argument("--profile", type=float, default=0.0, help="seconds of py-spy a hold")
+    args = parse(parser, steps="8", ramp=2.0, hold=10.0, processes=1, pace=0.1, profile=3.0)
     steps = [int(s) for s in args.steps.split(",")]
     cores = os.cpu_count() or 1
     # The smoke run's bots come at once, so that hands are dealt within its seconds.
     settings = {"DDZ_LOBBY_BOTS_AFTER": "1"} if args.smoke else {}
     results: list[tuple[int, Window, dict[str, float], dict[int, float], float]] = []
+    # Over whole steps: a smoke run, far below any capacity, meets no failure at all.
     decided = 0
+    failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ddz-cap-") as scratch:
         folder = Path(scratch)
         with service(folder, args.api, args.workers, settings) as running:
@@ -85,13 +98,29 @@ def main() -> None:
                     step = folder / f"step-{users}"
                     step.mkdir()
                     load = generator(
-                        running, step, users, args.ramp, args.hold, 5.0, args.processes, args.pace
+                        running,
+                        step,
+                        users,
+                        args.ramp,
+                        args.hold,
+                        5.0,
+                        args.processes,
+                        args.pace,
+                        every_kind=args.smoke,
                     )
                     sampler.generators = [load.pid]
+                    profiled: dict[str, list[tuple[str, float]]] = {}
+                    spying = threading.Thread(
+                        target=spy, args=(running, step, args, profiled), daemon=True
+                    )
+                    if args.profile:
+                        spying.start()
                     try:
                         wait_for(load, args.ramp + args.hold + 180)
                     finally:
                         stop(load)
+                    if args.profile:
+                        spying.join()
                     made = samples(step)
                     early = stopped_early(step, made, args.ramp + args.hold)
                     if early is not None:
@@ -101,14 +130,37 @@ def main() -> None:
                     start, end = began + args.ramp, began + args.ramp + args.hold
                     held = window(made, start, end)
                     decided += sum(1 for s in made if s.name == ACK)
+                    failed += [f"{s.kind} {s.name}: {s.failure}" for s in made if s.failure]
                     groups, processes, machine = sampler.cpu(start, end)
                     results.append((users, held, groups, processes, machine))
                     report(users, held, groups, processes, machine, cores)
+                    for group, ranked in sorted(profiled.items()):
+                        print(
+                            f"        profile, {group}: "
+                            + "; ".join(f"{share:.1%} {name}" for name, share in ranked[:8]),
+                            flush=True,
+                        )
             five_hundreds = running.five_hundreds()
     print(f"answers 5xx in the API's log: {five_hundreds}")
     summary(results, cores, args.api, args.workers)
     if args.smoke and not decided:
         sys.exit("the smoke run made no decision: the load model did not play")
+    if args.smoke and (failed or five_hundreds):
+        sys.exit(
+            f"the smoke run met {len(failed)} failures and {five_hundreds} answers 5xx: "
+            + "; ".join(sorted(set(failed))[:5])
+        )
+
+
+def spy(
+    running: Service,
+    step: Path,
+    args: argparse.Namespace,
+    profiled: dict[str, list[tuple[str, float]]],
+) -> None:
+    """The profile of the middle of the step's hold, into ``profiled``."""
+    time.sleep(args.ramp + max(0.0, args.hold - args.profile) / 2)
+    profiled.update(profile(running, step, args.profile))
 
 
 def report(

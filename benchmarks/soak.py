@@ -111,6 +111,7 @@ def run(
             1.0 if args.smoke else 10.0,
             args.processes,
             args.pace,
+            every_kind=args.smoke,
         )
         with Sampler(running, interval=min(5.0, args.window / 2)) as sampler:
             sampler.generators = [load.pid]
@@ -198,6 +199,8 @@ def analyse(
     print(f"plot: {drawn} ({drawn.stat().st_size:,} bytes)")
     if args.smoke and ACK not in whole.felt:
         raise SystemExit("the smoke run made no decision: the load model did not play")
+    if whole.failures or five_hundreds or any(not line.startswith("ok") for line in checks):
+        raise SystemExit("FAILED: failures the players met, answers 5xx or a check (above)")
 
 
 def kill_worker(running: Service) -> None:

@@ -79,12 +79,30 @@ LEAVE_SHARE = 0.25
 PRIVATE_SHARE = 0.25
 #: The turn a private table gives each decision (the lobby's tables: the service's).
 TURN_SECONDS = 30
+#: At least one user of each kind (the smoke runs: too few users for the weights to give
+#: a bot account or a watcher one).
+EVERY_KIND = os.environ.get("DDZ_LOAD_EVERY_KIND") == "1"
 OPERATOR = os.environ.get("DDZ_LOAD_OPERATOR", "")
 OPERATOR_PASSWORD = os.environ.get("DDZ_LOAD_OPERATOR_PASSWORD", "")
 #: A directory where each process writes every request it made, one JSON line each
 #: (time, type, name, milliseconds, failure), so that the capacity and soak scripts take
 #: percentiles over the windows they choose (Locust's own are over the whole run).
 SAMPLES = os.environ.get("DDZ_LOAD_SAMPLES", "")
+
+#: What a person meets when the game moved on a moment before the request (refused,
+#: nothing changed): counted as conflicts, not failures.
+CONFLICTS = (
+    "version_conflict",
+    "not_your_turn",
+    "match_ended",
+    "wrong_phase",
+    "seat_under_system_control",
+    "not_disconnected",
+    "seated_elsewhere",
+    "ticket_waiting",
+    "table_full",
+    "table_closed",
+)
 
 #: Private tables waiting for friends, in this process: (table_id, invite, seats open).
 WAITING_FRIENDS: collections.deque[list[Any]] = collections.deque(maxlen=500)
@@ -324,9 +342,12 @@ class Player(FastHttpUser):
                 PUBLIC_TABLES.append(self.table)  # the lobby's tables are public
         return kind, item
 
-    def post(self, path: str, body: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    def post(
+        self, path: str, body: dict[str, Any] | None, name: str, also: tuple[str, ...] = ()
+    ) -> dict[str, Any] | None:
         """A command or a creation: its answer, None when refused (as a person is when the
-        system took the seat at a deadline a moment before: counted as a conflict)."""
+        system took the seat at a deadline a moment before: counted as a conflict, as are
+        the codes ``also`` names)."""
         headers = dict(self.auth, **{"Idempotency-Key": uuid.uuid4().hex})
         with self.client.post(
             path, json=body or {}, headers=headers, name=name, catch_response=True
@@ -335,20 +356,9 @@ class Player(FastHttpUser):
                 answer.success()
                 created: dict[str, Any] = answer.json()
                 return created
-            if answer.status_code in (409, 422):
+            if answer.status_code in (403, 409, 422):
                 code = (answer.json() or {}).get("code", "")
-                if code in (
-                    "version_conflict",
-                    "not_your_turn",
-                    "match_ended",
-                    "wrong_phase",
-                    "seat_under_system_control",
-                    "not_disconnected",
-                    "seated_elsewhere",
-                    "ticket_waiting",
-                    "table_full",
-                    "table_closed",
-                ):
+                if code in CONFLICTS or code in also:
                     answer.success()
                     slo("conflict", 0)
                     return None
@@ -468,7 +478,15 @@ class Person(Player):
 
     def leave(self) -> None:
         if self.table is not None:
-            self.post(f"/v1/tables/{self.table}/leave", None, "/v1/tables/[id]/leave")
+            # The seat may have been freed a moment before: a player who did nothing for
+            # a whole hand (away past its deadlines) leaves with it, and the stream's
+            # ``left`` comes after the hand's ``settled``, when the table records it.
+            self.post(
+                f"/v1/tables/{self.table}/leave",
+                None,
+                "/v1/tables/[id]/leave",
+                also=("not_seated",),
+            )
             self.table = None
         self.browse()
 
@@ -488,6 +506,7 @@ class LadderBot(Player):
     """An author's program on the ladder: answers at once, hand after hand."""
 
     weight = 5
+    fixed_count = 1 if EVERY_KIND else 0
     bot_account = True
 
     @task
@@ -515,6 +534,7 @@ class Watcher(FastHttpUser):
     """Someone following a public table a while, then another."""
 
     weight = 5
+    fixed_count = 1 if EVERY_KIND else 0
     wait_time = constant(0)
 
     @task

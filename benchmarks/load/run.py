@@ -105,6 +105,54 @@ class Service:
             return conn.execute(query).fetchall()
 
 
+#: A frame of py-spy's raw output: "function (path:line)".
+_FRAME = re.compile(r"^(?P<function>.*) \((?P<path>.*?)(?::\d+)?\)$")
+#: The project's own code, by path (its packages, not a library's folder of that name).
+_OURS = re.compile(rf"^{re.escape(str(ROOT))}/(?=(service|workers)/)")
+
+
+def profile(running: Service, folder: Path, seconds: float) -> dict[str, list[tuple[str, float]]]:
+    """py-spy on every API process and worker at once for ``seconds``, each read without
+    pausing it (``--nonblocking``): for each group, its busy samples by the innermost
+    frame of the project's own code (a library's work counted to the function of ours
+    that called it; the library's own frame when no code of ours is on the stack), the
+    busiest first, as shares."""
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+    groups = {pid: g for pid, g in running.processes().items() if g in ("api", "workers")}
+    records = {pid: folder / f"profile-{group}-{pid}.txt" for pid, group in groups.items()}
+    spies = [
+        subprocess.Popen(
+            [spy, "record", "--nonblocking", "--full-filenames", "--rate", "100"]
+            + ["--duration", f"{seconds:.0f}"]
+            + ["--format", "raw", "--output", str(out), "--pid", str(pid)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for pid, out in records.items()
+    ]
+    for each in spies:
+        each.wait(seconds + 60)
+    tallies: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pid, out in records.items():
+        if not out.exists():
+            continue  # the process ended meanwhile
+        for line in out.read_text(errors="replace").splitlines():
+            stack, _, count = line.rpartition(" ")
+            frames = [m for m in map(_FRAME.match, stack.split(";")) if m]
+            if not frames or not count.isdigit():
+                continue
+            own = [f for f in frames if _OURS.match(f["path"])]
+            frame = (own or frames)[-1]
+            where = _OURS.sub("", frame["path"]) if own else Path(frame["path"]).name
+            tallies[groups[pid]][f"{frame['function']} ({where})"] += int(count)
+    shares: dict[str, list[tuple[str, float]]] = {}
+    for group, tally in tallies.items():
+        total = sum(tally.values())
+        ranked = sorted(tally.items(), key=lambda item: -item[1])
+        shares[group] = [(name, n / total) for name, n in ranked]
+    return shares
+
+
 def group_of(process: psutil.Process) -> str | None:
     try:
         name, line = process.name(), " ".join(process.cmdline())
@@ -212,9 +260,11 @@ def generator(
     down: float,
     processes: int,
     pace: float = 1.0,
+    every_kind: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Locust on the load model, ``processes`` processes of it (one master and its
-    workers when more than one), writing its samples into ``folder``."""
+    workers when more than one), writing its samples into ``folder``; ``every_kind``: at
+    least one user of each kind, whatever the weights give."""
     env = {
         **os.environ,
         "DDZ_LOAD_USERS": str(users),
@@ -225,6 +275,7 @@ def generator(
         "DDZ_LOAD_SAMPLES": str(folder),
         "DDZ_LOAD_OPERATOR": OPERATOR,
         "DDZ_LOAD_OPERATOR_PASSWORD": OPERATOR_PASSWORD,
+        "DDZ_LOAD_EVERY_KIND": "1" if every_kind else "0",
     }
     locust = shutil.which("locust", path=str(Path(sys.executable).parent)) or "locust"
     command = [
