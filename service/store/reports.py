@@ -360,7 +360,7 @@ MATCH_SORTS = {
     "house": (
         _Part(
             "s.match_id IS NOT NULL",
-            ("(s.result->'settlement'->>'house')::numeric", "s.match_id"),
+            ("s.house", "s.match_id"),
             ("numeric", "uuid"),
             "settlements s",
         ),
@@ -384,7 +384,7 @@ def matches(pool: ConnectionPool, query: MatchQuery, at: At, per_page: int) -> P
     listing = _Listing(
         "m.match_id, m.ruleset, m.status, m.phase, m.version, m.seats, m.settled,"
         " m.created_at, m.updated_at, s.result->>'winner', (s.result->>'landlord')::int,"
-        " (s.result->'settlement'->>'house')::numeric,"
+        " s.house,"
         " s.result->'settlement'->'gross' <> s.result->'settlement'->'after_cap',"
         " s.result->'first_disconnect' <> 'null'::jsonb, s.result->'settlement'->'net'",
         "matches m LEFT JOIN settlements s ON s.match_id = m.match_id",
