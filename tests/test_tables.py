@@ -20,6 +20,8 @@ from jobs import choose, drain, feed, join, new_player, new_table, play_hand, ru
 import service.app.feed
 import workers.context
 from service.app.tables import new_invite
+from service.game import GameError
+from service.store import VersionConflict
 from workers import sweeper
 
 # Slow: plays hands through real workers and waits for deadlines (bin/test --fast leaves it out).
@@ -871,11 +873,21 @@ def test_the_lobby_seats_a_ticket_again_and_again_where_tickets_sat_before(api, 
         assert ticket_now(api, leaving, waiting["ticket_id"])["table_id"] == table_id
 
 
+@pytest.mark.parametrize(
+    "refused",
+    [
+        psycopg.errors.UniqueViolation("a refill the database refuses"),
+        VersionConflict("another pass refilled it first"),
+        GameError("a refill the table's state refuses"),
+    ],
+    ids=["database", "race", "rules"],
+)
 def test_a_table_the_lobby_cannot_refill_holds_up_no_other_ticket(
-    api, rconn, jobs_env, monkeypatch, caplog
+    api, rconn, jobs_env, monkeypatch, caplog, refused
 ):
-    """One table's refill refused by the database is skipped (and logged): the matcher
-    still seats the other tickets, where one failure stopped every later pass."""
+    """One table's refill that fails (the database refuses it, another pass came first,
+    the table's state refuses it) is skipped and logged: the matcher still seats the other
+    tickets, where one failure stopped every later pass."""
     tables = workers.context.context().tables
     refillable = tables.table_store.refillable
 
@@ -883,7 +895,7 @@ def test_a_table_the_lobby_cannot_refill_holds_up_no_other_ticket(
         return [(uuid.uuid4(), {"broken": True}, False), *refillable()]
 
     def refill(table_id, settings, ladder):
-        raise psycopg.errors.UniqueViolation("a refill the database refuses")
+        raise refused
 
     monkeypatch.setattr(tables.table_store, "refillable", with_a_broken_table)
     monkeypatch.setattr(tables, "_refill", refill)

@@ -53,7 +53,7 @@ from ..game.table_play import (
     initial_table,
 )
 from ..rules import new_seed
-from ..store import EventStore, Loaded, MatchNotFound, Outcome, VersionConflict
+from ..store import EventStore, Loaded, MatchNotFound, Outcome, StoreError, VersionConflict
 from ..store.tables import TableLoaded, TableStore, Ticket
 from .commands import RETRIES, CommandRequest, Commands
 
@@ -296,14 +296,18 @@ class Tables:
         for table_id, settings, ladder in self.table_store.refillable():
             try:
                 made += self._refill(table_id, settings, ladder)
-            except psycopg.errors.IntegrityError as exc:
-                # One table the database refuses to refill must not hold up the lobby's
-                # other tables and tickets: it is looked at again on the next pass.
+            except (psycopg.Error, StoreError, GameError) as exc:
+                # One table that cannot be refilled (the database refuses it, another pass
+                # came first, its state refuses the seats) must not hold up the lobby's
+                # other tables and tickets: it is looked at again on the next pass. The
+                # reason is its kind and code: a database's message may quote row values.
+                reason = (
+                    exc.diag.constraint_name or exc.diag.sqlstate
+                    if isinstance(exc, psycopg.Error)
+                    else getattr(exc, "code", "")
+                )
                 log.error(
-                    "could not refill table %s: %s (%s)",
-                    table_id,
-                    type(exc).__name__,
-                    exc.diag.constraint_name,
+                    "could not refill table %s: %s (%s)", table_id, type(exc).__name__, reason
                 )
         for settings, ladder in self.table_store.waiting_settings(bots_after):
             while self._seat_group(settings, ladder, bots_after, next_hand_seconds, close_after):
