@@ -45,10 +45,17 @@ _EVENT = (
     " (e.command_id IS NULL OR n.version IS NULL OR n.command_id IS DISTINCT FROM e.command_id),"
     " th.table_id, th.number"
 )
+#: Each joined row is found by its key, one index probe per event read. As plain joins,
+#: the planner hashed the whole of ``matches`` and ``table_hands`` at every read (a seq
+#: scan of each, at every notification in every process): cheap while they are small, it
+#: grew with the history (docs/scaling.md, "Nothing slows with history"). A ``LIMIT`` in a
+#: lateral subquery keeps the planner from turning it back into such a join.
 _FROM = (
     " FROM events e"
-    " LEFT JOIN events n ON n.stream_id = e.stream_id AND n.version = e.version + 1"
-    " LEFT JOIN table_hands th ON th.match_id = e.stream_id"
+    " LEFT JOIN LATERAL (SELECT n.version, n.command_id FROM events n"
+    " WHERE n.stream_id = e.stream_id AND n.version = e.version + 1 LIMIT 1) n ON true"
+    " LEFT JOIN LATERAL (SELECT th.table_id, th.number FROM table_hands th"
+    " WHERE th.match_id = e.stream_id LIMIT 1) th ON true"
 )
 _RANGE = " WHERE (e.xid, e.position) >= (%(xid)s::text::xid8, %(position)s) AND e.xid < h.horizon"
 
@@ -81,8 +88,8 @@ _READ = _with_horizon(
     " LEFT JOIN LATERAL (SELECT t.ticket_id FROM lobby_tickets t WHERE e.type = 'player_joined'"
     " AND t.table_id = e.stream_id AND t.player_id = %(player)s LIMIT 1) lt ON true"
     + _RANGE
-    + " AND (ps.stream_id IS NOT NULL OR EXISTS (SELECT 1 FROM matches m"
-    " WHERE m.match_id = e.stream_id AND m.seats @> %(seat)s))"
+    + " AND (ps.stream_id IS NOT NULL OR (SELECT m.seats @> %(seat)s FROM matches m"
+    " WHERE m.match_id = e.stream_id LIMIT 1))"
     " ORDER BY e.xid, e.position LIMIT %(limit)s"
 )
 #: Every event, with the players it concerns: those seated at its match (the match's
@@ -94,7 +101,8 @@ _READ_ALL = _with_horizon(
     " AND e.version >= s.from_version"
     " AND (s.until_version IS NULL OR e.version <= s.until_version))"
     + _FROM
-    + " LEFT JOIN matches m ON m.match_id = e.stream_id"
+    + " LEFT JOIN LATERAL (SELECT m.match_id, m.seats FROM matches m"
+    " WHERE m.match_id = e.stream_id LIMIT 1) m ON true"
     " LEFT JOIN LATERAL (SELECT t.ticket_id FROM lobby_tickets t WHERE e.type = 'player_joined'"
     " AND t.table_id = e.stream_id AND t.player_id::text = e.payload->>'player' LIMIT 1) lt"
     " ON true" + _RANGE + " ORDER BY e.xid, e.position"
