@@ -297,6 +297,8 @@ class Player(FastHttpUser):
             # "Fair play"): its author signs up first.
             headers = {"Authorization": f"Bearer {self.sign_up(f'author-{name}')}"}
         self.token = self.sign_up(name, json=body, headers=headers)
+        #: The private tables this player made or joined.
+        self.sat_at: set[str] = set()
         self.auth = {"Authorization": f"Bearer {self.token}"}
         self.stream = Stream(self.host or "", "/v1/me/stream", self.auth, "/v1/me/stream")
         self.stream.open()
@@ -444,16 +446,19 @@ class Person(Player):
     def join(self) -> bool:
         """A quick match, a private table of its own, or a friend's."""
         if random.random() < PRIVATE_SHARE:
-            while WAITING_FRIENDS:
-                table = WAITING_FRIENDS[0]
+            # Not back to a table of its own: a seat left during a hand is still held
+            # until the hand ends, and the service refuses a second one (422
+            # ``already_seated``), as it should.
+            while table := next((t for t in WAITING_FRIENDS if t[0] not in self.sat_at), None):
                 table[2] -= 1
                 if table[2] <= 0:
-                    WAITING_FRIENDS.popleft()
+                    WAITING_FRIENDS.remove(table)
                 joined = self.post(
                     f"/v1/tables/{table[0]}/seats", {"invite": table[1]}, "/v1/tables/[id]/seats"
                 )
                 if joined is not None:
                     self.table = table[0]
+                    self.sat_at.add(table[0])
                     return True
             made = self.post(
                 "/v1/tables",
@@ -463,6 +468,7 @@ class Person(Player):
             if made is None:
                 return False
             self.table = made["table_id"]
+            self.sat_at.add(made["table_id"])
             WAITING_FRIENDS.append([made["table_id"], made["invite"], 3])
             return True
         ticket = self.post("/v1/lobby/tickets", {"allow_bots": True}, "/v1/lobby/tickets")
