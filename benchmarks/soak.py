@@ -10,13 +10,13 @@ all, PostgreSQL and Redis of its own), ramps up to ``--users`` over ``--ramp`` s
 holds them. A third of the way in it kills a worker (SIGKILL, then starts another, as a
 supervisor would: its job in hand is found again by the others); half of the way in it
 restarts one API process (SIGTERM: gunicorn starts another; its streams reconnect
-elsewhere with ``Last-Event-ID``). It samples every process's memory (RSS) and CPU, and
+elsewhere with ``Last-Event-ID``). It samples every process's memory (PSS) and CPU, and
 per ``--window`` seconds the p99 of a decision's acknowledgement and of ``your_turn``'s
 delivery, and prints them at each third of the run. At the end, with the users gone and
 the hands under way finished: every ended hand settled exactly once, the ledger adding up
 to zero (each hand and the whole), no answer 5xx (the API's log) and no failure the
-players met, and each group's RSS growth over the last two thirds (the target: under 5 %).
-Draws RSS and the p99s over time into ``--plot`` (SVG).
+players met, and each group's memory growth over the last two thirds (the target: under 5 %).
+Draws memory and the p99s over time into ``--plot`` (SVG).
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def analyse(
     ended: float,
     done: list[tuple[float, str]],
 ) -> None:
-    """Prints RSS and the p99s at each third, the growth, the failures and the checks,
+    """Prints memory (PSS) and the p99s at each third, the growth, the failures and the checks,
     and draws the plot."""
     seconds = args.minutes * 60
     marks = [began + seconds * k / 3 for k in (1, 2, 3)]
@@ -167,22 +167,22 @@ def analyse(
         windows.append((t - began, held))
         t += args.window
     for at in marks:
-        rss = sampler.rss(min(at, ended))
+        pss = sampler.memory(min(at, ended))
         felt = window(found, max(began, at - args.window), at).felt
         print(
-            f"at {(at - began) / 60:5.1f} min: RSS "
-            + ", ".join(f"{g} {rss[g]:.0f} MiB" for g in GROUPS)
+            f"at {(at - began) / 60:5.1f} min: PSS "
+            + ", ".join(f"{g} {pss[g]:.0f} MiB" for g in GROUPS)
             + "; p99 "
             + ", ".join(
                 f"{name} {felt[name][1]:.0f} ms" if name in felt else f"{name} none"
                 for name in (ACK, TURN)
             )
         )
-    first, last = sampler.rss(marks[0]), sampler.rss(min(marks[2], ended))
+    first, last = sampler.memory(marks[0]), sampler.memory(min(marks[2], ended))
     for g in GROUPS:
         growth = (last[g] - first[g]) / first[g] * 100 if first[g] else 0.0
         print(
-            f"RSS of {g} over the last two thirds: {first[g]:.0f} -> {last[g]:.0f} MiB ({growth:+.1f} %)"
+            f"PSS of {g} over the last two thirds: {first[g]:.0f} -> {last[g]:.0f} MiB ({growth:+.1f} %)"
         )
     whole = window(found, began, ended)
     print(
@@ -272,23 +272,23 @@ def plot(
     began: float,
     done: list[tuple[float, str]],
 ) -> None:
-    """RSS of each group, and the p99s per window, over time (SVG)."""
+    """Memory (PSS) of each group, and the p99s per window, over time (SVG)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rss: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    pss: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for at, taken, _ in sampler.samples:
         by_group: dict[str, float] = defaultdict(float)
-        for group, _, _, resident in taken.values():
-            by_group[group] += resident / 2**20
+        for group, _, _, proportional in taken.values():
+            by_group[group] += proportional / 2**20
         for g in GROUPS:
-            rss[g].append(((at - began) / 60, by_group.get(g, 0.0)))
+            pss[g].append(((at - began) / 60, by_group.get(g, 0.0)))
     figure, (memory, latency) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
     for g in GROUPS:
-        memory.plot([t for t, _ in rss[g]], [m for _, m in rss[g]], label=g)
-    memory.set_ylabel("RSS (MiB)")
+        memory.plot([t for t, _ in pss[g]], [m for _, m in pss[g]], label=g)
+    memory.set_ylabel("PSS (MiB)")
     memory.legend(loc="upper left", fontsize="small")
     for name in (ACK, TURN):
         points = [(t / 60, held.felt[name][1]) for t, held in windows if name in held.felt]

@@ -310,13 +310,15 @@ def generator(
 
 class Sampler:
     """Every few seconds: each process's CPU time and memory (the service's, the
-    generator's), and the machine's CPU, in a thread."""
+    generator's), and the machine's CPU, in a thread. Memory is the proportional set size
+    (PSS): a page shared by several processes is counted once among them, where RSS
+    counts it in each (PostgreSQL's shared buffers in every backend that touched them)."""
 
     def __init__(self, running: Service, interval: float = 2.0):
         self.running = running
         self.interval = interval
         self.generators: list[int] = []
-        #: (time, {pid: (group, name, cpu seconds, rss bytes)}, machine busy seconds)
+        #: (time, {pid: (group, name, cpu seconds, pss bytes)}, machine busy seconds)
         self.samples: list[tuple[float, dict[int, tuple[str, str, float, int]], float]] = []
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -353,7 +355,7 @@ class Sampler:
                         group,
                         process.name(),
                         cpu.user + cpu.system,
-                        process.memory_info().rss,
+                        process.memory_full_info().pss,
                     )
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
@@ -381,12 +383,12 @@ class Sampler:
             by_group[seen[pid][0]] += used
         return {g: by_group.get(g, 0.0) for g in GROUPS}, by_pid, (last[2] - first[2]) / seconds
 
-    def rss(self, at: float) -> dict[str, float]:
-        """Each group's resident memory (MiB) at the sample nearest ``at``."""
+    def memory(self, at: float) -> dict[str, float]:
+        """Each group's memory (PSS, MiB) at the sample nearest ``at``."""
         nearest = min(self.samples, key=lambda s: abs(s[0] - at))
         by_group: dict[str, float] = defaultdict(float)
-        for group, _, _, rss in nearest[1].values():
-            by_group[group] += rss / 2**20
+        for group, _, _, pss in nearest[1].values():
+            by_group[group] += pss / 2**20
         return {g: by_group.get(g, 0.0) for g in GROUPS}
 
 
