@@ -17,10 +17,11 @@ from psycopg.types.json import Jsonb
 from ..game import Event
 from ..game.events import HandSettled, HandStarted, PlayerJoined
 from ..game.ratings import LADDER, QUICK_MATCH
-from ..game.table_play import TableState, due_at, replay_table
+from ..game.table_play import TableState, due_at, initial_table, replay_table
 from .events import (
     NOTIFY_CHANNEL,
     EventStore,
+    Recent,
     StoredEvent,
     StoreError,
     VersionConflict,
@@ -146,6 +147,11 @@ class TableStore:
     #: Matches whose table (or none) is remembered, up to this many: what a match is never
     #: changes, and every read of a match asks (beyond that, forgotten all at once).
     HANDS_CACHE = 20_000
+    #: Tables whose last state read is kept, up to this many (the least recently read
+    #: forgotten first): a table read again reads only the events after it. A lobby table
+    #: is refilled hand after hand for as long as people sit there, and replaying its whole
+    #: stream at every read made each read cost more the longer the table had lived.
+    STATES_CACHE = 4096
 
     def __init__(self, events: EventStore, bot_account_tables: int = BOT_ACCOUNT_TABLES):
         self.events = events
@@ -154,6 +160,7 @@ class TableStore:
         self._hands: dict[uuid.UUID, HandOf | None] = {}
         #: Each table's kind of the lobby's, once read (it never changes once made).
         self._lobby: dict[uuid.UUID, str | None] = {}
+        self._states: Recent[uuid.UUID, TableLoaded] = Recent(self.STATES_CACHE)
 
     def _run(
         self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None = None
@@ -163,14 +170,25 @@ class TableStore:
     # Tables
 
     def load(self, table_id: uuid.UUID, conn: psycopg.Connection | None = None) -> TableLoaded:
-        stored = self.events.read(table_id, 0, conn)
-        if not stored or stored[0].event.type != "table_created":
-            raise TableNotFound("no such table")
-        return TableLoaded(
-            replay_table(s.event for s in stored),
+        """The table as its committed events make it: read before the caller's transaction
+        appends to it (what is kept is only ever what was read)."""
+        known = self._states.get(table_id)
+        stored = self.events.read(table_id, 0 if known is None else known.state.version, conn)
+        if known is None:
+            if not stored or stored[0].event.type != "table_created":
+                raise TableNotFound("no such table")
+            known = TableLoaded(initial_table, None)
+        elif not stored:
+            return known
+        loaded = TableLoaded(
+            replay_table((s.event for s in stored), known.state),
             stored[-1].recorded_at,
-            _settled_at(stored, None),
+            _settled_at(stored, known.settled_at),
         )
+        self._states.put(
+            table_id, loaded, unless=lambda kept: kept.state.version >= loaded.state.version
+        )
+        return loaded
 
     @staticmethod
     def append(
