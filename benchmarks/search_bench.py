@@ -1,7 +1,9 @@
 """What the search's choices are worth, decision by decision, on the true cards.
 
     python benchmarks/search_bench.py [--hands N] [--ruleset R] [--no-doubling]
-                                      [--confidence C] [--budget-ms MS] [--smoke]
+                                      [--confidence C] [--budget-ms MS] [--extend-ms MS]
+                                      [--endgame CARDS] [--width N]
+                                      [--seed S] [--smoke]
 
 Plays hands with ``normal`` at every seat. At each play where ``hard`` would search, it
 searches (the budget counted in CPU time, so the machine's load does not change the
@@ -13,7 +15,9 @@ over a whole match of ``hard`` against ``normal`` (``ddz simulate --pit``).
 
 It prints the search's speed too: play-outs per searched decision, and per decision that
 ran to its budget (the others stopped early, every other candidate having dropped out),
-and play-outs per CPU-second of searching. Run it with ``PYTHONPATH=$(bin/compiled)`` for
+and play-outs per CPU-second of searching, and the percentiles of a searched decision's
+CPU time. The options switch the search's ingredients one at a time (the ablation of
+docs/bot.md). Run it with ``PYTHONPATH=$(bin/compiled)`` for
 the figures of the compiled search, as deployed (the first line says which runs).
 """
 
@@ -24,13 +28,19 @@ import math
 import statistics
 import time
 
-from common import command_line, parse
+from common import command_line, parse, percentile
 
 from service.game import MatchSettings, decide, evolve, replay, seat_view
 from service.game.bot import search
 from service.game.bot.levels import NORMAL_STYLE
 from service.game.bot.policy import BotPolicy, SeatPlan
-from service.game.bot.search import DEFAULT_BUDGET, SearchPolicy
+from service.game.bot.search import (
+    DEFAULT_BUDGET,
+    ENDGAME,
+    MAX_BUDGET,
+    MAX_CANDIDATES,
+    SearchPolicy,
+)
 from service.game.simulate import hand_seed, play_hand
 from service.game.state import PLAYING
 from service.rules import counts_of
@@ -43,6 +53,15 @@ def main() -> None:
     parser.add_argument("--no-doubling", action="store_true")
     parser.add_argument("--confidence", type=float, default=None)
     parser.add_argument("--budget-ms", type=float, default=DEFAULT_BUDGET * 1000)
+    parser.add_argument(
+        "--extend-ms",
+        type=float,
+        default=None if MAX_BUDGET is None else MAX_BUDGET * 1000,
+        help="how far an undecided search may go on (0: not at all)",
+    )
+    parser.add_argument("--endgame", type=int, default=ENDGAME)
+    parser.add_argument("--width", type=int, default=MAX_CANDIDATES, help="candidates at most")
+    parser.add_argument("--seed", default="search-bench", help="the hands' seed")
     args = parse(parser, hands=10, budget_ms=20)
     compiled = search.__file__ is not None and search.__file__.endswith(
         tuple(importlib.machinery.EXTENSION_SUFFIXES)
@@ -57,14 +76,18 @@ def main() -> None:
         base=normal,
         clock=time.process_time,
         confidence=args.confidence,
+        endgame=args.endgame,
+        extend=args.extend_ms / 1000 if args.extend_ms else None,
+        width=args.width,
     )
     gains: list[float] = []
     searched = 0
     # Per searched decision: (play-outs, CPU-seconds).
     decisions: list[tuple[int, float]] = []
+    times: list[float] = []  # CPU-seconds of each searched decision
     started = time.process_time()
     for i in range(args.hands):
-        events, _ = play_hand(table, hand_seed("search-bench", i), [normal] * 4)
+        events, _ = play_hand(table, hand_seed(args.seed, i), [normal] * 4)
         state = replay(events[:6])  # created, four seats, dealt
         while state.result is None:
             view = seat_view(state, state.turn)
@@ -75,8 +98,10 @@ def main() -> None:
                 if len(candidates) > 1 and sum(seat.cards) <= hard.endgame:
                     searched += 1
                     began = time.process_time()
-                    pick = hard.search(view, candidates, began + budget)
-                    decisions.append((hard.played, time.process_time() - began))
+                    pick = hard.search(view, candidates, *hard.deadlines(began))
+                    seconds = time.process_time() - began
+                    decisions.append((hard.played, seconds))
+                    times.append(seconds)
                     if pick != candidates[0]:
                         true = [list(counts_of(h)) for h in state.hands]
                         ours = hard.evaluate(view, true, pick)
@@ -96,6 +121,12 @@ def main() -> None:
         f" mean {statistics.fmean(full or [0]):.1f};"
         f" {rate:,.0f} play-outs per CPU-second of search, {rate * budget:.1f} per budget"
     )
+    if times:
+        print(
+            "searched decision, CPU ms: "
+            + ", ".join(f"p{q:g} {percentile(times, q / 100) * 1e3:.1f}" for q in (50, 95, 99))
+            + f", max {max(times) * 1e3:.1f} ({len(times)} decisions)"
+        )
     n = len(gains)
     mean = statistics.fmean(gains) if gains else 0.0
     error = statistics.stdev(gains) / math.sqrt(n) if n > 1 else 0.0

@@ -14,7 +14,7 @@ from hidden import reshuffled
 
 from service.game import GameError, MatchSettings
 from service.game.bot import BotPolicy
-from service.game.bot.levels import LEVELS, policy, seat_level
+from service.game.bot.levels import HARD_VARIANTS, LEVELS, contestant, policy, seat_level
 from service.game.bot.search import SearchPolicy, sample_hands
 from service.game.commands import CreateMatch, DealHand, Disconnect, Play, TakeSeat
 from service.game.simulate import apply, duplicate, play_hand
@@ -162,3 +162,21 @@ def test_pit_plays_the_tables_doubling_asks_for():
         run_pit(2, "ab" * 32, None, ["normal", "normal-thresholds"], 50.0, out, doubling=doubling)
         printed = [line for line in out.getvalue().splitlines() if "shanghai-platform," in line]
         assert [line.split(",")[1].split("  ")[0].strip() for line in printed] == lines
+
+
+def test_the_variants_of_hard_leave_out_one_ingredient_each():
+    """``ddz simulate --pit`` names for the ablation: each is ``hard`` but for what it
+    leaves out, and ``hard-before`` is the search as it was (from 70 cards, no
+    extension)."""
+    hard = contestant("hard")
+    assert isinstance(hard, SearchPolicy)
+    for name in HARD_VARIANTS:
+        variant = contestant(name)
+        assert isinstance(variant, SearchPolicy)
+        differs = [
+            what for what in ("extend", "endgame") if getattr(variant, what) != getattr(hard, what)
+        ]
+        assert len(differs) == (2 if name == "hard-before" else 1)
+    before = contestant("hard-before")
+    assert isinstance(before, SearchPolicy)
+    assert (before.extend, before.endgame) == (None, 70)

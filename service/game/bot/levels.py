@@ -24,7 +24,7 @@ from ..settings import BOT_LEVELS as LEVELS
 from ..state import PLAYING
 from ..views import SeatView
 from .policy import BotPolicy, Style
-from .search import DEFAULT_BUDGET, SearchPolicy
+from .search import DEFAULT_BUDGET, ENDGAME, MAX_BUDGET, SearchPolicy
 
 EASY, NORMAL, HARD = LEVELS
 
@@ -99,6 +99,18 @@ BASELINES = {
 }
 
 
+#: ``hard`` with one of its ingredients left out, to measure what each is worth
+#: (docs/bot.md, the ablation): no extension of an undecided search past its budget;
+#: searching only once the hands hold 70 cards or fewer, as before; both (``hard`` as it
+#: was).
+HARD_VARIANTS: dict[str, tuple[float | None, int]] = {
+    # name: (extend, endgame), SearchPolicy's
+    "hard-no-extend": (None, ENDGAME),
+    "hard-endgame-70": (MAX_BUDGET, 70),
+    "hard-before": (None, 70),
+}
+
+
 def contestant(
     name: str,
     *,
@@ -106,9 +118,20 @@ def contestant(
     budget: float | None = DEFAULT_BUDGET,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Policy:
-    """A level or a baseline, by name (``ddz simulate --pit``)."""
+    """A level, a baseline or a variant of ``hard``, by name (``ddz simulate --pit``)."""
     if name in BASELINES:
         return BotPolicy(style=BASELINES[name])
+    if name in HARD_VARIANTS:
+        extend, endgame = HARD_VARIANTS[name]
+        base = BotPolicy(style=NORMAL_STYLE)
+        return SearchPolicy(
+            seed,
+            budget=budget,
+            base=base,
+            clock=clock,
+            extend=extend,
+            endgame=endgame,
+        )
     return policy(name, seed=seed, budget=budget, clock=clock)
 
 

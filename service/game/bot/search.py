@@ -1,20 +1,21 @@
 """Search from the seat's own view: :class:`SearchPolicy`, the ``hard`` level.
 
-Once the hands hold few enough cards for play-outs to be quick (:data:`ENDGAME`), it
-weighs a few candidate plays at each play (the rule-based bot's own choice first) by
-expected points. Each round deals the cards the seat cannot see at random, consistently
-with everything its view tells (how many cards each seat holds, the cards played, the
-landlord's hand after 摊打, the reported cards it still holds after 报到, each seat's bomb
-allowance), then plays the hand out after every candidate (:func:`rollout`, on counts:
-suits never matter to play) with the rule-based bot at every seat (:class:`Player`), or
-a faster greedy policy (:func:`greedy`). A candidate scores the points the seat wins or
-loses, each bomb doubling them when the ruleset says so: a bomb has to win more than the
-stake it doubles. Rounds go on until the time budget is spent (or ``samples`` rounds, for
-a deterministic run), a candidate clearly worse than the bot's choice dropping out; a
-candidate replaces the bot's own choice only when its gain over it, deal by deal, is two
-standard errors above zero (three when bombs double). The random dealing comes from the
-policy's seed and the public view only, so the same view and seed give the same decision
-whatever the hidden cards are.
+At each play with a choice (from the first, :data:`ENDGAME`) it weighs a few candidate
+plays (the rule-based bot's own choice first) by expected points. Each round deals the
+cards the seat cannot see at random, consistently with everything its view tells (how
+many cards each seat holds, the cards played, the landlord's hand after 摊打, the reported
+cards it still holds after 报到, each seat's bomb allowance), then plays the hand out
+after every candidate (:func:`rollout`, on counts: suits never matter to play) with the
+rule-based bot at every seat (:class:`Player`), or a faster greedy policy
+(:func:`greedy`). A candidate scores the points the seat wins or loses, each bomb
+doubling them when the ruleset says so: a bomb has to win more than the stake it
+doubles. Rounds go on until the time budget is spent (or ``samples`` rounds, for a
+deterministic run), a decision still open at its budget going on to :data:`MAX_BUDGET`
+(where more deals may change the choice), a candidate clearly worse than the bot's
+choice dropping out; a candidate replaces the bot's own choice only when its gain over
+it, deal by deal, is two standard errors above zero (three when bombs double). The
+random dealing comes from the policy's seed and the public view only, so the same view
+and seed give the same decision whatever the hidden cards are.
 
 Bidding, 摊打 and 报到 are the rule-based bot's.
 """
@@ -44,12 +45,16 @@ from .policy import BotPolicy, SeatPlan, lead_key, prune
 SEATS = 4
 #: The default time budget of one decision, in seconds.
 DEFAULT_BUDGET = 0.05
+#: How far a decision still undecided at its budget (a candidate ahead of the bot's
+#: choice but not yet clearly, or with too few deals) may go on, in seconds from its
+#: start: the time goes to the decisions where more deals may change the choice.
+#: None: no extension.
+MAX_BUDGET: float | None = 0.25
 #: Candidates weighed per decision, the bot's own choice (and a pass) included.
 MAX_CANDIDATES = 4
-#: Search only once all hands together hold this many cards or fewer: with more, a
-#: play-out by the bot takes 3 ms or more on the reference machine, and too few deals fit
-#: in the budget to tell the candidates apart.
-ENDGAME = 70
+#: Search only once all hands together hold this many cards or fewer: every play, since
+#: the compiled search affords enough play-outs from the first play (108 cards).
+ENDGAME = 108
 #: How the play-outs play: the greedy policy, or the rule-based bot at every seat.
 #: Measured in duplicate against ``normal`` with the true hands in place of sampled
 #: ones, searching every play: greedy play-outs lose 2 points per hand, the bot's win 5.
@@ -371,7 +376,9 @@ class SearchPolicy:
     (with ``budget=None``, exactly this many, so the decision depends on the seed and the
     view alone); ``clock``: what the budget is counted in, wall time by default (a worker's
     turn), or ``time.process_time`` to measure the search apart from the machine's load;
-    ``confidence``: standard errors a gain must clear (None: by the ruleset's doubling)."""
+    ``confidence``: standard errors a gain must clear (None: by the ruleset's doubling);
+    ``extend``: seconds from the start a decision still undecided at its budget may go on
+    (None: none); ``width``: candidates weighed at most."""
 
     name = "hard"
 
@@ -386,8 +393,12 @@ class SearchPolicy:
         confidence: float | None = None,
         playouts: str = BOT_PLAYOUTS,
         clock: Callable[[], float] = time.perf_counter,
+        extend: float | None = MAX_BUDGET,
+        width: int = MAX_CANDIDATES,
     ) -> None:
         self.seed = seed
+        self.width = width
+        self.extend = extend
         self.clock = clock
         self.playouts = playouts
         self.endgame = endgame
@@ -408,9 +419,16 @@ class SearchPolicy:
         candidates = self.candidates(seat, chosen)
         self.rounds = self.played = 0
         if len(candidates) > 1 and sum(seat.cards) <= self.endgame:
-            deadline = None if self.budget is None else started + self.budget
-            chosen = self.search(view, candidates, deadline)
+            chosen = self.search(view, candidates, *self.deadlines(started))
         return self.base.command(seat, chosen)
+
+    def deadlines(self, started: float) -> tuple[float | None, float | None]:
+        """The budget's end and the extension's for a decision begun at ``started``."""
+        if self.budget is None:
+            return None, None
+        if self.extend is None:
+            return started + self.budget, None
+        return started + self.budget, started + max(self.budget, self.extend)
 
     def candidates(self, seat: SeatPlan, chosen: Combination | None) -> list[Combination | None]:
         """The bot's own choice first; leading, the next plays of its plan; following, a
@@ -433,7 +451,7 @@ class SearchPolicy:
             )
             others = normal[:1] + bombs[:1] + normal[1:]
         for c in others:
-            if len(out) >= MAX_CANDIDATES:
+            if len(out) >= self.width:
                 break
             if c not in out:
                 out.append(c)
@@ -444,10 +462,16 @@ class SearchPolicy:
         view: SeatView,
         candidates: Sequence[Combination | None],
         deadline: float | None = None,
+        final: float | None = None,
     ) -> Combination | None:
         """The candidate with the clearest gain over the bot's own choice (the first), by
-        play-outs of deals sampled from ``view`` until ``deadline``."""
+        play-outs of deals sampled from ``view`` until ``deadline`` (or ``final``, when
+        the choice is still open then)."""
         rng = random.Random(f"{self.seed}:{view.match_id}:{view.version}:{view.seat}")
+        confidence = self.confidence
+        if confidence is None:
+            confidence = DOUBLING_CONFIDENCE if view.table.ruleset.bombs_double else CONFIDENCE
+        last = deadline if final is None else final
         # Each candidate's points minus the bot's own choice's, deal by deal: the same
         # deals for every candidate, so the differences are what the choice changes.
         # Per candidate: deals, sum and sum of squares of its gain.
@@ -461,8 +485,12 @@ class SearchPolicy:
                 now = self.clock()
                 per_round = (now - started) / rounds
                 if now + per_round > deadline:
-                    break
-                if rounds == 1 and per_round * MIN_ROUNDS > deadline - started:
+                    if last is None or now + per_round > last:
+                        break
+                    if not _open(gains, alive, confidence):
+                        break
+                    deadline = last  # still open: the decision takes more time
+                if rounds == 1 and last is not None and per_round * MIN_ROUNDS > last - started:
                     break  # too few deals would fit to say anything: the bot's choice stands
             hands = sample_hands(view, rng)
             if hands is None:
@@ -470,7 +498,7 @@ class SearchPolicy:
             weighed = [0, *sorted(alive)]
             results = []
             for i in weighed:
-                result = self.evaluate(view, hands, candidates[i], deadline)
+                result = self.evaluate(view, hands, candidates[i], last)
                 if result is None:
                     break  # out of time: this round is left unfinished, and uncounted
                 results.append(result)
@@ -489,9 +517,6 @@ class SearchPolicy:
                 if tally[0] >= MIN_ROUNDS // 2 and sum(_mean_and_error(tally)) < 0:
                     alive.discard(i)
         self.rounds = rounds
-        confidence = self.confidence
-        if confidence is None:
-            confidence = DOUBLING_CONFIDENCE if view.table.ruleset.bombs_double else CONFIDENCE
         best, best_mean = 0, 0.0
         for i in range(1, len(candidates)):
             if gains[i][0] < MIN_ROUNDS:
@@ -548,6 +573,18 @@ def _mean_and_error(tally: list[float]) -> tuple[float, float]:
     n, total, squares = tally
     mean = total / n
     return mean, math.sqrt(max(0.0, squares / n - mean * mean) / max(1.0, n - 1))
+
+
+def _open(gains: list[list[float]], alive: set[int], confidence: float) -> bool:
+    """Whether more deals may still change the choice: a candidate in play has too few
+    deals to be chosen, or is ahead of the bot's choice but not yet clearly."""
+    for i in alive:
+        if gains[i][0] < MIN_ROUNDS:
+            return True
+        mean, error = _mean_and_error(gains[i])
+        if 0 < mean <= confidence * error:
+            return True
+    return False
 
 
 def _landlord_locks(view: SeatView) -> frozenset[int]:
