@@ -589,7 +589,7 @@ def test_the_table_installs_opens_offline_and_tells_a_player_in_another_tab(base
                 "navigator.serviceWorker.ready.then(r => r.getNotifications())"
                 ".then(shown => done(shown.map(n => n.title)))"
             ),
-            10,
+            30,
             "the notification",
         )
         assert told == ["Your turn"]
