@@ -134,6 +134,12 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
 
+def percentiles(times: Sequence[float]) -> str:
+    """p50, p95, p99 and the longest of ``times`` (seconds), in ms."""
+    shown = ", ".join(f"p{q:g} {percentile(times, q / 100) * 1e3:.1f}" for q in (50, 95, 99))
+    return f"{shown}, max {max(times) * 1e3:.1f} ms"
+
+
 def spread(
     label: str, values: Sequence[float], unit: str = "ms", scale: float = 1e3, extra: str = ""
 ) -> None:

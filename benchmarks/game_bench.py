@@ -26,7 +26,7 @@ import random
 import statistics
 import time
 
-from common import command_line, parse, percentile, spread
+from common import command_line, parse, percentiles, spread
 
 from service.game import MatchSettings, decide, evolve, replay, seat_view
 from service.game.bot import BotPolicy
@@ -162,18 +162,12 @@ def main() -> None:
         label = f"{level} decision"
         if level == "hard":
             label += f" ({DEFAULT_BUDGET * 1e3:.0f} ms budget, to {(MAX_BUDGET or 0) * 1e3:.0f})"
-        spread(label, times, extra=percentiles(times))
+        spread(label, times, extra="; " + percentiles(times))
         if level == "hard":
             # The decisions the search weighed (the others: forced, or not played).
             searched = [t for t in times if t >= 0.01]
             if searched:
-                spread("  searched (10 ms or more)", searched, extra=percentiles(searched))
-
-
-def percentiles(times: list[float]) -> str:
-    """p50, p95, p99 and the longest, in ms."""
-    shown = ", ".join(f"p{q:g} {percentile(times, q / 100) * 1e3:.1f}" for q in (50, 95, 99))
-    return f"; {shown}, max {max(times) * 1e3:.1f} ms"
+                spread("  searched (10 ms or more)", searched, extra="; " + percentiles(searched))
 
 
 def decision_times(policy: Policy, table: MatchSettings, seeds: list[bytes]) -> list[float]:

@@ -28,7 +28,7 @@ import math
 import statistics
 import time
 
-from common import command_line, parse, percentile
+from common import command_line, parse, percentiles
 
 from service.game import MatchSettings, decide, evolve, replay, seat_view
 from service.game.bot import search
@@ -84,7 +84,6 @@ def main() -> None:
     searched = 0
     # Per searched decision: (play-outs, CPU-seconds).
     decisions: list[tuple[int, float]] = []
-    times: list[float] = []  # CPU-seconds of each searched decision
     started = time.process_time()
     for i in range(args.hands):
         events, _ = play_hand(table, hand_seed(args.seed, i), [normal] * 4)
@@ -99,9 +98,7 @@ def main() -> None:
                     searched += 1
                     began = time.process_time()
                     pick = hard.search(view, candidates, *hard.deadlines(began))
-                    seconds = time.process_time() - began
-                    decisions.append((hard.played, seconds))
-                    times.append(seconds)
+                    decisions.append((hard.played, time.process_time() - began))
                     if pick != candidates[0]:
                         true = [list(counts_of(h)) for h in state.hands]
                         ours = hard.evaluate(view, true, pick)
@@ -121,12 +118,9 @@ def main() -> None:
         f" mean {statistics.fmean(full or [0]):.1f};"
         f" {rate:,.0f} play-outs per CPU-second of search, {rate * budget:.1f} per budget"
     )
-    if times:
-        print(
-            "searched decision, CPU ms: "
-            + ", ".join(f"p{q:g} {percentile(times, q / 100) * 1e3:.1f}" for q in (50, 95, 99))
-            + f", max {max(times) * 1e3:.1f} ({len(times)} decisions)"
-        )
+    if decisions:
+        times = [seconds for _, seconds in decisions]
+        print(f"searched decision, CPU: {percentiles(times)} ({len(times)} decisions)")
     n = len(gains)
     mean = statistics.fmean(gains) if gains else 0.0
     error = statistics.stdev(gains) / math.sqrt(n) if n > 1 else 0.0

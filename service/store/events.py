@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 import psycopg
@@ -204,21 +204,36 @@ class Recent(Generic[_K, _V]):
                 self._items.popitem(last=False)
 
 
-class StateCache:
-    """The last folded state of recently used matches, so that a command reads only the
-    events appended since, or none. Events never change, so a cached (version, state)
-    stays true; it may only be behind."""
+class _Versioned(Protocol):
+    @property
+    def version(self) -> int: ...
+
+
+class _Folded(Protocol):
+    """A stream's state as folded from its events (a match's :class:`Loaded`, a table's)."""
+
+    @property
+    def state(self) -> _Versioned: ...
+
+
+_F = TypeVar("_F", bound=_Folded)
+
+
+class StateCache(Generic[_F]):
+    """The last folded state of recently used streams (matches, tables), so that a read
+    reads only the events appended since, or none. Events never change, so a cached
+    (version, state) stays true; it may only be behind."""
 
     def __init__(self, size: int = Config.state_cache_size):
-        self._recent: Recent[uuid.UUID, Loaded] = Recent(size)
+        self._recent: Recent[uuid.UUID, _F] = Recent(size)
 
-    def get(self, match_id: uuid.UUID) -> Loaded | None:
-        return self._recent.get(match_id)
+    def get(self, stream_id: uuid.UUID) -> _F | None:
+        return self._recent.get(stream_id)
 
-    def put(self, match_id: uuid.UUID, loaded: Loaded) -> None:
-        """Keeps the match's state, unless a newer one is kept already."""
+    def put(self, stream_id: uuid.UUID, loaded: _F) -> None:
+        """Keeps the stream's state, unless a newer one is kept already."""
         version = loaded.state.version
-        self._recent.put(match_id, loaded, unless=lambda kept: kept.state.version > version)
+        self._recent.put(stream_id, loaded, unless=lambda kept: kept.state.version > version)
 
 
 #: An append to announce: the match, the version the events came after, the command that
@@ -235,11 +250,11 @@ class EventStore:
     def __init__(
         self,
         pool: ConnectionPool,
-        cache: StateCache | None = None,
+        cache: StateCache[Loaded] | None = None,
         announcer: Callable[[Appended], None] | None = None,
     ):
         self.pool = pool
-        self.cache = cache or StateCache()
+        self.cache: StateCache[Loaded] = cache or StateCache()
         self.announcer = announcer
 
     def _run(self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None) -> _T:

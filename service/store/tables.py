@@ -21,7 +21,7 @@ from ..game.table_play import TableState, due_at, initial_table, replay_table
 from .events import (
     NOTIFY_CHANNEL,
     EventStore,
-    Recent,
+    StateCache,
     StoredEvent,
     StoreError,
     VersionConflict,
@@ -160,7 +160,7 @@ class TableStore:
         self._hands: dict[uuid.UUID, HandOf | None] = {}
         #: Each table's kind of the lobby's, once read (it never changes once made).
         self._lobby: dict[uuid.UUID, str | None] = {}
-        self._states: Recent[uuid.UUID, TableLoaded] = Recent(self.STATES_CACHE)
+        self._states: StateCache[TableLoaded] = StateCache(self.STATES_CACHE)
 
     def _run(
         self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None = None
@@ -185,9 +185,7 @@ class TableStore:
             stored[-1].recorded_at,
             _settled_at(stored, known.settled_at),
         )
-        self._states.put(
-            table_id, loaded, unless=lambda kept: kept.state.version >= loaded.state.version
-        )
+        self._states.put(table_id, loaded)
         return loaded
 
     @staticmethod

@@ -76,16 +76,24 @@ def policy(
     budget: float | None = DEFAULT_BUDGET,
     samples: int = 10_000,
     clock: Callable[[], float] = time.perf_counter,
+    extend: float | None = MAX_BUDGET,
+    endgame: int = ENDGAME,
 ) -> Policy:
-    """The system's player at ``level`` (``budget``, ``samples``, ``clock``: the search's,
-    for hard)."""
+    """The system's player at ``level`` (``budget``, ``samples``, ``clock``, ``extend``,
+    ``endgame``: the search's, for hard)."""
     if level == EASY:
         return EasyPolicy(seed)
     if level == NORMAL:
         return BotPolicy(style=NORMAL_STYLE)
     if level == HARD:
         return SearchPolicy(
-            seed, budget=budget, samples=samples, base=BotPolicy(style=NORMAL_STYLE), clock=clock
+            seed,
+            budget=budget,
+            samples=samples,
+            base=BotPolicy(style=NORMAL_STYLE),
+            clock=clock,
+            extend=extend,
+            endgame=endgame,
         )
     raise ValueError(f"no bot level {level!r} (one of {', '.join(LEVELS)})")
 
@@ -123,15 +131,7 @@ def contestant(
         return BotPolicy(style=BASELINES[name])
     if name in HARD_VARIANTS:
         extend, endgame = HARD_VARIANTS[name]
-        base = BotPolicy(style=NORMAL_STYLE)
-        return SearchPolicy(
-            seed,
-            budget=budget,
-            base=base,
-            clock=clock,
-            extend=extend,
-            endgame=endgame,
-        )
+        return policy(HARD, seed=seed, budget=budget, clock=clock, extend=extend, endgame=endgame)
     return policy(name, seed=seed, budget=budget, clock=clock)
 
 
