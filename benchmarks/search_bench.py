@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--endgame", type=int, default=ENDGAME)
     parser.add_argument("--width", type=int, default=MAX_CANDIDATES, help="candidates at most")
     parser.add_argument("--seed", default="search-bench", help="the hands' seed")
-    args = parse(parser, hands=10, budget_ms=20)
+    args = parse(parser, hands=2, budget_ms=20, extend_ms=40)
     compiled = search.__file__ is not None and search.__file__.endswith(
         tuple(importlib.machinery.EXTENSION_SUFFIXES)
     )
