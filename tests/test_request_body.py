@@ -77,7 +77,9 @@ def test_a_body_announced_and_never_sent_is_a_408(deployed):
     try:
         status, problem, _ = answer(sock)
         assert status == 408 and problem["code"] == "body_timeout", problem
-        assert BODY_SECONDS <= time.monotonic() - started < BODY_SECONDS + 2
+        # Timed from the server's reading of the headers, which a loaded machine may
+        # start a little before or well after this clock.
+        assert BODY_SECONDS - 0.2 <= time.monotonic() - started < BODY_SECONDS + 5
     finally:
         sock.close()
 
@@ -98,7 +100,7 @@ def test_a_trickled_chunked_body_is_a_408(deployed):
         sock.settimeout(10)
         status, problem, _ = answer(sock)
         assert status == 408 and problem["code"] == "body_timeout", problem
-        assert time.monotonic() - started < BODY_SECONDS + 2
+        assert time.monotonic() - started < BODY_SECONDS + 5
     finally:
         sock.close()
 

@@ -5,6 +5,7 @@ never appends on a stale state, never refuses on one, and never applies a key tw
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -410,3 +411,33 @@ def test_the_announcer_notifies_every_append_in_order(pool, database_url):
     for match_id in matches:
         assert seen[str(match_id)] == versions(store, match_id)
         assert other.cache.get(match_id).state == store.load(match_id).state
+
+
+def test_hands_that_ended_do_not_push_out_the_states_of_hands_in_play():
+    """A process sees every hand end; kept among the live ones, the ended states filled its
+    memory for as long as it took ``size`` of them to end, and then pushed out the states
+    of the hands still being played."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Version:
+        version: int
+        ended: bool
+
+    @dataclasses.dataclass(frozen=True)
+    class Folded:
+        state: Version
+
+    cache: StateCache[Folded] = StateCache(16, lambda loaded: loaded.state.ended)
+    playing = [uuid.uuid4() for _ in range(15)]
+    for stream in playing:
+        cache.put(stream, Folded(Version(10, False)))
+    ended = [uuid.uuid4() for _ in range(100)]
+    for stream in ended:
+        cache.put(stream, Folded(Version(5, False)))
+        cache.put(stream, Folded(Version(90, True)))
+    assert all(cache.get(stream) == Folded(Version(10, False)) for stream in playing)
+    assert [cache.get(stream) for stream in ended[-2:]] == [Folded(Version(90, True))] * 2
+    assert sum(cache.get(stream) is not None for stream in ended) == 2  # an eighth of 16
+    # A late copy of an earlier version does not hide the ended state.
+    cache.put(ended[-1], Folded(Version(50, False)))
+    assert cache.get(ended[-1]) == Folded(Version(90, True))

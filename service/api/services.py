@@ -15,7 +15,16 @@ from ..app.redis_client import connect
 from ..app.tables import Tables
 from ..app.work import enqueuer, table_enqueuer
 from ..config import Config
-from ..store import Announcer, EventStore, Fanout, Notifier, Players, StateCache, open_pool
+from ..store import (
+    Announcer,
+    EventStore,
+    Fanout,
+    Notifier,
+    Players,
+    StateCache,
+    match_ended,
+    open_pool,
+)
 from ..store.creations import CreationKeys
 from ..store.feed import Feed
 from ..store.operators import Operators
@@ -45,7 +54,7 @@ class Services:
     def open(cls, config: Config) -> Services:
         pool = open_pool(config.database_url, config.db_pool_size, "ddz", config.db_timeout)
         announcer = Announcer(pool)
-        store = EventStore(pool, StateCache(config.state_cache_size), announcer)
+        store = EventStore(pool, StateCache(config.state_cache_size, match_ended), announcer)
         players = Players(pool)
         connection = connect(config)
         # After an append, the work the new state calls for (a bot turn) goes on the queue.

@@ -16,6 +16,7 @@ from .events import (
     StoredEvent,
     StoreError,
     VersionConflict,
+    match_ended,
     request_hash,
     status,
 )

@@ -160,7 +160,9 @@ class TableStore:
         self._hands: dict[uuid.UUID, HandOf | None] = {}
         #: Each table's kind of the lobby's, once read (it never changes once made).
         self._lobby: dict[uuid.UUID, str | None] = {}
-        self._states: StateCache[TableLoaded] = StateCache(self.STATES_CACHE)
+        self._states: StateCache[TableLoaded] = StateCache(
+            self.STATES_CACHE, lambda loaded: loaded.state.closed
+        )
 
     def _run(
         self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None = None
