@@ -184,6 +184,17 @@ def analyse(
         print(
             f"PSS of {g} over the last two thirds: {first[g]:.0f} -> {last[g]:.0f} MiB ({growth:+.1f} %)"
         )
+    # A process started within the window (the worker started after the kill, the API
+    # process after the restart, PostgreSQL's new backends) fills its caches there: its
+    # warm-up is not growth of the processes that were warm already.
+    lived = set(sampler.nearest(marks[0])) & set(sampler.nearest(min(marks[2], ended)))
+    first, last = sampler.memory(marks[0], lived), sampler.memory(min(marks[2], ended), lived)
+    for g in GROUPS:
+        growth = (last[g] - first[g]) / first[g] * 100 if first[g] else 0.0
+        print(
+            f"PSS of {g}, processes alive all along: {first[g]:.0f} -> {last[g]:.0f} MiB"
+            f" ({growth:+.1f} %)"
+        )
     whole = window(found, began, ended)
     print(
         f"requests: {whole.requests:,} ({whole.per_second:.1f}/s); failures the players met: "

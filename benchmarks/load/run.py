@@ -383,13 +383,18 @@ class Sampler:
             by_group[seen[pid][0]] += used
         return {g: by_group.get(g, 0.0) for g in GROUPS}, by_pid, (last[2] - first[2]) / seconds
 
-    def memory(self, at: float) -> dict[str, float]:
-        """Each group's memory (PSS, MiB) at the sample nearest ``at``."""
-        nearest = min(self.samples, key=lambda s: abs(s[0] - at))
+    def memory(self, at: float, pids: set[int] | None = None) -> dict[str, float]:
+        """Each group's memory (PSS, MiB) at the sample nearest ``at`` (of ``pids`` only,
+        when given)."""
         by_group: dict[str, float] = defaultdict(float)
-        for group, _, _, pss in nearest[1].values():
-            by_group[group] += pss / 2**20
+        for pid, (group, _, _, pss) in self.nearest(at).items():
+            if pids is None or pid in pids:
+                by_group[group] += pss / 2**20
         return {g: by_group.get(g, 0.0) for g in GROUPS}
+
+    def nearest(self, at: float) -> dict[int, tuple[str, str, float, int]]:
+        """The processes sampled nearest ``at``."""
+        return min(self.samples, key=lambda s: abs(s[0] - at))[1]
 
 
 @dataclass(frozen=True)
