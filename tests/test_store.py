@@ -427,7 +427,11 @@ def test_hands_that_ended_do_not_push_out_the_states_of_hands_in_play():
     class Folded:
         state: Version
 
-    cache: StateCache[Folded] = StateCache(16, lambda loaded: loaded.state.ended)
+        @property
+        def ended(self) -> bool:
+            return self.state.ended
+
+    cache: StateCache[Folded] = StateCache(16)
     playing = [uuid.uuid4() for _ in range(15)]
     for stream in playing:
         cache.put(stream, Folded(Version(10, False)))

@@ -14,7 +14,7 @@ from service.app.redis_client import connect
 from service.app.tables import Tables
 from service.app.work import enqueuer, table_enqueuer
 from service.config import Config
-from service.store import EventStore, StateCache, match_ended, open_pool
+from service.store import EventStore, StateCache, open_pool
 from service.store.tables import TableStore
 
 
@@ -34,7 +34,7 @@ def context() -> Context:
     pool = open_pool(
         config.database_url, config.worker_db_pool_size, "ddz-worker", config.db_timeout
     )
-    store = EventStore(pool, StateCache(config.state_cache_size, match_ended))
+    store = EventStore(pool, StateCache(config.state_cache_size))
     connection = connect(config)
     # After an append, the work the new state calls for (the next bot turn, the settlement).
     commands = Commands(store, enqueuer(connection))

@@ -22,7 +22,6 @@ from ..store import (
     Notifier,
     Players,
     StateCache,
-    match_ended,
     open_pool,
 )
 from ..store.creations import CreationKeys
@@ -54,7 +53,7 @@ class Services:
     def open(cls, config: Config) -> Services:
         pool = open_pool(config.database_url, config.db_pool_size, "ddz", config.db_timeout)
         announcer = Announcer(pool)
-        store = EventStore(pool, StateCache(config.state_cache_size, match_ended), announcer)
+        store = EventStore(pool, StateCache(config.state_cache_size), announcer)
         players = Players(pool)
         connection = connect(config)
         # After an append, the work the new state calls for (a bot turn) goes on the queue.

@@ -16,7 +16,6 @@ from .events import (
     StoredEvent,
     StoreError,
     VersionConflict,
-    match_ended,
     request_hash,
     status,
 )

@@ -89,6 +89,10 @@ class Loaded:
     state: State
     last_recorded_at: datetime | None
 
+    @property
+    def ended(self) -> bool:
+        return self.state.phase == ENDED
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -222,6 +226,11 @@ class _Folded(Protocol):
     @property
     def state(self) -> _Versioned: ...
 
+    @property
+    def ended(self) -> bool:
+        """Whether the stream is over (its hand ended, its table closed)."""
+        ...
+
 
 _F = TypeVar("_F", bound=_Folded)
 
@@ -231,18 +240,15 @@ class StateCache(Generic[_F]):
     reads only the events appended since, or none. Events never change, so a cached
     (version, state) stays true; it may only be behind.
 
-    A stream that ``ended`` says is over moves to a short list of its own (an eighth of
-    ``size``): it is read a few times more (the last views, its settlement, its record),
-    then rarely. Kept among the live ones, every hand played stayed until ``size`` of them
-    had ended, and a process's memory grew for as long as that took (a finished hand's
-    state is some 60 kB)."""
+    A stream that has ``ended`` moves to a short list of its own (an eighth of ``size``):
+    it is read a few times more (the last views, its settlement, its record), then rarely.
+    Kept among the live ones, every hand played stayed until ``size`` of them had ended,
+    and a process's memory grew for as long as that took (a finished hand's state is some
+    60 kB)."""
 
-    def __init__(
-        self, size: int = Config.state_cache_size, ended: Callable[[_F], bool] | None = None
-    ):
+    def __init__(self, size: int = Config.state_cache_size):
         self._recent: Recent[uuid.UUID, _F] = Recent(size)
         self._ended: Recent[uuid.UUID, _F] = Recent(max(1, size // 8))
-        self._is_ended = ended
 
     def get(self, stream_id: uuid.UUID) -> _F | None:
         found = self._recent.get(stream_id)
@@ -255,16 +261,11 @@ class StateCache(Generic[_F]):
         def newer(kept: _F) -> bool:
             return kept.state.version > version
 
-        if self._is_ended is not None and self._is_ended(loaded):
+        if loaded.ended:
             self._recent.pop(stream_id, unless=newer)
             self._ended.put(stream_id, loaded, unless=newer)
         elif self._ended.get(stream_id) is None:  # an ended state is newer than this
             self._recent.put(stream_id, loaded, unless=newer)
-
-
-def match_ended(loaded: Loaded) -> bool:
-    """Whether a match's hand is over (its cached state goes to the ended ones)."""
-    return loaded.state.phase == ENDED
 
 
 #: An append to announce: the match, the version the events came after, the command that
@@ -285,7 +286,7 @@ class EventStore:
         announcer: Callable[[Appended], None] | None = None,
     ):
         self.pool = pool
-        self.cache: StateCache[Loaded] = cache or StateCache(ended=match_ended)
+        self.cache: StateCache[Loaded] = cache or StateCache()
         self.announcer = announcer
 
     def _run(self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None) -> _T:

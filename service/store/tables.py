@@ -76,6 +76,10 @@ class TableLoaded:
     last_recorded_at: datetime | None
     settled_at: datetime | None = None
 
+    @property
+    def ended(self) -> bool:
+        return self.state.closed
+
     def waiting(self) -> tuple[str, datetime] | None:
         """What the table waits for, and until when."""
         return due_at(self.state, self.last_recorded_at, self.settled_at)
@@ -160,9 +164,7 @@ class TableStore:
         self._hands: dict[uuid.UUID, HandOf | None] = {}
         #: Each table's kind of the lobby's, once read (it never changes once made).
         self._lobby: dict[uuid.UUID, str | None] = {}
-        self._states: StateCache[TableLoaded] = StateCache(
-            self.STATES_CACHE, lambda loaded: loaded.state.closed
-        )
+        self._states: StateCache[TableLoaded] = StateCache(self.STATES_CACHE)
 
     def _run(
         self, work: Callable[[psycopg.Connection], _T], conn: psycopg.Connection | None = None
