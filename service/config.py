@@ -52,7 +52,8 @@ class Config:
     trusted_proxies: int = 0
     #: Matches in play whose latest state each process keeps in memory, so that a command
     #: on one reads only the events appended since (a state is some 60 kB by a hand's end;
-    #: an eighth as many ended ones are kept besides): DDZ_STATE_CACHE_SIZE.
+    #: one not used for 5 minutes is dropped, and an eighth as many ended ones are kept
+    #: besides): DDZ_STATE_CACHE_SIZE.
     state_cache_size: int = 2048
     #: Origins whose browser pages may call the API (CORS), comma-separated, e.g.
     #: ``https://play.example,https://admin.example``: DDZ_CORS_ORIGINS. Empty: none.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -182,36 +183,51 @@ _V = TypeVar("_V")
 class Recent(Generic[_K, _V]):
     """The ``size`` most recently used items, safe across a process's threads: the
     process's caches of folded states (:class:`StateCache`, and the feed's by version)
-    and of the feed's decoded events."""
+    and of the feed's decoded events. With ``idle_seconds``, an item not used for that
+    long goes too, at the next :meth:`put`."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, idle_seconds: float | None = None):
         self._size = size
-        self._items: OrderedDict[_K, _V] = OrderedDict()
+        self._idle_seconds = idle_seconds
+        #: Each item, and when it was last used: the least recently used first.
+        self._items: OrderedDict[_K, tuple[_V, float]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
 
     def get(self, key: _K) -> _V | None:
         with self._lock:
-            item = self._items.get(key)
-            if item is not None:
-                self._items.move_to_end(key)
-            return item
+            found = self._items.get(key)
+            if found is None:
+                return None
+            self._items[key] = (found[0], time.monotonic())
+            self._items.move_to_end(key)
+            return found[0]
 
     def put(self, key: _K, value: _V, unless: Callable[[_V], bool] | None = None) -> None:
         """Keeps ``value`` as the most recent, unless the item kept is ``unless`` it (then
-        that one stays); the least recent go beyond the size."""
+        that one stays); the least recent go beyond the size, and the idle ones."""
+        now = time.monotonic()
         with self._lock:
             current = self._items.get(key)
-            if current is None or unless is None or not unless(current):
-                self._items[key] = value
-                self._items.move_to_end(key)
+            kept = (
+                value if current is None or unless is None or not unless(current[0]) else current[0]
+            )
+            self._items[key] = (kept, now)
+            self._items.move_to_end(key)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
+            if self._idle_seconds is not None:
+                idle_since = now - self._idle_seconds
+                while self._items[next(iter(self._items))][1] < idle_since:
+                    self._items.popitem(last=False)
 
     def pop(self, key: _K, unless: Callable[[_V], bool] | None = None) -> None:
         """Forgets the item, unless it is ``unless``."""
         with self._lock:
             current = self._items.get(key)
-            if current is not None and (unless is None or not unless(current)):
+            if current is not None and (unless is None or not unless(current[0])):
                 del self._items[key]
 
 
@@ -244,10 +260,16 @@ class StateCache(Generic[_F]):
     it is read a few times more (the last views, its settlement, its record), then rarely.
     Kept among the live ones, every hand played stayed until ``size`` of them had ended,
     and a process's memory grew for as long as that took (a finished hand's state is some
-    60 kB)."""
+    60 kB). A live one not used for :attr:`IDLE_SECONDS` goes as well: a process does not
+    see the end of a hand whose last command another process ran (another API process, a
+    worker's bot turn), and its last state of it was never moved to the short list."""
+
+    #: Long enough that a stream in play is used again before (a turn's timer is 30 s
+    #: unless a table sets more); one that is not costs one read of its events.
+    IDLE_SECONDS = 300.0
 
     def __init__(self, size: int = Config.state_cache_size):
-        self._recent: Recent[uuid.UUID, _F] = Recent(size)
+        self._recent: Recent[uuid.UUID, _F] = Recent(size, self.IDLE_SECONDS)
         self._ended: Recent[uuid.UUID, _F] = Recent(max(1, size // 8))
 
     def get(self, stream_id: uuid.UUID) -> _F | None:
