@@ -81,7 +81,7 @@ def tiny_caches(monkeypatch):
     """The views' and the rules' caches forgotten at (nearly) every entry, and threads
     switched as often as the interpreter can: what a race needs to show."""
     monkeypatch.setattr(views, "_INFOS_REMEMBERED", 2)
-    monkeypatch.setattr(views, "_TURNS_REMEMBERED", 2)
+    monkeypatch.setattr(views, "_HISTORIES_REMEMBERED", 2)
     monkeypatch.setattr(cards, "_COUNTED_REMEMBERED", 2)
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)

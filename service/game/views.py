@@ -12,6 +12,8 @@ exactly this), and :func:`visible` what it sees of each event.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from types import UnionType
@@ -233,53 +235,48 @@ class _SharedCards(list[str]):
         return list, (list(self),)
 
 
-#: Each turn as shown, by the turn's identity: every view of a hand shows its whole
-#: history again (about 30 turns in a view; sorted and spelled anew they took a tenth of a
-#: command's CPU, and even a cache keyed by the cards spent half of that hashing them), and
-#: a state's history is the one before it plus a turn, the same objects. The entry holds
-#: its turn, so the id is not reused while it is there.
-_TURNS: dict[int, tuple[Turn, _SharedTurn]] = {}
-#: Turns remembered at most (some hundreds of hands); then the cache starts again.
-_TURNS_REMEMBERED = 1 << 16
-
-
 def _turn_document(turn: Turn) -> _SharedTurn:
-    known = _TURNS.get(id(turn))
-    if known is None or known[0] is not turn:
-        if len(_TURNS) >= _TURNS_REMEMBERED:
-            _TURNS.clear()
-        cards = _SharedCards(codes_in_order(turn.cards) or ())
-        action = "pass" if turn.passed else "play"
-        known = (turn, _SharedTurn(seat=turn.seat, action=action, cards=cards))
-        _TURNS[id(turn)] = known
-    return known[1]
+    cards = _SharedCards(codes_in_order(turn.cards) or ())
+    return _SharedTurn(seat=turn.seat, action="pass" if turn.passed else "play", cards=cards)
 
 
-#: Each history as shown, by the identity of its last turn: the history and its documents.
-#: A hand's history grows by a turn a play, so its documents are the previous history's
-#: plus one (a hand is some 130 turns: rendered whole, a view's history took three times
-#: the rest of it, mostly in the garbage collector's passes over the many new objects).
-#: Views of a match share these documents, read-only; a view's list is its own.
-_HISTORIES: dict[int, tuple[tuple[Turn, ...], list[_SharedTurn]]] = {}
-#: Histories remembered at most (some tens of hands); then the cache starts again.
+#: Each history as shown, by the identity of its last turn: the history and its documents,
+#: the least recently shown first. A hand's history grows by a turn a play, so its
+#: documents are those of the longest history shown before that it extends, plus the turns
+#: since (a hand is some 130 turns: rendered whole, a view's history took three times the
+#: rest of it, mostly in the garbage collector's passes over the many new objects). Views
+#: of a match share these documents, read-only; a view's list is its own. The entry holds
+#: its history, so the id is not reused while it is there.
+_HISTORIES: OrderedDict[int, tuple[tuple[Turn, ...], list[_SharedTurn]]] = OrderedDict()
+#: Histories remembered at most, the least recently shown forgotten first: about two for
+#: each match a process keeps in play (``DDZ_STATE_CACHE_SIZE``). A cache of 65,536 turns
+#: beside it, forgotten all at once when full, held some 36 MiB of an API process at its
+#: peak, and the process's memory followed its saw-tooth (docs/scaling.md).
 _HISTORIES_REMEMBERED = 1 << 12
+_HISTORIES_LOCK = threading.Lock()
 
 
 def _history_documents(history: tuple[Turn, ...]) -> list[_SharedTurn]:
     if not history:
         return []
-    # Equal histories are the same tuple or the same turns (compared by identity first).
-    known = _HISTORIES.get(id(history[-1]))
-    if known is not None and known[0] == history:
-        return list(known[1])
-    before = _HISTORIES.get(id(history[-2])) if len(history) > 1 else None
-    if before is not None and before[0] == history[:-1]:
-        documents = [*before[1], _turn_document(history[-1])]
-    else:
-        documents = [_turn_document(turn) for turn in history]
-    if len(_HISTORIES) >= _HISTORIES_REMEMBERED:
-        _HISTORIES.clear()
-    _HISTORIES[id(history[-1])] = (history, documents)
+    known: list[_SharedTurn] = []
+    with _HISTORIES_LOCK:
+        # From the end back: equal histories are the same turns (compared by identity
+        # first), and the one shown last of this hand is most often a turn or two back.
+        for length in range(len(history), 0, -1):
+            key = id(history[length - 1])
+            shown = _HISTORIES.get(key)
+            if shown is not None and len(shown[0]) == length and shown[0] == history[:length]:
+                _HISTORIES.move_to_end(key)
+                known = shown[1]
+                break
+    if len(known) == len(history):
+        return list(known)
+    documents = [*known, *map(_turn_document, history[len(known) :])]
+    with _HISTORIES_LOCK:
+        _HISTORIES[id(history[-1])] = (history, documents)
+        while len(_HISTORIES) > _HISTORIES_REMEMBERED:
+            _HISTORIES.popitem(last=False)
     return list(documents)
 
 
