@@ -93,9 +93,12 @@ def main() -> None:
 
 def run(
     args: argparse.Namespace, folder: Path, seconds: float, settings: dict[str, str]
-) -> tuple[Sampler, list[Sample], list[str], int, float, float, list[tuple[float, str]]]:
+) -> tuple[
+    Sampler, list[Sample], list[str], int, float, float, list[tuple[float, str]], str | None
+]:
     """The soak itself: what it sampled, the requests, the checks, the answers 5xx, when it
-    began and ended, and what was done to the service on the way."""
+    began and ended, what was done to the service on the way, and what Locust said if it
+    stopped early."""
     with service(folder, args.api, args.workers, settings) as running:
         print(
             f"ddz serve: {args.api} API processes, {args.workers} workers; {args.users:,}"
@@ -142,7 +145,7 @@ def run(
             print(f"Locust stopped early; its log said:\n{early}", flush=True)
         checks = check(running)
         five_hundreds = running.five_hundreds()
-    return sampler, found, checks, five_hundreds, began, ended, done
+    return sampler, found, checks, five_hundreds, began, ended, done, early
 
 
 def analyse(
@@ -155,6 +158,7 @@ def analyse(
     began: float,
     ended: float,
     done: list[tuple[float, str]],
+    early: str | None,
 ) -> None:
     """Prints memory (PSS) and the p99s at each third, the growth, the failures and the checks,
     and draws the plot."""
@@ -210,6 +214,9 @@ def analyse(
     print(f"plot: {drawn} ({drawn.stat().st_size:,} bytes)")
     if args.smoke and ACK not in whole.felt:
         raise SystemExit("the smoke run made no decision: the load model did not play")
+    if early is not None:
+        # Its figures are those of a shorter run, or of none: they say nothing of the hour.
+        raise SystemExit("FAILED: the load stopped before its end (Locust's words above)")
     if whole.failures or five_hundreds or any(not line.startswith("ok") for line in checks):
         raise SystemExit("FAILED: failures the players met, answers 5xx or a check (above)")
 
