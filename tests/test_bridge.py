@@ -52,6 +52,9 @@ def bridge(base: str, token: str, engine: str, *args: str, log: Path) -> subproc
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # the bridge and its engine, killed together
+            # Ctrl-C as at a terminal: a suite started in the background by a shell
+            # without job control has SIGINT ignored, and its children with it.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
 
