@@ -147,3 +147,34 @@ def test_a_view_s_history_cannot_be_changed_under_the_other_views():
     mine[0]["cards"].append("S3")
     assert view(state, 0)["history"] == before
     assert json.loads(json.dumps(shown)) == before
+
+
+def test_views_build_on_the_history_shown_last_and_keep_a_bounded_number(monkeypatch):
+    """A view shows the turns of the last history shown of its hand (the same documents,
+    however many turns came since), and what the views keep is bounded by histories, not
+    by every turn ever shown: a cache of each turn grew an API process by some 36 MiB
+    before it was forgotten all at once."""
+    monkeypatch.setattr(views, "_HISTORIES", views.OrderedDict())
+    monkeypatch.setattr(views, "_HISTORIES_REMEMBERED", 8)
+    hands = []
+    for events in played_hands():
+        state, states = initial_state, []
+        for event in events:
+            state = evolve(state, event)
+            if state.history:
+                states.append(state)
+        if len(state.history) >= 10:
+            hands.append(states)
+    assert len(hands) >= 3
+    early, late = hands[0][3], hands[0][-1]
+    shown = view(early, 0)["history"]
+    later = view(late, 1)["history"]
+    assert len(later) > len(shown) + 3
+    assert all(a is b for a, b in zip(shown, later))  # shared, not made again
+    assert [(t["seat"], t["action"], len(t["cards"])) for t in later] == [
+        (t.seat, "play" if t.cards else "pass", len(t.cards)) for t in late.history
+    ]
+    for states in hands:
+        for state in states:
+            view(state, 0)
+    assert len(views._HISTORIES) == 8
