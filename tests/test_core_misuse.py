@@ -8,6 +8,7 @@ import copy
 import json
 import sys
 import threading
+from collections import OrderedDict
 from dataclasses import fields
 
 import pytest
@@ -154,7 +155,7 @@ def test_views_build_on_the_history_shown_last_and_keep_a_bounded_number(monkeyp
     however many turns came since), and what the views keep is bounded by histories, not
     by every turn ever shown: a cache of each turn grew an API process by some 36 MiB
     before it was forgotten all at once."""
-    monkeypatch.setattr(views, "_HISTORIES", views.OrderedDict())
+    monkeypatch.setattr(views, "_HISTORIES", OrderedDict())
     monkeypatch.setattr(views, "_HISTORIES_REMEMBERED", 8)
     hands = []
     for events in played_hands():

@@ -193,15 +193,13 @@ class Recent(Generic[_K, _V]):
         self._items: OrderedDict[_K, tuple[_V, float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __len__(self) -> int:
-        return len(self._items)
-
     def get(self, key: _K) -> _V | None:
         with self._lock:
             found = self._items.get(key)
             if found is None:
                 return None
-            self._items[key] = (found[0], time.monotonic())
+            if self._idle_seconds is not None:  # the feed's caches read on a hot path
+                self._items[key] = (found[0], time.monotonic())
             self._items.move_to_end(key)
             return found[0]
 
