@@ -11,8 +11,10 @@ tables' hands, each copy under a new match id, its events older than every real 
 until the database holds that many matches, and times, ``--reads`` times after a few to
 warm up, the feed's reads from a cursor just behind the newest real event: every event
 (``Feed.read_all``: what each API process reads at each notification) with 5 and 80 new
-events, and one seated player's own (``Feed.read``). It prints each read's median and p95
-in ms at each size: flat, when nothing slows with history.
+events, one seated player's own (``Feed.read``: a poll's, and a stream's catching up)
+with 5 and 80, and its table's (``Feed.read_table``: a watcher's) with 80: most of the 80
+are other tables' events, which a player's or a table's read scans past. It prints each
+read's median and p95 in ms at each size: flat, when nothing slows with history.
 """
 
 from __future__ import annotations
@@ -116,12 +118,13 @@ def run(
                 for n in (5, 80)
             }
             seated = conn.execute(
-                "SELECT s.value->>'player' FROM matches m, jsonb_array_elements(m.seats) s"
+                "SELECT s.value->>'player', h.table_id FROM matches m"
+                " JOIN table_hands h USING (match_id), jsonb_array_elements(m.seats) s"
                 " WHERE s.value->>'player' IS NOT NULL ORDER BY m.created_at DESC LIMIT 1"
             ).fetchone()
         assert seated is not None and all(cursors.values()), "no hand was played"
         behind = {n: (int(c[0]), int(c[1])) for n, c in cursors.items() if c is not None}
-        player_id, (xid, position) = str(seated[0]), behind[5]
+        player_id, table_id = str(seated[0]), seated[1]
         with ConnectionPool(url, min_size=1, max_size=2, open=True) as pool:
             feed = Feed(pool)
             for size in sizes:
@@ -137,8 +140,12 @@ def run(
                     f"every event, {n} new": timed(partial(feed.read_all, *cursor), reads)
                     for n, cursor in behind.items()
                 }
-                figures["a player's own, 5 new"] = timed(
-                    partial(feed.read, player_id, xid, position, 100), reads
+                for n, cursor in behind.items():
+                    figures[f"a player's own, {n} new"] = timed(
+                        partial(feed.read, player_id, *cursor, 100), reads
+                    )
+                figures["a table's, 80 new"] = timed(
+                    partial(feed.read_table, table_id, *behind[80], 100), reads
                 )
                 print(f"{count[0]:,} matches, {events[0]:,} events:", flush=True)
                 for name, (median, p95) in figures.items():
