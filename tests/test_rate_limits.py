@@ -128,6 +128,10 @@ def test_a_caller_refused_again_gets_its_429_after_a_hold(config, client):
     try:
         flooder = Address(client).player()
         send = Address(app.test_client())
+        # A fixed window ends on the clock's minute, and a caller is held no longer than
+        # its window: begin where the whole of this test falls within one.
+        if (left := 60 - time.time() % 60) < HOLD + 5:
+            time.sleep(left + 0.05)
         for _ in range(4):
             assert send("GET", "/v1/me/tokens", flooder).status_code == 200
         started = time.monotonic()
