@@ -228,7 +228,7 @@ def run_pit(
 
     from .game import MatchSettings
     from .game.bot.levels import contestant
-    from .game.simulate import DUPLICATE_SEATS, duplicate
+    from .game.simulate import DUPLICATE_SEATS, duplicate, won_share
 
     first, second = players
     clock = time.process_time if cpu_budget else time.perf_counter
@@ -251,6 +251,11 @@ def run_pit(
             f"  {table.ruleset.name}, {label:<20} {result.mean:+8.2f}"
             f"  [{result.low:+.2f}, {result.high:+.2f}]\n"
         )
+        for name, landlord, farmer in zip(players, result.landlord, result.farmer, strict=True):
+            stdout.write(
+                f"    {name} won {won_share(*landlord)} as landlord,"
+                f" {won_share(*farmer)} as a farmer\n"
+            )
     return 0
 
 

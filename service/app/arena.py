@@ -29,7 +29,15 @@ from typing import Any
 from ..game import Event, MatchSettings, State
 from ..game.bot.levels import policy
 from ..game.record import export
-from ..game.simulate import DealPlayed, Player, Refused, interval, play_deal, seatings
+from ..game.simulate import (
+    DealPlayed,
+    Player,
+    Refused,
+    interval,
+    play_deal,
+    seatings,
+    won_share,
+)
 from .engine import (
     Engine,
     EngineError,
@@ -349,8 +357,8 @@ class Standing:
 
     def rates(self) -> str:
         return (
-            f"as landlord won {_rate(self.landlord_wins, self.landlord_hands)},"
-            f" as farmer won {_rate(self.farmer_wins, self.farmer_seats)}"
+            f"as landlord won {won_share(self.landlord_wins, self.landlord_hands)},"
+            f" as farmer won {won_share(self.farmer_wins, self.farmer_seats)}"
         )
 
 
@@ -419,10 +427,6 @@ def run_table(
     if stop is not None and run.failure is None and run.deals < deals:
         run.stopped = stop.verdict([r.points[0] for r in results])
     return run
-
-
-def _rate(wins: int, out_of: int) -> str:
-    return f"{wins / out_of:.1%} ({wins} of {out_of})" if out_of else "n/a (0 of 0)"
 
 
 def _ci(points: tuple[float, float, float], deals: int) -> str:

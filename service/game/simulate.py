@@ -299,6 +299,10 @@ class Duplicate:
     mean: float
     low: float
     high: float
+    #: Each player's (hands won, hands played) as landlord and as a farmer (each farmer
+    #: seat a hand): a rating counts these, not the points.
+    landlord: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
+    farmer: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
 
 
 def interval(per_deal: Sequence[Fraction]) -> tuple[float, float, float]:
@@ -322,8 +326,29 @@ def duplicate(
     (:data:`DUPLICATE_SEATS`): the luck of the cards cancels out, what is left is play
     and bidding. The hands are zero-sum at a table without rake, so two equal players
     come out at exactly 0."""
-    per_deal = [play_deal(i, seed, table, (first, second)).points[0] for i in range(deals)]
-    return Duplicate(deals, deals * len(DUPLICATE_SEATS), *interval(per_deal))
+    played = [play_deal(i, seed, table, (first, second)) for i in range(deals)]
+    return Duplicate(
+        deals,
+        deals * len(DUPLICATE_SEATS),
+        *interval([d.points[0] for d in played]),
+        landlord=_record([(d.landlord_wins, d.landlord_hands) for d in played]),
+        farmer=_record([(d.farmer_wins, d.farmer_seats) for d in played]),
+    )
+
+
+def _record(
+    deals: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Two players' (won, played) summed over the deals' (wins, hands) per player."""
+    first, second = (
+        (sum(wins[c] for wins, _ in deals), sum(hands[c] for _, hands in deals)) for c in (0, 1)
+    )
+    return first, second
+
+
+def won_share(wins: int, out_of: int) -> str:
+    """Hands won of hands played, as a reader wants it."""
+    return f"{wins / out_of:.1%} ({wins} of {out_of})" if out_of else "n/a (0 of 0)"
 
 
 def _random(seed: str, hand: int, seat: int) -> RandomPolicy:
