@@ -3,13 +3,13 @@
     python benchmarks/search_bench.py [--hands N] [--ruleset R] [--no-doubling]
                                       [--confidence C] [--budget-ms MS] [--extend-ms MS]
                                       [--endgame CARDS] [--width N]
-                                      [--seed S] [--smoke]
+                                      [--win-weight W] [--seed S] [--smoke]
 
 Plays hands with ``normal`` at every seat. At each play where ``hard`` would search, it
 searches (the budget counted in CPU time, so the machine's load does not change the
 search); where it leaves the ``normal`` choice, both choices are played out from the
 real cards, by ``normal`` at every seat, and the difference in the seat's points is the
-choice's gain. Far tighter than a duplicate match (the rest of the hand is the same on
+choice's gain (and the difference in its wins, -1, 0 or 1: a rating counts those). Far tighter than a duplicate match (the rest of the hand is the same on
 both sides), it says whether the search's departures are right, not what they are worth
 over a whole match of ``hard`` against ``normal`` (``ddz simulate --pit``).
 
@@ -39,7 +39,9 @@ from service.game.bot.search import (
     ENDGAME,
     MAX_BUDGET,
     MAX_CANDIDATES,
+    WIN_WEIGHT,
     SearchPolicy,
+    points,
 )
 from service.game.simulate import hand_seed, play_hand
 from service.game.state import PLAYING
@@ -61,6 +63,9 @@ def main() -> None:
     )
     parser.add_argument("--endgame", type=int, default=ENDGAME)
     parser.add_argument("--width", type=int, default=MAX_CANDIDATES, help="candidates at most")
+    parser.add_argument(
+        "--win-weight", type=float, default=WIN_WEIGHT, help="a won hand's worth, in stakes"
+    )
     parser.add_argument("--seed", default="search-bench", help="the hands' seed")
     args = parse(parser, hands=2, budget_ms=20, extend_ms=40)
     compiled = search.__file__ is not None and search.__file__.endswith(
@@ -79,8 +84,11 @@ def main() -> None:
         endgame=args.endgame,
         extend=args.extend_ms / 1000 if args.extend_ms else None,
         width=args.width,
+        win_weight=args.win_weight,
     )
     gains: list[float] = []
+    # Per departure: +1 where it won a hand the normal choice lost, -1 the other way.
+    wins: list[int] = []
     searched = 0
     # Per searched decision: (play-outs, CPU-seconds).
     decisions: list[tuple[int, float]] = []
@@ -101,10 +109,12 @@ def main() -> None:
                     decisions.append((hard.played, time.process_time() - began))
                     if pick != candidates[0]:
                         true = [list(counts_of(h)) for h in state.hands]
-                        ours = hard.evaluate(view, true, pick)
-                        theirs = hard.evaluate(view, true, candidates[0])
+                        ours = hard.outcome(view, true, pick)
+                        theirs = hard.outcome(view, true, candidates[0])
                         assert ours is not None and theirs is not None  # no deadline
-                        gains.append(ours - theirs)
+                        gains.append(points(view, *ours) - points(view, *theirs))
+                        landlord = view.seat == view.landlord
+                        wins.append((ours[0] == landlord) - (theirs[0] == landlord))
             for event in decide(state, normal.act(view)):
                 state = evolve(state, event)
     played = [p for p, _ in decisions]
@@ -131,7 +141,9 @@ def main() -> None:
         f"  gain per departure {mean:+.2f} [{mean - 1.96 * error:+.2f}, {mean + 1.96 * error:+.2f}]"
         f", per hand (all four seats) {sum(gains) / args.hands:+.3f}"
         f" [{(mean - 1.96 * error) * n / args.hands:+.3f}, {(mean + 1.96 * error) * n / args.hands:+.3f}]"
-        f"; {time.process_time() - started:.0f} CPU-seconds"
+        f"; {time.process_time() - started:.0f} CPU-seconds\n"
+        f"  hands won by departing: {sum(w > 0 for w in wins)}, lost: {sum(w < 0 for w in wins)}"
+        f" (a hand's seats counted apart; win weight {args.win_weight:g})"
     )
 
 

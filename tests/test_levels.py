@@ -15,7 +15,7 @@ from hidden import reshuffled
 from service.game import GameError, MatchSettings
 from service.game.bot import BotPolicy
 from service.game.bot.levels import HARD_VARIANTS, LEVELS, contestant, policy, seat_level
-from service.game.bot.search import SearchPolicy, sample_hands
+from service.game.bot.search import WIN_WEIGHT, SearchPolicy, sample_hands, worth
 from service.game.commands import CreateMatch, DealHand, Disconnect, Play, TakeSeat
 from service.game.simulate import apply, duplicate, play_hand
 from service.game.state import ENDED, PLAYING, State, initial_state
@@ -167,16 +167,39 @@ def test_pit_plays_the_tables_doubling_asks_for():
 def test_the_variants_of_hard_leave_out_one_ingredient_each():
     """``ddz simulate --pit`` names for the ablation: each is ``hard`` but for what it
     leaves out, and ``hard-before`` is the search as it was (from 70 cards, no
-    extension)."""
+    extension, points alone)."""
     hard = contestant("hard")
     assert isinstance(hard, SearchPolicy)
     for name in HARD_VARIANTS:
         variant = contestant(name)
         assert isinstance(variant, SearchPolicy)
         differs = [
-            what for what in ("extend", "endgame") if getattr(variant, what) != getattr(hard, what)
+            what
+            for what in ("extend", "endgame", "win_weight")
+            if getattr(variant, what) != getattr(hard, what)
         ]
-        assert len(differs) == (2 if name == "hard-before" else 1)
+        assert len(differs) == (3 if name == "hard-before" else 1)
     before = contestant("hard-before")
     assert isinstance(before, SearchPolicy)
-    assert (before.extend, before.endgame) == (None, 70)
+    assert (before.extend, before.endgame, before.win_weight) == (None, 70, 0)
+    points = contestant("hard-points")
+    assert isinstance(points, SearchPolicy) and points.win_weight == 0 < hard.win_weight
+
+
+def test_hard_prefers_a_likely_win_to_a_long_shot_at_many_bombs():
+    """A rating counts wins: as landlord with bombs doubling, a line won 9 times in 10
+    without a bomb is worth more to ``hard`` than one won 6 in 10 with three bombs, which
+    points alone would prefer (3 × 8 × 0.2 = 4.8 stakes against 3 × 0.8 = 2.4)."""
+    landlord = make_view("3", seat=0, landlord=0)
+
+    def expected(win: float, bombs: int, weight: float) -> float:
+        return win * worth(landlord, True, bombs, weight) + (1 - win) * worth(
+            landlord, False, bombs, weight
+        )
+
+    assert expected(0.6, 3, 0.0) > expected(0.9, 0, 0.0)
+    assert expected(0.6, 3, WIN_WEIGHT) < expected(0.9, 0, WIN_WEIGHT)
+    # A farmer's win and loss weigh a third of the landlord's, as its stake does.
+    farmer = make_view("3", seat=2, landlord=0)
+    assert worth(farmer, False, 1, WIN_WEIGHT) == 2 + WIN_WEIGHT
+    assert worth(farmer, True, 1, WIN_WEIGHT) == -(2 + WIN_WEIGHT)

@@ -24,7 +24,7 @@ from ..settings import BOT_LEVELS as LEVELS
 from ..state import PLAYING
 from ..views import SeatView
 from .policy import BotPolicy, Style
-from .search import DEFAULT_BUDGET, ENDGAME, MAX_BUDGET, SearchPolicy
+from .search import DEFAULT_BUDGET, ENDGAME, MAX_BUDGET, WIN_WEIGHT, SearchPolicy
 
 EASY, NORMAL, HARD = LEVELS
 
@@ -78,9 +78,10 @@ def policy(
     clock: Callable[[], float] = time.perf_counter,
     extend: float | None = MAX_BUDGET,
     endgame: int = ENDGAME,
+    win_weight: float = WIN_WEIGHT,
 ) -> Policy:
     """The system's player at ``level`` (``budget``, ``samples``, ``clock``, ``extend``,
-    ``endgame``: the search's, for hard)."""
+    ``endgame``, ``win_weight``: the search's, for hard)."""
     if level == EASY:
         return EasyPolicy(seed)
     if level == NORMAL:
@@ -94,6 +95,7 @@ def policy(
             clock=clock,
             extend=extend,
             endgame=endgame,
+            win_weight=win_weight,
         )
     raise ValueError(f"no bot level {level!r} (one of {', '.join(LEVELS)})")
 
@@ -109,13 +111,14 @@ BASELINES = {
 
 #: ``hard`` with one of its ingredients left out, to measure what each is worth
 #: (docs/bot.md, the ablation): no extension of an undecided search past its budget;
-#: searching only once the hands hold 70 cards or fewer, as before; both (``hard`` as it
-#: was).
-HARD_VARIANTS: dict[str, tuple[float | None, int]] = {
-    # name: (extend, endgame), SearchPolicy's
-    "hard-no-extend": (None, ENDGAME),
-    "hard-endgame-70": (MAX_BUDGET, 70),
-    "hard-before": (None, 70),
+#: searching only once the hands hold 70 cards or fewer, as before; weighing points
+#: alone, a won hand worth nothing more; all three (``hard`` as it was).
+HARD_VARIANTS: dict[str, tuple[float | None, int, float]] = {
+    # name: (extend, endgame, win_weight), SearchPolicy's
+    "hard-no-extend": (None, ENDGAME, WIN_WEIGHT),
+    "hard-endgame-70": (MAX_BUDGET, 70, WIN_WEIGHT),
+    "hard-before": (None, 70, 0.0),
+    "hard-points": (MAX_BUDGET, ENDGAME, 0.0),
 }
 
 
@@ -130,8 +133,16 @@ def contestant(
     if name in BASELINES:
         return BotPolicy(style=BASELINES[name])
     if name in HARD_VARIANTS:
-        extend, endgame = HARD_VARIANTS[name]
-        return policy(HARD, seed=seed, budget=budget, clock=clock, extend=extend, endgame=endgame)
+        extend, endgame, win_weight = HARD_VARIANTS[name]
+        return policy(
+            HARD,
+            seed=seed,
+            budget=budget,
+            clock=clock,
+            extend=extend,
+            endgame=endgame,
+            win_weight=win_weight,
+        )
     return policy(name, seed=seed, budget=budget, clock=clock)
 
 

@@ -1,21 +1,22 @@
 """Search from the seat's own view: :class:`SearchPolicy`, the ``hard`` level.
 
 At each play with a choice (from the first, :data:`ENDGAME`) it weighs a few candidate
-plays (the rule-based bot's own choice first) by expected points. Each round deals the
+plays (the rule-based bot's own choice first) by expected worth. Each round deals the
 cards the seat cannot see at random, consistently with everything its view tells (how
 many cards each seat holds, the cards played, the landlord's hand after 摊打, the reported
 cards it still holds after 报到, each seat's bomb allowance), then plays the hand out
 after every candidate (:func:`rollout`, on counts: suits never matter to play) with the
 rule-based bot at every seat (:class:`Player`), or a faster greedy policy
 (:func:`greedy`). A candidate scores the points the seat wins or loses, each bomb
-doubling them when the ruleset says so: a bomb has to win more than the stake it
-doubles. Rounds go on until the time budget is spent (or ``samples`` rounds, for a
-deterministic run), a decision still open at its budget going on to :data:`MAX_BUDGET`
-(where more deals may change the choice), a candidate clearly worse than the bot's
-choice dropping out; a candidate replaces the bot's own choice only when its gain over
-it, deal by deal, is two standard errors above zero (three when bombs double). The
-random dealing comes from the policy's seed and the public view only, so the same view
-and seed give the same decision whatever the hidden cards are.
+doubling them when the ruleset says so (a bomb has to win more than the stake it
+doubles), and :data:`WIN_WEIGHT` stakes more for a won hand, less for a lost one.
+Rounds go on until the time budget is spent (or ``samples`` rounds, for a deterministic
+run), a decision still open at its budget going on to :data:`MAX_BUDGET` (where more
+deals may change the choice), a candidate clearly worse than the bot's choice dropping
+out; a candidate replaces the bot's own choice only when its gain over it, deal by deal,
+is two standard errors above zero (three when bombs double). The random dealing comes
+from the policy's seed and the public view only, so the same view and seed give the same
+decision whatever the hidden cards are.
 
 Bidding, 摊打 and 报到 are the rule-based bot's.
 """
@@ -66,6 +67,11 @@ GREEDY_PLAYOUTS, BOT_PLAYOUTS = "greedy", "bot"
 #: doubling): with 1 the search lost 3.3 points per hand, with 2 it gained 0.5, with 3
 #: and 4 about 2.2.
 CONFIDENCE, DOUBLING_CONFIDENCE = 2.0, 3.0
+#: What winning the hand is worth beside its points, in stakes (a landlord's three): a
+#: rating counts wins, and with bombs doubling the points alone favour a long shot at
+#: many bombs over a likely win. Measured on the true cards (docs/bot.md), the weight
+#: won more hands at no cost in points.
+WIN_WEIGHT = 32.0
 #: Fewer deals than this say too little about the spread: the bot's choice stands.
 MIN_ROUNDS = 8
 _GROUPS = (SINGLE, PAIR, TRIPLE)
@@ -322,6 +328,15 @@ def points(view: SeatView, landlord_won: bool, bombs: int) -> float:
     return sign * share * factor
 
 
+def worth(view: SeatView, landlord_won: bool, bombs: int, win_weight: float) -> float:
+    """The :func:`points`, and ``win_weight`` stakes more (a landlord's three) for a won
+    hand, as many less for a lost one."""
+    me_landlord = view.seat == view.landlord
+    won = landlord_won == me_landlord
+    share = 3.0 if me_landlord else 1.0
+    return points(view, landlord_won, bombs) + (win_weight * share if won else -win_weight * share)
+
+
 def _landlord_known(view: SeatView) -> Counts | None:
     """The landlord's cards a farmer knows it holds: its whole hand after 摊打, else the
     reported cards not played yet."""
@@ -378,7 +393,8 @@ class SearchPolicy:
     turn), or ``time.process_time`` to measure the search apart from the machine's load;
     ``confidence``: standard errors a gain must clear (None: by the ruleset's doubling);
     ``extend``: seconds from the start a decision still undecided at its budget may go on
-    (None: none); ``width``: candidates weighed at most."""
+    (None: none); ``width``: candidates weighed at most; ``win_weight``: what a won hand
+    is worth beside its points (:data:`WIN_WEIGHT`)."""
 
     name = "hard"
 
@@ -395,8 +411,10 @@ class SearchPolicy:
         clock: Callable[[], float] = time.perf_counter,
         extend: float | None = MAX_BUDGET,
         width: int = MAX_CANDIDATES,
+        win_weight: float = WIN_WEIGHT,
     ) -> None:
         self.seed = seed
+        self.win_weight = win_weight
         self.width = width
         self.extend = extend
         self.clock = clock
@@ -534,17 +552,26 @@ class SearchPolicy:
         play: Combination | None,
         deadline: float | None = None,
     ) -> float | None:
-        """The points of one deal played out after ``play`` (None: out of time)."""
+        """The worth of one deal played out after ``play`` (None: out of time)."""
+        outcome = self.outcome(view, hands, play, deadline)
+        return None if outcome is None else worth(view, *outcome, self.win_weight)
+
+    def outcome(
+        self,
+        view: SeatView,
+        hands: list[list[int]],
+        play: Combination | None,
+        deadline: float | None = None,
+    ) -> tuple[bool, int] | None:
+        """Whether the landlord won one deal played out after ``play``, and its bombs
+        (None: out of time)."""
         me = view.seat
         assert me is not None
         position = self.position(view, hands)
         if position.apply(me, play):
-            return points(view, me == view.landlord, position.bombs)
+            return me == view.landlord, position.bombs
         player = Player(view, self.base) if self.playouts == BOT_PLAYOUTS else None
-        outcome = rollout(position, player, deadline, self.clock)
-        if outcome is None:
-            return None
-        return points(view, *outcome)
+        return rollout(position, player, deadline, self.clock)
 
     @staticmethod
     def position(view: SeatView, hands: list[list[int]]) -> Position:
