@@ -6,17 +6,24 @@ stays so to the end of the run.
 
     python benchmarks/ratings_bench.py [--hands N] [--seed S] [--budget-ms MS] [--hard NAME]
         [--smoke]
+    python benchmarks/ratings_bench.py --model RUNS [--hands N] [--landlord-wins NAME=P,...]
 
 The four seats: ``easy``, ``normal``, ``hard`` and a second ``normal`` (the hands need
 four players). ``hard`` searches ``--budget-ms`` of CPU time per decision; ``--hard``
 seats a variant of it there instead (``ddz simulate --pit``'s names, docs/bot.md). It
 prints, too, how often each won as landlord and as a farmer: a rating counts wins.
+
+With ``--model`` no hand is played: each hand's landlord is drawn among the players of
+``--landlord-wins`` and wins with its chance there (as a run measured them), and it
+prints in how many of ``RUNS`` runs ``hard`` ended above ``normal``: how far the ladder's
+order at one hand is chance, for a given difference in wins.
 """
 
 from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass, field
 
 from common import command_line, parse
 
@@ -25,22 +32,64 @@ from service.game.bot.levels import contestant
 from service.game.ratings import RatedHand, Rating, rate
 from service.game.settlement import LANDLORD
 from service.game.simulate import hand_seed, play_hand, won_share
-from service.game.state import State
 
 PLAYERS = ("easy", "normal", "hard", "normal-2")
 #: The orders measured: each (higher, lower).
 PAIRS = (("normal", "easy"), ("hard", "normal"))
 
 
-def rated(state: State, seated: list[str]) -> RatedHand:
-    result = state.result
-    assert result is not None and state.table is not None
-    return RatedHand(
-        state.table.ruleset.name,
-        tuple(seated),
-        result.outcome.landlord,
-        result.outcome.winner == "landlord",
-        frozenset(),
+#: One hand's result: the landlord's seat and whether it won.
+Outcome = tuple[int, bool]
+
+
+@dataclass
+class Ladder:
+    """A run's ratings, and for each pair since when it has been in order (None: not
+    now) and in how many hands."""
+
+    ratings: dict[str, Rating] = field(default_factory=dict)
+    since: dict[tuple[str, str], int | None] = field(
+        default_factory=lambda: dict.fromkeys(PAIRS, None)
+    )
+    above: dict[tuple[str, str], int] = field(default_factory=lambda: dict.fromkeys(PAIRS, 0))
+
+    def rate(self, hand: int, seated: list[str], outcome: Outcome) -> None:
+        landlord, landlord_won = outcome
+        rated = RatedHand("shanghai-platform", tuple(seated), landlord, landlord_won, frozenset())
+        for change in rate(rated, self.ratings):
+            self.ratings[change.player] = change.after
+        c = self.conservative()
+        for higher, lower in PAIRS:
+            if c[higher] > c[lower]:
+                self.above[higher, lower] += 1
+                self.since[higher, lower] = self.since[higher, lower] or hand
+            else:
+                self.since[higher, lower] = None
+
+    def conservative(self) -> dict[str, float]:
+        return {p: self.ratings[p].conservative for p in PLAYERS}
+
+
+def modelled(runs: int, hands: int, seed: str, landlord_wins: dict[str, float]) -> None:
+    """``runs`` ladders of ``hands`` hands whose results are drawn: the landlord one of
+    the players of ``landlord_wins`` at random, winning with its chance there. It says
+    how often a measured difference in wins puts ``hard`` above ``normal`` at the end."""
+    draw = random.Random(seed)
+    landlords = sorted(landlord_wins)
+    ends = 0
+    for _ in range(runs):
+        ladder = Ladder()
+        for hand in range(1, hands + 1):
+            seated = list(PLAYERS)
+            draw.shuffle(seated)
+            landlord = draw.choice(landlords)
+            won = draw.random() < landlord_wins[landlord]
+            ladder.rate(hand, seated, (seated.index(landlord), won))
+        ends += ladder.since["hard", "normal"] is not None
+    chances = ", ".join(f"{p} {landlord_wins[p]:.1%}" for p in landlords)
+    print(
+        f"landlords winning {chances}: hard above normal at hand {hands}"
+        f" in {ends} of {runs} runs ({ends / runs:.1%})"
     )
 
 
@@ -50,7 +99,23 @@ def main() -> None:
     parser.add_argument("--seed", default="ratings")
     parser.add_argument("--budget-ms", type=float, default=10.0)
     parser.add_argument("--hard", default="hard", help="the player at the hard seat")
+    parser.add_argument(
+        "--model",
+        metavar="RUNS",
+        type=int,
+        default=0,
+        help="draw the hands' results instead of playing them, RUNS runs",
+    )
+    parser.add_argument(
+        "--landlord-wins",
+        default="hard=0.875,normal=0.65,normal-2=0.65",
+        help="--model: each landlord's chance of winning, NAME=P,...",
+    )
     args = parse(parser, hands=4, budget_ms=1.0)
+    if args.model:
+        chances = dict(item.split("=") for item in args.landlord_wins.split(","))
+        modelled(args.model, args.hands, args.seed, {p: float(v) for p, v in chances.items()})
+        return
     table = MatchSettings.build()
     players = {
         name: contestant(
@@ -63,38 +128,28 @@ def main() -> None:
     }
     # Each player's hands won and played, as landlord and as a farmer.
     record = {name: [0, 0, 0, 0] for name in PLAYERS}
-    ratings: dict[str, Rating] = {}
+    ladder = Ladder()
     draw = random.Random(args.seed)
-    # Since when each pair has been in order (None: not now), and in how many hands.
-    since: dict[tuple[str, str], int | None] = {pair: None for pair in PAIRS}
-    above: dict[tuple[str, str], int] = dict.fromkeys(PAIRS, 0)
     started = time.perf_counter()
     for hand in range(1, args.hands + 1):
         seated = list(PLAYERS)
         draw.shuffle(seated)
         _, state = play_hand(table, hand_seed(args.seed, hand), [players[p] for p in seated])
-        assert state.result is not None
+        assert state.result is not None and state.landlord is not None
         landlord_won = state.result.outcome.winner == LANDLORD
         for seat, name in enumerate(seated):
             landlord = seat == state.landlord
             at = 0 if landlord else 2
             record[name][at] += landlord_won == landlord
             record[name][at + 1] += 1
-        for change in rate(rated(state, seated), ratings):
-            ratings[change.player] = change.after
-        c = {p: ratings[p].conservative for p in PLAYERS}
-        for higher, lower in PAIRS:
-            if c[higher] > c[lower]:
-                above[higher, lower] += 1
-                since[higher, lower] = since[higher, lower] or hand
-            else:
-                since[higher, lower] = None
+        ladder.rate(hand, seated, (state.landlord, landlord_won))
         if hand % 100 == 0 or hand == args.hands:
+            c = ladder.conservative()
             print(
                 f"after {hand:5d} hands: "
                 + "  ".join(
-                    f"{p} {ratings[p].conservative:6.2f} (mu {ratings[p].mu:5.2f},"
-                    f" sigma {ratings[p].sigma:4.2f})"
+                    f"{p} {c[p]:6.2f} (mu {ladder.ratings[p].mu:5.2f},"
+                    f" sigma {ladder.ratings[p].sigma:4.2f})"
                     for p in sorted(PLAYERS, key=lambda p: -c[p])
                 ),
                 flush=True,
@@ -110,8 +165,8 @@ def main() -> None:
             f"{name} won {won_share(won, led)} as landlord, {won_share(farmed, farmer)} as a farmer"
         )
     for higher, lower in PAIRS:
-        share = above[higher, lower] / args.hands
-        settled = since[higher, lower]
+        share = ladder.above[higher, lower] / args.hands
+        settled = ladder.since[higher, lower]
         print(
             f"{higher} above {lower} by conservative rating: "
             + (
