@@ -44,9 +44,10 @@ Outcome = tuple[int, bool]
 
 @dataclass
 class Ladder:
-    """A run's ratings, and for each pair since when it has been in order (None: not
-    now) and in how many hands."""
+    """A run's ratings in ``ruleset``, and for each pair since when it has been in order
+    (None: not now) and in how many hands."""
 
+    ruleset: str
     ratings: dict[str, Rating] = field(default_factory=dict)
     since: dict[tuple[str, str], int | None] = field(
         default_factory=lambda: dict.fromkeys(PAIRS, None)
@@ -55,7 +56,7 @@ class Ladder:
 
     def rate(self, hand: int, seated: list[str], outcome: Outcome) -> None:
         landlord, landlord_won = outcome
-        rated = RatedHand("shanghai-platform", tuple(seated), landlord, landlord_won, frozenset())
+        rated = RatedHand(self.ruleset, tuple(seated), landlord, landlord_won, frozenset())
         for change in rate(rated, self.ratings):
             self.ratings[change.player] = change.after
         c = self.conservative()
@@ -70,7 +71,9 @@ class Ladder:
         return {p: self.ratings[p].conservative for p in PLAYERS}
 
 
-def modelled(runs: int, hands: int, seed: str, landlord_wins: dict[str, float]) -> None:
+def modelled(
+    runs: int, hands: int, seed: str, landlord_wins: dict[str, float], ruleset: str
+) -> None:
     """``runs`` ladders of ``hands`` hands whose results are drawn: the landlord one of
     the players of ``landlord_wins`` at random, winning with its chance there. It says
     how often a measured difference in wins puts ``hard`` above ``normal`` at the end."""
@@ -78,7 +81,7 @@ def modelled(runs: int, hands: int, seed: str, landlord_wins: dict[str, float]) 
     landlords = sorted(landlord_wins)
     ends = 0
     for _ in range(runs):
-        ladder = Ladder()
+        ladder = Ladder(ruleset)
         for hand in range(1, hands + 1):
             seated = list(PLAYERS)
             draw.shuffle(seated)
@@ -112,11 +115,12 @@ def main() -> None:
         help="--model: each landlord's chance of winning, NAME=P,...",
     )
     args = parse(parser, hands=4, budget_ms=1.0)
+    table = MatchSettings.build()
     if args.model:
         chances = dict(item.split("=") for item in args.landlord_wins.split(","))
-        modelled(args.model, args.hands, args.seed, {p: float(v) for p, v in chances.items()})
+        wins = {p: float(v) for p, v in chances.items()}
+        modelled(args.model, args.hands, args.seed, wins, table.ruleset.name)
         return
-    table = MatchSettings.build()
     players = {
         name: contestant(
             args.hard if name == "hard" else name.removesuffix("-2"),
@@ -128,7 +132,7 @@ def main() -> None:
     }
     # Each player's hands won and played, as landlord and as a farmer.
     record = {name: [0, 0, 0, 0] for name in PLAYERS}
-    ladder = Ladder()
+    ladder = Ladder(table.ruleset.name)
     draw = random.Random(args.seed)
     started = time.perf_counter()
     for hand in range(1, args.hands + 1):

@@ -9,9 +9,10 @@ Plays hands with ``normal`` at every seat. At each play where ``hard`` would sea
 searches (the budget counted in CPU time, so the machine's load does not change the
 search); where it leaves the ``normal`` choice, both choices are played out from the
 real cards, by ``normal`` at every seat, and the difference in the seat's points is the
-choice's gain (and the difference in its wins, -1, 0 or 1: a rating counts those). Far tighter than a duplicate match (the rest of the hand is the same on
-both sides), it says whether the search's departures are right, not what they are worth
-over a whole match of ``hard`` against ``normal`` (``ddz simulate --pit``).
+choice's gain (and the difference in its wins, -1, 0 or 1: a rating counts those). Far
+tighter than a duplicate match (the rest of the hand is the same on both sides), it says
+whether the search's departures are right, not what they are worth over a whole match
+of ``hard`` against ``normal`` (``ddz simulate --pit``).
 
 It prints the search's speed too: play-outs per searched decision, and per decision that
 ran to its budget (the others stopped early, every other candidate having dropped out),

@@ -301,8 +301,8 @@ class Duplicate:
     high: float
     #: Each player's (hands won, hands played) as landlord and as a farmer (each farmer
     #: seat a hand): a rating counts these, not the points.
-    landlord: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
-    farmer: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
+    landlord: tuple[tuple[int, int], tuple[int, int]]
+    farmer: tuple[tuple[int, int], tuple[int, int]]
 
 
 def interval(per_deal: Sequence[Fraction]) -> tuple[float, float, float]:
