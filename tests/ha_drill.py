@@ -297,8 +297,12 @@ def service(cluster: Patroni, sentinels: Sentinels, home: Path) -> Iterator[str]
         )
         stack.callback(stop, worker, signal.SIGTERM, 30)
         yield base
-        for process, name in ((serve, "ddz serve"), (worker, "the second worker")):
-            assert process.poll() is None, f"{name} exited: {process.returncode}"
+        for process, name, log in (
+            (serve, "ddz serve", "serve.log"),
+            (worker, "the second worker", "worker.log"),
+        ):
+            tail = (home / log).read_text(errors="replace")[-3000:]
+            assert process.poll() is None, f"{name} exited: {process.returncode}\n{tail}"
 
 
 def drill(

@@ -47,8 +47,12 @@ from service.store import migrate
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 LOCAL_REDIS = "redis://127.0.0.1:6379/0"
-#: How long a run's claim on a Redis database lasts if the run dies without releasing it.
-CLAIM_SECONDS = 6 * 3600
+#: How long a claim on a Redis database outlives a run that died without releasing it: a
+#: live run renews its claims every third of this, so a killed run holds nothing for long.
+CLAIM_SECONDS = 60
+#: How long a claim waits for a database to come free (another run's, or a killed run's
+#: claim lapsing) before the test fails.
+CLAIM_WAIT_SECONDS = 180
 #: Kept in a claimed database: a test run's data, which a later run may flush once the
 #: claim has lapsed (a database holding anything else is never claimed).
 TEST_DATA_MARK = "ddz-test:data"
@@ -286,40 +290,63 @@ def redis_db_url(server_url: str, db: int) -> str:
 @contextmanager
 def claimed_redis_db(server_url: str) -> Iterator[str]:
     """A database of the Redis server of ``server_url`` for the caller alone, flushed; its
-    URL. A claim is a lock (redis-py's) in database 0, released at the end, or lapsing after
-    :data:`CLAIM_SECONDS` if the run dies. Only an empty database, or one a test run left
-    (:data:`TEST_DATA_MARK`), is claimed; database 0 (a service's default) never is."""
+    URL. A claim is a lock (redis-py's) in database 0, renewed while held and released at
+    the end, lapsing :data:`CLAIM_SECONDS` after a run that died. Only an empty database, or
+    one a test run left (:data:`TEST_DATA_MARK`), is claimed; database 0 (a service's
+    default) never is. When every one is taken, the claim waits for one to come free."""
     admin = redis_lib.Redis.from_url(redis_db_url(server_url, 0))
     try:
         count = int(admin.config_get("databases").get("databases", 16))
     except redis_lib.ResponseError:
         count = 16
+    deadline = time.monotonic() + CLAIM_WAIT_SECONDS
     try:
-        for db in range(count - 1, 0, -1):
-            claim = admin.lock(f"ddz-test:claim:{db}", timeout=CLAIM_SECONDS)
-            if not claim.acquire(blocking=False):
-                continue
-            url = redis_db_url(server_url, db)
-            connection = redis_lib.Redis.from_url(url)
-            try:
-                if connection.dbsize() and not connection.exists(TEST_DATA_MARK):
-                    continue  # someone else's data
-                connection.flushdb()
-                connection.set(TEST_DATA_MARK, 1)
-                yield url
-                connection.flushdb()
-                return
-            finally:
-                connection.close()
+        while True:
+            for db in range(count - 1, 0, -1):
+                # Not thread-local: the renewing thread holds it too.
+                claim = admin.lock(
+                    f"ddz-test:claim:{db}", timeout=CLAIM_SECONDS, thread_local=False
+                )
+                if not claim.acquire(blocking=False):
+                    continue
+                url = redis_db_url(server_url, db)
+                connection = redis_lib.Redis.from_url(url)
+                done = threading.Event()
+                renewal = threading.Thread(target=_renew, args=(claim, done), daemon=True)
+                renewal.start()
                 try:
-                    claim.release()
-                except redis_lib.exceptions.LockError:
-                    pass  # lapsed: another run may hold it now
-        raise RuntimeError(
-            f"no free Redis database on {server_url}: every one is claimed or holds other data"
-        )
+                    if connection.dbsize() and not connection.exists(TEST_DATA_MARK):
+                        continue  # someone else's data
+                    connection.flushdb()
+                    connection.set(TEST_DATA_MARK, 1)
+                    yield url
+                    connection.flushdb()
+                    return
+                finally:
+                    done.set()
+                    renewal.join()
+                    connection.close()
+                    try:
+                        claim.release()
+                    except redis_lib.exceptions.LockError:
+                        pass  # lapsed: another run may hold it now
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"no free Redis database on {server_url} in {CLAIM_WAIT_SECONDS} s:"
+                    " every one is claimed or holds other data"
+                )
+            time.sleep(1)
     finally:
         admin.close()
+
+
+def _renew(claim: redis_lib.lock.Lock, done: threading.Event) -> None:
+    """Keeps ``claim`` from lapsing until ``done``."""
+    while not done.wait(CLAIM_SECONDS / 3):
+        try:
+            claim.reacquire()
+        except redis_lib.exceptions.LockError:
+            return  # lost (the server restarted, say): nothing more to renew
 
 
 @contextmanager

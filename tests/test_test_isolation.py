@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis as redis_lib
+import servers
 from processes import separate_session
 from servers import claimed_redis_db, embedded_redis, redis_db_url
 
@@ -118,3 +119,16 @@ def test_a_claim_skips_claimed_databases_and_other_data_and_is_released(redis_se
         for url in (first, second)
     ]
     assert not admin.exists(*(f"ddz-test:claim:{db}" for db in dbs))
+
+
+def test_a_held_claim_is_renewed_though_its_lease_is_short(redis_server, monkeypatch):
+    # A short lease, kept alive while held: a run killed mid-way (CI stopped, a laptop
+    # closed) must not keep its databases from the next run for long.
+    monkeypatch.setattr(servers, "CLAIM_SECONDS", 1.5)
+    admin = redis_lib.Redis.from_url(redis_db_url(redis_server, 0))
+    with claimed_redis_db(redis_server) as url:
+        db = redis_lib.Redis.from_url(url).connection_pool.connection_kwargs["db"]
+        time.sleep(4)
+        assert admin.exists(f"ddz-test:claim:{db}"), "a held claim lapsed"
+        assert 0 < admin.pttl(f"ddz-test:claim:{db}") <= 1500
+    assert not admin.exists(f"ddz-test:claim:{db}")
