@@ -10,8 +10,10 @@ generator beside it on the same machine.
 Starts ``ddz serve`` with ``--api`` API processes (one per core by default, as
 service/gunicorn_conf.py sizes them) on a PostgreSQL and a Redis of its own (embedded:
 a server shared with other work holds the players' streams back), and ``--workers``
-workers in all; then, for each step, Locust in ``--processes`` processes ramps up to that
-many users over ``--ramp`` seconds, holds them ``--hold`` seconds and lets them go. Over
+workers in all; then Locust in ``--processes`` processes ramps up to each step's users
+over ``--ramp`` seconds and holds them ``--hold`` seconds, one step after the other in one
+run: a step's users stay for the next, as a day's players would (stopped at each step's
+end, they left hundreds of hands to the system, whose bots the next step measured). Over
 each hold it prints what the people feel (the p50 and p99 of a decision's acknowledgement
 and of ``your_turn``'s delivery, the locustfile's ``SLO`` requests), the requests per
 second, every failure, and the CPU of each group of processes in cores (the API
@@ -82,7 +84,7 @@ def main() -> None:
     # The smoke run's bots come at once, so that hands are dealt within its seconds.
     settings = {"DDZ_LOBBY_BOTS_AFTER": "1"} if args.smoke else {}
     results: list[tuple[int, Window, dict[str, float], dict[int, float], float]] = []
-    # Over whole steps: a smoke run, far below any capacity, meets no failure at all.
+    # Over the whole run: a smoke run, far below any capacity, meets no failure at all.
     decided = 0
     failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ddz-cap-") as scratch:
@@ -94,47 +96,49 @@ def main() -> None:
                 flush=True,
             )
             with Sampler(running) as sampler:
-                for users in steps:
-                    step = folder / f"step-{users}"
-                    step.mkdir()
-                    load = generator(
-                        running,
-                        step,
-                        users,
-                        args.ramp,
-                        args.hold,
-                        5.0,
-                        args.processes,
-                        args.pace,
-                        every_kind=args.smoke,
-                    )
-                    sampler.generators = [load.pid]
-                    profiled: dict[str, list[tuple[str, float]]] = {}
-                    spying = threading.Thread(
-                        target=spy, args=(running, step, args, profiled), daemon=True
-                    )
-                    if args.profile:
-                        spying.start()
-                    try:
-                        wait_for(load, args.ramp + args.hold + 180)
-                    finally:
-                        stop(load)
-                    if args.profile:
-                        spying.join()
-                    made = samples(step)
-                    early = stopped_early(step, made, args.ramp + args.hold)
-                    if early is not None:
-                        print(f"Locust stopped early; its log said:\n{early}", flush=True)
-                    # The run began with its first request (Locust takes a while to start).
-                    began = made[0].at if made else time.time()
-                    start, end = began + args.ramp, began + args.ramp + args.hold
+                # One run of the generator climbs every step: a step's users stay for the
+                # next (see the locustfile's Day).
+                load = generator(
+                    running,
+                    folder,
+                    steps,
+                    args.ramp,
+                    args.hold,
+                    5.0,
+                    args.processes,
+                    args.pace,
+                    every_kind=args.smoke,
+                )
+                sampler.generators = [load.pid]
+                profiled: dict[int, dict[str, list[tuple[str, float]]]] = {}
+                spying = threading.Thread(
+                    target=spy, args=(running, folder, steps, args, profiled), daemon=True
+                )
+                if args.profile:
+                    spying.start()
+                planned = len(steps) * (args.ramp + args.hold)
+                try:
+                    wait_for(load, planned + 180)
+                finally:
+                    stop(load)
+                if args.profile:
+                    spying.join()
+                made = samples(folder)
+                early = stopped_early(folder, made, planned)
+                if early is not None:
+                    print(f"Locust stopped early; its log said:\n{early}", flush=True)
+                # The run began with its first request (Locust takes a while to start).
+                began = made[0].at if made else time.time()
+                decided = sum(1 for s in made if s.name == ACK)
+                failed = [f"{s.kind} {s.name}: {s.failure}" for s in made if s.failure]
+                for number, users in enumerate(steps):
+                    start = began + number * (args.ramp + args.hold) + args.ramp
+                    end = start + args.hold
                     held = window(made, start, end)
-                    decided += sum(1 for s in made if s.name == ACK)
-                    failed += [f"{s.kind} {s.name}: {s.failure}" for s in made if s.failure]
                     groups, processes, machine = sampler.cpu(start, end)
                     results.append((users, held, groups, processes, machine))
                     report(users, held, groups, processes, machine, cores)
-                    for group, ranked in sorted(profiled.items()):
+                    for group, ranked in sorted(profiled.get(users, {}).items()):
                         print(
                             f"        profile, {group}: "
                             + "; ".join(f"{share:.1%} {name}" for name, share in ranked[:8]),
@@ -154,13 +158,19 @@ def main() -> None:
 
 def spy(
     running: Service,
-    step: Path,
+    folder: Path,
+    steps: list[int],
     args: argparse.Namespace,
-    profiled: dict[str, list[tuple[str, float]]],
+    profiled: dict[int, dict[str, list[tuple[str, float]]]],
 ) -> None:
-    """The profile of the middle of the step's hold, into ``profiled``."""
-    time.sleep(args.ramp + max(0.0, args.hold - args.profile) / 2)
-    profiled.update(profile(running, step, args.profile))
+    """The profile of the middle of each step's hold, into ``profiled`` by its users."""
+    began = time.monotonic()
+    for number, users in enumerate(steps):
+        middle = number * (args.ramp + args.hold) + args.ramp + (args.hold - args.profile) / 2
+        time.sleep(max(0.0, began + middle - time.monotonic()))
+        step = folder / f"profile-{users}"
+        step.mkdir()
+        profiled[users] = profile(running, step, args.profile)
 
 
 def report(

@@ -108,7 +108,7 @@ def run(
         load = generator(
             running,
             folder,
-            args.users,
+            [args.users],
             args.ramp,
             seconds - args.ramp,
             1.0 if args.smoke else 10.0,

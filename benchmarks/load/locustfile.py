@@ -18,8 +18,9 @@ Who comes (each a Locust user; ``weight`` is their share):
 - **an operator** (:class:`Operator`) reads the console (when ``DDZ_LOAD_OPERATOR`` and
   ``DDZ_LOAD_OPERATOR_PASSWORD`` name one).
 
-Arrivals ramp up, hold and ramp down (:class:`Day`: ``DDZ_LOAD_USERS`` users in all,
-``DDZ_LOAD_RAMP``, ``DDZ_LOAD_HOLD`` and ``DDZ_LOAD_DOWN`` seconds). Besides Locust's
+Arrivals ramp up, hold and ramp down (:class:`Day`: ``DDZ_LOAD_USERS`` users in all, or
+a step after step of more, such as ``1000,1500``; ``DDZ_LOAD_RAMP`` and ``DDZ_LOAD_HOLD``
+seconds a step, ``DDZ_LOAD_DOWN`` at the end). Besides Locust's
 figures per request, what a player feels is reported as requests of type ``SLO``:
 
 - ``decision ack``: from sending a decision to its answer (the player's view of a command);
@@ -59,7 +60,7 @@ from locust.exception import StopUser
 runners.HEARTBEAT_LIVENESS = 30
 
 #: The model's knobs, from the environment (the capacity and soak scripts set them).
-USERS = int(os.environ.get("DDZ_LOAD_USERS", "100"))
+STEPS = [int(users) for users in os.environ.get("DDZ_LOAD_USERS", "100").split(",")]
 RAMP = float(os.environ.get("DDZ_LOAD_RAMP", "60"))
 HOLD = float(os.environ.get("DDZ_LOAD_HOLD", "300"))
 DOWN = float(os.environ.get("DDZ_LOAD_DOWN", "30"))
@@ -596,16 +597,23 @@ class Operator(FastHttpUser):
 
 
 class Day(LoadTestShape):
-    """Arrivals ramp up to ``DDZ_LOAD_USERS`` over ``DDZ_LOAD_RAMP`` seconds, hold for
-    ``DDZ_LOAD_HOLD``, and ramp down over ``DDZ_LOAD_DOWN``."""
+    """Arrivals ramp up to each step's users of ``DDZ_LOAD_USERS`` in turn over
+    ``DDZ_LOAD_RAMP`` seconds and hold them ``DDZ_LOAD_HOLD``; then all ramp down over
+    ``DDZ_LOAD_DOWN``. The users of a step stay for the next: stopped all at once, they
+    would leave their tables' hands to the system, and the next step would measure the
+    bots finishing them (docs/scaling.md, "Capacity on this machine")."""
 
     def tick(self) -> tuple[int, float] | None:
         now: float = self.get_run_time()  # type: ignore[no-untyped-call]
-        rate = max(1.0, USERS / max(RAMP, 1.0))
-        if now < RAMP:
-            return max(1, int(USERS * now / RAMP)), rate
-        if now < RAMP + HOLD:
-            return USERS, rate
-        if now < RAMP + HOLD + DOWN:
-            return max(1, int(USERS * (1 - (now - RAMP - HOLD) / max(DOWN, 1.0)))), rate
+        before = 0
+        for users in STEPS:
+            rate = max(1.0, (users - before) / max(RAMP, 1.0))
+            if now < RAMP:
+                return max(1, before + int((users - before) * now / RAMP)), rate
+            if now < RAMP + HOLD:
+                return users, rate
+            now -= RAMP + HOLD
+            before = users
+        if now < DOWN:
+            return max(1, int(before * (1 - now / max(DOWN, 1.0)))), max(1.0, before / DOWN)
         return None

@@ -254,7 +254,7 @@ def service(
 def generator(
     running: Service,
     folder: Path,
-    users: int,
+    users: Sequence[int],
     ramp: float,
     hold: float,
     down: float,
@@ -263,11 +263,13 @@ def generator(
     every_kind: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Locust on the load model, ``processes`` processes of it (one master and its
-    workers when more than one), writing its samples into ``folder``; ``every_kind``: at
-    least one user of each kind, whatever the weights give."""
+    workers when more than one), writing its samples into ``folder``: ``users`` step after
+    step, each ramped up to over ``ramp`` seconds and held ``hold``, then all ramped down
+    over ``down``; ``every_kind``: at least one user of each kind, whatever the weights
+    give."""
     env = {
         **os.environ,
-        "DDZ_LOAD_USERS": str(users),
+        "DDZ_LOAD_USERS": ",".join(str(step) for step in users),
         "DDZ_LOAD_RAMP": str(ramp),
         "DDZ_LOAD_HOLD": str(hold),
         "DDZ_LOAD_DOWN": str(down),
