@@ -20,6 +20,7 @@ makes for that (tests/clusters.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -356,7 +358,9 @@ class Patroni:
     def __init__(self, home: Path, size: int = 2):
         self.home, self.user = home, server_user()
         self.etcd = Etcd(home)
-        wait_until(lambda: _answers(self.etcd.port), 30, "etcd to answer")
+        # Decided, not just answering: Patroni reads the cluster's version once as it
+        # starts, and dies of "not_decided" (seen in CI) where it came too early.
+        wait_until(lambda: _decided(self.etcd.port), 30, "etcd's cluster version")
         scope = f"ddz-drill-{os.getpid()}-{free_port()}"
         self.nodes = [Node(home, f"pg{i}", self.etcd, scope, self.user) for i in range(size)]
         try:
@@ -405,9 +409,10 @@ class Patroni:
         self.etcd.close()
 
 
-def _answers(port: int) -> bool:
-    with socket.create_connection(("127.0.0.1", port), timeout=1):
-        return True
+def _decided(port: int) -> bool:
+    """Whether the etcd on ``port`` answers with its cluster's version decided."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/version", timeout=1) as answer:
+        return json.load(answer).get("etcdcluster", "not_decided") != "not_decided"
 
 
 # --- Redis Sentinel ----------------------------------------------------------------------
