@@ -84,9 +84,6 @@ def main() -> None:
     # The smoke run's bots come at once, so that hands are dealt within its seconds.
     settings = {"DDZ_LOBBY_BOTS_AFTER": "1"} if args.smoke else {}
     results: list[tuple[int, Window, dict[str, float], dict[int, float], float]] = []
-    # Over the whole run: a smoke run, far below any capacity, meets no failure at all.
-    decided = 0
-    failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ddz-cap-") as scratch:
         folder = Path(scratch)
         with service(folder, args.api, args.workers, settings) as running:
@@ -129,10 +126,11 @@ def main() -> None:
                     print(f"Locust stopped early; its log said:\n{early}", flush=True)
                 # The run began with its first request (Locust takes a while to start).
                 began = made[0].at if made else time.time()
+                # Over the whole run: a smoke run, far below any capacity, meets no failure.
                 decided = sum(1 for s in made if s.name == ACK)
                 failed = [f"{s.kind} {s.name}: {s.failure}" for s in made if s.failure]
                 for number, users in enumerate(steps):
-                    start = began + number * (args.ramp + args.hold) + args.ramp
+                    start = began + hold_starts(number, args)
                     end = start + args.hold
                     held = window(made, start, end)
                     groups, processes, machine = sampler.cpu(start, end)
@@ -156,6 +154,11 @@ def main() -> None:
         )
 
 
+def hold_starts(number: int, args: argparse.Namespace) -> float:
+    """Seconds from the run's start to the hold of its step ``number`` (from 0)."""
+    return float(number * (args.ramp + args.hold) + args.ramp)
+
+
 def spy(
     running: Service,
     folder: Path,
@@ -166,7 +169,7 @@ def spy(
     """The profile of the middle of each step's hold, into ``profiled`` by its users."""
     began = time.monotonic()
     for number, users in enumerate(steps):
-        middle = number * (args.ramp + args.hold) + args.ramp + (args.hold - args.profile) / 2
+        middle = hold_starts(number, args) + (args.hold - args.profile) / 2
         time.sleep(max(0.0, began + middle - time.monotonic()))
         step = folder / f"profile-{users}"
         step.mkdir()
