@@ -92,6 +92,13 @@ def _enough_file_descriptors() -> None:
 
 _enough_file_descriptors()
 timeout = 120
+#: Seconds an idle connection stays open for the client's next request (gunicorn's default
+#: is 2). People think 2-8 s between plays, so at 2 s the server closed a connection just
+#: as its client sent the next command on it: a client may retry a GET then, but not a
+#: POST (RFC 9110), and a soak's `leave` got no answer. Longer than the proxy's idle
+#: upstream connections (deploy/nginx.conf: 60 s), so that nginx closes them first. An
+#: idle connection costs a greenlet and a file descriptor, within ``worker_connections``.
+keepalive = 75
 #: No control socket (gunicorn 25.1+): its default path is one per user
 #: (``~/.gunicorn/gunicorn.ctl``), so every gunicorn of a user would share it; nothing
 #: here uses ``gunicornc``.

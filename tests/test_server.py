@@ -8,6 +8,7 @@ bounded; the server is stopped at the end."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
@@ -89,6 +90,32 @@ def test_streams_beyond_the_bound_are_refused_and_commands_still_answer(
             for conn, response in streams:
                 response.close()
                 conn.close()
+
+
+def test_a_command_after_a_players_pause_goes_on_the_same_connection(deployed):
+    """A person thinks a few seconds between plays. The connection their last command
+    came on is still open for the next one, a POST that a client may not resend: with
+    gunicorn's default (2 s idle) the server closed it, sometimes just as the command
+    was sent, and the command got no answer."""
+    conn = http.client.HTTPConnection(urlparse(deployed).netloc, timeout=30)
+    try:
+        conn.request("GET", "/healthz")
+        first = conn.getresponse()
+        first.read()
+        assert first.status == 200 and first.getheader("Connection") != "close"
+        sock = conn.sock
+        time.sleep(3.5)  # past the old 2 s, inside the slowest human think time of 8 s
+        conn.request(
+            "POST",
+            "/v1/players",
+            body=json.dumps({"name": "pauses"}),
+            headers={"Content-Type": "application/json"},
+        )
+        second = conn.getresponse()
+        assert second.status == 201, second.read()
+        assert conn.sock is sock  # http.client would have opened a new one, or failed
+    finally:
+        conn.close()
 
 
 def test_gunicorn_refuses_too_few_connections_for_commands_next_to_the_streams(tmp_path):
