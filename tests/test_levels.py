@@ -16,9 +16,9 @@ from service.game import GameError, MatchSettings
 from service.game.bot import BotPolicy
 from service.game.bot.levels import HARD_VARIANTS, LEVELS, contestant, policy, seat_level
 from service.game.bot.search import WIN_WEIGHT, SearchPolicy, sample_hands, worth
-from service.game.commands import CreateMatch, DealHand, Disconnect, Play, TakeSeat
+from service.game.commands import CreateMatch, DealHand, Disconnect, Play, ShowHand, TakeSeat
 from service.game.simulate import apply, duplicate, play_hand
-from service.game.state import ENDED, PLAYING, State, initial_state
+from service.game.state import BIDDING, ENDED, PLAYING, SHOW_HAND, State, initial_state
 from service.game.views import seat_view
 from service.rules import counts_of
 from service.rules.cards import NUM_RANKS
@@ -87,6 +87,55 @@ def test_the_search_is_deterministic_from_its_seed_and_blind_to_hidden_cards():
                 other = seat_view(reshuffled(state, state.turn, rng), state.turn)
                 assert searching().act(other) == decision
     assert searched >= 10
+
+
+def at_show_hand(i: int) -> State:
+    """A hand of normal bots at its landlord's 摊打 (the first bidder bids 3: 头撂)."""
+    table = MatchSettings.build("shanghai-platform")
+    log: list = []
+    state = apply(initial_state, CreateMatch("show", table), log)
+    for s in range(4):
+        state = apply(state, TakeSeat(s, None, bot=True), log)
+    state = apply(state, DealHand(seed("show", i)), log)
+    bot = policy("normal")
+    while state.phase == BIDDING:
+        state = apply(state, bot.act(seat_view(state, state.turn)), log)
+    return state
+
+
+def test_the_searched_show_hand_is_deterministic_and_blind_to_hidden_cards():
+    """摊打 is searched over deals of the farmers' cards: the farmers' real hands (and
+    so the real outcome) do not change it, nor does anything but the view and the seed."""
+    rng = random.Random(5)
+    searched = 0
+    for i in range(6):
+        state = at_show_hand(i)
+        if state.phase != SHOW_HAND:
+            continue
+        view = seat_view(state, state.turn)
+        hard = searching(8)
+        decision = hard.act(view)
+        assert isinstance(decision, ShowHand)
+        searched += hard.rounds > 0
+        assert searching(8).act(view) == decision
+        other = seat_view(reshuffled(state, state.turn, rng), state.turn)
+        assert searching(8).act(other) == decision
+    assert searched >= 4
+
+
+def test_hard_shows_a_sure_win_and_hides_a_hand_that_showing_would_lose():
+    """``normal`` shows both hands (摊打 gains points at their chances). The first wins
+    every play-out, shown or not: showing only doubles the win, and ``hard`` shows it.
+    The second, shown, loses a quarter of the play-outs it wins hidden (9 of 16 won
+    against 13, the farmers playing against its cards): ``hard`` keeps it hidden."""
+    normal = policy("normal")
+    for deal, shown in ((9, True), (18, False)):
+        state = at_show_hand(deal)
+        landlord = state.turn
+        view = seat_view(state, landlord)
+        assert view.phase == SHOW_HAND and view.landlord == landlord
+        assert normal.act(view) == ShowHand(landlord, True, "bot")
+        assert searching(24).act(view) == ShowHand(landlord, shown, "bot")
 
 
 def test_sampled_hands_agree_with_everything_the_seat_knows():
@@ -167,7 +216,7 @@ def test_pit_plays_the_tables_doubling_asks_for():
 def test_the_variants_of_hard_leave_out_one_ingredient_each():
     """``ddz simulate --pit`` names for the ablation: each is ``hard`` but for what it
     leaves out, and ``hard-before`` is the search as it was (from 70 cards, no
-    extension, points alone)."""
+    extension, points alone, 摊打 the bot's)."""
     hard = contestant("hard")
     assert isinstance(hard, SearchPolicy)
     for name in HARD_VARIANTS:
@@ -175,13 +224,18 @@ def test_the_variants_of_hard_leave_out_one_ingredient_each():
         assert isinstance(variant, SearchPolicy)
         differs = [
             what
-            for what in ("extend", "endgame", "win_weight")
+            for what in ("extend", "endgame", "win_weight", "search_show")
             if getattr(variant, what) != getattr(hard, what)
         ]
-        assert len(differs) == (3 if name == "hard-before" else 1)
+        assert len(differs) == (4 if name == "hard-before" else 1)
     before = contestant("hard-before")
     assert isinstance(before, SearchPolicy)
-    assert (before.extend, before.endgame, before.win_weight) == (None, 70, 0)
+    assert (before.extend, before.endgame, before.win_weight, before.search_show) == (
+        None,
+        70,
+        0,
+        False,
+    )
     points = contestant("hard-points")
     assert isinstance(points, SearchPolicy) and points.win_weight == 0 < hard.win_weight
 

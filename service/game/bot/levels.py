@@ -79,9 +79,10 @@ def policy(
     extend: float | None = MAX_BUDGET,
     endgame: int = ENDGAME,
     win_weight: float = WIN_WEIGHT,
+    search_show: bool = True,
 ) -> Policy:
     """The system's player at ``level`` (``budget``, ``samples``, ``clock``, ``extend``,
-    ``endgame``, ``win_weight``: the search's, for hard)."""
+    ``endgame``, ``win_weight``, ``search_show``: the search's, for hard)."""
     if level == EASY:
         return EasyPolicy(seed)
     if level == NORMAL:
@@ -96,6 +97,7 @@ def policy(
             extend=extend,
             endgame=endgame,
             win_weight=win_weight,
+            search_show=search_show,
         )
     raise ValueError(f"no bot level {level!r} (one of {', '.join(LEVELS)})")
 
@@ -112,13 +114,15 @@ BASELINES = {
 #: ``hard`` with one of its ingredients left out, to measure what each is worth
 #: (docs/bot.md, the ablation): no extension of an undecided search past its budget;
 #: searching only once the hands hold 70 cards or fewer, as before; weighing points
-#: alone, a won hand worth nothing more; all three (``hard`` as it was).
-HARD_VARIANTS: dict[str, tuple[float | None, int, float]] = {
-    # name: (extend, endgame, win_weight), SearchPolicy's
-    "hard-no-extend": (None, ENDGAME, WIN_WEIGHT),
-    "hard-endgame-70": (MAX_BUDGET, 70, WIN_WEIGHT),
-    "hard-before": (None, 70, 0.0),
-    "hard-points": (MAX_BUDGET, ENDGAME, 0.0),
+#: alone, a won hand worth nothing more; 摊打 by the bot's measured points, not searched;
+#: all four (the search as it was before 6 December 2026).
+HARD_VARIANTS: dict[str, tuple[float | None, int, float, bool]] = {
+    # name: (extend, endgame, win_weight, search_show), SearchPolicy's
+    "hard-no-extend": (None, ENDGAME, WIN_WEIGHT, True),
+    "hard-endgame-70": (MAX_BUDGET, 70, WIN_WEIGHT, True),
+    "hard-points": (MAX_BUDGET, ENDGAME, 0.0, True),
+    "hard-show-by-points": (MAX_BUDGET, ENDGAME, WIN_WEIGHT, False),
+    "hard-before": (None, 70, 0.0, False),
 }
 
 
@@ -133,7 +137,7 @@ def contestant(
     if name in BASELINES:
         return BotPolicy(style=BASELINES[name])
     if name in HARD_VARIANTS:
-        extend, endgame, win_weight = HARD_VARIANTS[name]
+        extend, endgame, win_weight, search_show = HARD_VARIANTS[name]
         return policy(
             HARD,
             seed=seed,
@@ -142,6 +146,7 @@ def contestant(
             extend=extend,
             endgame=endgame,
             win_weight=win_weight,
+            search_show=search_show,
         )
     return policy(name, seed=seed, budget=budget, clock=clock)
 

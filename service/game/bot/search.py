@@ -18,7 +18,9 @@ is two standard errors above zero (three when bombs double). The random dealing 
 from the policy's seed and the public view only, so the same view and seed give the same
 decision whatever the hidden cards are.
 
-Bidding, 摊打 and 报到 are the rule-based bot's.
+摊打 is searched the same way (:meth:`SearchPolicy.show_hand`): the bot's choice against
+the other, each deal played out from the landlord's lead with the hand hidden and shown.
+Bidding and 报到 are the rule-based bot's.
 """
 
 from __future__ import annotations
@@ -27,18 +29,18 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import cast
+from typing import TypeVar, cast
 
 from ...rules.cards import NUM_RANKS, SMALL_JOKER, TWO, Card, Counts, counts_of
 from ...rules.combinations import PAIR, SINGLE, TRIPLE, Combination, readings
 from ...rules.errors import RulesError
 from ...rules.moves import legal_plays
-from ...rules.report import ReportChoice
+from ...rules.report import ReportChoice, report_units
 from ...rules.rulesets import Ruleset
-from ..commands import SeatCommand
-from ..state import PLAYING
+from ..commands import SeatCommand, ShowHand
+from ..state import PLAYING, SHOW_HAND
 from ..views import SeatView
 from .planning import subtract
 from .policy import BotPolicy, SeatPlan, lead_key, prune
@@ -75,6 +77,10 @@ WIN_WEIGHT = 32.0
 #: Fewer deals than this say too little about the spread: the bot's choice stands.
 MIN_ROUNDS = 8
 _GROUPS = (SINGLE, PAIR, TRIPLE)
+#: A choice the search weighs: a play (None: a pass), or whether to show the hand.
+_C = TypeVar("_C")
+#: What one deal is worth to the seat after a choice (None: out of time).
+Evaluate = Callable[[SeatView, list[list[int]], _C, float | None], float | None]
 
 
 @lru_cache(maxsize=16384)
@@ -394,7 +400,8 @@ class SearchPolicy:
     ``confidence``: standard errors a gain must clear (None: by the ruleset's doubling);
     ``extend``: seconds from the start a decision still undecided at its budget may go on
     (None: none); ``width``: candidates weighed at most; ``win_weight``: what a won hand
-    is worth beside its points (:data:`WIN_WEIGHT`)."""
+    is worth beside its points (:data:`WIN_WEIGHT`); ``search_show``: whether 摊打 is
+    searched too (else the bot's)."""
 
     name = "hard"
 
@@ -412,8 +419,10 @@ class SearchPolicy:
         extend: float | None = MAX_BUDGET,
         width: int = MAX_CANDIDATES,
         win_weight: float = WIN_WEIGHT,
+        search_show: bool = True,
     ) -> None:
         self.seed = seed
+        self.search_show = search_show
         self.win_weight = win_weight
         self.width = width
         self.extend = extend
@@ -428,6 +437,8 @@ class SearchPolicy:
         self.played = 0  # the play-outs of those deals (every candidate's, counted)
 
     def act(self, view: SeatView) -> SeatCommand:
+        if view.phase == SHOW_HAND and self.search_show:
+            return self.show_hand(view)
         if view.phase != PLAYING:
             return self.base.act(view)
         # The budget counts from here: the bot's own choice and the candidates take time too.
@@ -439,6 +450,45 @@ class SearchPolicy:
         if len(candidates) > 1 and sum(seat.cards) <= self.endgame:
             chosen = self.search(view, candidates, *self.deadlines(started))
         return self.base.command(seat, chosen)
+
+    def show_hand(self, view: SeatView) -> SeatCommand:
+        """摊打, searched: the bot's choice weighed against the other over deals played out
+        from the landlord's lead both ways. Showing doubles the points but lets the
+        farmers play against the landlord's cards: with a won hand weighing beside its
+        points (a rating counts wins), the bot's choice by points alone shows too often.
+        Left to the bot when 报到 comes next, where the reported cards change the play."""
+        started = self.clock()
+        chosen = self.base.act(view)
+        self.rounds = self.played = 0
+        if not isinstance(chosen, ShowHand) or report_units(
+            counts_of(view.hand), view.table.ruleset
+        ):
+            return chosen
+        show = self.search(
+            view,
+            [chosen.value, not chosen.value],
+            *self.deadlines(started),
+            evaluate=self.evaluate_show,
+        )
+        return replace(chosen, value=show)
+
+    def evaluate_show(
+        self,
+        view: SeatView,
+        hands: list[list[int]],
+        show: bool,
+        deadline: float | None = None,
+    ) -> float | None:
+        """The worth of one deal played out from the landlord's lead, its hand shown or
+        not (None: out of time)."""
+        root = replace(view, landlord_hand=view.hand) if show else view
+        player = Player(root, self.base) if self.playouts == BOT_PLAYOUTS else None
+        outcome = rollout(self.position(view, hands), player, deadline, self.clock)
+        if outcome is None:
+            return None
+        # 摊打 doubles the points (docs/rules.md §5.1), not what the win is worth beside them.
+        doubled = points(view, *outcome) if show else 0.0
+        return worth(view, *outcome, self.win_weight) + doubled
 
     def deadlines(self, started: float) -> tuple[float | None, float | None]:
         """The budget's end and the extension's for a decision begun at ``started``."""
@@ -478,13 +528,16 @@ class SearchPolicy:
     def search(
         self,
         view: SeatView,
-        candidates: Sequence[Combination | None],
+        candidates: Sequence[_C],
         deadline: float | None = None,
         final: float | None = None,
-    ) -> Combination | None:
+        evaluate: Evaluate[_C] | None = None,
+    ) -> _C:
         """The candidate with the clearest gain over the bot's own choice (the first), by
         play-outs of deals sampled from ``view`` until ``deadline`` (or ``final``, when
-        the choice is still open then)."""
+        the choice is still open then); ``evaluate``: a deal's worth after a candidate
+        (by default a play's, :meth:`evaluate`)."""
+        worth_of = cast(Evaluate[_C], self.evaluate) if evaluate is None else evaluate
         rng = random.Random(f"{self.seed}:{view.match_id}:{view.version}:{view.seat}")
         confidence = self.confidence
         if confidence is None:
@@ -516,7 +569,7 @@ class SearchPolicy:
             weighed = [0, *sorted(alive)]
             results = []
             for i in weighed:
-                result = self.evaluate(view, hands, candidates[i], last)
+                result = worth_of(view, hands, candidates[i], last)
                 if result is None:
                     break  # out of time: this round is left unfinished, and uncounted
                 results.append(result)
