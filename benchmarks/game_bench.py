@@ -40,11 +40,14 @@ from service.game.bot.search import (
     rollout,
     sample_hands,
 )
-from service.game.events import Passed, Played
+from service.game.events import Event, Passed, Played
 from service.game.policies import Policy, RandomPolicy
-from service.game.simulate import DECISION_EVENTS, play_hand
-from service.game.state import PLAYING
+from service.game.simulate import DECISION_EVENTS, apply, dealt, play_hand
+from service.game.state import BIDDING, PLAYING, SHOW_HAND, State
 from service.rules import counts_of, moves
+
+#: Deals whose 摊打 the benchmark times (one decision each).
+SHOW_HAND_DEALS = 40
 
 
 def main() -> None:
@@ -168,6 +171,40 @@ def main() -> None:
             searched = [t for t in times if t >= 0.01]
             if searched:
                 spread("  searched (10 ms or more)", searched, extra="; " + percentiles(searched))
+
+    # 摊打 comes once a hand, to the landlord after 头撂, and its search plays whole hands
+    # out: its own line, its budget and times in CPU time (apart from the machine's load).
+    hard = level_policy("hard", seed="bench", clock=time.process_time)
+    assert isinstance(hard, SearchPolicy)
+    normal = level_policy("normal")
+    times, playouts, departed = [], [], 0
+    for seed in seeds[:SHOW_HAND_DEALS]:
+        state = at_show_hand(table, seed, normal)
+        if state is None:
+            continue
+        view = seat_view(state, state.turn)
+        cpu = time.process_time()
+        command = hard.act(view)
+        times.append(time.process_time() - cpu)
+        playouts.append(hard.played)
+        departed += command != normal.act(view)
+    if times:
+        spread(
+            "hard 摊打 decision (CPU)",
+            times,
+            extra=f"; {percentiles(times)}; play-outs median {statistics.median(playouts):.0f}"
+            f"; left normal's choice in {departed} of {len(times)}",
+        )
+
+
+def at_show_hand(table: MatchSettings, seed: bytes, bidder: Policy) -> State | None:
+    """The hand dealt from ``seed`` at its landlord's 摊打 (after 头撂), ``bidder`` bidding
+    at every seat; None when the bidding led elsewhere."""
+    log: list[Event] = []
+    state = dealt(table, seed, log)
+    while state.phase == BIDDING:
+        state = apply(state, bidder.act(seat_view(state, state.turn)), log)
+    return state if state.phase == SHOW_HAND else None
 
 
 def decision_times(policy: Policy, table: MatchSettings, seeds: list[bytes]) -> list[float]:
