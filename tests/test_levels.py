@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 from crafted import make_view
@@ -17,7 +18,7 @@ from service.game.bot import BotPolicy
 from service.game.bot.levels import HARD_VARIANTS, LEVELS, contestant, policy, seat_level
 from service.game.bot.search import WIN_WEIGHT, SearchPolicy, sample_hands, worth
 from service.game.commands import CreateMatch, DealHand, Disconnect, Play, ShowHand, TakeSeat
-from service.game.simulate import apply, duplicate, play_hand
+from service.game.simulate import apply, dealt, duplicate, play_hand
 from service.game.state import BIDDING, ENDED, PLAYING, SHOW_HAND, State, initial_state
 from service.game.views import seat_view
 from service.rules import counts_of
@@ -56,18 +57,24 @@ def test_every_level_plays_legal_moves_to_the_end(ruleset):
     assert sum(played.values()) == 12
 
 
-def mid_hand(i: int, fewest: int) -> State:
-    """A hand of normal bots, played until a seat holds ``fewest`` cards or fewer."""
-    table = MatchSettings.build("shanghai-platform")
+def normal_until(label: str, i: int, going_on: Callable[[State], bool]) -> State:
+    """A hand dealt from seed ``label``-``i``, normal bots acting while ``going_on``."""
     log: list = []
-    state = apply(initial_state, CreateMatch("search", table), log)
-    for s in range(4):
-        state = apply(state, TakeSeat(s, None, bot=True), log)
-    state = apply(state, DealHand(seed("search", i)), log)
+    table = MatchSettings.build("shanghai-platform")
+    state = dealt(table, seed(label, i), log, match_id=label)
     bot = policy("normal")
-    while state.phase != ENDED and (state.phase != PLAYING or min(map(len, state.hands)) > fewest):
+    while going_on(state):
         state = apply(state, bot.act(seat_view(state, state.turn)), log)
     return state
+
+
+def mid_hand(i: int, fewest: int) -> State:
+    """A hand of normal bots, played until a seat holds ``fewest`` cards or fewer."""
+    return normal_until(
+        "search",
+        i,
+        lambda s: s.phase != ENDED and (s.phase != PLAYING or min(map(len, s.hands)) > fewest),
+    )
 
 
 def test_the_search_is_deterministic_from_its_seed_and_blind_to_hidden_cards():
@@ -91,16 +98,7 @@ def test_the_search_is_deterministic_from_its_seed_and_blind_to_hidden_cards():
 
 def at_show_hand(i: int) -> State:
     """A hand of normal bots at its landlord's 摊打 (the first bidder bids 3: 头撂)."""
-    table = MatchSettings.build("shanghai-platform")
-    log: list = []
-    state = apply(initial_state, CreateMatch("show", table), log)
-    for s in range(4):
-        state = apply(state, TakeSeat(s, None, bot=True), log)
-    state = apply(state, DealHand(seed("show", i)), log)
-    bot = policy("normal")
-    while state.phase == BIDDING:
-        state = apply(state, bot.act(seat_view(state, state.turn)), log)
-    return state
+    return normal_until("show", i, lambda s: s.phase == BIDDING)
 
 
 def test_the_searched_show_hand_is_deterministic_and_blind_to_hidden_cards():
