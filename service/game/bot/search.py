@@ -18,8 +18,8 @@ is two standard errors above zero (three when bombs double). The random dealing 
 from the policy's seed and the public view only, so the same view and seed give the same
 decision whatever the hidden cards are.
 
-摊打 is searched the same way (:meth:`SearchPolicy.show_hand`): the bot's choice against
-the other, each deal played out from the landlord's lead with the hand hidden and shown.
+摊打 is searched the same way (:meth:`SearchPolicy.show_hand`): the hand hidden against
+shown, each deal played out from the landlord's lead both ways.
 Bidding and 报到 are the rule-based bot's.
 """
 
@@ -452,11 +452,14 @@ class SearchPolicy:
         return self.base.command(seat, chosen)
 
     def show_hand(self, view: SeatView) -> SeatCommand:
-        """摊打, searched: the bot's choice weighed against the other over deals played out
-        from the landlord's lead both ways. Showing doubles the points but lets the
-        farmers play against the landlord's cards: with a won hand weighing beside its
-        points (a rating counts wins), the bot's choice by points alone shows too often.
-        Left to the bot when 报到 comes next, where the reported cards change the play."""
+        """摊打, searched: the hand stays hidden unless showing it is clearly worth more,
+        over deals played out from the landlord's lead both ways. Showing doubles the
+        points but lets the farmers play against the landlord's cards, which turns about
+        one won hand in twenty into a loss (docs/bot.md): a rating counts wins, and the
+        bot's choice by points alone shows nearly every hand when bombs double. A few
+        dozen deals cannot tell so rare a loss from chance, so hiding is the choice that
+        stands; a hand that wins shown as surely as hidden is shown. Left to the bot when
+        报到 comes next, where the reported cards change the play."""
         started = self.clock()
         chosen = self.base.act(view)
         self.rounds = self.played = 0
@@ -465,10 +468,7 @@ class SearchPolicy:
         ):
             return chosen
         show = self.search(
-            view,
-            [chosen.value, not chosen.value],
-            *self.deadlines(started),
-            evaluate=self.evaluate_show,
+            view, [False, True], *self.deadlines(started), evaluate=self.evaluate_show
         )
         return replace(chosen, value=show)
 
