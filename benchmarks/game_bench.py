@@ -25,6 +25,7 @@ import importlib.machinery
 import random
 import statistics
 import time
+from dataclasses import replace
 
 from common import command_line, parse, percentiles, spread
 
@@ -40,14 +41,16 @@ from service.game.bot.search import (
     rollout,
     sample_hands,
 )
-from service.game.events import Event, Passed, Played
+from service.game.commands import ShowHand
+from service.game.events import BOT, Event, Passed, Played
 from service.game.policies import Policy, RandomPolicy
 from service.game.simulate import DECISION_EVENTS, apply, dealt, play_hand
 from service.game.state import BIDDING, PLAYING, SHOW_HAND, State
 from service.rules import counts_of, moves
 
-#: Deals whose 摊打 the benchmark times (one decision each).
-SHOW_HAND_DEALS = 40
+#: Deals whose 摊打 the benchmark times (one decision each), and the deals of the hidden
+#: cards each is played out on, hidden and shown.
+SHOW_HAND_DEALS, SHOW_HAND_WORLDS = 40, 16
 
 
 def main() -> None:
@@ -174,10 +177,15 @@ def main() -> None:
 
     # 摊打 comes once a hand, to the landlord after 头撂, and its search plays whole hands
     # out: its own line, its budget and times in CPU time (apart from the machine's load).
+    # And what showing costs: deals of the hidden cards played out from the landlord's
+    # lead, by normal at every seat, with the hand hidden and shown.
     hard = level_policy("hard", seed="bench", clock=time.process_time)
     assert isinstance(hard, SearchPolicy)
     normal = level_policy("normal")
-    times, playouts, departed = [], [], 0
+    assert isinstance(normal, BotPolicy)
+    times, playouts, shown, normal_shows = [], [], 0, 0
+    won = {False: 0, True: 0}
+    dealt_again = 0
     for seed in seeds[:SHOW_HAND_DEALS]:
         state = at_show_hand(table, seed, normal)
         if state is None:
@@ -187,13 +195,26 @@ def main() -> None:
         command = hard.act(view)
         times.append(time.process_time() - cpu)
         playouts.append(hard.played)
-        departed += command != normal.act(view)
+        shown += command == ShowHand(state.turn, True, BOT)
+        normal_shows += normal.act(view) == ShowHand(state.turn, True, BOT)
+        for _ in range(SHOW_HAND_WORLDS):
+            hands = sample_hands(view, rng)
+            assert hands is not None
+            dealt_again += 1
+            for show in (False, True):
+                root = replace(view, landlord_hand=view.hand) if show else view
+                outcome = rollout(SearchPolicy.position(view, hands), Player(root, normal))
+                won[show] += outcome is not None and outcome[0]
     if times:
         spread(
             "hard 摊打 decision (CPU)",
             times,
             extra=f"; {percentiles(times)}; play-outs median {statistics.median(playouts):.0f}"
-            f"; left normal's choice in {departed} of {len(times)}",
+            f"; shown in {shown} of {len(times)} (normal: {normal_shows})",
+        )
+        print(
+            f"  the landlord won {won[False]:,} of {dealt_again:,} deals played out hidden,"
+            f" {won[True]:,} shown (normal at every seat)"
         )
 
 
