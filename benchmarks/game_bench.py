@@ -42,7 +42,7 @@ from service.game.bot.search import (
     sample_hands,
 )
 from service.game.commands import ShowHand
-from service.game.events import BOT, Event, Passed, Played
+from service.game.events import Event, Passed, Played
 from service.game.policies import Policy, RandomPolicy
 from service.game.simulate import DECISION_EVENTS, apply, dealt, play_hand
 from service.game.state import BIDDING, PLAYING, SHOW_HAND, State
@@ -187,23 +187,24 @@ def main() -> None:
     won = {False: 0, True: 0}
     dealt_again = 0
     for seed in seeds[:SHOW_HAND_DEALS]:
-        state = at_show_hand(table, seed, normal)
-        if state is None:
+        showing = at_show_hand(table, seed, normal)
+        if showing is None:
             continue
-        view = seat_view(state, state.turn)
+        view = seat_view(showing, showing.turn)
         cpu = time.process_time()
         command = hard.act(view)
         times.append(time.process_time() - cpu)
         playouts.append(hard.played)
-        shown += command == ShowHand(state.turn, True, BOT)
-        normal_shows += normal.act(view) == ShowHand(state.turn, True, BOT)
+        shown += isinstance(command, ShowHand) and command.value
+        by_normal = normal.act(view)
+        normal_shows += isinstance(by_normal, ShowHand) and by_normal.value
         for _ in range(SHOW_HAND_WORLDS):
-            hands = sample_hands(view, rng)
-            assert hands is not None
+            world = sample_hands(view, rng)
+            assert world is not None
             dealt_again += 1
             for show in (False, True):
                 root = replace(view, landlord_hand=view.hand) if show else view
-                outcome = rollout(SearchPolicy.position(view, hands), Player(root, normal))
+                outcome = rollout(SearchPolicy.position(view, world), Player(root, normal))
                 won[show] += outcome is not None and outcome[0]
     if times:
         spread(

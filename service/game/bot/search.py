@@ -454,8 +454,8 @@ class SearchPolicy:
     def show_hand(self, view: SeatView) -> SeatCommand:
         """摊打, searched: the hand stays hidden unless showing it is clearly worth more,
         over deals played out from the landlord's lead both ways. Showing doubles the
-        points but lets the farmers play against the landlord's cards, which turns about
-        one won hand in twenty into a loss (docs/bot.md): a rating counts wins, and the
+        points but lets the farmers play against the landlord's cards, which turns a few
+        won hands in a hundred into losses (docs/bot.md): a rating counts wins, and the
         bot's choice by points alone shows nearly every hand when bombs double. A few
         dozen deals cannot tell so rare a loss from chance, so hiding is the choice that
         stands; a hand that wins shown as surely as hidden is shown. Left to the bot when
