@@ -130,14 +130,16 @@ def post_worker_init(worker: "Worker") -> None:
     thresholds brought about every few seconds under load) held the whole process for
     300-400 ms, the slowest deliveries and commands of the stream benchmark.
 
-    And end open event streams and long polls as soon as the worker is told to stop:
-    gunicorn would otherwise wait for them (``graceful_timeout``, 30 s) and then cut
-    them off. Ended, they reconnect, to a worker that is not stopping."""
+    And end open event streams and long polls, and close idle kept-alive connections, as
+    soon as the worker is told to stop: gunicorn would otherwise wait for them
+    (``graceful_timeout``, 30 s) and then cut them off. Ended, they reconnect, to a
+    worker that is not stopping."""
     import gc
     import threading
     import time
 
     from service.api.wsgi import app
+    from service.gunicorn_worker import ProblemWorker
 
     gc.freeze()
     gc.set_threshold(GC_YOUNGEST_THRESHOLD, *gc.get_threshold()[1:])
@@ -147,6 +149,8 @@ def post_worker_init(worker: "Worker") -> None:
         while worker.alive:
             time.sleep(0.5)
         notifier.drain()
+        if isinstance(worker, ProblemWorker):
+            worker.close_idle()
 
     threading.Thread(target=drain_when_stopping, name="ddz-drain", daemon=True).start()
 

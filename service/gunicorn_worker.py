@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import http
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from gunicorn import glogging
@@ -72,11 +74,42 @@ class OneSendResponse(wsgi.Response):
         return None
 
 
+@contextmanager
+def _idle_wait(waits: dict[Any, Any], seconds: float) -> Iterator[None]:
+    """gunicorn's wait for a kept-alive connection's next request (``seconds`` at most),
+    noted in ``waits`` by its greenlet while it lasts."""
+    import gevent
+
+    me = gevent.getcurrent()
+    # False (as gunicorn passes; its stubs do not say so): when it fires, the wait just ends.
+    timeout = gevent.Timeout(seconds, False)  # type: ignore[arg-type]
+    waits[me] = timeout
+    try:
+        with timeout:
+            yield
+    finally:
+        waits.pop(me, None)
+
+
 class ProblemWorker(GeventWorker):
     def init_process(self) -> None:
         # gunicorn makes each request's response with its module's Response class.
         wsgi.Response = OneSendResponse  # type: ignore[misc]
+        self.idle: dict[Any, Any] = {}  # greenlet: the timeout of its wait, while idle
         super().init_process()
+
+    def timeout_ctx(self) -> Any:
+        """A stopping worker waits for every connection to close, idle ones too, up to
+        its graceful timeout (30 s): with idle connections kept 75 s
+        (gunicorn_conf.py), every stop took that long. The waits are noted so that
+        :meth:`close_idle` can end them; once stopping, none begins."""
+        return _idle_wait(self.idle, self.cfg.keepalive if self.alive else 0)
+
+    def close_idle(self) -> None:
+        """Ends the waits of idle kept-alive connections at once: each closes, as at the
+        end of its keep-alive, and its client opens another, to a worker not stopping."""
+        for greenlet, timeout in list(self.idle.items()):
+            greenlet.kill(timeout, block=False)
 
     def handle_error(
         self, req: Request | None, client: socket.socket, addr: object, exc: BaseException

@@ -118,6 +118,24 @@ def test_a_command_after_a_players_pause_goes_on_the_same_connection(deployed):
         conn.close()
 
 
+def test_a_stopping_api_closes_its_idle_connections_at_once(database_url, redis_url, tmp_path):
+    """Idle connections are kept 75 s, but a stopping API (a deploy, a scale-down) does
+    not wait for them: gunicorn waits for every open connection up to its graceful
+    timeout (30 s), and every stop took that long."""
+    with gunicorn(database_url, redis_url, tmp_path / "gunicorn.log", WEB_CONCURRENCY="1") as (
+        base,
+        proc,
+    ):
+        conn = http.client.HTTPConnection(urlparse(base).netloc, timeout=30)
+        conn.request("GET", "/healthz")
+        conn.getresponse().read()
+        stopping = time.monotonic()
+        proc.terminate()
+        proc.wait(timeout=25)
+        assert time.monotonic() - stopping < 10
+        conn.close()
+
+
 def test_gunicorn_refuses_too_few_connections_for_commands_next_to_the_streams(tmp_path):
     env = dict(
         os.environ,
