@@ -185,7 +185,6 @@ def main() -> None:
     assert isinstance(normal, BotPolicy)
     times, playouts, shown, normal_shows = [], [], 0, 0
     won = {False: 0, True: 0}
-    dealt_again = 0
     for seed in seeds[:SHOW_HAND_DEALS]:
         showing = at_show_hand(table, seed, normal)
         if showing is None:
@@ -201,7 +200,6 @@ def main() -> None:
         for _ in range(SHOW_HAND_WORLDS):
             world = sample_hands(view, rng)
             assert world is not None
-            dealt_again += 1
             for show in (False, True):
                 root = replace(view, landlord_hand=view.hand) if show else view
                 outcome = rollout(SearchPolicy.position(view, world), Player(root, normal))
@@ -214,7 +212,7 @@ def main() -> None:
             f"; shown in {shown} of {len(times)} (normal: {normal_shows})",
         )
         print(
-            f"  the landlord won {won[False]:,} of {dealt_again:,} deals played out hidden,"
+            f"  the landlord won {won[False]:,} of {len(times) * SHOW_HAND_WORLDS:,} deals played out hidden,"
             f" {won[True]:,} shown (normal at every seat)"
         )
 
