@@ -75,20 +75,34 @@ class OneSendResponse(wsgi.Response):
 
 
 @contextmanager
-def _idle_wait(waits: dict[Any, Any], seconds: float) -> Iterator[None]:
-    """gunicorn's wait for a kept-alive connection's next request (``seconds`` at most),
-    noted in ``waits`` by its greenlet while it lasts."""
+def _wait(waits: dict[Any, Any] | None, seconds: float) -> Iterator[None]:
+    """gunicorn's wait for a connection's next request (``seconds`` at most), noted in
+    ``waits`` (when given) by its greenlet while it lasts."""
     import gevent
 
     me = gevent.getcurrent()
     # False (as gunicorn passes; its stubs do not say so): when it fires, the wait just ends.
     timeout = gevent.Timeout(seconds, False)  # type: ignore[arg-type]
-    waits[me] = timeout
+    if waits is not None:
+        waits[me] = timeout
     try:
         with timeout:
             yield
     finally:
-        waits.pop(me, None)
+        if waits is not None:
+            waits.pop(me, None)
+
+
+class _Listener:
+    """A listening socket's address, which gunicorn asks the socket for on each connection:
+    a connection accepted just before a stopping worker closes its listener failed there
+    (EBADF), its request unread and its client answered nothing."""
+
+    def __init__(self, address: Any) -> None:
+        self.address = address
+
+    def getsockname(self) -> Any:
+        return self.address
 
 
 class ProblemWorker(GeventWorker):
@@ -96,18 +110,48 @@ class ProblemWorker(GeventWorker):
         # gunicorn makes each request's response with its module's Response class.
         wsgi.Response = OneSendResponse  # type: ignore[misc]
         self.idle: dict[Any, Any] = {}  # greenlet: the timeout of its wait, while idle
+        self.fresh: set[Any] = set()  # the greenlets of connections yet to send a request
         super().init_process()
+
+    def run(self) -> None:
+        self.listeners = {s: _Listener(s.getsockname()) for s in self.sockets}
+        super().run()
+
+    def handle(self, listener: Any, client: socket.socket, addr: Any) -> None:
+        import gevent
+
+        me = gevent.getcurrent()
+        self.fresh.add(me)
+        try:
+            super().handle(self.listeners.get(listener, listener), client, addr)
+        finally:
+            self.fresh.discard(me)
 
     def timeout_ctx(self) -> Any:
         """A stopping worker waits for every connection to close, idle ones too, up to
         its graceful timeout (30 s): with idle connections kept 75 s
-        (gunicorn_conf.py), every stop took that long. The waits are noted so that
-        :meth:`close_idle` can end them; once stopping, none begins."""
-        return _idle_wait(self.idle, self.cfg.keepalive if self.alive else 0)
+        (gunicorn_conf.py), every stop took that long. The waits between requests are
+        noted so that :meth:`close_idle` can end them; once stopping, none begins. A new
+        connection's wait for its first request is not idle (its client opened it to
+        send one) and lasts as long as ever: it is answered, then closed."""
+        import gevent
+
+        me = gevent.getcurrent()
+        if me in self.fresh:
+            self.fresh.discard(me)
+            return _wait(None, self.cfg.keepalive)
+        return _wait(self.idle, self.cfg.keepalive if self.alive else 0)
 
     def close_idle(self) -> None:
         """Ends the waits of idle kept-alive connections at once: each closes, as at the
-        end of its keep-alive, and its client opens another, to a worker not stopping."""
+        end of its keep-alive, and its client opens another. Only once the worker's
+        listeners are closed (gunicorn closes them within a second of the stop), so that
+        those clients reach a worker that is not stopping."""
+        import time
+
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(s.fileno() != -1 for s in self.sockets):
+            time.sleep(0.05)
         for greenlet, timeout in list(self.idle.items()):
             greenlet.kill(timeout, block=False)
 

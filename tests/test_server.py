@@ -136,6 +136,35 @@ def test_a_stopping_api_closes_its_idle_connections_at_once(database_url, redis_
         conn.close()
 
 
+def test_a_connection_opened_as_the_api_stops_gets_its_request_answered(
+    database_url, redis_url, tmp_path
+):
+    """A client that has just connected is about to send its request: a stopping API
+    answers it (and closes the connection), where it closed such connections at once as
+    idle, and their requests (the soak's commands at its API restart) got no answer."""
+    with gunicorn(database_url, redis_url, tmp_path / "gunicorn.log", WEB_CONCURRENCY="1") as (
+        base,
+        proc,
+    ):
+        conn = http.client.HTTPConnection(urlparse(base).netloc, timeout=30)
+        try:
+            conn.connect()
+            proc.terminate()
+            time.sleep(1.5)  # the worker has closed its listener and its idle connections
+            conn.request(
+                "POST",
+                "/v1/players",
+                body=json.dumps({"name": "just-connected"}),
+                headers={"Content-Type": "application/json"},
+            )
+            answer = conn.getresponse()
+            assert answer.status == 201, answer.read()
+            assert answer.getheader("Connection") == "close"
+        finally:
+            conn.close()
+        proc.wait(timeout=25)
+
+
 def test_gunicorn_refuses_too_few_connections_for_commands_next_to_the_streams(tmp_path):
     env = dict(
         os.environ,
