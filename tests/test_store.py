@@ -37,6 +37,7 @@ from service.store import events as store_events
 from service.store import pool as store_pool
 from service.store.events import StateCache
 from service.store.pool import Checkout
+from service.store.tables import TableStore
 
 
 @pytest.fixture(scope="module")
@@ -467,3 +468,21 @@ def test_a_hand_last_seen_in_play_is_forgotten_once_nobody_uses_it(monkeypatch):
     cache.put(uuid.uuid4(), Folded(Version(1, False)))
     assert cache.get(elsewhere) is None
     assert cache.get(here) is not None
+
+
+def test_a_process_remembers_the_tables_of_the_matches_it_read_last(pool, monkeypatch):
+    """What a match is (its table, or none) is read once per process, for the matches read
+    most recently: the least recently read goes first, not the whole cache at once."""
+    monkeypatch.setattr(TableStore, "HANDS_CACHE", 2)
+    tables = TableStore(EventStore(pool, StateCache()))
+    reads = []
+    run = tables._run
+    monkeypatch.setattr(tables, "_run", lambda work, conn=None: reads.append(1) or run(work, conn))
+    first, second, third = (uuid.uuid4() for _ in range(3))
+    for match_id in (first, second, first, third):
+        assert tables.hand_of(match_id) is None  # no table dealt it
+    assert len(reads) == 3  # the second read of the first was remembered
+    tables.hand_of(first)  # read most recently but one: still remembered
+    assert len(reads) == 3
+    tables.hand_of(second)  # least recently read when the third came: forgotten
+    assert len(reads) == 4

@@ -21,6 +21,7 @@ from ..game.table_play import TableState, due_at, initial_table, replay_table
 from .events import (
     NOTIFY_CHANNEL,
     EventStore,
+    Recent,
     StateCache,
     StoredEvent,
     StoreError,
@@ -148,9 +149,12 @@ BOT_ACCOUNT_TABLES = 4
 
 
 class TableStore:
-    #: Matches whose table (or none) is remembered, up to this many: what a match is never
-    #: changes, and every read of a match asks (beyond that, forgotten all at once).
-    HANDS_CACHE = 20_000
+    #: Matches whose table (or none) is remembered, and tables whose kind, up to this many
+    #: each (the least recently read forgotten first): what a match or a table is never
+    #: changes, and every read of a match asks. Four times the tables in play at 5,000
+    #: players; at 20,000, forgotten all at once when full, a process's memory grew for
+    #: the five hours its hands took to fill it (docs/scaling.md).
+    HANDS_CACHE = 4096
     #: Tables whose last state read is kept, up to this many (the least recently read
     #: forgotten first): a table read again reads only the events after it. A lobby table
     #: is refilled hand after hand for as long as people sit there, and replaying its whole
@@ -161,9 +165,10 @@ class TableStore:
         self.events = events
         self.pool = events.pool
         self.bot_account_tables = bot_account_tables
-        self._hands: dict[uuid.UUID, HandOf | None] = {}
+        # Each value in a tuple: None is an answer (no table, a table players made).
+        self._hands: Recent[uuid.UUID, tuple[HandOf | None]] = Recent(self.HANDS_CACHE)
         #: Each table's kind of the lobby's, once read (it never changes once made).
-        self._lobby: dict[uuid.UUID, str | None] = {}
+        self._lobby: Recent[uuid.UUID, tuple[str | None]] = Recent(self.HANDS_CACHE)
         self._states: StateCache[TableLoaded] = StateCache(self.STATES_CACHE)
 
     def _run(
@@ -306,8 +311,9 @@ class TableStore:
         """The table whose hand the match is (None: a match no table dealt, or none at
         all), read once per process. A table's hand is dealt in the transaction that
         records it at its table, so no reader of the match finds it recorded nowhere."""
-        if match_id in self._hands:
-            return self._hands[match_id]
+        known = self._hands.get(match_id)
+        if known is not None:
+            return known[0]
         row = self._run(
             lambda conn: conn.execute(
                 "SELECT h.table_id, h.number, t.private, m.seats FROM table_hands h"
@@ -321,16 +327,15 @@ class TableStore:
             table_id, number, private, seats = row
             players = frozenset(s["player"] for s in seats if s and s.get("player"))
             hand = HandOf(table_id, number, private, players)
-        if len(self._hands) >= self.HANDS_CACHE:
-            self._hands.clear()
-        self._hands[match_id] = hand
+        self._hands.put(match_id, (hand,))
         return hand
 
     def lobby_of(self, table_id: uuid.UUID) -> str | None:
         """The kind of the lobby's table it is (its quick match's or its ladder's), None
         for a table players made; read once per process (the lobby records its table in
         the transaction that makes it)."""
-        if table_id not in self._lobby:
+        known = self._lobby.get(table_id)
+        if known is None:
             row = self._run(
                 lambda conn: conn.execute(
                     "SELECT EXISTS (SELECT 1 FROM ladder_tables WHERE table_id = %(t)s),"
@@ -340,10 +345,9 @@ class TableStore:
             )
             assert row is not None  # a SELECT without FROM answers one row
             ladder, lobby = row
-            if len(self._lobby) >= self.HANDS_CACHE:
-                self._lobby.clear()
-            self._lobby[table_id] = LADDER if ladder else QUICK_MATCH if lobby else None
-        return self._lobby[table_id]
+            known = (LADDER if ladder else QUICK_MATCH if lobby else None,)
+            self._lobby.put(table_id, known)
+        return known[0]
 
     def refuse_lobby_table(self, table_id: uuid.UUID) -> None:
         """Raises :class:`LobbyTable` for a table the lobby made."""
