@@ -12,6 +12,7 @@ worker patches the standard library (see ``gunicorn_conf``)."""
 from __future__ import annotations
 
 import http
+import select
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -110,6 +111,7 @@ class ProblemWorker(GeventWorker):
         # gunicorn makes each request's response with its module's Response class.
         wsgi.Response = OneSendResponse  # type: ignore[misc]
         self.idle: dict[Any, Any] = {}  # greenlet: the timeout of its wait, while idle
+        self.clients: dict[Any, socket.socket] = {}  # greenlet: its connection's socket
         self.fresh: set[Any] = set()  # the greenlets of connections yet to send a request
         super().init_process()
 
@@ -122,10 +124,12 @@ class ProblemWorker(GeventWorker):
 
         me = gevent.getcurrent()
         self.fresh.add(me)
+        self.clients[me] = client
         try:
             super().handle(self.listeners.get(listener, listener), client, addr)
         finally:
             self.fresh.discard(me)
+            self.clients.pop(me, None)
 
     def timeout_ctx(self) -> Any:
         """A stopping worker waits for every connection to close, idle ones too, up to
@@ -143,17 +147,37 @@ class ProblemWorker(GeventWorker):
         return _wait(self.idle, self.cfg.keepalive if self.alive else 0)
 
     def close_idle(self) -> None:
-        """Ends the waits of idle kept-alive connections at once: each closes, as at the
-        end of its keep-alive, and its client opens another. Only once the worker's
-        listeners are closed (gunicorn closes them within a second of the stop), so that
-        those clients reach a worker that is not stopping."""
+        """Ends the waits of idle kept-alive connections: each closes, as at the end of its
+        keep-alive, and its client opens another. Only once the worker's listeners are
+        closed (gunicorn closes them within a second of the stop), so that those clients
+        reach a worker that is not stopping."""
         import time
+
+        import gevent
 
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and any(s.fileno() != -1 for s in self.sockets):
             time.sleep(0.05)
+        loop = gevent.get_hub().loop
         for greenlet, timeout in list(self.idle.items()):
-            greenlet.kill(timeout, block=False)
+            loop.run_callback(self._end_wait, greenlet, timeout)
+
+    def _end_wait(self, greenlet: Any, timeout: Any) -> None:
+        """In the hub, between two steps of the connection's greenlet: it may have read a
+        request since :meth:`close_idle` looked (ended from outside then, its request
+        failed with the wait's timeout), or have one arriving, which it answers."""
+        from gevent import monkey
+
+        if self.idle.get(greenlet) is not timeout:
+            return
+        client = self.clients.get(greenlet)
+        if client is not None and client.fileno() != -1:
+            # The standard library's poll: in the hub nothing may wait.
+            poll = monkey.get_original("select", "poll")()
+            poll.register(client.fileno(), select.POLLIN)
+            if poll.poll(0):
+                return
+        greenlet.throw(timeout)
 
     def handle_error(
         self, req: Request | None, client: socket.socket, addr: object, exc: BaseException
