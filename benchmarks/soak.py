@@ -16,10 +16,7 @@ delivery, and prints them at each third of the run. At the end, with the users g
 the hands under way finished: every ended hand settled exactly once, the ledger adding up
 to zero (each hand and the whole), no answer 5xx (the API's log) and no failure the
 players met, and each group's memory growth over the last two thirds (the target: under 5 %).
-Draws memory and the p99s over time into ``--plot`` (SVG). Just before the first third and
-the end it takes a census of each API process (load/census.py: objects by type, the
-length of each cache, the allocator's arenas) and prints what changed between the two in
-the process that lived through both: which caches still grow.
+Draws memory and the p99s over time into ``--plot`` (SVG).
 """
 
 from __future__ import annotations
@@ -28,15 +25,12 @@ import argparse
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 from common import command_line, parse
-from load import census
 from load.run import (
     ACK,
     GROUPS,
@@ -125,15 +119,9 @@ def run(
         with Sampler(running, interval=min(5.0, args.window / 2)) as sampler:
             sampler.generators = [load.pid]
             began = time.time()
-            censuses = Censuses(folder)
-            # The censuses pause each API process about a second: not in the minutes
-            # before the first and last thirds, whose p99s and memory are the figures.
-            lead = seconds / 40
             acts = [
-                (began + seconds / 3 - lead, "a census of the API processes", censuses.take),
                 (began + seconds / 3, "a worker killed", kill_worker),
                 (began + seconds / 2, "an API process restarted", restart_api),
-                (began + seconds - lead, "a census of the API processes again", censuses.take),
             ]
             done: list[tuple[float, str]] = []
             try:
@@ -141,9 +129,9 @@ def run(
                     time.sleep(max(0.0, at - time.time()))
                     if load.poll() is not None:
                         break
+                    act(running)
                     done.append((time.time() - began, what))
                     print(f"{time.time() - began:7.0f} s: {what}", flush=True)
-                    act(running)
                 wait_for(load, max(0.0, began + seconds + 60 - time.time()) + 120)
             finally:
                 stop(load)
@@ -231,32 +219,6 @@ def analyse(
         raise SystemExit("FAILED: the load stopped before its end (Locust's words above)")
     if whole.failures or five_hundreds or any(not line.startswith("ok") for line in checks):
         raise SystemExit("FAILED: failures the players met, answers 5xx or a check (above)")
-
-
-class Censuses:
-    """A census of each API process (load/census.py) at the first act, and at the second
-    what changed in those that lived through both: which caches still grow."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.first: dict[int, dict[str, Any]] | None = None
-
-    def take(self, running: Service) -> None:
-        found = {}
-        for pid in running.api_workers():
-            taken = census.take(pid, self.folder)
-            if taken is not None:
-                found[pid] = taken
-        if not found:
-            print("  no census: gdb is missing, or may not attach (kernel.yama.ptrace_scope)")
-        elif self.first is None:
-            self.first = found
-        else:
-            for pid in sorted(found.keys() & self.first.keys()):
-                print(f"  API process {pid}, from the first census to this one:")
-                for line in census.changes(self.first[pid], found[pid]):
-                    print(f"    {line}")
-        sys.stdout.flush()
 
 
 def kill_worker(running: Service) -> None:
