@@ -94,9 +94,10 @@ class Service:
         return worker
 
     def five_hundreds(self) -> int:
-        """The answers 5xx the API logged."""
+        """The answers 5xx the API logged: the app's, and gunicorn's own 500s (an error
+        outside the app, which its access log never sees)."""
         text = self.log.read_text(errors="replace")
-        return len(re.findall(r'"status":5\d\d', text))
+        return len(re.findall(r'"status":5\d\d|"message":"Error handling request', text))
 
     def sql(self, query: str) -> list[tuple[Any, ...]]:
         import psycopg
