@@ -92,6 +92,17 @@ def test_streams_beyond_the_bound_are_refused_and_commands_still_answer(
                 conn.close()
 
 
+def sign_up(conn: http.client.HTTPConnection, name: str) -> http.client.HTTPResponse:
+    """A POST (which a client may not resend) on the connection: its answer."""
+    conn.request(
+        "POST",
+        "/v1/players",
+        body=json.dumps({"name": name}),
+        headers={"Content-Type": "application/json"},
+    )
+    return conn.getresponse()
+
+
 def test_a_command_after_a_players_pause_goes_on_the_same_connection(deployed):
     """A person thinks a few seconds between plays. The connection their last command
     came on is still open for the next one, a POST that a client may not resend: with
@@ -105,13 +116,7 @@ def test_a_command_after_a_players_pause_goes_on_the_same_connection(deployed):
         assert first.status == 200 and first.getheader("Connection") != "close"
         sock = conn.sock
         time.sleep(3.5)  # past the old 2 s, inside the slowest human think time of 8 s
-        conn.request(
-            "POST",
-            "/v1/players",
-            body=json.dumps({"name": "pauses"}),
-            headers={"Content-Type": "application/json"},
-        )
-        second = conn.getresponse()
+        second = sign_up(conn, "pauses")
         assert second.status == 201, second.read()
         assert conn.sock is sock  # http.client would have opened a new one, or failed
     finally:
@@ -151,13 +156,7 @@ def test_a_connection_opened_as_the_api_stops_gets_its_request_answered(
             conn.connect()
             proc.terminate()
             time.sleep(1.5)  # the worker has closed its listener and its idle connections
-            conn.request(
-                "POST",
-                "/v1/players",
-                body=json.dumps({"name": "just-connected"}),
-                headers={"Content-Type": "application/json"},
-            )
-            answer = conn.getresponse()
+            answer = sign_up(conn, "just-connected")
             assert answer.status == 201, answer.read()
             assert answer.getheader("Connection") == "close"
         finally:
