@@ -124,7 +124,9 @@ def test_a_chunked_body_is_counted_by_the_rate_limits_before_it_is_read(
             for sock in pending:
                 sock.sendall(head(base, player.token, "Transfer-Encoding: chunked"))
                 sock.sendall(b"1\r\n{\r\n")  # and nothing more yet
-            time.sleep(0.5)  # counted as they came: the bodies are still on their way
+            # Counted as they came (the bodies are still on their way): 0.5 s was once too
+            # little for a busy machine to take every head in.
+            time.sleep(2)
             refused = HttpApi(base).request("POST", "/v1/matches", player.token, json_body={})
             assert refused.status == 429 and refused.json["code"] == "rate_limited", refused.text
             for sock in pending:  # the bodies end: each one is served
