@@ -14,9 +14,9 @@ from service.gunicorn_worker import ProblemWorker, _wait
 def worker_with_a_connection():
     """A worker (only what ending waits needs), a connection's two ends, and the server
     end's greenlet: it waits for a request as gunicorn does between requests, then
-    'handles' it (a second's work), and says what happened."""
+    'handles' it (a moment's work), and says what happened. Its listeners are closed."""
     worker = ProblemWorker.__new__(ProblemWorker)
-    worker.idle, worker.clients = {}, {}
+    worker.idle, worker.clients, worker.sockets = {}, {}, []
     server, client = gevent.socket.socketpair()
     happened: list[str] = []
 
@@ -37,10 +37,8 @@ def worker_with_a_connection():
 
 
 def end_idle(worker) -> None:
-    """What close_idle does once the listeners are closed, then lets the loop run."""
-    loop = gevent.get_hub().loop
-    for greenlet, timeout in list(worker.idle.items()):
-        loop.run_callback(worker._end_wait, greenlet, timeout)
+    """The worker ends its idle connections, and the loop runs the ends."""
+    worker.close_idle()
     gevent.sleep(0.5)
 
 

@@ -152,8 +152,8 @@ class TableStore:
     #: Matches whose table (or none) is remembered, and tables whose kind, up to this many
     #: each (the least recently read forgotten first): what a match or a table is never
     #: changes, and every read of a match asks. Four times the tables in play at 5,000
-    #: players; at 20,000, forgotten all at once when full, a process's memory grew for
-    #: the five hours its hands took to fill it (docs/scaling.md).
+    #: players: forgotten all at once at a larger bound, a process's memory grew for
+    #: hours (docs/scaling.md).
     HANDS_CACHE = 4096
     #: Tables whose last state read is kept, up to this many (the least recently read
     #: forgotten first): a table read again reads only the events after it. A lobby table
