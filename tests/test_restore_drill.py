@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -90,8 +91,13 @@ def follow_the_runbook(backups, target) -> None:
     assert defined(definitions) == defined(backups.definitions(target)), definitions
     beside_up, look, promote, remove = steps["Beside the live cluster"]
     beside = backups.beside
+    # The live cluster's queue of the WAL it pushes: a restore empties the stanza's spool,
+    # so the one beside has a spool of its own, where it fetches the WAL it replays too.
+    queue = backups.home / "spool" / "archive" / "ddz"
+    pushing = (queue / "out").stat().st_ino
     said = backups.follow(beside_up, target)
     assert "WARN" not in said and "ERROR" not in said, said
+    assert (queue / "out").stat().st_ino == pushing and not (queue / "in").exists()
     with psycopg.connect(beside.url(), autocommit=True) as conn:
         settings = conn.execute(
             "SELECT current_setting('archive_mode'), current_setting('port'), pg_is_in_recovery()"
@@ -111,6 +117,7 @@ def follow_the_runbook(backups, target) -> None:
     assert backups.archived_timelines() == set()  # its new timeline is not in the stanza
     backups.follow(remove, target)
     assert not beside.data.exists()
+    assert not Path(f"{beside.data}-spool").exists()
 
     (in_place,) = steps["In place"]
     log = backups.home / "log" / "ddz-restore.log"  # pgBackRest's, file by file
