@@ -370,12 +370,20 @@ def start_job(conn: redis_lib.Redis, job_id: str, alive: bool) -> SimpleWorker:
     return worker
 
 
+def bot_match_under_way(api, rconn) -> str:
+    """A bot match whose first bot turn has been run: the one job queued is the next bot
+    turn, whatever the deal (a few more turns could end the hand, and queue its settlement
+    instead: a first bid of 3, then 摊打, then 报到 without play)."""
+    match_id = bot_match(api)
+    run_burst(rconn, max_jobs=1)
+    return match_id
+
+
 def test_bot_turn_started_by_a_worker_that_died_is_run_again(api, db, rconn, jobs_env):
     """A started job is left alone while its worker's heartbeat lives, however long it
     takes; once the heartbeat is gone (the worker was killed), the next deadline scan's
     rescue enqueues it again, without waiting for a sweep."""
-    match_id = bot_match(api)
-    run_burst(rconn, max_jobs=3)
+    match_id = bot_match_under_way(api, rconn)
     (job_id,) = work.queue(rconn).get_job_ids()
 
     worker = start_job(rconn, job_id, alive=True)
@@ -399,8 +407,7 @@ def test_bot_turn_dequeued_by_a_worker_that_died_is_run_again(api, db, rconn, jo
     status still says queued. The sweep must enqueue the turn again and the hand finish
     (RQ's own clean-up of the intermediate list only comes with a worker's maintenance,
     every 10 minutes, and only for a job seen there a minute before)."""
-    match_id = bot_match(api)
-    run_burst(rconn, max_jobs=3)
+    match_id = bot_match_under_way(api, rconn)
     q = work.queue(rconn)
     (job_id,) = q.get_job_ids()
     job, _ = type(q).dequeue_any([q], timeout=None, connection=rconn)  # what a worker does first
@@ -425,8 +432,7 @@ def test_bot_turn_recovered_from_a_dead_workers_hands_is_not_reported_failed_lat
     the queue, nothing may later report that turn as failed: RQ's maintenance marks a job
     failed ("stuck in intermediate queue") when its id is still in the intermediate list
     a minute after a worker first saw it there."""
-    match_id = bot_match(api)
-    run_burst(rconn, max_jobs=3)
+    match_id = bot_match_under_way(api, rconn)
     q = work.queue(rconn)
     (job_id,) = q.get_job_ids()
     type(q).dequeue_any([q], timeout=None, connection=rconn)  # taken, then the worker is killed
