@@ -22,6 +22,7 @@ Draws memory and the p99s over time into ``--plot`` (SVG).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -64,6 +65,11 @@ def main() -> None:
         "--plot", default=str(Path(__file__).resolve().parents[1] / "docs/soak.svg")
     )
     parser.add_argument(
+        "--census",
+        default="",
+        help="a folder where each process of the service writes its census (service/census.py)",
+    )
+    parser.add_argument(
         "--settle", type=float, default=120.0, help="seconds to wait for the last hands to end"
     )
     args = parse(
@@ -82,6 +88,12 @@ def main() -> None:
     seconds = args.minutes * 60
     settings = {"DDZ_LOBBY_BOTS_AFTER": "1"} if args.smoke else {}
     folder = Path(tempfile.mkdtemp(prefix="ddz-soak-"))
+    if args.smoke and not args.census:
+        args.census = str(folder / "census")  # to show that the census is taken and told
+    if args.census:
+        Path(args.census).mkdir(parents=True, exist_ok=True)
+        # Ten in an hour: each holds its process for a moment, which the p99s would see.
+        settings |= {"DDZ_CENSUS_DIR": args.census, "DDZ_CENSUS_SECONDS": str(max(5, seconds / 10))}
     try:
         analyse(args, folder, *run(args, folder, seconds, settings))
     except BaseException:
@@ -199,6 +211,17 @@ def analyse(
             f"PSS of {g}, processes alive all along: {first[g]:.0f} -> {last[g]:.0f} MiB"
             f" ({growth:+.1f} %)"
         )
+    start, end = sampler.nearest(marks[0]), sampler.nearest(min(marks[2], ended))
+    for pid in sorted(lived, key=lambda pid: (start[pid][0], pid)):
+        group, name, _, before = start[pid]
+        after = end[pid][3]
+        if group in ("api", "worker"):
+            print(
+                f"  {group} {pid} ({name}): {before / 2**20:.0f} -> {after / 2**20:.0f} MiB"
+                f" ({(after - before) / before * 100:+.1f} %)"
+            )
+    if args.census:
+        tell_census(Path(args.census), began + seconds / 3)
     whole = window(found, began, ended)
     print(
         f"requests: {whole.requests:,} ({whole.per_second:.1f}/s); failures the players met: "
@@ -219,6 +242,37 @@ def analyse(
         raise SystemExit("FAILED: the load stopped before its end (Locust's words above)")
     if whole.failures or five_hundreds or any(not line.startswith("ok") for line in checks):
         raise SystemExit("FAILED: failures the players met, answers 5xx or a check (above)")
+
+
+def tell_census(folder: Path, since: float) -> None:
+    """Each process's census (service/census.py) from the first taken after ``since`` to its
+    last: what grew most, in objects, functions and caches."""
+    for path in sorted(folder.glob("census-*.jsonl")):
+        taken = [json.loads(line) for line in path.read_text().splitlines()]
+        later = [c for c in taken if c["at"] >= since]
+        if len(later) < 2:
+            continue
+        first, last = later[0], later[-1]
+        minutes = (last["at"] - first["at"]) / 60
+        print(
+            f"census of {last['role']} {last['pid']} over {minutes:.0f} min: RSS"
+            f" {first['rss_kib'] / 1024:.0f} -> {last['rss_kib'] / 1024:.0f} MiB, tracked"
+            f" objects {first['tracked']:,} -> {last['tracked']:,}, blocks"
+            f" {first['allocated_blocks']:,} -> {last['allocated_blocks']:,}, C heap in use"
+            f" {first['heap'].get('uordblks', 0) / 2**20:.0f} ->"
+            f" {last['heap'].get('uordblks', 0) / 2**20:.0f} MiB"
+            f", collections by generation {first['collections']} -> {last['collections']}"
+            f" (census took {last['seconds']:.2f} s)"
+        )
+        for part in ("objects", "functions", "caches"):
+            grew = {
+                name: n - first[part].get(name, 0)
+                for name, n in last[part].items()
+                if n - first[part].get(name, 0)
+            }
+            top = sorted(grew.items(), key=lambda item: -abs(item[1]))[:8]
+            print(f"  {part}: " + ", ".join(f"{name} {n:+,}" for name, n in top))
+        print(f"  recent: {first['recent'][:6]} -> {last['recent'][:6]}")
 
 
 def kill_worker(running: Service) -> None:

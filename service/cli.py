@@ -566,6 +566,7 @@ def run_worker(burst: bool) -> int:
     from workers.sweeper import keep_alive, run_periodically, sweep
     from workers.worker import JobWorker
 
+    from . import census
     from .app import logs
     from .app.work import queue
 
@@ -578,6 +579,7 @@ def run_worker(burst: bool) -> int:
         lambda record: "could not connect to Redis" not in str(record.msg)
     )
     ctx = context()  # built once, before the timer threads share it
+    census.start_if_asked("worker")
     if ctx.config.worker_metrics:
         from prometheus_client import start_http_server
 

@@ -138,11 +138,13 @@ def post_worker_init(worker: "Worker") -> None:
     import threading
     import time
 
+    from service import census
     from service.api.wsgi import app
     from service.gunicorn_worker import ProblemWorker
 
     gc.freeze()
     gc.set_threshold(GC_YOUNGEST_THRESHOLD, *gc.get_threshold()[1:])
+    census.start_if_asked("api")
     notifier = app.extensions["ddz"].notifier
 
     def drain_when_stopping() -> None:
