@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from .cards import (
     ACE,
@@ -164,8 +164,25 @@ _TRIPLE_RANKS = (1 << (TWO + 1)) - 1  # no triple of jokers
 _THREE_TO_KING = (1 << ACE) - 1
 
 
+#: Entries each table below keeps at most; then it starts again. Their keys are few (masks
+#: of 15 ranks, or a seat's hand until it plays), but a process that serves many hands
+#: took hours to fill the larger ones, its memory growing all that while; at this size
+#: they are full within minutes (docs/scaling.md).
+_REMEMBERED = 1 << 12
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _remember(table: dict[_K, _V], key: _K, value: _V) -> _V:
+    if len(table) >= _REMEMBERED:
+        table.clear()
+    table[key] = value
+    return value
+
+
 #: The masks of each counts, as :func:`_rank_masks` gives them: a seat's hand is asked for
-#: its plays at each of its turns until it plays (at most the last 2^14 counts).
+#: its plays at each of its turns until it plays.
 _MASKS: dict[Counts, tuple[int, int, int, int]] = {}
 
 
@@ -186,10 +203,7 @@ def _rank_masks(available: Counts) -> tuple[int, int, int, int]:
                     if n >= 4:
                         four |= bit
         bit <<= 1
-    if len(_MASKS) >= 1 << 14:
-        _MASKS.clear()
-    masks = _MASKS[available] = (one, two, three, four)
-    return masks
+    return _remember(_MASKS, available, (one, two, three, four))
 
 
 def _positions(ranks: int) -> int:
@@ -206,14 +220,15 @@ def _above(rank_or_position: int) -> int:
     return -1 << max(0, rank_or_position + 1)
 
 
-#: The rank indices of each mask, ascending (at most 2^15 masks).
+#: The rank indices of each mask, ascending.
 _RANKS_IN: dict[int, tuple[int, ...]] = {}
 
 
 def _ranks_in(mask: int) -> tuple[int, ...]:
     ranks = _RANKS_IN.get(mask)
     if ranks is None:
-        ranks = _RANKS_IN[mask] = tuple(r for r in range(mask.bit_length()) if mask >> r & 1)
+        ranks = tuple(r for r in range(mask.bit_length()) if mask >> r & 1)
+        _remember(_RANKS_IN, mask, ranks)
     return ranks
 
 
@@ -229,7 +244,8 @@ def _simple(kind: CombinationType, ranks: int) -> tuple[Combination, ...]:
     found = _SIMPLE_IN[kind].get(ranks)
     if found is None:
         row = SIMPLE_PLAYS[kind]
-        found = _SIMPLE_IN[kind][ranks] = tuple(row[r] for r in _ranks_in(ranks))  # type: ignore[misc]
+        found = tuple(row[r] for r in _ranks_in(ranks))  # type: ignore[misc]
+        _remember(_SIMPLE_IN[kind], ranks, found)
     return found
 
 
@@ -264,7 +280,7 @@ def _window_starts(have: int, length: int) -> int:
 
 
 #: Every sequence of a width that the positions held allow, by length then start, by
-#: (width, positions): at most 3 × 2^14 entries.
+#: (width, positions).
 _ALL_SEQUENCES: dict[tuple[int, int], tuple[Combination, ...]] = {}
 
 
@@ -277,7 +293,7 @@ def _all_sequences(width: int, have: int) -> tuple[Combination, ...]:
             if not starts:
                 break  # no window of this length, so none longer
             sequences += [row[s] for s in _ranks_in(starts)]  # type: ignore[misc]
-        found = _ALL_SEQUENCES[width, have] = tuple(sequences)
+        found = _remember(_ALL_SEQUENCES, (width, have), tuple(sequences))
     return found
 
 
