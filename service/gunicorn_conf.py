@@ -113,6 +113,8 @@ REQUESTS_PER_CONNECTION = CONFIG.requests_per_connection
 #: Allocations (net) before the collector looks at the youngest objects (default 700);
 #: see post_worker_init.
 GC_YOUNGEST_THRESHOLD = 50_000
+#: Seconds between an API process's full collections, on average (see post_worker_init).
+GC_FULL_SECONDS = CONFIG.full_collection_seconds
 
 
 def pre_request(worker: "Worker", req: "Request") -> None:
@@ -130,11 +132,20 @@ def post_worker_init(worker: "Worker") -> None:
     thresholds brought about every few seconds under load) held the whole process for
     300-400 ms, the slowest deliveries and commands of the stream benchmark.
 
+    That threshold leaves the oldest generation all but uncollected: an API process of a
+    soak made two full collections in 24 minutes, both at its start, and the cycles that
+    had outlived two younger collections (an ended stream's closures and generators,
+    werkzeug's matcher's) stayed until a full one. So each process makes one every
+    ``GC_FULL_SECONDS`` or so, at a time of its own, and logs what it found and how long
+    it took.
+
     And end open event streams and long polls, and close idle kept-alive connections, as
     soon as the worker is told to stop: gunicorn would otherwise wait for them
     (``graceful_timeout``, 30 s) and then cut them off. Ended, they reconnect, to a
     worker that is not stopping."""
     import gc
+    import logging
+    import random
     import threading
     import time
 
@@ -155,6 +166,21 @@ def post_worker_init(worker: "Worker") -> None:
             worker.close_idle()
 
     threading.Thread(target=drain_when_stopping, name="ddz-drain", daemon=True).start()
+
+    def collect_fully() -> None:
+        log = logging.getLogger("ddz.gc")
+        while worker.alive:
+            # Not all processes at once: each pause holds only its own requests.
+            time.sleep(random.uniform(0.5, 1.5) * GC_FULL_SECONDS)
+            started = time.perf_counter()
+            found = gc.collect()
+            log.info(
+                "full collection: %d objects unreachable, %.0f ms",
+                found,
+                (time.perf_counter() - started) * 1000,
+            )
+
+    threading.Thread(target=collect_fully, name="ddz-gc", daemon=True).start()
 
 
 def child_exit(server: "Arbiter", worker: "Worker") -> None:

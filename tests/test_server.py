@@ -141,6 +141,35 @@ def test_a_stopping_api_closes_its_idle_connections_at_once(database_url, redis_
         conn.close()
 
 
+def test_an_api_process_collects_its_old_garbage_on_its_own_timer(
+    database_url, redis_url, tmp_path
+):
+    """Each request leaves a cycle or two (werkzeug's route matcher makes one) and an ended
+    stream leaves many; the collector's raised threshold would keep those that outlived two
+    young collections for an hour. A process collects fully every
+    ``DDZ_FULL_COLLECTION_SECONDS`` or so, and says what it found."""
+    log = tmp_path / "gunicorn.log"
+    with gunicorn(
+        database_url, redis_url, log, WEB_CONCURRENCY="1", DDZ_FULL_COLLECTION_SECONDS="1"
+    ) as (base, _):
+        conn = http.client.HTTPConnection(urlparse(base).netloc, timeout=30)
+        for _ in range(50):
+            conn.request("GET", "/healthz")
+            conn.getresponse().read()
+        conn.close()
+        deadline = time.monotonic() + 20
+        found: list[int] = []
+        while not found and time.monotonic() < deadline:
+            time.sleep(0.5)
+            found = [
+                int(line.split("full collection: ")[1].split()[0])
+                for line in log.read_text(errors="replace").splitlines()
+                if "full collection: " in line
+            ]
+    assert found, "no full collection was logged"
+    assert max(found) > 0
+
+
 def test_a_connection_opened_as_the_api_stops_gets_its_request_answered(
     database_url, redis_url, tmp_path
 ):
