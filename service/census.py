@@ -95,14 +95,12 @@ def take() -> dict[str, Any]:
     began = time.perf_counter()
     kinds: Counter[str] = Counter()
     functions: Counter[str] = Counter()
-    recent: list[tuple[int, int]] = []
     for item in gc.get_objects():
         kind = type(item)
         kinds[kind.__name__] += 1
         if kind is _FUNCTION:
             functions[f"{item.__module__}.{item.__qualname__}"] += 1
-        elif kind is Recent:
-            recent.append((len(item._items), item._size))
+    recent = [(len(cache._items), cache._size) for cache in list(Recent.every)]
     return {
         "at": time.time(),
         "pid": os.getpid(),
@@ -115,6 +113,7 @@ def take() -> dict[str, Any]:
         "collections": [generation["collections"] for generation in gc.get_stats()],
         "objects": dict(kinds.most_common(TOP)),
         "functions": dict(functions.most_common(TOP)),
+        # The store's and the feed's caches (service.store.events.Recent): (entries, size).
         "recent": sorted(recent, reverse=True),
         "caches": _caches(),
         "seconds": round(time.perf_counter() - began, 3),

@@ -11,12 +11,13 @@ import json
 import threading
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import orjson
 import psycopg
@@ -186,7 +187,13 @@ class Recent(Generic[_K, _V]):
     and of the feed's decoded events. With ``idle_seconds``, an item not used for that
     long goes too, at the next :meth:`put`."""
 
+    #: Every one made, for the soak's census (service/census.py): an API process's are
+    #: made before the collector is told to leave its start-up objects alone, and it lists
+    #: only the objects it looks at.
+    every: ClassVar[weakref.WeakSet[Recent[Any, Any]]] = weakref.WeakSet()
+
     def __init__(self, size: int, idle_seconds: float | None = None):
+        Recent.every.add(self)
         self._size = size
         self._idle_seconds = idle_seconds
         #: Each item, and when it was last used: the least recently used first.
