@@ -10,8 +10,6 @@ the process for a few hundred milliseconds, which a soak's percentiles see."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 import json
 import os
@@ -22,47 +20,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .memory import heap, rss_kib
+
 #: The rows kept of each tally, the largest first.
 TOP = 30
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
-    ]
-
-
-def _heap() -> dict[str, int]:
-    """glibc's heap: bytes taken from the system (``arena``, ``hblkhd`` for the mapped
-    blocks), in use (``uordblks``) and free inside it (``fordblks``); empty elsewhere."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        mallinfo2 = libc.mallinfo2
-    except (OSError, AttributeError, TypeError):
-        return {}
-    mallinfo2.restype = _MallInfo2
-    found = mallinfo2()
-    return {name: getattr(found, name) for name in ("arena", "hblkhd", "uordblks", "fordblks")}
-
-
-def _rss_kib() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def _caches() -> dict[str, int]:
@@ -104,8 +65,8 @@ def take() -> dict[str, Any]:
     return {
         "at": time.time(),
         "pid": os.getpid(),
-        "rss_kib": _rss_kib(),
-        "heap": _heap(),
+        "rss_kib": rss_kib(),
+        "heap": heap(),
         "allocated_blocks": sys.getallocatedblocks(),
         "tracked": sum(kinds.values()),
         "frozen": gc.get_freeze_count(),

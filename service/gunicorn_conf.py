@@ -136,8 +136,10 @@ def post_worker_init(worker: "Worker") -> None:
     soak made two full collections in 24 minutes, both at its start, and the cycles that
     had outlived two younger collections (an ended stream's closures and generators,
     werkzeug's matcher's) stayed until a full one. So each process makes one every
-    ``GC_FULL_SECONDS`` or so, at a time of its own, and logs what it found and how long
-    it took.
+    ``GC_FULL_SECONDS`` or so, at a time of its own, gives the C library's free pages
+    back to the system (the process that lived through another's restart took its
+    streams' reconnections at once, and kept that moment's peak: 214 -> 235 MiB of RSS
+    while its heap in use fell), and logs what it found and how long it took.
 
     And end open event streams and long polls, and close idle kept-alive connections, as
     soon as the worker is told to stop: gunicorn would otherwise wait for them
@@ -149,7 +151,7 @@ def post_worker_init(worker: "Worker") -> None:
     import threading
     import time
 
-    from service import census
+    from service import census, memory
     from service.api.wsgi import app
     from service.gunicorn_worker import ProblemWorker
 
@@ -174,10 +176,17 @@ def post_worker_init(worker: "Worker") -> None:
             time.sleep(random.uniform(0.5, 1.5) * GC_FULL_SECONDS)
             started = time.perf_counter()
             found = gc.collect()
+            collected = time.perf_counter()
+            before = memory.rss_kib()
+            memory.give_back()
             log.info(
-                "full collection: %d objects unreachable, %.0f ms",
+                "full collection: %d objects unreachable, %.0f ms; free memory given back in"
+                " %.0f ms, RSS %.0f -> %.0f MiB",
                 found,
-                (time.perf_counter() - started) * 1000,
+                (collected - started) * 1000,
+                (time.perf_counter() - collected) * 1000,
+                before / 1024,
+                memory.rss_kib() / 1024,
             )
 
     threading.Thread(target=collect_fully, name="ddz-gc", daemon=True).start()

@@ -1,4 +1,5 @@
-"""The soak's census (service/census.py): what a process holds, told from inside it."""
+"""The soak's census (service/census.py): what a process holds, told from inside it; and
+the free memory a process gives back (service/memory.py)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,18 @@ def test_a_process_not_asked_writes_nothing(tmp_path):
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_freed_memory_given_back_leaves_the_processs_rss():
+    """What a busy moment allocated and freed stays in the RSS until it is given back."""
+    code = (
+        "from service import memory\n"
+        "held = [bytearray(1000) for _ in range(100_000)]\n"
+        "del held\n"
+        "before = memory.rss_kib()\n"
+        "assert memory.give_back()\n"
+        "print(before - memory.rss_kib())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 50_000  # KiB: most of the 100 MB freed

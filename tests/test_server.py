@@ -147,7 +147,8 @@ def test_an_api_process_collects_its_old_garbage_on_its_own_timer(
     """Each request leaves a cycle or two (werkzeug's route matcher makes one) and an ended
     stream leaves many; the collector's raised threshold would keep those that outlived two
     young collections for an hour. A process collects fully every
-    ``DDZ_FULL_COLLECTION_SECONDS`` or so, and says what it found."""
+    ``DDZ_FULL_COLLECTION_SECONDS`` or so, gives the free memory back, and says what it
+    found."""
     log = tmp_path / "gunicorn.log"
     with gunicorn(
         database_url, redis_url, log, WEB_CONCURRENCY="1", DDZ_FULL_COLLECTION_SECONDS="1"
@@ -168,6 +169,7 @@ def test_an_api_process_collects_its_old_garbage_on_its_own_timer(
             ]
     assert found, "no full collection was logged"
     assert max(found) > 0
+    assert "free memory given back" in log.read_text(errors="replace")
 
 
 def test_a_connection_opened_as_the_api_stops_gets_its_request_answered(
