@@ -29,7 +29,9 @@ ALLOWED = {
 ENTRY = "entry"
 #: The entry points, by module: named one by one, so that a new package under service/ is
 #: given a layer instead of escaping the check as an entry point.
-ENTRIES = {"cli", "serve", "embedded", "gunicorn_conf", "gunicorn_worker"}
+#: The process's own tools belong with them: the census reads every layer's caches, for
+#: the entry points that start it.
+ENTRIES = {"cli", "serve", "embedded", "gunicorn_conf", "gunicorn_worker", "census", "memory"}
 #: The app factory (``service.api.create_app``) and the WSGI module that makes its app
 #: (``service.api.wsgi:app``, as deployments name it): in the API's package, they serve the
 #: API and the web pages from one app, and are entry points as importers, not as imported.
