@@ -113,8 +113,8 @@ REQUESTS_PER_CONNECTION = CONFIG.requests_per_connection
 #: Allocations (net) before the collector looks at the youngest objects (default 700);
 #: see post_worker_init.
 GC_YOUNGEST_THRESHOLD = 50_000
-#: Seconds between an API process's full collections, on average (see post_worker_init).
-GC_FULL_SECONDS = CONFIG.full_collection_seconds
+#: Seconds between the times an API process gives its free memory back (post_worker_init).
+GIVE_BACK_SECONDS = CONFIG.give_back_seconds
 
 
 def pre_request(worker: "Worker", req: "Request") -> None:
@@ -132,14 +132,12 @@ def post_worker_init(worker: "Worker") -> None:
     thresholds brought about every few seconds under load) held the whole process for
     300-400 ms, the slowest deliveries and commands of the stream benchmark.
 
-    That threshold leaves the oldest generation all but uncollected: an API process of a
-    soak made two full collections in 24 minutes, both at its start, and the cycles that
-    had outlived two younger collections (an ended stream's closures and generators,
-    werkzeug's matcher's) stayed until a full one. So each process makes one every
-    ``GC_FULL_SECONDS`` or so, at a time of its own, gives the C library's free pages
-    back to the system (the process that lived through another's restart took its
-    streams' reconnections at once, and kept that moment's peak: 214 -> 235 MiB of RSS
-    while its heap in use fell), and logs what it found and how long it took.
+    Every ``GIVE_BACK_SECONDS`` each process gives the C library's free pages back to the
+    system: the process that lived through another's restart in a soak took that one's
+    streams' reconnections at once, and its RSS kept the moment's peak (214 -> 235 MiB,
+    while its heap in use fell). Not a full collection besides: one every five minutes
+    held a process 0.5-1.35 s at 1,750 players and found 700-41,000 objects
+    (docs/scaling.md).
 
     And end open event streams and long polls, and close idle kept-alive connections, as
     soon as the worker is told to stop: gunicorn would otherwise wait for them
@@ -147,7 +145,6 @@ def post_worker_init(worker: "Worker") -> None:
     worker that is not stopping."""
     import gc
     import logging
-    import random
     import threading
     import time
 
@@ -169,27 +166,21 @@ def post_worker_init(worker: "Worker") -> None:
 
     threading.Thread(target=drain_when_stopping, name="ddz-drain", daemon=True).start()
 
-    def collect_fully() -> None:
-        log = logging.getLogger("ddz.gc")
+    def give_back() -> None:
+        log = logging.getLogger("ddz.memory")
         while worker.alive:
-            # Not all processes at once: each pause holds only its own requests.
-            time.sleep(random.uniform(0.5, 1.5) * GC_FULL_SECONDS)
-            started = time.perf_counter()
-            found = gc.collect()
-            collected = time.perf_counter()
+            time.sleep(GIVE_BACK_SECONDS)
             before = memory.rss_kib()
+            started = time.perf_counter()
             memory.give_back()
             log.info(
-                "full collection: %d objects unreachable, %.0f ms; free memory given back in"
-                " %.0f ms, RSS %.0f -> %.0f MiB",
-                found,
-                (collected - started) * 1000,
-                (time.perf_counter() - collected) * 1000,
+                "free memory given back in %.0f ms: RSS %.0f -> %.0f MiB",
+                (time.perf_counter() - started) * 1000,
                 before / 1024,
                 memory.rss_kib() / 1024,
             )
 
-    threading.Thread(target=collect_fully, name="ddz-gc", daemon=True).start()
+    threading.Thread(target=give_back, name="ddz-give-back", daemon=True).start()
 
 
 def child_exit(server: "Arbiter", worker: "Worker") -> None:
