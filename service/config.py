@@ -145,9 +145,6 @@ class Config:
     #: Requests one client connection carries before the API closes it (as nginx's
     #: ``keepalive_requests``; the client opens another): DDZ_REQUESTS_PER_CONNECTION.
     requests_per_connection: int = 100
-    #: Seconds between the times an API process gives the C library's free memory back to
-    #: the system (service/gunicorn_conf.py): DDZ_GIVE_BACK_SECONDS.
-    give_back_seconds: float = 60.0
     #: Database connections per RQ worker process (a worker runs one job at a time, plus its
     #: sweeper's timer): DDZ_WORKER_DB_POOL_SIZE.
     worker_db_pool_size: int = 4
@@ -245,7 +242,6 @@ class Config:
         "max_streams_per_address": "DDZ_MAX_STREAMS_PER_ADDRESS",
         "worker_connections": "DDZ_WORKER_CONNECTIONS",
         "requests_per_connection": "DDZ_REQUESTS_PER_CONNECTION",
-        "give_back_seconds": "DDZ_GIVE_BACK_SECONDS",
         "worker_db_pool_size": "DDZ_WORKER_DB_POOL_SIZE",
         "worker_metrics": "DDZ_WORKER_METRICS",
         "console_secret": "DDZ_CONSOLE_SECRET",

@@ -113,8 +113,6 @@ REQUESTS_PER_CONNECTION = CONFIG.requests_per_connection
 #: Allocations (net) before the collector looks at the youngest objects (default 700);
 #: see post_worker_init.
 GC_YOUNGEST_THRESHOLD = 50_000
-#: Seconds between the times an API process gives its free memory back (post_worker_init).
-GIVE_BACK_SECONDS = CONFIG.give_back_seconds
 
 
 def pre_request(worker: "Worker", req: "Request") -> None:
@@ -132,23 +130,15 @@ def post_worker_init(worker: "Worker") -> None:
     thresholds brought about every few seconds under load) held the whole process for
     300-400 ms, the slowest deliveries and commands of the stream benchmark.
 
-    Every ``GIVE_BACK_SECONDS`` each process gives the C library's free pages back to the
-    system: the process that lived through another's restart in a soak took that one's
-    streams' reconnections at once, and its RSS kept the moment's peak (214 -> 235 MiB,
-    while its heap in use fell). Not a full collection besides: one every five minutes
-    held a process 0.5-1.35 s at 1,750 players and found 700-41,000 objects
-    (docs/scaling.md).
-
     And end open event streams and long polls, and close idle kept-alive connections, as
     soon as the worker is told to stop: gunicorn would otherwise wait for them
     (``graceful_timeout``, 30 s) and then cut them off. Ended, they reconnect, to a
     worker that is not stopping."""
     import gc
-    import logging
     import threading
     import time
 
-    from service import census, memory
+    from service import census
     from service.api.wsgi import app
     from service.gunicorn_worker import ProblemWorker
 
@@ -165,22 +155,6 @@ def post_worker_init(worker: "Worker") -> None:
             worker.close_idle()
 
     threading.Thread(target=drain_when_stopping, name="ddz-drain", daemon=True).start()
-
-    def give_back() -> None:
-        log = logging.getLogger("ddz.memory")
-        while worker.alive:
-            time.sleep(GIVE_BACK_SECONDS)
-            before = memory.rss_kib()
-            started = time.perf_counter()
-            memory.give_back()
-            log.info(
-                "free memory given back in %.0f ms: RSS %.0f -> %.0f MiB",
-                (time.perf_counter() - started) * 1000,
-                before / 1024,
-                memory.rss_kib() / 1024,
-            )
-
-    threading.Thread(target=give_back, name="ddz-give-back", daemon=True).start()
 
 
 def child_exit(server: "Arbiter", worker: "Worker") -> None:

@@ -1,5 +1,4 @@
-"""A process's memory as the C library sees it: what the census reads, and the free
-memory an API process gives back after its full collections (service/gunicorn_conf.py)."""
+"""A process's memory as the C library and the kernel see it, for the census."""
 
 from __future__ import annotations
 
@@ -41,17 +40,6 @@ def heap() -> dict[str, int]:
     mallinfo2.restype = _MallInfo2
     found = mallinfo2()
     return {name: getattr(found, name) for name in ("arena", "hblkhd", "uordblks", "fordblks")}
-
-
-def give_back() -> bool:
-    """Returns the free pages of glibc's heap to the system (``malloc_trim``): freed
-    memory otherwise stays counted in the process's RSS, at the peak of its busiest
-    moment. False where the C library has no such call."""
-    trim = getattr(_libc(), "malloc_trim", None)
-    if trim is None:
-        return False
-    trim(0)
-    return True
 
 
 def rss_kib() -> int:

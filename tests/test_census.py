@@ -1,5 +1,4 @@
-"""The soak's census (service/census.py): what a process holds, told from inside it; and
-the free memory a process gives back (service/memory.py)."""
+"""The soak's census (service/census.py): what a process holds, told from inside it."""
 
 from __future__ import annotations
 
@@ -7,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from servers import ROOT
 
@@ -33,16 +33,29 @@ def test_a_census_counts_the_closures_a_process_keeps_and_its_caches():
 
 def test_a_process_asked_for_its_census_writes_one_line_each_time(tmp_path):
     env = {**os.environ, "DDZ_CENSUS_DIR": str(tmp_path), "DDZ_CENSUS_SECONDS": "0.2"}
-    code = "import time; from service import census; census.start_if_asked('api'); time.sleep(1.5)"
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    (path,) = tmp_path.glob("census-*.jsonl")
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    code = "import time; from service import census; census.start_if_asked('api'); time.sleep(60)"
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 30  # a busy machine imports slowly
+        lines: list[dict] = []
+        while len(lines) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            for path in tmp_path.glob("census-*.jsonl"):
+                written = path.read_text()
+                lines = [
+                    json.loads(line)
+                    for line in written.splitlines(keepends=True)
+                    if line.endswith("\n")
+                ]
+    finally:
+        process.kill()
+        process.wait()
     assert len(lines) >= 3
     assert {line["role"] for line in lines} == {"api"}
-    assert path.name == f"census-{lines[0]['pid']}.jsonl"
+    assert [path.name for path in tmp_path.glob("census-*.jsonl")] == [
+        f"census-{process.pid}.jsonl"
+    ]
+    assert all(line["pid"] == process.pid for line in lines)
 
 
 def test_a_process_not_asked_writes_nothing(tmp_path):
@@ -53,18 +66,3 @@ def test_a_process_not_asked_writes_nothing(tmp_path):
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-
-
-def test_freed_memory_given_back_leaves_the_processs_rss():
-    """What a busy moment allocated and freed stays in the RSS until it is given back."""
-    code = (
-        "from service import memory\n"
-        "held = [bytearray(1000) for _ in range(100_000)]\n"
-        "del held\n"
-        "before = memory.rss_kib()\n"
-        "assert memory.give_back()\n"
-        "print(before - memory.rss_kib())\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert int(done.stdout) > 50_000  # KiB: most of the 100 MB freed

@@ -141,33 +141,6 @@ def test_a_stopping_api_closes_its_idle_connections_at_once(database_url, redis_
         conn.close()
 
 
-def test_an_api_process_gives_its_free_memory_back_on_its_own_timer(
-    database_url, redis_url, tmp_path
-):
-    """What a busy moment allocated and freed would stay in the process's RSS at the
-    moment's peak: each process gives it back every ``DDZ_GIVE_BACK_SECONDS``, and says
-    so."""
-    log = tmp_path / "gunicorn.log"
-    with gunicorn(
-        database_url, redis_url, log, WEB_CONCURRENCY="1", DDZ_GIVE_BACK_SECONDS="0.5"
-    ) as (base, _):
-        conn = http.client.HTTPConnection(urlparse(base).netloc, timeout=30)
-        conn.request("GET", "/healthz")
-        conn.getresponse().read()
-        conn.close()
-        deadline = time.monotonic() + 20
-        said: list[str] = []
-        while len(said) < 2 and time.monotonic() < deadline:
-            time.sleep(0.5)
-            said = [
-                line
-                for line in log.read_text(errors="replace").splitlines()
-                if "free memory given back" in line
-            ]
-    assert len(said) >= 2, "the process did not give its free memory back, twice"
-    assert "RSS" in said[-1]
-
-
 def test_a_connection_opened_as_the_api_stops_gets_its_request_answered(
     database_url, redis_url, tmp_path
 ):
