@@ -5,6 +5,7 @@ likes; and a chunked body is counted by the rate limits before it is read."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import time
@@ -12,8 +13,12 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
+import redis
 from api_support import HttpApi, new_player
 from processes import gunicorn
+
+from service.api.rate_limits import COMMANDS as COMMANDS_CATEGORY
+from service.api.rate_limits import KEY_PREFIX
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
@@ -105,6 +110,23 @@ def test_a_trickled_chunked_body_is_a_408(deployed):
         sock.close()
 
 
+def counted_commands(redis_url: str, token: str, seconds: float = 20) -> int:
+    """The commands Redis holds against the token (in its minutes: see the test), once
+    they reach COMMANDS or after the given seconds."""
+    digest = hashlib.sha256(token.encode()).hexdigest()[:32]
+    pattern = f"{KEY_PREFIX}:{COMMANDS_CATEGORY}:token:{digest}:*"
+    client = redis.Redis.from_url(redis_url)
+    deadline = time.monotonic() + seconds
+    try:
+        while True:
+            total = sum(int(client.get(key) or 0) for key in client.scan_iter(pattern))
+            if total >= COMMANDS or time.monotonic() > deadline:
+                return total
+            time.sleep(0.05)
+    finally:
+        client.close()
+
+
 def test_a_chunked_body_is_counted_by_the_rate_limits_before_it_is_read(
     database_url, redis_url, tmp_path
 ):
@@ -115,6 +137,8 @@ def test_a_chunked_body_is_counted_by_the_rate_limits_before_it_is_read(
         redis_url,
         tmp_path / "gunicorn.log",
         DDZ_RATE_LIMIT_COMMANDS_PER_ADDRESS=f"{COMMANDS}/minute",
+        # Far above the test, in minutes: the token's count stays in Redis to be read.
+        DDZ_RATE_LIMIT_COMMANDS="1000/minute",
         DDZ_RATE_LIMIT_LOCAL_SHARE="0",  # every request counted in Redis at once
         DDZ_BODY_SECONDS="30",
     ) as (base, _):
@@ -124,9 +148,9 @@ def test_a_chunked_body_is_counted_by_the_rate_limits_before_it_is_read(
             for sock in pending:
                 sock.sendall(head(base, player.token, "Transfer-Encoding: chunked"))
                 sock.sendall(b"1\r\n{\r\n")  # and nothing more yet
-            # Counted as they came (the bodies are still on their way): 0.5 s was once too
-            # little for a busy machine to take every head in.
-            time.sleep(2)
+            # Counted as they came (the bodies are still on their way). Waited for in Redis:
+            # a fixed sleep was too little for a busy machine to take every head in.
+            assert counted_commands(redis_url, player.token) == COMMANDS
             refused = HttpApi(base).request("POST", "/v1/matches", player.token, json_body={})
             assert refused.status == 429 and refused.json["code"] == "rate_limited", refused.text
             for sock in pending:  # the bodies end: each one is served
