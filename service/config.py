@@ -41,10 +41,6 @@ class Config:
     body_seconds: float = 10.0
     #: How long one event stream stays open before the client reconnects: DDZ_STREAM_SECONDS.
     stream_seconds: float = 300.0
-    #: A process that is stopping ends its streams, each with a ``retry:`` advising its
-    #: client to reconnect after a time spread evenly from 1 s to this many, rather than
-    #: all at once to the processes still up: DDZ_DRAIN_RECONNECT_SECONDS.
-    drain_reconnect_seconds: float = 6.0
     #: Seconds between keep-alive comments on a quiet stream: DDZ_KEEPALIVE_SECONDS.
     keepalive_seconds: float = 15.0
     #: Database connections per process: DDZ_DB_POOL_SIZE.
@@ -215,7 +211,6 @@ class Config:
         "body_seconds": "DDZ_BODY_SECONDS",
         "stream_seconds": "DDZ_STREAM_SECONDS",
         "keepalive_seconds": "DDZ_KEEPALIVE_SECONDS",
-        "drain_reconnect_seconds": "DDZ_DRAIN_RECONNECT_SECONDS",
         "db_pool_size": "DDZ_DB_POOL_SIZE",
         "trusted_proxies": "DDZ_TRUSTED_PROXIES",
         "state_cache_size": "DDZ_STATE_CACHE_SIZE",

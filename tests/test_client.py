@@ -31,7 +31,6 @@ from ddz_client import (
     Unavailable,
     Unprocessable,
 )
-from ddz_client import client as client_module
 
 # Slow: starts servers or other processes (bin/test --fast leaves it out).
 pytestmark = pytest.mark.slow
@@ -298,26 +297,3 @@ def test_the_stream_waits_out_a_busy_service_resumes_after_its_last_id_and_raise
     ]
     assert [r.headers["Last-Event-ID"] for r in requests] == ["7-0-0", "7-0-0", "7-1-0", "7-2-0"]
     assert caught.value.code == "token_revoked"
-
-
-def test_a_stream_ended_with_a_wait_advised_reconnects_after_it(monkeypatch):
-    """A stopping server process ends its streams with a ``retry:`` each, spread over a
-    few seconds, so that its clients do not all come back at once."""
-    first = {"id": "7-1-0", "type": "seated", "table_id": "t", "seat": 0}
-    second = {"id": "7-2-0", "type": "hand_started", "match_id": "m"}
-    advised = httpx.Response(
-        200,
-        headers={"Content-Type": "text/event-stream"},
-        text=sse(first).text + "retry: 400\n\n",
-    )
-    client, requests = answering(advised, sse(second), problem(401, "token_revoked"))
-    waits: list[float] = []
-    monkeypatch.setattr(client_module, "_wait", lambda what, reason, seconds: waits.append(seconds))
-    got = []
-    with pytest.raises(Unauthorized):
-        for item in client.stream(after="7-0-0"):
-            got.append(item.id)
-    assert got == ["7-1-0", "7-2-0"]
-    assert requests[1].headers["Last-Event-ID"] == "7-1-0"
-    # The advice at a stream's start (its 1000 ms) is not waited for once events followed.
-    assert waits == [0.4, 0.0]

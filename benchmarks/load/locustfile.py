@@ -197,8 +197,6 @@ class Stream:
         self.client: HTTPClient | None = None
         self.reader: gevent.Greenlet[Any, Any] | None = None
         self.resumed_at: float | None = None
-        #: The wait (s) the stream's last message advised, if it was a ``retry:``.
-        self.advised: float | None = None
 
     def open(self) -> None:
         self.reader = gevent.spawn(self._read)
@@ -242,7 +240,7 @@ class Stream:
         if answer.status_code != 200:
             gevent.sleep(1)
             return
-        event, ident, data, retry = "message", "", list[str](), None
+        event, ident, data = "message", "", list[str]()
         while True:
             line = answer.readline(b"\n")
             if not line:
@@ -250,24 +248,18 @@ class Stream:
             text = line.decode().rstrip("\r\n")
             if not text:
                 if data:
-                    self.advised = None
                     yield event, ident, "\n".join(data)
-                elif retry is not None:
-                    self.advised = retry
-                event, ident, data, retry = "message", "", list[str](), None
+                event, ident, data = "message", "", list[str]()
             elif text.startswith("event:"):
                 event = text[6:].strip()
             elif text.startswith("id:"):
                 ident = text[3:].strip()
             elif text.startswith("data:"):
                 data.append(text[5:].lstrip())
-            elif text.startswith("retry:"):
-                retry = int(text[6:].strip()) / 1000
 
     def _read(self) -> None:
         while True:
             opened = time.monotonic()
-            self.advised = None
             try:
                 for event, ident, data in self._lines():
                     if ident:
@@ -284,10 +276,7 @@ class Stream:
                 if self.client is not None:
                     self.client.close()
                     self.client = None
-            if self.advised is not None:
-                # As an EventSource does: a stopping process spreads its streams' returns.
-                gevent.sleep(self.advised)
-            elif time.monotonic() - opened < 1:
+            if time.monotonic() - opened < 1:
                 gevent.sleep(1)  # closed at once (a process stopping): not in a tight loop
 
 

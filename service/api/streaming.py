@@ -3,7 +3,6 @@ reconnection sends, and the response."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,14 +23,6 @@ RETRY = "retry: 1000\n\n"
 KEEP_ALIVE = ": keep-alive\n\n"
 
 
-#: What every stream's description says of how it closes.
-CLOSES = (
-    "Comments keep a quiet connection alive; the server closes the stream after a while, and "
-    "at once when its process is stopping. The client then reconnects, after the wait that a "
-    "`retry:` field ending the stream advises: a stopping process advises from 1 s to "
-    "`DDZ_DRAIN_RECONNECT_SECONDS`, different for each stream, so that its clients do not all "
-    "reconnect to the other processes at once."
-)
 #: What every stream's description says of its end and its bounds (long polls share them).
 HELD_OPEN = (
     "A stream ends when the token that opened it is revoked or expires. A caller holds at "
@@ -147,26 +138,7 @@ def last_event_id() -> str | None:
 
 def event_stream(messages: Iterator[str] | Iterator[bytes]) -> Response:
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return Response(
-        stream_with_context(_parting(messages)), mimetype="text/event-stream", headers=headers
-    )
-
-
-def _parting(messages: Iterator[str] | Iterator[bytes]) -> Iterator[Any]:
-    """The messages, then, when the process is stopping, when to reconnect (werkzeug
-    takes str and bytes alike)."""
-    yield from messages
-    if services().notifier.draining:
-        yield reconnect_advice(services().config.drain_reconnect_seconds)
-
-
-def reconnect_advice(most_seconds: float) -> str:
-    """A ``retry:`` of a time spread evenly from 1 s to ``most_seconds``: a stopping
-    process's streams (about 850 a process at 1,750 players) all reconnecting to the
-    other processes at once raised their acknowledgements' p99 to 2.4 s in that minute
-    and their memory for good (docs/scaling.md), and a wait lets the replacement take
-    its share."""
-    return f"retry: {round(1000 * random.uniform(min(1.0, most_seconds), most_seconds))}\n\n"
+    return Response(stream_with_context(messages), mimetype="text/event-stream", headers=headers)
 
 
 def stream_doc(

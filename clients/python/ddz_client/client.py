@@ -445,9 +445,8 @@ class Client:
         Without ``after`` the first item is ``ready``, whose id marks the present: what
         the player does from then on (a ticket, a seat) comes after it. Then the items
         after ``after`` or ``ready``, in order. The service closes a stream now and then
-        and connections drop: the stream reconnects (at once, or after the wait the
-        service's last ``retry:`` advised, as a stopping server process advises), resuming
-        after the last id it gave (``Last-Event-ID``), so nothing is missed or repeated; failures are retried
+        and connections drop: the stream reconnects at once, resuming after the last id
+        it gave (``Last-Event-ID``), so nothing is missed or repeated; failures are retried
         with backoff for as long as it is iterated. A connection silent for
         ``idle_timeout`` seconds (the service sends keep-alives) is taken as dropped.
         Refusals (401, 403, 400) raise :class:`~ddz_client.ProblemError`."""
@@ -473,26 +472,18 @@ class Client:
                         reason = str(problem_of(response))
                     else:
                         opened = time.monotonic()
-                        # The wait the service advised last (ms), if nothing came after
-                        # it: a stopping process ends its streams so, spreading its
-                        # clients' returns over a few seconds.
-                        advised = None
                         for event in source.iter_sse():
                             if not event.id or not event.data:
-                                advised = event.retry
-                                continue
-                            last, failures, advised = event.id, 0, None
+                                continue  # the reconnection delay the server advises
+                            last, failures = event.id, 0
                             data = event.json() if event.data else {}
                             yield FeedItem(event.id, event.event, data)
-                        if advised is not None:
-                            asked, reason = advised / 1000, "the service advised a wait"
                         # Closed by the service: after a while (its stream_seconds), resume
-                        # at once or when it advised; closed as soon as opened (a process
-                        # that is stopping), back off as from a failure, or as advised.
+                        # at once; closed as soon as opened (a process that is stopping),
+                        # back off as from a failure.
                         if time.monotonic() - opened >= QUICK_CLOSE_SECONDS:
                             failures = 0
-                            if asked is None:
-                                continue
+                            continue
             except httpx.TransportError as exc:
                 reason = _reason(exc)
             _wait("the player's stream", reason, self._delay(failures, asked))

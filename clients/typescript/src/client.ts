@@ -516,10 +516,9 @@ export class Client {
    * Without `after` the first item is `ready`, whose id marks the present: what the
    * player does from then on (a ticket, a seat) comes after it. Then the items after
    * `after` or `ready`, in order. The service closes a stream now and then and
-   * connections drop: the stream reconnects (at once, or after the wait the service's
-   * last `retry:` advised, as a stopping server process advises), resuming after the
-   * last id it gave (`Last-Event-ID`), so nothing is missed or repeated; failures are
-   * retried with backoff for as long as it is iterated. A connection silent for `idleTimeout` seconds (the
+   * connections drop: the stream reconnects, resuming after the last id it gave
+   * (`Last-Event-ID`), so nothing is missed or repeated; failures are retried with backoff
+   * for as long as it is iterated. A connection silent for `idleTimeout` seconds (the
    * service sends keep-alives) is taken as dropped. Refusals (401, 403, 400) throw.
    */
   async *stream(after?: string | null, options: FollowOptions = {}): AsyncGenerator<StreamItem> {
@@ -581,27 +580,17 @@ export class Client {
         } else {
           const opened = Date.now();
           const idle = options.idleTimeout ?? 45;
-          // The wait the service advised last, if nothing came after it (a stopping
-          // process ends its streams so, its clients' returns spread over a few seconds).
-          let advised: number | null = null;
           for await (const message of messages(response.body, idle, connection)) {
-            if ("retry" in message) {
-              advised = message.retry / 1000;
-              continue;
-            }
-            advised = null;
-            if (!message.id || !message.data) continue;
+            if (!message.id || !message.data) continue; // the server's reconnection advice
             last = message.id;
             failures = 0;
             yield message;
           }
-          asked = advised;
-          // Closed by the service: after a while (its stream_seconds), resume at once or
-          // when it advised; closed as soon as opened (a process that is stopping), back
-          // off, or wait as advised.
+          // Closed by the service: after a while (its stream_seconds), resume at once;
+          // closed as soon as opened (a process that is stopping), back off.
           if ((Date.now() - opened) / 1000 >= QUICK_CLOSE_SECONDS) {
             failures = 0;
-            if (asked === null) continue;
+            continue;
           }
         }
       } catch (error) {
@@ -617,25 +606,17 @@ export class Client {
   }
 }
 
-/** A `retry:` field: how many milliseconds the service advises waiting before reconnecting. */
-interface Advice {
-  retry: number;
-}
-
 /**
- * The messages and reconnection advice of an event stream's body, in the order they
- * come; the connection is aborted when nothing comes for `idle` seconds.
+ * The messages of an event stream's body, as they come; the connection is aborted when
+ * nothing comes for `idle` seconds.
  */
 async function* messages(
   body: ReadableStream<Uint8Array>,
   idle: number,
   connection: AbortController,
-): AsyncGenerator<EventSourceMessage | Advice> {
-  const queue: (EventSourceMessage | Advice)[] = [];
-  const parser = createParser({
-    onEvent: (message) => queue.push(message),
-    onRetry: (retry) => queue.push({ retry }),
-  });
+): AsyncGenerator<EventSourceMessage> {
+  const queue: EventSourceMessage[] = [];
+  const parser = createParser({ onEvent: (message) => queue.push(message) });
   const decoder = new TextDecoder();
   const reader = body.getReader();
   let timer = setTimeout(() => connection.abort(), idle * 1000);

@@ -116,32 +116,3 @@ test("the stream waits out a busy service, resumes after its last id, throws a r
     ["7-0-0", "7-0-0", "7-1-0", "7-2-0"],
   );
 });
-
-test("a stream ended with a wait advised (a stopping process's) reconnects after it", async () => {
-  const first = { id: "7-1-0", type: "seated", table_id: "t", seat: 0 };
-  const second = { id: "7-2-0", type: "hand_started", match_id: "m" };
-  const ended = sse(first);
-  const advised = new Response((await ended.text()) + "retry: 400\n\n", {
-    status: 200,
-    headers: { "Content-Type": "text/event-stream" },
-  });
-  const { fetch, requests } = answering(advised, sse(second), problem(401, "token_revoked"));
-  const asked: number[] = [];
-  const timed = ((input: RequestInfo | URL, init?: RequestInit) => {
-    asked.push(performance.now());
-    return fetch(input, init);
-  }) as typeof globalThis.fetch;
-  const got: unknown[] = [];
-  await assert.rejects(
-    (async () => {
-      for await (const item of client(timed).stream("7-0-0")) got.push(item);
-    })(),
-    Unauthorized,
-  );
-  assert.deepEqual(got, [first, second]);
-  assert.equal(requests[1]?.headers.get("Last-Event-ID"), "7-1-0");
-  const [opened = 0, again = 0, third = 0] = asked;
-  assert.ok(again - opened >= 390, `reconnected after ${again - opened} ms, not 400`);
-  // The advice at a stream's start (its 1000 ms) is not waited for once events followed.
-  assert.ok(third - again < 900, `reconnected after ${third - again} ms`);
-});
