@@ -231,7 +231,7 @@ def token_key() -> str:
     state = g._get_current_object()
     key = state.get("ddz_token_key")
     if key is None:
-        key = state.ddz_token_key = hashlib.sha256(bearer_token().encode()).hexdigest()[:32]
+        key = state.ddz_token_key = hashed(bearer_token())
     return key
 
 
@@ -257,9 +257,12 @@ def client_network(address: str | None) -> str:
 
 def name_key(name: str | None = None) -> str:
     """An operator name a sign-in tries, hashed: any string fits in a key that way."""
-    if name is None:
-        name = request.form.get("name", "")
-    return hashlib.sha256(name.encode()).hexdigest()[:32]
+    return hashed(request.form.get("name", "") if name is None else name)
+
+
+def hashed(text: str) -> str:
+    """``text`` as the limits' Redis keys hold it (a token, an operator name)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def name_and_address_key() -> str:
