@@ -11,7 +11,9 @@ stays so to the end of the run.
 The four seats: ``easy``, ``normal``, ``hard`` and a second ``normal`` (the hands need
 four players). ``hard`` searches ``--budget-ms`` of CPU time per decision; ``--hard``
 seats a variant of it there instead (``ddz simulate --pit``'s names, docs/bot.md). It
-prints, too, how often each won as landlord and as a farmer: a rating counts wins.
+prints, too, how often each won as landlord and as a farmer (a rating counts wins), and
+how often each landlord won by its estimated chance from the 25 cards it was dealt (the
+chance the bot bids by, docs/bot.md): what a bid could change.
 
 With ``--model`` no hand is played: each hand's landlord is drawn among the players of
 ``--landlord-wins`` and wins with its chance there (as a run measured them), and it
@@ -28,10 +30,12 @@ from dataclasses import dataclass, field
 from common import command_line, parse
 
 from service.game import MatchSettings
+from service.game.bot.evaluation import BAND, band_of, landlord_chance
 from service.game.bot.levels import contestant
 from service.game.ratings import RatedHand, Rating, rate
 from service.game.settlement import LANDLORD
-from service.game.simulate import hand_seed, play_hand, won_share
+from service.game.simulate import dealt, hand_seed, play_hand, won_share
+from service.rules.cards import counts_of
 
 PLAYERS = ("easy", "normal", "hard", "normal-2")
 #: The orders measured: each (higher, lower).
@@ -130,17 +134,30 @@ def main() -> None:
         )
         for name in PLAYERS
     }
-    # Each player's hands won and played, as landlord and as a farmer.
+    # Each player's hands won and played, as landlord and as a farmer; and as landlord by
+    # the band of its chance from the cards it was dealt.
     record = {name: [0, 0, 0, 0] for name in PLAYERS}
+    by_chance: dict[str, dict[int, list[int]]] = {name: {} for name in PLAYERS}
     ladder = Ladder(table.ruleset.name)
     draw = random.Random(args.seed)
     started = time.perf_counter()
     for hand in range(1, args.hands + 1):
         seated = list(PLAYERS)
         draw.shuffle(seated)
-        _, state = play_hand(table, hand_seed(args.seed, hand), [players[p] for p in seated])
+        seed = hand_seed(args.seed, hand)
+        _, state = play_hand(table, seed, [players[p] for p in seated])
         assert state.result is not None and state.landlord is not None
         landlord_won = state.result.outcome.winner == LANDLORD
+        # The farmers bombing without limit, as after 头撂 (the first bidder's bid of 3).
+        chance = landlord_chance(
+            counts_of(dealt(table, seed, []).hands[state.landlord]),
+            table.ruleset.joker_bomb,
+            with_bottom=False,
+            unlimited=1.0,
+        )
+        band = by_chance[seated[state.landlord]].setdefault(band_of(chance), [0, 0])
+        band[0] += landlord_won
+        band[1] += 1
         for seat, name in enumerate(seated):
             landlord = seat == state.landlord
             at = 0 if landlord else 2
@@ -168,6 +185,11 @@ def main() -> None:
         print(
             f"{name} won {won_share(won, led)} as landlord, {won_share(farmed, farmer)} as a farmer"
         )
+    print("won as landlord by the chance from the 25 cards dealt (farmers bombing freely):")
+    for name in PLAYERS:
+        bands = sorted(by_chance[name].items())
+        shares = [f"{b * BAND:.2f}-{(b + 1) * BAND:.2f} {won} of {led}" for b, (won, led) in bands]
+        print(f"  {name}: {', '.join(shares) or 'never landlord'}")
     for higher, lower in PAIRS:
         share = ladder.above[higher, lower] / args.hands
         settled = ladder.since[higher, lower]
