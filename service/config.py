@@ -39,7 +39,8 @@ class Config:
     #: DDZ_BODY_SECONDS. The largest body (16 KiB) takes under 7 s at 20 kbit/s, a poor
     #: mobile link; a client that trickles its body holds a connection no longer.
     body_seconds: float = 10.0
-    #: How long one event stream stays open before the client reconnects: DDZ_STREAM_SECONDS.
+    #: How long one event stream stays open at most before the client reconnects (each
+    #: stream draws up to a fifth less: service/api/streaming.py): DDZ_STREAM_SECONDS.
     stream_seconds: float = 300.0
     #: Seconds between keep-alive comments on a quiet stream: DDZ_KEEPALIVE_SECONDS.
     keepalive_seconds: float = 15.0

@@ -32,6 +32,7 @@ from api_support import (
     without_deadline,
 )
 
+from service.api.streaming import lifetime
 from service.store.events import NOTIFY_CHANNEL
 
 
@@ -151,6 +152,15 @@ def test_quiet_stream_sends_keep_alive_comments_and_closes(live_server, playing)
     assert [m.event for m in events] == ["snapshot"]
     assert len(comments) >= 2, messages
     assert 2.0 <= elapsed <= 8.0, elapsed
+
+
+def test_streams_opened_together_end_apart(config):
+    """A stream lives up to a fifth less than ``stream_seconds``, drawn for each: the
+    streams that reconnect together after an API process's restart do not all end, and
+    reconnect, together again (docs/scaling.md, "Streams that ended together")."""
+    lives = [lifetime(config) for _ in range(50)]
+    assert all(0.8 * config.stream_seconds <= life <= config.stream_seconds for life in lives)
+    assert max(lives) - min(lives) > 0.1 * config.stream_seconds
 
 
 def test_stream_errors_are_problems(live_server, playing):

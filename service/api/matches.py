@@ -71,6 +71,7 @@ from .streaming import (
     TOO_MANY_STREAMS,
     event_stream,
     last_event_id,
+    lifetime,
     long_poll,
     open_stream,
     sse,
@@ -468,9 +469,9 @@ def _follow(
         woken = threading.Event()
         opened.on_revoked(woken.set)
         batches = subscription.listen(lambda _: woken.set())
-        started = time.monotonic()
+        ends = time.monotonic() + lifetime(config)
         while True:
-            remaining = config.stream_seconds - (time.monotonic() - started)
+            remaining = ends - time.monotonic()
             if remaining <= 0 or notifier.draining:
                 return  # the client reconnects (to a process that is not stopping)
             if not batches:
@@ -599,9 +600,9 @@ class DirectStream:
         opened.on_revoked(self.wake.set)
         for batch in subscription.listen(self.on_news):
             self.on_news(batch)
-        started = time.monotonic()
+        ends = time.monotonic() + lifetime(config)
         while not (self.done or self.broken or subscription.failed or notifier.draining):
-            remaining = config.stream_seconds - (time.monotonic() - started)
+            remaining = ends - time.monotonic()
             if remaining <= 0:
                 break
             woken = self.wake.wait(opened.wait(min(config.keepalive_seconds, remaining)))

@@ -39,6 +39,7 @@ from .streaming import (
     admitted,
     event_stream,
     last_event_id,
+    lifetime,
     long_poll,
     open_stream,
     sse,
@@ -332,7 +333,7 @@ def _stream_items(
             if not opened.valid():
                 return
             yield sse(item["type"], ITEM.dump(item), item["id"])
-    ends = time.monotonic() + config.stream_seconds
+    ends = time.monotonic() + lifetime(config)
     while not notifier.draining and time.monotonic() < ends:
         try:
             items = subscription.next(

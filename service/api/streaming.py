@@ -3,12 +3,14 @@ reconnection sends, and the response."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from flask import Response, request, stream_with_context
 
+from ..config import Config
 from ..store import Slot, TooManySubscriptions
 from ..store.operators import BOOTSTRAP
 from . import encoding
@@ -21,6 +23,18 @@ from .services import services
 #: How long an EventSource waits before it reconnects (ms), sent first on every stream.
 RETRY = "retry: 1000\n\n"
 KEEP_ALIVE = ": keep-alive\n\n"
+#: The share of ``stream_seconds`` a stream's life may fall short of it, at random.
+#: Streams opened together end apart: after an API process's restart, the streams that
+#: reconnected at once all ended, and reconnected, at once again every ``stream_seconds``
+#: (734 in 10 s, a stall of 2.5 s at the p99, five minutes after the restart and
+#: every five minutes on; docs/scaling.md).
+LIFETIME_SPREAD = 0.2
+
+
+def lifetime(config: Config) -> float:
+    """Seconds a stream opened now stays open before the client reconnects: at most
+    ``stream_seconds``, at least :data:`LIFETIME_SPREAD` less of it."""
+    return config.stream_seconds * (1.0 - LIFETIME_SPREAD * random.random())
 
 
 #: What every stream's description says of its end and its bounds (long polls share them).

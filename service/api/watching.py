@@ -38,6 +38,7 @@ from .streaming import (
     admitted,
     event_stream,
     last_event_id,
+    lifetime,
     long_poll,
     open_stream,
     sse,
@@ -254,7 +255,7 @@ def watch_stream(table_id):
 
         opened.on_revoked(revoked)
         yield RETRY
-        ends = time.monotonic() + config.stream_seconds
+        ends = time.monotonic() + lifetime(config)
         while not notifier.draining:
             remaining = ends - time.monotonic()
             if remaining <= 0:
