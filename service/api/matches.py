@@ -65,6 +65,7 @@ from .problems import ApiError
 from .routing import Blueprint
 from .services import services
 from .streaming import (
+    CLOSES,
     HELD_OPEN,
     KEEP_ALIVE,
     RETRY,
@@ -382,9 +383,9 @@ def _last_event_id() -> int | None:
         summary="Server-Sent Events of the match",
         description="First a `snapshot` event with the caller's view (its `id` is the version), then "
         "each event the caller may see, with `id:` = its version and `event:` = its type. Reconnect "
-        "with `Last-Event-ID` to resume after that version with nothing lost or repeated. Comments "
-        "keep a quiet connection alive; the server closes the stream after a while (and at once "
-        "when the server process is stopping), and the client reconnects.\n\n"
+        "with `Last-Event-ID` to resume after that version with nothing lost or repeated. "
+        + CLOSES
+        + "\n\n"
         "A match's last event is `settled`: the settlement job appends it shortly after "
         "`hand_ended`, once the ledger holds the hand's settlement. The stream closes right after "
         "sending `settled` (a stream opened on a settled match sends its snapshot and closes), and "

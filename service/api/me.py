@@ -32,6 +32,7 @@ from .problems import ApiError
 from .routing import Blueprint
 from .services import services
 from .streaming import (
+    CLOSES,
     HELD_OPEN,
     KEEP_ALIVE,
     RETRY,
@@ -396,8 +397,9 @@ def my_events(query):
         "item committed a moment before may still follow it: never is one missed); a "
         "reconnection with `Last-Event-ID` resumes after that id with nothing lost or repeated "
         "(an id past anything that exists is refused: 422 `cursor_unknown`). "
-        "Comments keep a quiet connection alive; the server closes the stream after a while (at "
-        "once when the server process is stopping), and the client reconnects. " + HELD_OPEN,
+        + CLOSES
+        + " "
+        + HELD_OPEN,
         schema=PLAYER_STREAM_EVENT,
         resume="Resume after this item (the `id` of the last event received)",
         id_pattern=ITEM_ID,

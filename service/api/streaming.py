@@ -37,6 +37,11 @@ def lifetime(config: Config) -> float:
     return config.stream_seconds * (1.0 - LIFETIME_SPREAD * random.random())
 
 
+#: What every stream's description says of how it closes.
+CLOSES = (
+    "Comments keep a quiet connection alive; the server closes the stream after a while (and "
+    "at once when the server process is stopping), and the client reconnects."
+)
 #: What every stream's description says of its end and its bounds (long polls share them).
 HELD_OPEN = (
     "A stream ends when the token that opened it is revoked or expires. A caller holds at "

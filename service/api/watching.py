@@ -31,6 +31,7 @@ from .problems import ApiError
 from .routing import Blueprint
 from .services import services
 from .streaming import (
+    CLOSES,
     HELD_OPEN,
     KEEP_ALIVE,
     RETRY,
@@ -215,9 +216,10 @@ def watch(query, table_id):
             description="The items of `GET /v1/tables/{table_id}/watch` as they happen (from "
             "the start of the table's latest hand), each with `id:` its id and `event:` its "
             "type, `DDZ_WATCH_DELAY_SECONDS` behind the table; `Last-Event-ID` resumes after "
-            "an item with nothing lost or repeated. Comments keep a quiet connection alive; "
-            "the server closes the stream after a while, and the client reconnects. A watcher "
-            "without a token is counted by its address alone. " + HELD_OPEN,
+            "an item with nothing lost or repeated. "
+            + CLOSES
+            + " A watcher without a token is counted by its address alone. "
+            + HELD_OPEN,
             schema=WATCH_EVENT,
             resume="Resume after this item (the `id` of the last event received)",
             id_pattern=ITEM_ID,
