@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import functools
 import json
 import os
 import random
@@ -52,13 +53,19 @@ from typing import Any
 import gevent
 from gevent.queue import Empty, Queue
 from geventhttpclient import HTTPClient
-from locust import FastHttpUser, LoadTestShape, constant, events, runners, task
+from locust import FastHttpUser, LoadTestShape, argument_parser, constant, events, runners, task
 from locust.exception import StopUser
 
 # A generator process's heartbeats may come late on a crowded machine: its master takes it
 # for lost after this many missed seconds (3 by default), and stops the run when the last
 # one is lost.
 runners.HEARTBEAT_LIVENESS = 30
+# A generator process builds and parses Locust's whole command line anew for each option
+# of every spawn message (``default_args_dict()`` inside a loop, locust 2.47): 75 % of its
+# CPU in a ramp, where a spawn message comes every second, and about 170 ms each time in
+# which no user's greenlet runs, so every timer running then measured the stall. The
+# defaults do not change within a process.
+argument_parser.default_args_dict = functools.cache(argument_parser.default_args_dict)
 
 #: The model's knobs, from the environment (the capacity and soak scripts set them).
 STEPS = [int(users) for users in os.environ.get("DDZ_LOAD_USERS", "100").split(",")]
