@@ -59,9 +59,19 @@ class JobWorker(SimpleWorker):
         # limit; a thread that read the unsubscription's answer before it was told to stop
         # waits for a new subscription (up to a minute), and so did the worker's exit after
         # SIGTERM. Told first, the thread leaves as that answer comes.
-        if self.pubsub_thread is not None:
-            self.pubsub_thread.stop(timeout=0)
-        super().unsubscribe()  # type: ignore[no-untyped-call]  # RQ leaves it untyped
+        thread = self.pubsub_thread
+        if thread is not None:
+            thread.stop(timeout=0)
+        try:
+            super().unsubscribe()  # type: ignore[no-untyped-call]  # RQ leaves it untyped
+        except REDIS_AWAY:
+            # Or the thread, woken by another message first (its subscription's
+            # confirmation, in a short burst), left and closed the connection as RQ sent
+            # the unsubscription on it: the subscription ended with the connection.
+            if thread is not None:
+                thread.join(1)
+            if self.pubsub is not None:
+                self.pubsub.close()
 
     def run_maintenance_tasks(self) -> None:
         try:
