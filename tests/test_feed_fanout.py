@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from api_support import bearer, open_sse, sse_messages, wait_for
 from jobs import choose, feed, join, new_player, new_table, run_burst, worker_app
+from prometheus_client import REGISTRY
 from servers import serving
 
 # Slow: plays hands through real workers and waits for deadlines (bin/test --fast leaves it out).
@@ -148,3 +149,83 @@ def test_a_stream_resumes_across_a_restart_of_the_shared_reader(served, rconn, j
     assert all(m["event"] != "ready" for m in resumed)  # a resumed stream starts after its id
     everything = feed(api, token, start)["items"]
     assert stripped(seen + resumed) == everything[: len(seen) + len(resumed)]
+
+
+def catch_ups() -> dict[str, float]:
+    """The process's ``ddz_stream_catch_ups_total``, by source."""
+    return {
+        source: REGISTRY.get_sample_value("ddz_stream_catch_ups_total", {"source": source}) or 0.0
+        for source in ("kept", "feed")
+    }
+
+
+def missed_while_away(api, rconn, token: str, turn: dict) -> list[dict]:
+    """The player acts on ``turn`` and the bots play on: what its stream then misses."""
+    view = api.get(f"/v1/matches/{turn['match_id']}", headers=bearer(token)).json
+    body = {**choose(api, turn["match_id"], token, view), "expected_version": view["version"]}
+    reply = api.post(f"/v1/matches/{turn['match_id']}/commands", json=body, headers=bearer(token))
+    assert reply.status_code == 200, reply.json
+    run_burst(rconn)
+    missed = feed(api, token, turn["id"], wait=5)["items"]
+    assert missed, "the hand went on"
+    return missed
+
+
+@pytest.mark.parametrize("kept_events", [20_000, 1])
+def test_a_resumed_stream_catches_up_from_what_the_reader_keeps(
+    served, rconn, jobs_env, monkeypatch, kept_events
+):
+    """While the reader lives (another player's stream keeps it), a stream resumed from an
+    id it still keeps gets what it missed from there, reading nothing itself; from an id
+    older than what it keeps, from the feed. The same items either way."""
+    import service.app.feed_fanout as feed_fanout
+
+    monkeypatch.setattr(feed_fanout, "KEPT_EVENTS", kept_events)
+    base, app = served
+    api = app.test_client()
+    services = app.extensions["ddz"]
+    _, watcher = new_player(api, "keeper")
+    _, token = new_player(api, "away")
+    new_table(api, token, bots_after=0, next_hand_seconds=60, turn_seconds=60)
+    own: list[tuple] = []
+    store_feed = services.feed.feed
+    read = store_feed.read
+    monkeypatch.setattr(store_feed, "read", lambda *a: own.append(a) or read(*a))
+    keeper = open_sse(base, "/v1/me/stream", watcher, timeout=30)
+    try:
+        assert next(items(keeper[1]))["event"] == "ready"
+        first = services.feed_fanout.reader
+        conn, response = open_sse(base, "/v1/me/stream", token, timeout=30)
+        try:
+            reader = items(response)
+            start = next(reader)["id"]
+            run_burst(rconn)
+            seen = until(reader, "your_turn")
+        finally:
+            response.close()
+            conn.close()
+        missed = missed_while_away(api, rconn, token, seen[-1])
+        own.clear()
+        counted = catch_ups()
+        conn, response = open_sse(base, "/v1/me/stream", token, seen[-1]["id"], timeout=30)
+        try:
+            reader = items(response)
+            resumed = [next(reader) for _ in missed]
+            caught_up_by = list(own)  # the resumed stream's own reads of the feed
+        finally:
+            response.close()
+            conn.close()
+        assert services.feed_fanout.reader is first  # one reader all along
+    finally:
+        keeper[1].close()
+        keeper[0].close()
+    assert stripped(resumed) == missed
+    assert stripped(seen + resumed) == feed(api, token, start)["items"][: len(seen) + len(resumed)]
+    source = "kept" if kept_events > 1 else "feed"
+    if source == "kept":
+        assert caught_up_by == []  # from the reader's events
+    else:
+        assert caught_up_by, "an id older than what the reader keeps is read from the feed"
+    # Operators see where the resumptions read from (docs/operations.md, "Metrics").
+    now = catch_ups()
+    assert {k: now[k] - counted[k] for k in now} == {s: float(s == source) for s in now}

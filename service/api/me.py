@@ -13,6 +13,7 @@ from marshmallow import fields as f
 
 from ..app.feed import HELD_SECONDS, Cursor
 from ..app.feed_fanout import PlayerSubscription
+from ..app.metrics import STREAM_CATCH_UPS
 from ..game.ratings import Terms
 from ..store import ReaderFailed, ledger
 from ..store.ratings import RatingStore
@@ -322,12 +323,22 @@ def _stream_items(
     if start is None or not opened.valid():
         return  # the reader failed: the client reconnects, and gets a new one
     opened.on_revoked(subscription.wake)
+    resumed = after is not None
     if after is None:
         after = feed.now()
         yield sse("ready", {}, str(after))
     states: dict = {}
     while after < start:
-        items, _, resume = feed.items(player_id, after, states, until=start.xid)
+        # From what the process's reader still keeps, else from the feed.
+        kept = subscription.kept(after)
+        if resumed:
+            STREAM_CATCH_UPS.labels("feed" if kept is None else "kept").inc()
+            resumed = False
+        if kept is not None:
+            items = [i for fe in kept for i in feed.items_after(player_id, after, fe, states)[1]]
+            resume: Cursor | None = start
+        else:
+            items, _, resume = feed.items(player_id, after, states, until=start.xid)
         assert resume is not None  # it reads on from a cursor
         after = resume
         for item in items:

@@ -216,15 +216,7 @@ class PlayerFeed:
         mine: list[dict[str, Any]] = []
         start = 0
         for fe in found:
-            # Of the cursor's own event, only the items after its index (those up to it
-            # were sent: a poll reads its cursor's event again, often a your_turn, whose
-            # actions are not derived again for nothing).
-            start = (
-                after.index + 1
-                if (fe.xid, fe.stored.position) == (after.xid, after.position)
-                else 0
-            )
-            mine = self.items_of(player, fe, self.step_at(fe, states), start)
+            start, mine = self.items_after(player, after, fe, states)
             items += mine
         full = len(found) == BATCH
         if full:
@@ -238,6 +230,17 @@ class PlayerFeed:
             # Everything of the player's below the horizon has been read.
             resume = max(after, Cursor(horizon, 0, 0), key=lambda c: (c.xid, c.position))
         return items, held or full, resume
+
+    def items_after(
+        self, player: str, after: Cursor, fe: FeedEvent, states: dict[uuid.UUID, State]
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """The player's items from the event, an event from ``after``'s own on: of the
+        cursor's own event only those after its index (those up to it were sent: a poll
+        reads its cursor's event again, often a your_turn, whose actions are not derived
+        again for nothing); and the index of the first."""
+        same = (fe.xid, fe.stored.position) == (after.xid, after.position)
+        start = after.index + 1 if same else 0
+        return start, self.items_of(player, fe, self.step_at(fe, states), start)
 
     def step_at(self, fe: FeedEvent, states: dict[uuid.UUID, State]) -> Step | None:
         """The match's state before the event and after it (None for a table's event), from

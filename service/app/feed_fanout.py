@@ -13,19 +13,28 @@ player's streams.
 A stream joins the reader where it is (:attr:`PlayerSubscription.start`, a horizon): the
 reader hands it every item from there on, and the stream reads what comes before (from its
 ``Last-Event-ID``) itself, up to that horizon. So the order, the gaps (none) and the
-resumption are the per-player read's: the items and their ids are the same."""
+resumption are the per-player read's: the items and their ids are the same.
+
+The reader also keeps the last :data:`KEPT_EVENTS` events it read, by player, so that a
+stream resuming from a ``Last-Event-ID`` in that stretch takes what it missed from
+there instead of reading the feed itself (:meth:`PlayerSubscription.kept`). When an API
+process stops, its streams all reconnect to the others at once, each with a cursor a few
+seconds or minutes old: read from the database, each such read scanned every event of
+its stretch, and together they kept PostgreSQL busy for the ten seconds that the
+restart's commands waited (docs/scaling.md, "A restart's own seconds")."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any
 
 from ..game import State
 from ..game.events import Settled
 from ..store import Notifier, ReaderFailed
+from ..store.feed import FeedEvent
 from .feed import Cursor, PlayerFeed
 
 log = logging.getLogger(__name__)
@@ -34,6 +43,9 @@ log = logging.getLogger(__name__)
 #: behind an older transaction still running: shorter than a long poll's wait
 #: (service.app.feed.HELD_SECONDS), since this is one reader for the whole process.
 HELD_SECONDS = 0.005
+#: Events the reader keeps after handing them out (each read's, the oldest dropped first):
+#: about a minute of 1,750 players' play, whose streams resume from their last item.
+KEPT_EVENTS = 10_000
 
 
 class PlayerSubscription:
@@ -59,6 +71,26 @@ class PlayerSubscription:
                 raise ReaderFailed("the feed could not be read") from reader.error
             items, self._pending = self._pending, []
         return items
+
+    def kept(self, after: Cursor) -> list[FeedEvent] | None:
+        """The player's events from ``after``'s own up to :attr:`start`, as the reader
+        read them, if it still keeps everything from there (else None: the stream reads
+        them itself)."""
+        reader, start = self._reader, self.start
+        assert start is not None
+        since = (after.xid, after.position)
+        with reader.lock:
+            origin = reader.kept_from
+            if origin is None or since < (origin.xid, origin.position):
+                return None
+            found = []
+            for fe in reversed(reader.kept_by_player.get(self.player, ())):
+                if (fe.xid, fe.stored.position) < since:
+                    break
+                if (fe.xid, fe.stored.position) < (start.xid, start.position):
+                    found.append(fe)
+        found.reverse()
+        return found
 
     def wake(self) -> None:
         """Ends the stream's wait now, with or without items (its token ended)."""
@@ -95,6 +127,14 @@ class FeedReader:
         self.subscribers = 0
         self.primed = threading.Event()
         self._subscriptions: dict[str, set[PlayerSubscription]] = defaultdict(set)
+        #: Every event from here up to :attr:`position` is kept (None: nothing read yet).
+        self.kept_from: Cursor | None = None
+        #: The events kept, of each player they concern, in the feed's order.
+        self.kept_by_player: dict[str, deque[FeedEvent]] = {}
+        #: Each read's events kept (how many, and how many of each player), the oldest
+        #: first: what goes when the events kept are more than :data:`KEPT_EVENTS`.
+        self._reads_kept: deque[tuple[Cursor, int, dict[str, int]]] = deque()
+        self._events_kept = 0
         #: The matches' states, as far as the reader rendered them (a match no stream
         #: here follows is not kept: its state is replayed if one comes to follow it).
         self._states: dict[uuid.UUID, State] = {}
@@ -116,7 +156,7 @@ class FeedReader:
                 # Watching before this: whatever commits from here on wakes the reader.
                 start = self._feed.now()
                 with self.lock:
-                    self.position = start
+                    self.position = self.kept_from = start
             except Exception as exc:  # noqa: BLE001 - the subscriptions report it
                 self._fail(exc)
                 return
@@ -158,9 +198,32 @@ class FeedReader:
                 if isinstance(fe.stored.event, Settled):
                     self._states.pop(fe.stream_id, None)
             self.position = max(self.position, Cursor(horizon, 0, 0))
+            self._keep(found, self.position)
             for subscription, items in handed.items():
                 subscription._hand(items)
         return held
+
+    def _keep(self, found: list[tuple[FeedEvent, frozenset[str]]], until: Cursor) -> None:
+        """Keeps a read's events (under the lock), and lets the oldest go beyond
+        :data:`KEPT_EVENTS`."""
+        if found:
+            counts: dict[str, int] = defaultdict(int)
+            for fe, players in found:
+                for player in players:
+                    self.kept_by_player.setdefault(player, deque()).append(fe)
+                    counts[player] += 1
+            self._reads_kept.append((until, len(found), counts))
+            self._events_kept += len(found)
+        while self._events_kept > KEPT_EVENTS:
+            ended, count, counts = self._reads_kept.popleft()
+            for player, n in counts.items():
+                mine = self.kept_by_player[player]
+                for _ in range(n):
+                    mine.popleft()
+                if not mine:
+                    del self.kept_by_player[player]
+            self._events_kept -= count
+            self.kept_from = ended
 
     def _fail(self, exc: BaseException) -> None:
         # The type only: a message may hold what a log must not show.

@@ -61,6 +61,12 @@ OPEN_STREAMS = Gauge(
     "Event streams (Server-Sent Events) open now",
     multiprocess_mode="livesum",
 )
+STREAM_CATCH_UPS = Counter(
+    "ddz_stream_catch_ups_total",
+    "Player streams resumed from an id behind the process's reader of the feed, by where"
+    " they read what they missed: the reader's kept events (kept) or the feed (feed)",
+    ["source"],
+)
 JOB_SECONDS = Histogram(
     "ddz_job_duration_seconds",
     "Time a worker spent on one job (bot turn, turn timeout, settlement), by kind",
