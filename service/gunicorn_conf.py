@@ -16,6 +16,7 @@ once gunicorn has patched the standard library, as do redis-py and the pool."""
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 from typing import TYPE_CHECKING
 
@@ -170,7 +171,20 @@ def on_exit(server: "Arbiter") -> None:
 
 
 def worker_exit(server: "Arbiter", worker: "Worker") -> None:
-    """Close the worker's connections (pool, listener, Redis) before it exits."""
+    """Close the worker's connections (pool, listener, Redis), its last appends announced,
+    and end the process there, with the status gunicorn was exiting with. gunicorn starts
+    a stopped worker's replacement only once the process is gone, and meanwhile its
+    streams' clients all reconnect to the workers left: the listener's thread took up to a
+    second to notice the stop, and the interpreter's teardown of a busy worker's objects
+    more than another (docs/scaling.md, "A restart's own seconds")."""
+    import logging
+
     from service.api.wsgi import app
 
-    app.extensions["ddz"].close()
+    app.extensions["ddz"].close(wait=False)
+    exiting = sys.exc_info()[1]  # gunicorn calls this as its SystemExit goes by
+    code = exiting.code if isinstance(exiting, SystemExit) else 1
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code % 256 if isinstance(code, int) else 0 if code is None else 1)

@@ -372,3 +372,44 @@ def test_the_access_log_is_built_only_for_a_handler_that_writes_it(tmp_path):
     assert checked.returncode == 0, checked.stderr
     assert json.loads(checked.stdout.splitlines()[-1]) == [0, 1]
     assert "GET /healthz" in path.read_text()
+
+
+#: A worker's end as gunicorn's arbiter runs it in the worker's process: the exit under
+#: way (the status argv[1]), then ``worker_exit`` in a ``finally``.
+WORKER_EXIT_CHECK = """
+import atexit, logging, sys
+from service import gunicorn_conf
+
+atexit.register(lambda: print("the interpreter's teardown", file=sys.stderr, flush=True))
+logging.getLogger("gunicorn.error").warning("the worker's last words")
+try:
+    sys.exit(int(sys.argv[1]))
+finally:
+    gunicorn_conf.worker_exit(None, None)
+"""
+
+
+@pytest.mark.parametrize("status", [0, 3, 255])
+def test_a_worker_ends_at_its_exit_hook_with_gunicorns_status(
+    database_url, redis_url, tmp_path, status
+):
+    """The exit hook ends the process itself, skipping the interpreter's teardown (the
+    replacement waits for the process to be gone), with the status gunicorn was exiting
+    with: 3 is a worker that failed to boot, on which gunicorn stops rather than start it
+    again and again. What it logged is written first."""
+    ended = subprocess.run(
+        [sys.executable, "-c", WORKER_EXIT_CHECK, str(status)],
+        cwd=ROOT,
+        env=dict(
+            os.environ,
+            DATABASE_URL=database_url,
+            REDIS_URL=redis_url,
+            PROMETHEUS_MULTIPROC_DIR=str(tmp_path),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ended.returncode == status, ended.stderr
+    assert "the worker's last words" in ended.stderr
+    assert "the interpreter's teardown" not in ended.stderr

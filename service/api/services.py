@@ -89,9 +89,10 @@ class Services:
             open_streams=open_streams,
         )
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """``wait``: for the listener's thread to end (a process about to exit need not)."""
         self.announcer.close()
-        self.notifier.close()
+        self.notifier.close(wait)
         self.open_streams.close()
         self.pool.close()
         self.redis.close()

@@ -198,9 +198,12 @@ class Notifier:
         for woken in every:
             woken.set()
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stops listening; ``wait``: until the thread has (within a second, its longest
+        wait for a notification)."""
         self._stop.set()
-        self._thread.join(timeout=3)
+        if wait:
+            self._thread.join(timeout=3)
 
 
 class Announcer:
