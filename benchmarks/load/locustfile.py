@@ -358,23 +358,32 @@ class Player(FastHttpUser):
     ) -> dict[str, Any] | None:
         """A command or a creation: its answer, None when refused (as a person is when the
         system took the seat at a deadline a moment before: counted as a conflict, as are
-        the codes ``also`` names)."""
+        the codes ``also`` names). One that got no answer at all (its connection closed
+        as it went out: a stopping API process closes its idle connections, and a request
+        sent on one at that moment meets the close) is sent again with the same
+        ``Idempotency-Key``, as the TypeScript client does, and counted as ``resent``."""
         headers = dict(self.auth, **{"Idempotency-Key": uuid.uuid4().hex})
-        with self.client.post(
-            path, json=body or {}, headers=headers, name=name, catch_response=True
-        ) as answer:
-            if answer.status_code in (200, 201):
-                answer.success()
-                created: dict[str, Any] = answer.json()
-                return created
-            if answer.status_code in (403, 409, 422):
-                code = (answer.json() or {}).get("code", "")
-                if code in CONFLICTS or code in also:
+        for may_resend in (True, False):
+            with self.client.post(
+                path, json=body or {}, headers=headers, name=name, catch_response=True
+            ) as answer:
+                if answer.status_code == 0 and may_resend:
                     answer.success()
-                    slo("conflict", 0)
-                    return None
-            answer.failure(f"{answer.status_code} {answer.text[:200] if answer.text else ''}")
-            return None
+                    slo("resent", 0)
+                    continue
+                if answer.status_code in (200, 201):
+                    answer.success()
+                    created: dict[str, Any] = answer.json()
+                    return created
+                if answer.status_code in (403, 409, 422):
+                    code = (answer.json() or {}).get("code", "")
+                    if code in CONFLICTS or code in also:
+                        answer.success()
+                        slo("conflict", 0)
+                        return None
+                answer.failure(f"{answer.status_code} {answer.text[:200] if answer.text else ''}")
+                return None
+        return None
 
     def get(self, path: str, name: str) -> dict[str, Any] | None:
         with self.client.get(path, headers=self.auth, name=name, catch_response=True) as answer:
