@@ -49,6 +49,40 @@ def stripped(found: list[dict]) -> list[dict]:
     return [{k: v for k, v in m.items() if k != "event"} for m in found]
 
 
+def catch_ups() -> dict[str, float]:
+    """The process's ``ddz_stream_catch_ups_total``, by source."""
+    return {
+        source: REGISTRY.get_sample_value("ddz_stream_catch_ups_total", {"source": source}) or 0.0
+        for source in ("kept", "feed")
+    }
+
+
+def to_first_turn(base: str, rconn, token: str, fanout) -> tuple[str, list[dict], object]:
+    """The player's stream from its start (the ``ready`` id) to its first ``your_turn``,
+    the bots dealing and playing on, then closed; and the process's reader that served it."""
+    conn, response = open_sse(base, "/v1/me/stream", token, timeout=30)
+    try:
+        reader = items(response)
+        start = next(reader)["id"]
+        run_burst(rconn)
+        return start, until(reader, "your_turn"), fanout.reader
+    finally:
+        response.close()
+        conn.close()
+
+
+def missed_while_away(api, rconn, token: str, turn: dict) -> list[dict]:
+    """The player acts on ``turn`` and the bots play on: what its stream then misses."""
+    view = api.get(f"/v1/matches/{turn['match_id']}", headers=bearer(token)).json
+    body = {**choose(api, turn["match_id"], token, view), "expected_version": view["version"]}
+    reply = api.post(f"/v1/matches/{turn['match_id']}/commands", json=body, headers=bearer(token))
+    assert reply.status_code == 200, reply.json
+    run_burst(rconn)
+    missed = feed(api, token, turn["id"], wait=5)["items"]
+    assert missed, "the hand went on"
+    return missed
+
+
 def test_two_players_streams_are_served_by_one_read(served, rconn, jobs_env, monkeypatch):
     base, app = served
     api = app.test_client()
@@ -103,26 +137,11 @@ def test_a_stream_resumes_across_a_restart_of_the_shared_reader(served, rconn, j
     fanout = app.extensions["ddz"].feed_fanout
     _, token = new_player(api, "restart")
     new_table(api, token, bots_after=0, next_hand_seconds=60, turn_seconds=60)
-    conn, response = open_sse(base, "/v1/me/stream", token, timeout=30)
-    try:
-        reader = items(response)
-        start = next(reader)["id"]
-        first = fanout.reader
-        run_burst(rconn)
-        seen = until(reader, "your_turn")
-    finally:
-        response.close()
-        conn.close()
+    start, seen, first = to_first_turn(base, rconn, token, fanout)
     wait_for(lambda: fanout.reader is None)  # its only stream closed: the reader stopped
     # Meanwhile the player acts and the bots play on: nobody here reads the feed.
     turn = seen[-1]
-    view = api.get(f"/v1/matches/{turn['match_id']}", headers=bearer(token)).json
-    body = {**choose(api, turn["match_id"], token, view), "expected_version": view["version"]}
-    reply = api.post(f"/v1/matches/{turn['match_id']}/commands", json=body, headers=bearer(token))
-    assert reply.status_code == 200, reply.json
-    run_burst(rconn)
-    missed = feed(api, token, turn["id"], wait=5)["items"]
-    assert missed, "the hand went on"
+    missed = missed_while_away(api, rconn, token, turn)
 
     conn, response = open_sse(base, "/v1/me/stream", token, turn["id"], timeout=30)
     try:
@@ -151,26 +170,6 @@ def test_a_stream_resumes_across_a_restart_of_the_shared_reader(served, rconn, j
     assert stripped(seen + resumed) == everything[: len(seen) + len(resumed)]
 
 
-def catch_ups() -> dict[str, float]:
-    """The process's ``ddz_stream_catch_ups_total``, by source."""
-    return {
-        source: REGISTRY.get_sample_value("ddz_stream_catch_ups_total", {"source": source}) or 0.0
-        for source in ("kept", "feed")
-    }
-
-
-def missed_while_away(api, rconn, token: str, turn: dict) -> list[dict]:
-    """The player acts on ``turn`` and the bots play on: what its stream then misses."""
-    view = api.get(f"/v1/matches/{turn['match_id']}", headers=bearer(token)).json
-    body = {**choose(api, turn["match_id"], token, view), "expected_version": view["version"]}
-    reply = api.post(f"/v1/matches/{turn['match_id']}/commands", json=body, headers=bearer(token))
-    assert reply.status_code == 200, reply.json
-    run_burst(rconn)
-    missed = feed(api, token, turn["id"], wait=5)["items"]
-    assert missed, "the hand went on"
-    return missed
-
-
 @pytest.mark.parametrize("kept_events", [20_000, 1])
 def test_a_resumed_stream_catches_up_from_what_the_reader_keeps(
     served, rconn, jobs_env, monkeypatch, kept_events
@@ -194,16 +193,7 @@ def test_a_resumed_stream_catches_up_from_what_the_reader_keeps(
     keeper = open_sse(base, "/v1/me/stream", watcher, timeout=30)
     try:
         assert next(items(keeper[1]))["event"] == "ready"
-        first = services.feed_fanout.reader
-        conn, response = open_sse(base, "/v1/me/stream", token, timeout=30)
-        try:
-            reader = items(response)
-            start = next(reader)["id"]
-            run_burst(rconn)
-            seen = until(reader, "your_turn")
-        finally:
-            response.close()
-            conn.close()
+        start, seen, first = to_first_turn(base, rconn, token, services.feed_fanout)
         missed = missed_while_away(api, rconn, token, seen[-1])
         own.clear()
         counted = catch_ups()
