@@ -176,7 +176,7 @@ def worker_exit(server: "Arbiter", worker: "Worker") -> None:
     a stopped worker's replacement only once the process is gone, and meanwhile its
     streams' clients all reconnect to the workers left: the listener's thread took up to a
     second to notice the stop, and the interpreter's teardown of a busy worker's objects
-    more than another (docs/scaling.md, "A restart's own seconds")."""
+    more than another (docs/scaling.md, "A restart's seconds, measured again")."""
     import logging
 
     from service.api.wsgi import app

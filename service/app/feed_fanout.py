@@ -21,7 +21,7 @@ there instead of reading the feed itself (:meth:`PlayerSubscription.kept`). When
 process stops, its streams all reconnect to the others at once, each with a cursor a few
 seconds or minutes old: read from the database, each such read scanned every event of
 its stretch, and together they kept PostgreSQL busy for the ten seconds that the
-restart's commands waited (docs/scaling.md, "A restart's own seconds")."""
+restart's commands waited (docs/scaling.md, "A restart's seconds, measured again")."""
 
 from __future__ import annotations
 
